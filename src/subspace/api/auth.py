@@ -1,0 +1,39 @@
+"""Who is calling: a Bearer key (or the sign-in cookie of the web UI) becomes a Context."""
+
+from __future__ import annotations
+
+from fastapi import Request
+
+from subspace.context import Context
+from subspace.errors import Unauthorized
+from subspace.keys import authenticate
+from subspace.runtime import Database
+
+COOKIE_NAME = "subspace_key"
+
+
+def presented_key(request: Request) -> str | None:
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() == "bearer" and token.strip():
+        return token.strip()
+    return request.cookies.get(COOKIE_NAME)
+
+
+def database(request: Request) -> Database:
+    db: Database = request.app.state.database
+    return db
+
+
+def require_context(request: Request) -> Context:
+    """FastAPI dependency: the caller's Context, or 401."""
+    token = presented_key(request)
+    if not token:
+        raise Unauthorized(
+            "No API key. Send `Authorization: Bearer <key>`; create a key with "
+            "`subspace keys create`."
+        )
+    db = database(request)
+    with db.pool.connection() as conn:
+        actor = authenticate(conn, token)
+    return db.context(actor, request.app.state.settings)

@@ -1,0 +1,49 @@
+"""One JSON shape for every error: {"error": {"code", "message", "status"}}."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+
+from subspace.errors import SubspaceError
+
+log = logging.getLogger(__name__)
+
+
+def error_response(status: int, code: str, message: str) -> JSONResponse:
+    return JSONResponse(
+        {"error": {"code": code, "message": message, "status": status}}, status_code=status
+    )
+
+
+def _describe(errors: list[dict[str, object]]) -> str:
+    parts = []
+    for error in errors[:5]:
+        loc = ".".join(str(p) for p in error.get("loc", ()) if p != "body")  # type: ignore[attr-defined]
+        parts.append(f"{loc or 'body'}: {error.get('msg')}")
+    more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
+    return "Invalid request: " + "; ".join(parts) + more + ". Fix these fields and retry."
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(SubspaceError)
+    async def subspace_error(request: Request, exc: SubspaceError) -> JSONResponse:
+        return error_response(exc.status, exc.code, exc.message)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return error_response(422, "invalid_input", _describe(list(exc.errors())))
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        return error_response(exc.status_code, code, str(exc.detail))
+
+    @app.exception_handler(Exception)
+    async def unexpected_error(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return error_response(500, "internal", "Something went wrong on the server; see its log.")

@@ -1,0 +1,83 @@
+"""/api/files"""
+
+from __future__ import annotations
+
+from typing import Annotated
+from uuid import UUID
+
+from fastapi import APIRouter, Depends, File, Form, UploadFile
+from fastapi.responses import Response
+from pydantic import BaseModel
+
+from subspace import commands
+from subspace.api.auth import require_context
+from subspace.api.routes.states import add_state_routes
+from subspace.commands.files import check_upload_size
+from subspace.context import Context
+from subspace.db import queries
+from subspace.models import File as FileRow
+
+router = APIRouter(prefix="/api/files", tags=["files"])
+CX = Annotated[Context, Depends(require_context)]
+
+
+class FilePatch(BaseModel):
+    enabled: bool
+
+
+@router.post("", status_code=201)
+def upload_file(
+    cx: CX,
+    file: Annotated[UploadFile, File(description="The document to store and index.")],
+    kb_id: Annotated[UUID | None, Form()] = None,
+) -> FileRow:
+    """Store a file; its text is extracted in the background (status `processing`)."""
+    if file.size is not None:
+        check_upload_size(cx, file.size)
+    # Read one byte past the limit so an oversized body is caught without reading it all.
+    data = file.file.read(cx.settings.max_upload_bytes + 1)
+    return commands.upload_file(
+        cx, file.filename or "", data, content_type=file.content_type or "", kb_id=kb_id
+    )
+
+
+@router.get("")
+def list_files(cx: CX, kb_id: UUID | None = None) -> list[FileRow]:
+    with cx.transaction() as conn:
+        return queries.list_files(conn, cx.actor.workspace_id, kb_id=kb_id)
+
+
+@router.get("/{file_id}")
+def get_file(file_id: UUID, cx: CX) -> FileRow:
+    with cx.transaction() as conn:
+        return queries.get_file(conn, cx.actor.workspace_id, file_id)
+
+
+@router.get("/{file_id}/content")
+def download_file(file_id: UUID, cx: CX) -> Response:
+    """The file's bytes as uploaded."""
+    with cx.transaction() as conn:
+        row = queries.get_file(conn, cx.actor.workspace_id, file_id)
+        data = queries.read_blob(conn, cx.actor.workspace_id, row.sha256)
+    quoted = row.name.replace('"', "'").encode("ascii", "replace").decode()
+    return Response(
+        data,
+        media_type=row.content_type,
+        headers={"content-disposition": f'attachment; filename="{quoted}"'},
+    )
+
+
+@router.patch("/{file_id}")
+def set_enabled(file_id: UUID, body: FilePatch, cx: CX) -> FileRow:
+    """Enable or disable the file; a disabled file is hidden everywhere until enabled."""
+    return commands.set_file_enabled(cx, file_id, body.enabled)
+
+
+add_state_routes(
+    router,
+    "file",
+    FileRow,
+    archive=commands.archive_file,
+    delete=commands.delete_file,
+    restore=commands.restore_file,
+)

@@ -1,0 +1,32 @@
+"""/api/knowledge-bases"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends
+from pydantic import BaseModel
+
+from subspace import commands
+from subspace.api.auth import require_context
+from subspace.context import Context
+from subspace.db import queries
+from subspace.models import KnowledgeBase
+
+router = APIRouter(prefix="/api/knowledge-bases", tags=["knowledge bases"])
+CX = Annotated[Context, Depends(require_context)]
+
+
+class KnowledgeBaseIn(BaseModel):
+    name: str
+
+
+@router.get("")
+def list_knowledge_bases(cx: CX) -> list[KnowledgeBase]:
+    with cx.transaction() as conn:
+        return queries.list_knowledge_bases(conn, cx.actor.workspace_id)
+
+
+@router.post("", status_code=201)
+def create_knowledge_base(body: KnowledgeBaseIn, cx: CX) -> KnowledgeBase:
+    return commands.create_knowledge_base(cx, body.name)

@@ -1,0 +1,67 @@
+"""/api/mail"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+from uuid import UUID
+
+from fastapi import APIRouter, Depends
+from pydantic import BaseModel, Field
+
+from subspace import commands
+from subspace.api.auth import require_context
+from subspace.api.routes.states import add_state_routes
+from subspace.context import Context
+from subspace.db import queries
+from subspace.models import Mail
+
+router = APIRouter(prefix="/api/mail", tags=["mail"])
+CX = Annotated[Context, Depends(require_context)]
+
+
+class MailIn(BaseModel):
+    message_id: str
+    subject: str = ""
+    sender: str = Field("", description="The From header.")
+    recipients: str = Field("", description="The To header.")
+    sent_at: datetime | None = None
+    body_text: str = ""
+    kb_id: UUID | None = None
+
+
+@router.post("", status_code=201)
+def add_mail(body: MailIn, cx: CX) -> Mail:
+    """Store a message; a Message-ID already stored answers 409."""
+    return commands.add_mail(
+        cx,
+        message_id=body.message_id,
+        subject=body.subject,
+        sender=body.sender,
+        recipients=body.recipients,
+        sent_at=body.sent_at,
+        body_text=body.body_text,
+        kb_id=body.kb_id,
+    )
+
+
+@router.get("")
+def list_mail(cx: CX, kb_id: UUID | None = None) -> list[Mail]:
+    with cx.transaction() as conn:
+        return queries.list_mail(conn, cx.actor.workspace_id, kb_id=kb_id)
+
+
+@router.get("/{mail_id}")
+def get_mail(mail_id: UUID, cx: CX) -> Mail:
+    with cx.transaction() as conn:
+        return queries.get_mail(conn, cx.actor.workspace_id, mail_id)
+
+
+add_state_routes(
+    router,
+    "mail",
+    Mail,
+    archive=commands.archive_mail,
+    delete=commands.delete_mail,
+    restore=commands.restore_mail,
+)

@@ -1,0 +1,66 @@
+"""/api/pages"""
+
+from __future__ import annotations
+
+from typing import Annotated
+from uuid import UUID
+
+from fastapi import APIRouter, Depends
+from pydantic import BaseModel
+
+from subspace import commands
+from subspace.api.auth import require_context
+from subspace.api.routes.states import add_state_routes
+from subspace.context import Context
+from subspace.db import queries
+from subspace.models import Page
+
+router = APIRouter(prefix="/api/pages", tags=["pages"])
+CX = Annotated[Context, Depends(require_context)]
+
+
+class PageIn(BaseModel):
+    title: str = ""
+    kb_id: UUID | None = None
+
+
+class PageRename(BaseModel):
+    title: str
+
+
+@router.get("")
+def list_pages(cx: CX, kb_id: UUID | None = None, include_hidden: bool = False) -> list[Page]:
+    """Pages newest first; archived and deleted ones too with `include_hidden`."""
+    with cx.transaction() as conn:
+        if kb_id is not None:
+            queries.get_knowledge_base(conn, cx.actor.workspace_id, kb_id)
+        return queries.list_pages(
+            conn, cx.actor.workspace_id, kb_id=kb_id, include_hidden=include_hidden
+        )
+
+
+@router.post("", status_code=201)
+def create_page(body: PageIn, cx: CX) -> Page:
+    return commands.create_page(cx, body.title, kb_id=body.kb_id)
+
+
+@router.get("/{page_id}")
+def get_page(page_id: UUID, cx: CX) -> Page:
+    """The page with its bullets nested under `nodes`."""
+    with cx.transaction() as conn:
+        return queries.get_page_tree(conn, cx.actor.workspace_id, page_id)
+
+
+@router.patch("/{page_id}")
+def rename_page(page_id: UUID, body: PageRename, cx: CX) -> Page:
+    return commands.rename_page(cx, page_id, body.title)
+
+
+add_state_routes(
+    router,
+    "page",
+    Page,
+    archive=commands.archive_page,
+    delete=commands.delete_page,
+    restore=commands.restore_page,
+)

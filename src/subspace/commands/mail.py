@@ -1,0 +1,124 @@
+"""Mail commands: add a message, archive, delete and restore."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from email.message import EmailMessage
+from email.policy import default as default_policy
+from email.utils import format_datetime
+from uuid import UUID
+
+from subspace.commands.blobs import put_blob
+from subspace.commands.outbox import append_event
+from subspace.commands.pages import resolve_kb
+from subspace.commands.states import ARCHIVE, DELETE, RESTORE, set_state
+from subspace.context import Context
+from subspace.db import queries
+from subspace.errors import Conflict
+from subspace.models import Mail
+from subspace.text import bounded, single_line
+
+SNIPPET_CHARS = 200  # enough for a one-line preview in a mail list
+
+
+def make_snippet(body_text: str) -> str:
+    """The first words of the body on one line, cut at a word boundary."""
+    flat = " ".join(body_text.split())
+    if len(flat) <= SNIPPET_CHARS:
+        return flat
+    return flat[:SNIPPET_CHARS].rsplit(" ", 1)[0] + "…"
+
+
+def _synthesize_raw(
+    message_id: str,
+    subject: str,
+    sender: str,
+    recipients: str,
+    sent_at: datetime | None,
+    body_text: str,
+) -> bytes:
+    # A message added from fields still gets a raw blob, so every mail can be exported and
+    # re-parsed the same way as an imported one.
+    msg = EmailMessage(policy=default_policy)
+    msg["Message-ID"] = message_id
+    msg["Subject"] = subject
+    if sender:
+        msg["From"] = sender
+    if recipients:
+        msg["To"] = recipients
+    if sent_at is not None:
+        msg["Date"] = format_datetime(sent_at)
+    msg.set_content(body_text or "")
+    return msg.as_bytes()
+
+
+def add_mail(
+    cx: Context,
+    *,
+    message_id: str,
+    subject: str,
+    sender: str = "",
+    recipients: str = "",
+    sent_at: datetime | None = None,
+    body_text: str = "",
+    raw: bytes | None = None,
+    kb_id: UUID | None = None,
+) -> Mail:
+    """Store one message. A Message-ID already in the workspace raises Conflict."""
+    limit = cx.settings.max_title_chars
+    setting = "SUBSPACE_MAX_TITLE_CHARS"
+    message_id = single_line(
+        message_id, what="A Message-ID", limit=limit, setting=setting, required=True
+    )
+    subject = single_line(subject, what="A subject", limit=limit, setting=setting, required=False)
+    sender = single_line(sender, what="A sender", limit=limit, setting=setting, required=False)
+    recipients = single_line(
+        recipients, what="The recipients", limit=10 * limit, setting=setting, required=False
+    )
+    body_text = bounded(
+        body_text,
+        what="A mail body",
+        limit=cx.settings.max_mail_body_chars,
+        setting="SUBSPACE_MAX_MAIL_BODY_CHARS",
+        fix="Shorten the body or raise the limit.",
+    )
+    if raw is None:
+        raw = _synthesize_raw(message_id, subject, sender, recipients, sent_at, body_text)
+    ws = cx.actor.workspace_id
+    with cx.transaction() as conn:
+        kb = resolve_kb(cx, conn, kb_id)
+        sha256 = put_blob(conn, cx.actor, raw)
+        row = conn.execute(
+            "insert into kb.mail (workspace_id, kb_id, message_id, subject, sender, recipients, "
+            "sent_at, snippet, body_text, raw_sha256) "
+            "values (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+            "on conflict (workspace_id, message_id) do nothing returning id",
+            (
+                ws,
+                kb,
+                message_id,
+                subject,
+                sender,
+                recipients,
+                sent_at,
+                make_snippet(body_text),
+                body_text,
+                sha256,
+            ),
+        ).fetchone()
+        if row is None:
+            raise Conflict(f"A message with Message-ID {message_id} is already stored.")
+        append_event(conn, cx.actor, "mail.added", mail_id=row["id"])
+        return queries.get_mail(conn, ws, row["id"])
+
+
+def archive_mail(cx: Context, mail_id: UUID) -> Mail:
+    return set_state(cx, "mail", mail_id, ARCHIVE, "mail.archived", queries.get_mail)
+
+
+def delete_mail(cx: Context, mail_id: UUID) -> Mail:
+    return set_state(cx, "mail", mail_id, DELETE, "mail.deleted", queries.get_mail)
+
+
+def restore_mail(cx: Context, mail_id: UUID) -> Mail:
+    return set_state(cx, "mail", mail_id, RESTORE, "mail.restored", queries.get_mail)

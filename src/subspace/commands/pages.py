@@ -1,0 +1,74 @@
+"""Page commands: create, rename, archive, delete and restore."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from subspace.commands.outbox import append_event
+from subspace.commands.states import ARCHIVE, DELETE, RESTORE, set_state
+from subspace.context import Context
+from subspace.db import queries
+from subspace.db.pool import Conn
+from subspace.models import Page
+from subspace.text import single_line
+
+
+def _title(cx: Context, title: str) -> str:
+    return single_line(
+        title,
+        what="A page title",
+        limit=cx.settings.max_title_chars,
+        setting="SUBSPACE_MAX_TITLE_CHARS",
+        required=False,
+    )
+
+
+def resolve_kb(cx: Context, conn: Conn, kb_id: UUID | None) -> UUID:
+    """`kb_id` checked to be in the workspace, or the workspace's default knowledge base."""
+    if kb_id is None:
+        return queries.default_knowledge_base(conn, cx.actor.workspace_id).id
+    return queries.get_knowledge_base(conn, cx.actor.workspace_id, kb_id).id
+
+
+def create_page(cx: Context, title: str, *, kb_id: UUID | None = None) -> Page:
+    """Create an empty page in `kb_id` (default: the workspace's default knowledge base)."""
+    title = _title(cx, title)
+    ws = cx.actor.workspace_id
+    with cx.transaction() as conn:
+        kb = resolve_kb(cx, conn, kb_id)
+        row = conn.execute(
+            "insert into kb.pages (workspace_id, kb_id, title) values (%s, %s, %s) returning id",
+            (ws, kb, title),
+        ).fetchone()
+        assert row is not None
+        append_event(conn, cx.actor, "page.created", page_id=row["id"])
+        return queries.get_page(conn, ws, row["id"])
+
+
+def rename_page(cx: Context, page_id: UUID, title: str) -> Page:
+    title = _title(cx, title)
+    ws = cx.actor.workspace_id
+    with cx.transaction() as conn:
+        queries.get_page(conn, ws, page_id, lock=True)
+        conn.execute(
+            "update kb.pages set title = %s, updated_at = now() "
+            "where workspace_id = %s and id = %s",
+            (title, ws, page_id),
+        )
+        append_event(conn, cx.actor, "page.renamed", page_id=page_id)
+        return queries.get_page(conn, ws, page_id)
+
+
+def archive_page(cx: Context, page_id: UUID) -> Page:
+    """Hide the page from search, grep, read and RAG until it is restored."""
+    return set_state(cx, "page", page_id, ARCHIVE, "page.archived", queries.get_page)
+
+
+def delete_page(cx: Context, page_id: UUID) -> Page:
+    """Soft-delete the page: its rows stay so `restore_page` can bring it back."""
+    return set_state(cx, "page", page_id, DELETE, "page.deleted", queries.get_page)
+
+
+def restore_page(cx: Context, page_id: UUID) -> Page:
+    """Undo archive and delete."""
+    return set_state(cx, "page", page_id, RESTORE, "page.restored", queries.get_page)

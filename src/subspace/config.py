@@ -1,0 +1,207 @@
+"""The one declaration of every setting Subspace reads from the environment."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from subspace.errors import ConfigError
+
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One environment variable: its name, type, default and what it does."""
+
+    env: str
+    attr: str
+    type: type
+    default: Any
+    help: str
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        "SUBSPACE_HOME",
+        "home",
+        Path,
+        Path("./.subspace"),
+        "Folder for the embedded Postgres data and local state.",
+    ),
+    Setting(
+        "SUBSPACE_DATABASE_URL",
+        "database_url",
+        str,
+        "",
+        "Postgres URL (>= 15 with pgvector >= 0.8). Empty starts the embedded server.",
+    ),
+    Setting("SUBSPACE_HOST", "host", str, "127.0.0.1", "Address the server listens on."),
+    Setting("SUBSPACE_PORT", "port", int, 8765, "Port the server listens on."),
+    Setting("SUBSPACE_LOG_LEVEL", "log_level", str, "info", "debug, info, warning or error."),
+    Setting(
+        "PROVIDERS",
+        "providers",
+        str,
+        "",
+        "Embedding and chat provider: fake, openai or local. Empty picks openai when "
+        "OPENAI_API_KEY is set, local when the [local] extra is installed, else fake.",
+    ),
+    Setting("OPENAI_API_KEY", "openai_api_key", str, "", "Key for the openai provider."),
+    Setting(
+        "OPENAI_BASE_URL",
+        "openai_base_url",
+        str,
+        "",
+        "Base URL of an OpenAI-compatible server (Ollama, vLLM). Empty uses OpenAI.",
+    ),
+    Setting(
+        "SUBSPACE_INDEX_DEBOUNCE_MS",
+        "index_debounce_ms",
+        int,
+        None,
+        "Debounce window for re-embedding an edited page, in ms. 0 indexes synchronously. "
+        "Empty means 0 under the fake provider and 1500 otherwise.",
+    ),
+    Setting(
+        "SUBSPACE_MAX_REQUEST_BYTES",
+        "max_request_bytes",
+        int,
+        2 * MiB,
+        "Largest HTTP request body accepted, except file uploads.",
+    ),
+    Setting(
+        "SUBSPACE_MAX_UPLOAD_BYTES",
+        "max_upload_bytes",
+        int,
+        50 * MiB,
+        "Largest file accepted by an upload.",
+    ),
+    Setting(
+        "SUBSPACE_MAX_TITLE_CHARS",
+        "max_title_chars",
+        int,
+        1_000,
+        "Longest page title, file name or mail subject.",
+    ),
+    Setting("SUBSPACE_MAX_NODE_CHARS", "max_node_chars", int, 100_000, "Longest bullet text."),
+    Setting(
+        "SUBSPACE_MAX_MAIL_BODY_CHARS",
+        "max_mail_body_chars",
+        int,
+        2_000_000,
+        "Longest plain-text mail body kept.",
+    ),
+    Setting(
+        "SUBSPACE_MAX_EXTRACTED_CHARS",
+        "max_extracted_chars",
+        int,
+        5_000_000,
+        "Longest text kept from one file; longer text is truncated and flagged.",
+    ),
+    Setting(
+        "SUBSPACE_MAX_ARCHIVE_INFLATED_BYTES",
+        "max_archive_inflated_bytes",
+        int,
+        200 * MiB,
+        "Largest inflated size of an archive-based document (DOCX).",
+    ),
+    Setting("SUBSPACE_MAX_QUERY_CHARS", "max_query_chars", int, 2_000, "Longest search query."),
+    Setting(
+        "SUBSPACE_MAX_SEARCH_LIMIT",
+        "max_search_limit",
+        int,
+        100,
+        "Largest number of results one search returns.",
+    ),
+    Setting(
+        "SUBSPACE_MAX_KNOWLEDGE_BASES",
+        "max_knowledge_bases",
+        int,
+        50,
+        "Most knowledge bases one search may name.",
+    ),
+    Setting(
+        "SUBSPACE_GREP_TIMEOUT_MS",
+        "grep_timeout_ms",
+        int,
+        2_000,
+        "Longest time one grep (exact or regex scan) may run.",
+    ),
+)
+
+
+_DEFAULTS: dict[str, Any] = {s.attr: s.default for s in SETTINGS}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Resolved settings. Build with `Settings.from_env()`; override fields in tests."""
+
+    home: Path = field(default=_DEFAULTS["home"])
+    database_url: str = field(default=_DEFAULTS["database_url"])
+    host: str = field(default=_DEFAULTS["host"])
+    port: int = field(default=_DEFAULTS["port"])
+    log_level: str = field(default=_DEFAULTS["log_level"])
+    providers: str = field(default=_DEFAULTS["providers"])
+    openai_api_key: str = field(default=_DEFAULTS["openai_api_key"], repr=False)
+    openai_base_url: str = field(default=_DEFAULTS["openai_base_url"])
+    index_debounce_ms: int | None = field(default=_DEFAULTS["index_debounce_ms"])
+    max_request_bytes: int = field(default=_DEFAULTS["max_request_bytes"])
+    max_upload_bytes: int = field(default=_DEFAULTS["max_upload_bytes"])
+    max_title_chars: int = field(default=_DEFAULTS["max_title_chars"])
+    max_node_chars: int = field(default=_DEFAULTS["max_node_chars"])
+    max_mail_body_chars: int = field(default=_DEFAULTS["max_mail_body_chars"])
+    max_extracted_chars: int = field(default=_DEFAULTS["max_extracted_chars"])
+    max_archive_inflated_bytes: int = field(default=_DEFAULTS["max_archive_inflated_bytes"])
+    max_query_chars: int = field(default=_DEFAULTS["max_query_chars"])
+    max_search_limit: int = field(default=_DEFAULTS["max_search_limit"])
+    max_knowledge_bases: int = field(default=_DEFAULTS["max_knowledge_bases"])
+    grep_timeout_ms: int = field(default=_DEFAULTS["grep_timeout_ms"])
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Read every declared setting from `environ` (default: the process environment)."""
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for setting in SETTINGS:
+            raw = env.get(setting.env, "").strip()
+            if raw == "":
+                continue
+            values[setting.attr] = _parse(setting, raw)
+        return cls(**values)
+
+    @property
+    def pgdata(self) -> Path:
+        return self.home / "pg"
+
+
+def _parse(setting: Setting, raw: str) -> Any:
+    if setting.type is int:
+        try:
+            value = int(raw)
+        except ValueError:
+            raise ConfigError(
+                f"{setting.env} must be a whole number, got {raw!r}. Fix or unset it."
+            ) from None
+        if value < 0:
+            raise ConfigError(f"{setting.env} must not be negative, got {value}. Fix or unset it.")
+        return value
+    if setting.type is Path:
+        return Path(raw).expanduser()
+    return raw
+
+
+def _check_declarations() -> None:
+    # Every dataclass field must be declared once in SETTINGS, so nothing reads the
+    # environment behind the table's back.
+    declared = {s.attr for s in SETTINGS}
+    attrs = {f.name for f in fields(Settings)}
+    if declared != attrs:
+        raise AssertionError(f"settings table and Settings differ: {declared ^ attrs}")
+
+
+_check_declarations()

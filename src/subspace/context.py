@@ -1,0 +1,40 @@
+"""The context every command and read runs in: a database handle, an actor and the settings."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+
+from psycopg_pool import ConnectionPool
+
+from subspace.config import Settings
+from subspace.db.pool import Conn
+from subspace.models import Actor
+
+
+@dataclass(frozen=True)
+class Context:
+    """A pool (each command borrows a connection) or one connection (commands compose).
+
+    With a connection, a command's transaction becomes a savepoint of the caller's, so an
+    import can run many commands in one transaction and still have each undo itself alone.
+    """
+
+    db: ConnectionPool[Conn] | Conn
+    actor: Actor
+    settings: Settings
+
+    @contextmanager
+    def transaction(self) -> Iterator[Conn]:
+        """Yield a connection inside a transaction that commits on success."""
+        if isinstance(self.db, ConnectionPool):
+            with self.db.connection() as conn, conn.transaction():
+                yield conn
+        else:
+            with self.db.transaction():
+                yield self.db
+
+    def on(self, conn: Conn) -> Context:
+        """The same context bound to one connection."""
+        return replace(self, db=conn)

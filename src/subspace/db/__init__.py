@@ -1,0 +1,1 @@
+"""Everything that speaks SQL: the embedded server, the pool, migrations and queries."""

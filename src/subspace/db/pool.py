@@ -1,0 +1,75 @@
+"""Connections: one psycopg 3 pool per process, with pgvector's types registered."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+from pgvector.psycopg import register_vector
+from psycopg.rows import dict_row
+from psycopg_pool import ConnectionPool
+
+from subspace.errors import DatabaseError
+
+Conn = psycopg.Connection[dict[str, Any]]
+
+MIN_PGVECTOR = (0, 8)  # iterative index scans arrived in pgvector 0.8
+
+
+def connect(dsn: str, **kwargs: Any) -> Conn:
+    """Open one connection that returns rows as dicts."""
+    try:
+        conn = psycopg.connect(dsn, row_factory=dict_row, **kwargs)
+    except psycopg.OperationalError as exc:
+        raise DatabaseError(
+            f"Cannot connect to Postgres ({exc}). Check SUBSPACE_DATABASE_URL, or unset it "
+            "to use the embedded server."
+        ) from exc
+    return conn
+
+
+def check_pgvector(conn: psycopg.Connection[Any]) -> str:
+    """Return the pgvector version the server offers, or raise if it is missing or too old."""
+    row = conn.execute(
+        "select coalesce(installed_version, default_version) from pg_available_extensions "
+        "where name = 'vector'"
+    ).fetchone()
+    if row is None:
+        raise DatabaseError(
+            "This Postgres has no pgvector extension. Install pgvector 0.8 or newer on the "
+            "server, or unset SUBSPACE_DATABASE_URL to use the embedded server."
+        )
+    version = str(row[0] if isinstance(row, tuple) else next(iter(row.values())))
+    if _version_tuple(version) < MIN_PGVECTOR:
+        raise DatabaseError(
+            f"pgvector {version} is too old: Subspace needs 0.8 or newer. Upgrade the "
+            "extension on the server."
+        )
+    return version
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split(".") if part.isdigit())
+
+
+def _configure(conn: psycopg.Connection[Any]) -> None:
+    register_vector(conn)
+    conn.commit()
+
+
+def open_pool(dsn: str, *, min_size: int = 1, max_size: int = 10) -> ConnectionPool[Conn]:
+    """Open a pool for a migrated database (pgvector's types must already exist)."""
+    pool: ConnectionPool[Conn] = ConnectionPool(
+        dsn,
+        min_size=min_size,
+        max_size=max_size,
+        kwargs={"row_factory": dict_row},
+        configure=_configure,
+        open=False,
+        name="subspace",
+    )
+    try:
+        pool.open(wait=True, timeout=10)
+    except psycopg.OperationalError as exc:
+        raise DatabaseError(f"Cannot open a connection pool to Postgres ({exc}).") from exc
+    return pool

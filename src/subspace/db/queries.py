@@ -1,0 +1,203 @@
+"""Reading rows of the kb schema into models, always within one workspace."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from subspace.db.pool import Conn
+from subspace.errors import NotFound
+from subspace.models import File, KnowledgeBase, Mail, Node, Page, TagDefinition
+
+PAGE_COLUMNS = "id, kb_id, title, archived_at, deleted_at, created_at, updated_at"
+NODE_COLUMNS = "id, page_id, parent_id, position, text, props, created_at, updated_at"
+FILE_COLUMNS = (
+    "id, kb_id, name, content_type, size, blob_sha256 as sha256, status, status_reason, "
+    "enabled, mail_id, archived_at, deleted_at, created_at, updated_at"
+)
+MAIL_COLUMNS = (
+    "id, kb_id, message_id, subject, sender, recipients, sent_at, snippet, body_text, "
+    "archived_at, deleted_at, created_at, updated_at"
+)
+KB_COLUMNS = "id, name, is_default, created_at"
+TAG_COLUMNS = "id, kb_id, name, type, created_at"
+
+
+def _one(conn: Conn, sql: str, params: tuple[Any, ...], kind: str, ident: object) -> dict[str, Any]:
+    row = conn.execute(sql, params).fetchone()
+    if row is None:
+        raise NotFound(kind, ident)
+    return row
+
+
+def get_knowledge_base(conn: Conn, workspace_id: UUID, kb_id: UUID) -> KnowledgeBase:
+    row = _one(
+        conn,
+        f"select {KB_COLUMNS} from kb.knowledge_bases where workspace_id = %s and id = %s",
+        (workspace_id, kb_id),
+        "knowledge base",
+        kb_id,
+    )
+    return KnowledgeBase(**row)
+
+
+def default_knowledge_base(conn: Conn, workspace_id: UUID) -> KnowledgeBase:
+    row = _one(
+        conn,
+        f"select {KB_COLUMNS} from kb.knowledge_bases where workspace_id = %s and is_default",
+        (workspace_id,),
+        "default knowledge base",
+        workspace_id,
+    )
+    return KnowledgeBase(**row)
+
+
+def list_knowledge_bases(conn: Conn, workspace_id: UUID) -> list[KnowledgeBase]:
+    rows = conn.execute(
+        f"select {KB_COLUMNS} from kb.knowledge_bases where workspace_id = %s order by name",
+        (workspace_id,),
+    ).fetchall()
+    return [KnowledgeBase(**row) for row in rows]
+
+
+def get_page(conn: Conn, workspace_id: UUID, page_id: UUID, *, lock: bool = False) -> Page:
+    """The page without its nodes. `lock` takes a row lock that serialises edits of one page."""
+    suffix = " for update" if lock else ""
+    row = _one(
+        conn,
+        f"select {PAGE_COLUMNS} from kb.pages where workspace_id = %s and id = %s{suffix}",
+        (workspace_id, page_id),
+        "page",
+        page_id,
+    )
+    return Page(**row)
+
+
+def get_page_tree(conn: Conn, workspace_id: UUID, page_id: UUID) -> Page:
+    """The page with its nodes nested under `nodes` in outline order."""
+    page = get_page(conn, workspace_id, page_id)
+    rows = conn.execute(
+        f"select {NODE_COLUMNS} from kb.nodes where workspace_id = %s and page_id = %s "
+        "order by position",
+        (workspace_id, page_id),
+    ).fetchall()
+    by_id = {row["id"]: Node(**row) for row in rows}
+    for node in by_id.values():
+        if node.parent_id is None:
+            page.nodes.append(node)
+        else:
+            by_id[node.parent_id].children.append(node)
+    return page
+
+
+def list_pages(
+    conn: Conn, workspace_id: UUID, *, kb_id: UUID | None = None, include_hidden: bool = False
+) -> list[Page]:
+    """Pages newest first; archived and deleted ones only with `include_hidden`."""
+    sql = f"select {PAGE_COLUMNS} from kb.pages where workspace_id = %s"
+    params: list[Any] = [workspace_id]
+    if kb_id is not None:
+        sql += " and kb_id = %s"
+        params.append(kb_id)
+    if not include_hidden:
+        sql += " and archived_at is null and deleted_at is null"
+    sql += " order by updated_at desc, id"
+    return [Page(**row) for row in conn.execute(sql, params).fetchall()]
+
+
+def get_node(conn: Conn, workspace_id: UUID, node_id: UUID) -> Node:
+    row = _one(
+        conn,
+        f"select {NODE_COLUMNS} from kb.nodes where workspace_id = %s and id = %s",
+        (workspace_id, node_id),
+        "node",
+        node_id,
+    )
+    return Node(**row)
+
+
+def get_file(conn: Conn, workspace_id: UUID, file_id: UUID) -> File:
+    row = _one(
+        conn,
+        f"select {FILE_COLUMNS} from kb.files where workspace_id = %s and id = %s",
+        (workspace_id, file_id),
+        "file",
+        file_id,
+    )
+    return File(**row)
+
+
+def list_files(conn: Conn, workspace_id: UUID, *, kb_id: UUID | None = None) -> list[File]:
+    sql = f"select {FILE_COLUMNS} from kb.files where workspace_id = %s and deleted_at is null"
+    params: list[Any] = [workspace_id]
+    if kb_id is not None:
+        sql += " and kb_id = %s"
+        params.append(kb_id)
+    sql += " order by created_at desc, id"
+    return [File(**row) for row in conn.execute(sql, params).fetchall()]
+
+
+def read_blob(conn: Conn, workspace_id: UUID, sha256: str) -> bytes:
+    row = _one(
+        conn,
+        "select data from kb.blobs where workspace_id = %s and sha256 = %s",
+        (workspace_id, sha256),
+        "blob",
+        sha256,
+    )
+    return bytes(row["data"])
+
+
+def get_mail(conn: Conn, workspace_id: UUID, mail_id: UUID) -> Mail:
+    row = _one(
+        conn,
+        f"select {MAIL_COLUMNS} from kb.mail where workspace_id = %s and id = %s",
+        (workspace_id, mail_id),
+        "mail",
+        mail_id,
+    )
+    return Mail(**row)
+
+
+def list_mail(conn: Conn, workspace_id: UUID, *, kb_id: UUID | None = None) -> list[Mail]:
+    sql = f"select {MAIL_COLUMNS} from kb.mail where workspace_id = %s and deleted_at is null"
+    params: list[Any] = [workspace_id]
+    if kb_id is not None:
+        sql += " and kb_id = %s"
+        params.append(kb_id)
+    sql += " order by sent_at desc nulls last, id"
+    return [Mail(**row) for row in conn.execute(sql, params).fetchall()]
+
+
+def get_tag(conn: Conn, workspace_id: UUID, tag_id: UUID) -> TagDefinition:
+    row = _one(
+        conn,
+        f"select {TAG_COLUMNS} from kb.tag_definitions where workspace_id = %s and id = %s",
+        (workspace_id, tag_id),
+        "tag",
+        tag_id,
+    )
+    return TagDefinition(**row)
+
+
+def list_tags(conn: Conn, workspace_id: UUID, *, kb_id: UUID | None = None) -> list[TagDefinition]:
+    sql = f"select {TAG_COLUMNS} from kb.tag_definitions where workspace_id = %s"
+    params: list[Any] = [workspace_id]
+    if kb_id is not None:
+        sql += " and kb_id = %s"
+        params.append(kb_id)
+    sql += " order by name"
+    return [TagDefinition(**row) for row in conn.execute(sql, params).fetchall()]
+
+
+def target_kb(conn: Conn, workspace_id: UUID, kind: str, target_id: UUID) -> UUID:
+    """The knowledge base of a page, file or mail; NotFound when it is not in the workspace."""
+    table = {"page": "kb.pages", "file": "kb.files", "mail": "kb.mail"}[kind]
+    row = _one(
+        conn,
+        f"select kb_id from {table} where workspace_id = %s and id = %s",
+        (workspace_id, target_id),
+        kind,
+        target_id,
+    )
+    return UUID(str(row["kb_id"]))

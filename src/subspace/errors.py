@@ -1,0 +1,65 @@
+"""The exception tree: each class carries an HTTP status and a stable code."""
+
+from __future__ import annotations
+
+
+class SubspaceError(Exception):
+    """Base of every error Subspace raises on purpose. The message is shown to the user."""
+
+    status = 500
+    code = "internal"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class ConfigError(SubspaceError):
+    """A setting is missing or malformed."""
+
+    code = "config"
+
+
+class DatabaseError(SubspaceError):
+    """The database cannot be reached or lacks what Subspace needs."""
+
+    status = 503
+    code = "database_unavailable"
+
+
+class InvalidInput(SubspaceError):
+    """The request is well-formed but its values are not acceptable."""
+
+    status = 422
+    code = "invalid_input"
+
+
+class TooLarge(SubspaceError):
+    """An input is over one of the configured limits."""
+
+    status = 413
+    code = "too_large"
+
+
+class Unauthorized(SubspaceError):
+    """No API key, or one that is unknown or revoked."""
+
+    status = 401
+    code = "unauthorized"
+
+
+class NotFound(SubspaceError):
+    """The id names nothing in the caller's workspace."""
+
+    status = 404
+    code = "not_found"
+
+    def __init__(self, kind: str, ident: object) -> None:
+        super().__init__(f"No {kind} with id {ident} in this workspace.")
+
+
+class Conflict(SubspaceError):
+    """The write would break a uniqueness or tree invariant."""
+
+    status = 409
+    code = "conflict"

@@ -1,0 +1,1 @@
+"""Getting knowledge in: outlines from Markdown, and (later) text from files and mail."""

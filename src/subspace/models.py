@@ -1,0 +1,113 @@
+"""The rows Subspace hands back to callers of the Python API and the HTTP API."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from typing import Any, Literal
+from uuid import UUID
+
+FileStatus = Literal["processing", "ready", "failed"]
+TagType = Literal["text", "number", "date", "boolean"]
+TagTarget = Literal["page", "file", "mail"]
+TagValue = str | float | bool | date
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who is acting: every read and write is scoped to this workspace."""
+
+    workspace_id: UUID
+    user_id: UUID
+
+
+@dataclass
+class KnowledgeBase:
+    id: UUID
+    name: str
+    is_default: bool
+    created_at: datetime
+
+
+@dataclass
+class Node:
+    id: UUID
+    page_id: UUID
+    parent_id: UUID | None
+    position: int
+    text: str
+    props: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+    children: list[Node] = field(default_factory=list)
+
+    @property
+    def is_memory(self) -> bool:
+        return bool(self.props.get("memory"))
+
+
+@dataclass
+class Page:
+    id: UUID
+    kb_id: UUID
+    title: str
+    archived_at: datetime | None
+    deleted_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+    nodes: list[Node] = field(default_factory=list)
+
+
+@dataclass
+class File:
+    id: UUID
+    kb_id: UUID
+    name: str
+    content_type: str
+    size: int
+    sha256: str
+    status: FileStatus
+    status_reason: str | None
+    enabled: bool
+    mail_id: UUID | None
+    archived_at: datetime | None
+    deleted_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass
+class Mail:
+    id: UUID
+    kb_id: UUID
+    message_id: str
+    subject: str
+    sender: str
+    recipients: str
+    sent_at: datetime | None
+    snippet: str
+    body_text: str
+    archived_at: datetime | None
+    deleted_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass
+class TagDefinition:
+    id: UUID
+    kb_id: UUID
+    name: str
+    type: TagType
+    created_at: datetime
+
+
+@dataclass
+class ApiKey:
+    id: UUID
+    user_id: UUID
+    name: str
+    prefix: str
+    created_at: datetime
+    last_used_at: datetime | None
+    revoked_at: datetime | None
