@@ -41,7 +41,15 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        return error_response(exc.status_code, code, str(exc.detail))
+        message = str(exc.detail)
+        if exc.status_code == 400 and exc.__cause__ is not None:
+            # FastAPI's body parser failed on bytes that are not UTF-8 or not a form.
+            code = "unparsable_body"
+            message = (
+                "The request body could not be parsed. Send UTF-8 encoded JSON, or "
+                "multipart/form-data for uploads."
+            )
+        return error_response(exc.status_code, code, message)
 
     @app.exception_handler(Exception)
     async def unexpected_error(request: Request, exc: Exception) -> JSONResponse:

@@ -43,14 +43,30 @@ class BodyLimit:
                 return
 
         received = 0
+        exceeded = False
 
         async def counting_receive() -> Message:
-            nonlocal received
+            nonlocal received, exceeded
+            if exceeded:
+                return {"type": "http.disconnect"}
             msg = await receive()
             if msg["type"] == "http.request":
                 received += len(msg.get("body", b""))
                 if received > limit:
-                    raise TooLarge(message)
+                    # Stop reading. The app sees a disconnect and whatever it answers is
+                    # replaced by the 413 below (a parser would otherwise turn it into a 400).
+                    exceeded = True
+                    return {"type": "http.disconnect"}
             return msg
 
-        await self.app(scope, counting_receive, send)
+        async def guarded_send(msg: Message) -> None:
+            if not exceeded:
+                await send(msg)
+
+        try:
+            await self.app(scope, counting_receive, guarded_send)
+        except Exception:
+            if not exceeded:
+                raise
+        if exceeded:
+            await error_response(413, TooLarge.code, message)(scope, receive, send)

@@ -1,0 +1,179 @@
+"""The HTTP API end to end, in process, against a real database."""
+
+from __future__ import annotations
+
+from fastapi.testclient import TestClient
+
+from subspace.config import Settings
+from subspace.runtime import Database
+from tests.conftest import make_client
+
+
+def test_health_and_readiness(client: TestClient) -> None:
+    assert client.get("/healthz").json() == {"status": "ok"}
+    ready = client.get("/readyz")
+    assert ready.status_code == 200
+    assert ready.json()["checks"] == {
+        "database": "ok",
+        "pgvector": "0.8.5",
+        "migrations": "at head",
+    }
+
+
+def test_readiness_fails_when_migrations_are_pending(
+    client: TestClient, database: Database
+) -> None:
+    with database.pool.connection() as conn:
+        conn.execute("delete from public.schema_migrations")
+    ready = client.get("/readyz")
+    assert ready.status_code == 503
+    assert ready.json()["checks"]["migrations"] == "1 pending"
+
+
+def test_pages_and_nodes_round_trip(client: TestClient) -> None:
+    page = client.post("/api/pages", json={"title": "  Weekly   review "}).json()
+    assert page["title"] == "Weekly review"
+    a = client.post("/api/nodes", json={"page_id": page["id"], "text": "wins"}).json()
+    b = client.post("/api/nodes", json={"page_id": page["id"], "text": "risks"}).json()
+    client.post("/api/nodes", json={"page_id": page["id"], "text": "hiring", "parent_id": a["id"]})
+    assert client.post(f"/api/nodes/{b['id']}/indent").status_code == 200
+    edited = client.patch(
+        f"/api/nodes/{b['id']}", json={"text": "risks!", "props": {"memory": True}}
+    )
+    assert edited.json()["text"] == "risks!" and edited.json()["props"] == {"memory": True}
+    tree = client.get(f"/api/pages/{page['id']}").json()
+    assert [n["text"] for n in tree["nodes"]] == ["wins"]
+    assert [n["text"] for n in tree["nodes"][0]["children"]] == ["hiring", "risks!"]
+    moved = client.post(f"/api/nodes/{b['id']}/move", json={"parent_id": None, "position": 0})
+    assert moved.json()["parent_id"] is None and moved.json()["position"] == 0
+    assert client.delete(f"/api/nodes/{a['id']}").json()["deleted"][0] == a["id"]
+    renamed = client.patch(f"/api/pages/{page['id']}", json={"title": "Review"}).json()
+    assert renamed["title"] == "Review"
+    assert client.post(f"/api/pages/{page['id']}/archive").json()["archived_at"] is not None
+    assert client.get("/api/pages").json() == []
+    assert len(client.get("/api/pages", params={"include_hidden": True}).json()) == 1
+    assert client.post(f"/api/pages/{page['id']}/restore").json()["archived_at"] is None
+
+
+def test_files_upload_download_and_states(client: TestClient) -> None:
+    up = client.post("/api/files", files={"file": ("notes.txt", b"hello world", "text/plain")})
+    assert up.status_code == 201, up.text
+    body = up.json()
+    assert (body["name"], body["size"], body["status"]) == ("notes.txt", 11, "processing")
+    content = client.get(f"/api/files/{body['id']}/content")
+    assert content.content == b"hello world"
+    assert content.headers["content-type"].startswith("text/plain")
+    assert (
+        client.patch(f"/api/files/{body['id']}", json={"enabled": False}).json()["enabled"] is False
+    )
+    assert client.delete(f"/api/files/{body['id']}").json()["deleted_at"] is not None
+    assert client.get("/api/files").json() == []
+    assert client.post(f"/api/files/{body['id']}/restore").json()["deleted_at"] is None
+
+
+def test_mail_tags_and_knowledge_bases(client: TestClient) -> None:
+    kb = client.post("/api/knowledge-bases", json={"name": "Inbox"}).json()
+    names = [k["name"] for k in client.get("/api/knowledge-bases").json()]
+    assert names == ["Default", "Inbox"]
+    mail = client.post(
+        "/api/mail",
+        json={
+            "message_id": "<a@b>",
+            "subject": "Quarterly numbers",
+            "sender": "ana@example.com",
+            "sent_at": "2026-11-02T10:00:00Z",
+            "body_text": "See attached.",
+            "kb_id": kb["id"],
+        },
+    )
+    assert mail.status_code == 201, mail.text
+    mail_id = mail.json()["id"]
+    assert client.get(f"/api/mail/{mail_id}").json()["subject"] == "Quarterly numbers"
+    tag = client.post("/api/tags", json={"name": "due", "type": "date", "kb_id": kb["id"]}).json()
+    url = f"/api/tags/{tag['id']}/values/mail/{mail_id}"
+    assert client.put(url, json={"value": "2026-12-01"}).json() == {"ok": True}
+    bad = client.put(url, json={"value": "soon"})
+    assert bad.status_code == 422 and "YYYY-MM-DD" in bad.json()["error"]["message"]
+    assert client.delete(url).json() == {"ok": True}
+    assert client.put(f"/api/exclusions/mail/{mail_id}").json() == {"ok": True}
+    assert client.delete(f"/api/exclusions/mail/{mail_id}").json() == {"ok": True}
+
+
+def test_errors_have_one_shape(client: TestClient) -> None:
+    missing = client.get("/api/pages/00000000-0000-0000-0000-000000000001")
+    assert missing.status_code == 404
+    assert missing.json() == {
+        "error": {
+            "code": "not_found",
+            "message": "No page with id 00000000-0000-0000-0000-000000000001 in this workspace.",
+            "status": 404,
+        }
+    }
+    invalid = client.post("/api/nodes", json={"text": "no page"})
+    assert invalid.status_code == 422
+    assert invalid.json()["error"]["code"] == "invalid_input"
+    assert "page_id" in invalid.json()["error"]["message"]
+    unknown_route = client.get("/api/nothing-here")
+    assert unknown_route.json()["error"]["code"] == "not_found"
+
+
+def test_every_route_needs_a_key(
+    database: Database, settings: Settings, client: TestClient
+) -> None:
+    anonymous = TestClient(client.app)
+    for route in client.app.routes:  # type: ignore[attr-defined]
+        path = getattr(route, "path", "")
+        if not path.startswith("/api/"):
+            continue
+        concrete = path
+        for param in ("page_id", "node_id", "file_id", "mail_id", "item_id", "tag_id", "target_id"):
+            concrete = concrete.replace("{" + param + "}", "00000000-0000-0000-0000-000000000001")
+        concrete = concrete.replace("{target_kind}", "page")
+        for method in route.methods:  # type: ignore[attr-defined]
+            response = anonymous.request(method, concrete)
+            assert response.status_code == 401, (method, path, response.text)
+            assert "subspace keys create" in response.json()["error"]["message"]
+
+
+def test_a_revoked_key_answers_401(
+    database: Database, settings: Settings, client: TestClient
+) -> None:
+    from subspace.keys import list_keys, revoke_key
+
+    assert client.get("/api/pages").status_code == 200
+    with database.pool.connection() as conn:
+        for key in list_keys(conn, database.default_context(settings).actor.workspace_id):
+            revoke_key(conn, database.default_context(settings).actor.workspace_id, key.id)
+    response = client.get("/api/pages")
+    assert response.status_code == 401
+    assert "revoked" in response.json()["error"]["message"]
+    garbled = TestClient(client.app, headers={"authorization": "Bearer ssk_nothex_x"})
+    assert garbled.get("/api/pages").status_code == 401
+
+
+def test_openapi_lists_the_resources(client: TestClient) -> None:
+    paths = client.get("/openapi.json").json()["paths"]
+    for prefix in (
+        "/api/pages",
+        "/api/nodes",
+        "/api/files",
+        "/api/mail",
+        "/api/tags",
+        "/api/knowledge-bases",
+        "/api/exclusions",
+    ):
+        assert any(p.startswith(prefix) for p in paths), prefix
+
+
+def test_sign_in_link_sets_a_cookie(
+    database: Database, settings: Settings, client: TestClient
+) -> None:
+    token = client.headers["authorization"].split()[1]
+    browser = TestClient(client.app, follow_redirects=False)
+    assert browser.get("/").status_code == 401
+    signed = browser.get("/", params={"token": token})
+    assert signed.status_code == 303
+    assert browser.get("/").status_code == 200
+    assert browser.get("/api/pages").status_code == 200
+    again = make_client(database, settings, database.default_context(settings).actor)
+    assert again.get("/", params={"token": "ssk_bad"}).status_code == 401

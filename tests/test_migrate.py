@@ -1,0 +1,63 @@
+from __future__ import annotations
+
+import psycopg
+
+from subspace.db.migrate import available_migrations, migrate, pending_migrations
+from subspace.db.pool import connect
+
+
+def test_migrate_twice_applies_nothing_the_second_time(db_dsn: str) -> None:
+    # The test database was cloned from a migrated template.
+    assert migrate(db_dsn) == []
+    with connect(db_dsn) as conn:
+        assert pending_migrations(conn) == []
+        rows = conn.execute("select version from public.schema_migrations").fetchall()
+    assert [r["version"] for r in rows] == [m.version for m in available_migrations()]
+
+
+def test_migrate_from_empty_creates_default_workspace(server_dsn: str) -> None:
+    from tests.conftest import with_dbname
+
+    with psycopg.connect(server_dsn, autocommit=True) as conn:
+        conn.execute("drop database if exists subspace_test_empty with (force)")
+        conn.execute("create database subspace_test_empty")
+    dsn = with_dbname(server_dsn, "subspace_test_empty")
+    try:
+        applied = migrate(dsn)
+        assert [m.version for m in applied] == [m.version for m in available_migrations()]
+        with connect(dsn) as conn:
+            counts = conn.execute(
+                "select (select count(*) from kb.workspaces) as ws,"
+                " (select count(*) from kb.users) as users,"
+                " (select count(*) from kb.knowledge_bases where is_default) as kbs"
+            ).fetchone()
+        assert counts == {"ws": 1, "users": 1, "kbs": 1}
+    finally:
+        with psycopg.connect(server_dsn, autocommit=True) as conn:
+            conn.execute("drop database if exists subspace_test_empty with (force)")
+
+
+def test_every_table_key_includes_workspace_id(db_dsn: str) -> None:
+    """Distribution by workspace_id needs it in every table, primary key and foreign key."""
+    with connect(db_dsn) as conn:
+        tables = conn.execute(
+            "select c.oid::regclass::text as name, c.oid from pg_class c "
+            "join pg_namespace n on n.oid = c.relnamespace "
+            "where n.nspname in ('kb', 'search') and c.relkind = 'r'"
+        ).fetchall()
+        assert len(tables) >= 14
+        for table in tables:
+            columns = conn.execute(
+                "select attname from pg_attribute where attrelid = %s and attnum > 0",
+                (table["oid"],),
+            ).fetchall()
+            assert "workspace_id" in {c["attname"] for c in columns}, table["name"]
+            keys = conn.execute(
+                "select conname, contype, array(select attname from pg_attribute a"
+                " where a.attrelid = c.conrelid and a.attnum = any(c.conkey)) as cols "
+                "from pg_constraint c where conrelid = %s and contype in ('p', 'f', 'u')",
+                (table["oid"],),
+            ).fetchall()
+            assert any(k["contype"] == "p" for k in keys), f"{table['name']} has no primary key"
+            for key in keys:
+                assert "workspace_id" in key["cols"], f"{table['name']}.{key['conname']}"
