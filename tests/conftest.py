@@ -105,3 +105,14 @@ def make_client(database: Database, settings: Settings, actor: Actor) -> TestCli
 def client(database: Database, settings: Settings, actor: Actor) -> TestClient:
     """An HTTP client authenticated as the default workspace's owner."""
     return make_client(database, settings, actor)
+
+
+def api_operations(client: TestClient) -> list[tuple[str, str]]:
+    """Every (METHOD, path template) under /api/, from the app's OpenAPI document."""
+    schema = client.get("/openapi.json").json()
+    return sorted(
+        (method.upper(), path)
+        for path, operations in schema["paths"].items()
+        if path.startswith("/api/")
+        for method in operations
+    )

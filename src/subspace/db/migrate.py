@@ -9,7 +9,7 @@ from typing import Any
 
 import psycopg
 
-from subspace.db.pool import check_pgvector
+from subspace.db.pool import check_pgvector, connect
 
 # Any fixed number works; it only has to be the same in every process that migrates.
 MIGRATION_LOCK_KEY = 7_201_530_117
@@ -58,7 +58,7 @@ def migrate(dsn: str) -> list[Migration]:
     Safe to run from several processes at once: an advisory lock serialises them and the
     later ones find nothing left to do.
     """
-    with psycopg.connect(dsn, autocommit=True) as conn:
+    with connect(dsn, autocommit=True) as conn:
         check_pgvector(conn)
         conn.execute("select pg_advisory_lock(%s)", (MIGRATION_LOCK_KEY,))
         try:

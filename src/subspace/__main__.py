@@ -1,0 +1,5 @@
+"""`python -m subspace` runs the CLI."""
+
+from subspace.cli import main
+
+main()

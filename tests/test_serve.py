@@ -1,0 +1,73 @@
+"""`subspace serve` as a user runs it: a fresh home, the embedded Postgres, Ctrl-C to stop."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for(url: str, timeout: float) -> httpx.Response:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return httpx.get(url, timeout=2)
+        except httpx.TransportError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def test_serve_from_an_empty_home_then_ctrl_c(tmp_path: Path) -> None:
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SUBSPACE_", "PROVIDERS"))}
+    env.update({"SUBSPACE_HOME": str(tmp_path / "home"), "SUBSPACE_PORT": str(port)})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "subspace", "serve"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        lines = []
+        deadline = time.monotonic() + 60
+        while not any(line.startswith("Sign in: ") for line in lines):
+            line = proc.stdout.readline()
+            assert line or proc.poll() is None, "".join(lines)
+            lines.append(line)
+            assert time.monotonic() < deadline, "".join(lines)
+        url = next(line for line in lines if line.startswith("Sign in: ")).split()[-1]
+        token = url.split("token=")[1]
+        assert url == f"http://127.0.0.1:{port}/?token={token}"
+        assert wait_for(f"http://127.0.0.1:{port}/healthz", 30).json() == {"status": "ok"}
+        assert httpx.get(f"http://127.0.0.1:{port}/readyz").status_code == 200
+        pages = httpx.get(
+            f"http://127.0.0.1:{port}/api/pages", headers={"authorization": f"Bearer {token}"}
+        ).json()
+        assert "Welcome to Subspace" in {p["title"] for p in pages}
+        home = httpx.get(url, follow_redirects=True)
+        assert home.status_code == 200 and "Welcome to Subspace" in home.text
+    finally:
+        proc.send_signal(signal.SIGINT)
+        output, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0, output
+    assert "Subspace stopped." in output
+    # The embedded server stopped with it: its pid file is gone.
+    assert not (tmp_path / "home" / "pg" / "postmaster.pid").exists()
