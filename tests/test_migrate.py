@@ -61,3 +61,31 @@ def test_every_table_key_includes_workspace_id(db_dsn: str) -> None:
             assert any(k["contype"] == "p" for k in keys), f"{table['name']} has no primary key"
             for key in keys:
                 assert "workspace_id" in key["cols"], f"{table['name']}.{key['conname']}"
+
+
+def test_concurrent_migrations_apply_each_file_once(server_dsn: str) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tests.conftest import with_dbname
+
+    with psycopg.connect(server_dsn, autocommit=True) as conn:
+        conn.execute("drop database if exists subspace_test_race with (force)")
+        conn.execute("create database subspace_test_race")
+    dsn = with_dbname(server_dsn, "subspace_test_race")
+    try:
+        with ThreadPoolExecutor(3) as pool:
+            results = list(pool.map(lambda _: migrate(dsn), range(3)))
+        assert sorted(len(r) for r in results) == [0, 0, len(available_migrations())]
+        with connect(dsn) as conn:
+            assert conn.execute("select count(*) as n from kb.workspaces").fetchone() == {"n": 1}
+    finally:
+        with psycopg.connect(server_dsn, autocommit=True) as conn:
+            conn.execute("drop database if exists subspace_test_race with (force)")
+
+
+def test_pgvector_version_is_checked(db_dsn: str) -> None:
+    from subspace.db.pool import MIN_PGVECTOR, _version_tuple, check_pgvector
+
+    with connect(db_dsn) as conn:
+        assert _version_tuple(check_pgvector(conn)) >= MIN_PGVECTOR
+    assert _version_tuple("0.7.4") < MIN_PGVECTOR <= _version_tuple("0.8.0")
