@@ -5,6 +5,7 @@ from __future__ import annotations
 from subspace.config import Settings
 from subspace.db import queries
 from subspace.first_start import initialize_workspace, signin_token, signin_url
+from subspace.ingest.worker import extract_pending
 from subspace.keys import authenticate, list_keys, revoke_key
 from subspace.runtime import Database
 
@@ -22,6 +23,33 @@ def test_demo_is_seeded_once(database: Database, settings: Settings) -> None:
     assert len(pages) == 4
     root_cause = next(n for n in tree.nodes if n.text == "Root cause")
     assert len(root_cause.children) == 2
+
+
+def test_demo_files_and_mail_are_searchable_text(database: Database, settings: Settings) -> None:
+    initialize_workspace(database, settings, demo=True)
+    assert extract_pending(database, settings) == 3  # the PDF, the DOCX and one attachment
+    cx = database.default_context(settings)
+    with cx.transaction() as conn:
+        texts = {
+            row["name"]: row["text"]
+            for row in conn.execute(
+                "select f.name, t.text from kb.files f join search.file_text t "
+                "on t.workspace_id = f.workspace_id and t.file_id = f.id"
+            ).fetchall()
+        }
+        subjects = {m.subject for m in queries.list_mail(conn, cx.actor.workspace_id)}
+        flaky = next(
+            m for m in queries.list_mail(conn, cx.actor.workspace_id) if "flaky" in m.subject
+        )
+    assert "PRN-4F-LIS" in texts["office-field-guide.pdf"]
+    assert "Staging cluster | Platform team" in texts["onboarding-checklist.docx"]
+    assert "Total due: 1,240.00 EUR" in texts["invoice-INV-20931.txt"]
+    assert subjects == {
+        "Quarterly planning: dates",
+        "Re: flaky integration tests",
+        "Vendor invoice INV-20931",
+    }
+    assert "race on the shared fixture" in flaky.body_text
 
 
 def test_no_demo_still_marks_the_workspace_initialized(

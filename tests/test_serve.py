@@ -62,6 +62,20 @@ def test_serve_from_an_empty_home_then_ctrl_c(tmp_path: Path) -> None:
             f"http://127.0.0.1:{port}/api/pages", headers={"authorization": f"Bearer {token}"}
         ).json()
         assert "Welcome to Subspace" in {p["title"] for p in pages}
+        # The demo's PDF, DOCX and mail attachment are extracted in the background.
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            files = httpx.get(
+                f"http://127.0.0.1:{port}/api/files", headers={"authorization": f"Bearer {token}"}
+            ).json()
+            if files and all(f["status"] == "ready" for f in files):
+                break
+            time.sleep(0.2)
+        assert sorted(f["name"] for f in files if f["status"] == "ready") == [
+            "invoice-INV-20931.txt",
+            "office-field-guide.pdf",
+            "onboarding-checklist.docx",
+        ]
         home = httpx.get(url, follow_redirects=True)
         assert home.status_code == 200 and "Welcome to Subspace" in home.text
     finally:

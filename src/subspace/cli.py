@@ -7,6 +7,7 @@ import logging
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 from uuid import UUID
 
@@ -16,9 +17,11 @@ from rich.table import Table
 
 from subspace.config import Settings
 from subspace.errors import SubspaceError
+from subspace.ingest.importer import ImportReport
 from subspace.runtime import Database, open_database
 
 console = Console()
+err_console = Console(stderr=True)
 
 
 def _settings() -> Settings:
@@ -82,6 +85,72 @@ def serve(no_demo: bool) -> None:
             log_level=settings.log_level,
         )
     click.echo("Subspace stopped.")
+
+
+@main.command("import")
+@click.argument("path", type=click.Path(exists=True, path_type=Path))
+@click.option(
+    "--kb",
+    "kb_name",
+    default=None,
+    help="Knowledge base to import into (created if "
+    "missing). Default: the workspace's default knowledge base.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def import_(path: Path, kb_name: str | None, as_json: bool) -> None:
+    """Import a file or a folder: Markdown and text become pages, PDF, DOCX and HTML become
+    files, .eml and .mbox become mail. Importing the same folder again changes nothing."""
+    from rich.progress import Progress
+
+    from subspace import commands
+    from subspace.db import queries
+    from subspace.ingest.importer import finish_extraction, import_path, importable_files
+
+    settings = _settings()
+    with _database(settings) as db:
+        cx = db.default_context(settings)
+        if kb_name is None:
+            with cx.transaction() as conn:
+                kb_id = queries.default_knowledge_base(conn, cx.actor.workspace_id).id
+        else:
+            found = commands.find_knowledge_base(cx, kb_name)
+            kb_id = (found or commands.create_knowledge_base(cx, kb_name)).id
+        total = len(importable_files(path))
+        with Progress(console=err_console, disable=as_json) as progress:
+            task = progress.add_task("Importing", total=total)
+            report = import_path(cx, path, kb_id=kb_id, on_file=lambda _: progress.advance(task))
+            extracting = progress.add_task("Extracting text", total=None)
+            finish_extraction(db, settings, report)
+            progress.update(extracting, total=1, completed=1)
+    counts = report.counts()
+    if as_json:
+        rows = [
+            {"source": r.source, "kind": r.kind, "outcome": r.outcome, "detail": r.detail}
+            for r in report.rows
+        ]
+        click.echo(json.dumps({"counts": counts, "rows": rows}, indent=2))
+        return
+    _print_import_report(report)
+
+
+def _print_import_report(report: ImportReport) -> None:
+    details = Table("source", "kind", "outcome", "reason", title="Not imported")
+    for row in report.rows:
+        if row.outcome != "imported":
+            details.add_row(row.source, row.kind, row.outcome, row.detail)
+    if details.row_count:
+        console.print(details)
+    outcomes = ("imported", "duplicate", "failed", "skipped")
+    summary = Table("kind", *outcomes, title="Import")
+    for kind in ("page", "file", "mail", ""):
+        rows = [r for r in report.rows if r.kind == kind]
+        if rows:
+            summary.add_row(
+                kind or "other", *(str(sum(r.outcome == o for r in rows)) for o in outcomes)
+            )
+    counts = report.counts()
+    summary.add_row("total", *(str(counts.get(o, 0)) for o in outcomes))
+    console.print(summary)
 
 
 @main.command()

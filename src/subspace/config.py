@@ -109,6 +109,41 @@ SETTINGS: tuple[Setting, ...] = (
         200 * MiB,
         "Largest inflated size of an archive-based document (DOCX).",
     ),
+    Setting(
+        "SUBSPACE_MAX_ARCHIVE_ENTRIES",
+        "max_archive_entries",
+        int,
+        5_000,
+        "Most entries in an archive-based document (DOCX).",
+    ),
+    Setting(
+        "SUBSPACE_MAX_PDF_PAGES",
+        "max_pdf_pages",
+        int,
+        2_000,
+        "Most PDF pages read from one file; later pages are left out and flagged.",
+    ),
+    Setting(
+        "SUBSPACE_MAX_HTML_DEPTH",
+        "max_html_depth",
+        int,
+        512,
+        "Deepest element nesting accepted in an HTML document.",
+    ),
+    Setting(
+        "SUBSPACE_EXTRACT_TIMEOUT_S",
+        "extract_timeout_s",
+        int,
+        60,
+        "Longest time the text extraction of one file may take, in seconds.",
+    ),
+    Setting(
+        "SUBSPACE_EXTRACT_MEMORY_MB",
+        "extract_memory_mb",
+        int,
+        1_024,
+        "Memory cap of the process that extracts one file's text, in MB.",
+    ),
     Setting("SUBSPACE_MAX_QUERY_CHARS", "max_query_chars", int, 2_000, "Longest search query."),
     Setting(
         "SUBSPACE_MAX_SEARCH_LIMIT",
@@ -157,6 +192,11 @@ class Settings:
     max_mail_body_chars: int = field(default=_DEFAULTS["max_mail_body_chars"])
     max_extracted_chars: int = field(default=_DEFAULTS["max_extracted_chars"])
     max_archive_inflated_bytes: int = field(default=_DEFAULTS["max_archive_inflated_bytes"])
+    max_archive_entries: int = field(default=_DEFAULTS["max_archive_entries"])
+    max_pdf_pages: int = field(default=_DEFAULTS["max_pdf_pages"])
+    max_html_depth: int = field(default=_DEFAULTS["max_html_depth"])
+    extract_timeout_s: int = field(default=_DEFAULTS["extract_timeout_s"])
+    extract_memory_mb: int = field(default=_DEFAULTS["extract_memory_mb"])
     max_query_chars: int = field(default=_DEFAULTS["max_query_chars"])
     max_search_limit: int = field(default=_DEFAULTS["max_search_limit"])
     max_knowledge_bases: int = field(default=_DEFAULTS["max_knowledge_bases"])

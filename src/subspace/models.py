@@ -74,6 +74,8 @@ class File:
     deleted_at: datetime | None
     created_at: datetime
     updated_at: datetime
+    # True when the extracted text was cut at SUBSPACE_MAX_EXTRACTED_CHARS; None before extraction
+    text_truncated: bool | None = None
 
 
 @dataclass

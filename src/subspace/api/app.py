@@ -21,6 +21,7 @@ from subspace.api.routes import (
     tags,
 )
 from subspace.config import Settings
+from subspace.ingest.worker import ExtractionWorker
 from subspace.runtime import Database, open_database
 
 
@@ -31,9 +32,14 @@ def create_app(settings: Settings, database: Database | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         owned = database is None
         app.state.database = open_database(settings) if database is None else database
+        extractor = ExtractionWorker(app.state.database, settings)
+        extractor.start()
+        app.state.extractor = extractor
         try:
             yield
         finally:
+            extractor.stop()
+            app.state.extractor = None
             if owned:
                 app.state.database.close()
 
@@ -47,6 +53,7 @@ def create_app(settings: Settings, database: Database | None = None) -> FastAPI:
         redoc_url=None,
     )
     app.state.settings = settings
+    app.state.extractor = None  # started with the app's lifespan
     if database is not None:
         app.state.database = database
     install_error_handlers(app)

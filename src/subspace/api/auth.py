@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from fastapi import Request
 
+from subspace.api.state import database
 from subspace.context import Context
 from subspace.errors import Unauthorized
 from subspace.keys import authenticate
-from subspace.runtime import Database
 
 COOKIE_NAME = "subspace_key"
 
@@ -18,11 +18,6 @@ def presented_key(request: Request) -> str | None:
     if scheme.lower() == "bearer" and token.strip():
         return token.strip()
     return request.cookies.get(COOKIE_NAME)
-
-
-def database(request: Request) -> Database:
-    db: Database = request.app.state.database
-    return db
 
 
 def require_context(request: Request) -> Context:

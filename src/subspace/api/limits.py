@@ -8,14 +8,14 @@ from subspace.api.errors import error_response
 from subspace.config import Settings
 from subspace.errors import TooLarge
 
-UPLOAD_PATH = "/api/files"
+UPLOAD_PATHS = {"/api/files", "/api/mail/import"}
 MULTIPART_OVERHEAD = 64 * 1024  # room for the form's boundaries and small fields
 
 
 class BodyLimit:
     """Answer 413 when a body is over its limit: at once from Content-Length, or as it streams.
 
-    Uploads to /api/files get the upload limit; every other request the request limit.
+    Uploads get the upload limit; every other request the request limit.
     """
 
     def __init__(self, app: ASGIApp, settings: Settings) -> None:
@@ -23,7 +23,7 @@ class BodyLimit:
         self.settings = settings
 
     def _limit(self, scope: Scope) -> tuple[int, str]:
-        if scope["method"] == "POST" and scope["path"].rstrip("/") == UPLOAD_PATH:
+        if scope["method"] == "POST" and scope["path"].rstrip("/") in UPLOAD_PATHS:
             limit = self.settings.max_upload_bytes + MULTIPART_OVERHEAD
             return limit, "SUBSPACE_MAX_UPLOAD_BYTES"
         return self.settings.max_request_bytes, "SUBSPACE_MAX_REQUEST_BYTES"

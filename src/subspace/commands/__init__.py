@@ -23,7 +23,9 @@ from subspace.commands.nodes import (
 from subspace.commands.pages import (
     archive_page,
     create_page,
+    create_page_from_outline,
     delete_page,
+    find_page_by_source,
     rename_page,
     restore_page,
 )
@@ -37,6 +39,7 @@ __all__ = [
     "archive_page",
     "create_knowledge_base",
     "create_page",
+    "create_page_from_outline",
     "create_tag",
     "delete_file",
     "delete_mail",
@@ -45,6 +48,7 @@ __all__ = [
     "edit_node",
     "exclude",
     "find_knowledge_base",
+    "find_page_by_source",
     "include",
     "indent_node",
     "move_node",

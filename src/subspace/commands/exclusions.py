@@ -32,7 +32,7 @@ def exclude(cx: Context, target_kind: str, target_id: UUID) -> None:
         )
         append_event(
             conn,
-            cx.actor,
+            cx.actor.workspace_id,
             "item.excluded",
             user_id=cx.actor.user_id,
             target_kind=target_kind,
@@ -53,7 +53,7 @@ def include(cx: Context, target_kind: str, target_id: UUID) -> None:
         )
         append_event(
             conn,
-            cx.actor,
+            cx.actor.workspace_id,
             "item.included",
             user_id=cx.actor.user_id,
             target_kind=target_kind,

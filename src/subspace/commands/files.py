@@ -68,7 +68,7 @@ def upload_file(
             (ws, kb, name, content_type, sha256, len(data), mail_id),
         ).fetchone()
         assert row is not None
-        append_event(conn, cx.actor, "file.uploaded", file_id=row["id"])
+        append_event(conn, cx.actor.workspace_id, "file.uploaded", file_id=row["id"])
         return queries.get_file(conn, ws, row["id"])
 
 

@@ -28,7 +28,7 @@ def create_knowledge_base(cx: Context, name: str) -> KnowledgeBase:
         ).fetchone()
         if row is None:
             raise Conflict(f"A knowledge base named {name!r} already exists. Pick another name.")
-        append_event(conn, cx.actor, "knowledge_base.created", kb_id=row["id"])
+        append_event(conn, cx.actor.workspace_id, "knowledge_base.created", kb_id=row["id"])
         return queries.get_knowledge_base(conn, ws, row["id"])
 
 

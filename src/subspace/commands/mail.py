@@ -108,7 +108,7 @@ def add_mail(
         ).fetchone()
         if row is None:
             raise Conflict(f"A message with Message-ID {message_id} is already stored.")
-        append_event(conn, cx.actor, "mail.added", mail_id=row["id"])
+        append_event(conn, cx.actor.workspace_id, "mail.added", mail_id=row["id"])
         return queries.get_mail(conn, ws, row["id"])
 
 

@@ -17,7 +17,8 @@ from subspace.text import bounded, clean_text
 MAX_PROPS_BYTES = 64 * 1024  # props hold flags and small metadata, never documents
 
 
-def _text(cx: Context, text: str) -> str:
+def node_text(cx: Context, text: str) -> str:
+    """Bullet text cleaned and checked against SUBSPACE_MAX_NODE_CHARS."""
     return bounded(
         text,
         what="Bullet text",
@@ -123,7 +124,7 @@ def add_node(
     props: dict[str, Any] | None = None,
 ) -> Node:
     """Insert a bullet under `parent_id` (None: top level) at `position` (None: last)."""
-    text = _text(cx, text)
+    text = node_text(cx, text)
     encoded_props = _props(props or {})
     ws = cx.actor.workspace_id
     with cx.transaction() as conn:
@@ -137,7 +138,9 @@ def add_node(
         ).fetchone()
         assert row is not None
         _touch_page(conn, ws, page_id)
-        append_event(conn, cx.actor, "nodes.changed", page_id=page_id, node_ids=[row["id"]])
+        append_event(
+            conn, cx.actor.workspace_id, "nodes.changed", page_id=page_id, node_ids=[row["id"]]
+        )
         return queries.get_node(conn, ws, row["id"])
 
 
@@ -151,7 +154,7 @@ def _locked_node(cx: Context, conn: Conn, node_id: UUID) -> Node:
 
 def edit_node(cx: Context, node_id: UUID, text: str) -> Node:
     """Replace the bullet's text."""
-    text = _text(cx, text)
+    text = node_text(cx, text)
     ws = cx.actor.workspace_id
     with cx.transaction() as conn:
         node = _locked_node(cx, conn, node_id)
@@ -160,7 +163,9 @@ def edit_node(cx: Context, node_id: UUID, text: str) -> Node:
             (text, ws, node_id),
         )
         _touch_page(conn, ws, node.page_id)
-        append_event(conn, cx.actor, "nodes.changed", page_id=node.page_id, node_ids=[node_id])
+        append_event(
+            conn, cx.actor.workspace_id, "nodes.changed", page_id=node.page_id, node_ids=[node_id]
+        )
         return queries.get_node(conn, ws, node_id)
 
 
@@ -184,7 +189,9 @@ def set_props(cx: Context, node_id: UUID, props: dict[str, Any], *, replace: boo
             (_props(merged), ws, node_id),
         )
         _touch_page(conn, ws, node.page_id)
-        append_event(conn, cx.actor, "nodes.changed", page_id=node.page_id, node_ids=[node_id])
+        append_event(
+            conn, cx.actor.workspace_id, "nodes.changed", page_id=node.page_id, node_ids=[node_id]
+        )
         return queries.get_node(conn, ws, node_id)
 
 
@@ -224,7 +231,9 @@ def move_node(
             (parent_id, slot, ws, node_id),
         )
         _touch_page(conn, ws, node.page_id)
-        append_event(conn, cx.actor, "nodes.moved", page_id=node.page_id, node_ids=[node_id])
+        append_event(
+            conn, cx.actor.workspace_id, "nodes.moved", page_id=node.page_id, node_ids=[node_id]
+        )
         return queries.get_node(conn, ws, node_id)
 
 
@@ -266,6 +275,10 @@ def delete_node(cx: Context, node_id: UUID) -> list[UUID]:
         _close_gap(conn, ws, node.page_id, node.parent_id, node.position)
         _touch_page(conn, ws, node.page_id)
         append_event(
-            conn, cx.actor, "nodes.deleted", page_id=node.page_id, deleted_node_ids=deleted
+            conn,
+            cx.actor.workspace_id,
+            "nodes.deleted",
+            page_id=node.page_id,
+            deleted_node_ids=deleted,
         )
         return deleted

@@ -7,10 +7,9 @@ from typing import Any
 from uuid import UUID
 
 from subspace.db.pool import Conn
-from subspace.models import Actor
 
 
-def append_event(conn: Conn, actor: Actor, event: str, **payload: Any) -> int:
+def append_event(conn: Conn, workspace_id: UUID, event: str, **payload: Any) -> int:
     """Append `event` with `payload` to the outbox; return the event id.
 
     Must be called inside the command's transaction so the event commits with its rows or
@@ -19,7 +18,7 @@ def append_event(conn: Conn, actor: Actor, event: str, **payload: Any) -> int:
     """
     row = conn.execute(
         "insert into kb.outbox (workspace_id, event, payload) values (%s, %s, %s) returning id",
-        (actor.workspace_id, event, json.dumps(payload, default=_jsonable)),
+        (workspace_id, event, json.dumps(payload, default=_jsonable)),
     ).fetchone()
     assert row is not None
     conn.execute("select pg_notify('subspace_outbox', %s)", (str(row["id"]),))

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from uuid import UUID
+from uuid import UUID, uuid4
 
+from subspace.commands.nodes import node_text
 from subspace.commands.outbox import append_event
 from subspace.commands.states import ARCHIVE, DELETE, RESTORE, set_state
 from subspace.context import Context
 from subspace.db import queries
 from subspace.db.pool import Conn
+from subspace.ingest.outline import OutlineItem
 from subspace.models import Page
 from subspace.text import single_line
 
@@ -41,8 +43,61 @@ def create_page(cx: Context, title: str, *, kb_id: UUID | None = None) -> Page:
             (ws, kb, title),
         ).fetchone()
         assert row is not None
-        append_event(conn, cx.actor, "page.created", page_id=row["id"])
+        append_event(conn, cx.actor.workspace_id, "page.created", page_id=row["id"])
         return queries.get_page(conn, ws, row["id"])
+
+
+def create_page_from_outline(
+    cx: Context,
+    title: str,
+    items: list[OutlineItem],
+    *,
+    kb_id: UUID | None = None,
+    source_sha256: str | None = None,
+) -> Page:
+    """Create a page with a whole tree of bullets in one transaction and one event.
+
+    Bulk-loads the nodes, so importing a long document costs one round trip, not one per
+    bullet. `source_sha256` records the file the page came from, for re-import checks.
+    """
+    title = _title(cx, title)
+    ws = cx.actor.workspace_id
+    rows: list[tuple[UUID, UUID | None, int, str]] = []
+
+    def flatten(parent: UUID | None, children: list[OutlineItem]) -> None:
+        for position, item in enumerate(children):
+            node_id = uuid4()
+            rows.append((node_id, parent, position, node_text(cx, item.text)))
+            flatten(node_id, item.children)
+
+    flatten(None, items)
+    with cx.transaction() as conn:
+        kb = resolve_kb(cx, conn, kb_id)
+        row = conn.execute(
+            "insert into kb.pages (workspace_id, kb_id, title, source_sha256) "
+            "values (%s, %s, %s, %s) returning id",
+            (ws, kb, title, source_sha256),
+        ).fetchone()
+        assert row is not None
+        page_id = row["id"]
+        with conn.cursor().copy(
+            "copy kb.nodes (workspace_id, id, page_id, parent_id, position, text) from stdin"
+        ) as copy:
+            for node_id, parent, position, text in rows:
+                copy.write_row((ws, node_id, page_id, parent, position, text))
+        append_event(conn, ws, "page.created", page_id=page_id, nodes=len(rows))
+        return queries.get_page(conn, ws, page_id)
+
+
+def find_page_by_source(cx: Context, kb_id: UUID, source_sha256: str) -> Page | None:
+    """A live page imported from a file with this hash, if any."""
+    with cx.transaction() as conn:
+        row = conn.execute(
+            f"select {queries.PAGE_COLUMNS} from kb.pages where workspace_id = %s "
+            "and kb_id = %s and source_sha256 = %s and deleted_at is null limit 1",
+            (cx.actor.workspace_id, kb_id, source_sha256),
+        ).fetchone()
+    return None if row is None else Page(**row)
 
 
 def rename_page(cx: Context, page_id: UUID, title: str) -> Page:
@@ -55,7 +110,7 @@ def rename_page(cx: Context, page_id: UUID, title: str) -> Page:
             "where workspace_id = %s and id = %s",
             (title, ws, page_id),
         )
-        append_event(conn, cx.actor, "page.renamed", page_id=page_id)
+        append_event(conn, cx.actor.workspace_id, "page.renamed", page_id=page_id)
         return queries.get_page(conn, ws, page_id)
 
 

@@ -39,5 +39,5 @@ def set_state(
             "where workspace_id = %s and id = %s",
             (ws, item_id),
         )
-        append_event(conn, cx.actor, event, **{f"{kind}_id": item_id})
+        append_event(conn, cx.actor.workspace_id, event, **{f"{kind}_id": item_id})
         return fetch(conn, ws, item_id)

@@ -38,7 +38,7 @@ def create_tag(cx: Context, name: str, type: str, *, kb_id: UUID | None = None) 
         ).fetchone()
         if row is None:
             raise Conflict(f"A tag named {name!r} already exists in this knowledge base.")
-        append_event(conn, cx.actor, "tag.defined", tag_id=row["id"])
+        append_event(conn, cx.actor.workspace_id, "tag.defined", tag_id=row["id"])
         return queries.get_tag(conn, ws, row["id"])
 
 
@@ -91,7 +91,12 @@ def set_tag(cx: Context, tag_id: UUID, target_kind: str, target_id: UUID, value:
             (ws, tag_id, target_kind, target_id, coerced),
         )
         append_event(
-            conn, cx.actor, "tag.set", tag_id=tag_id, target_kind=target_kind, target_id=target_id
+            conn,
+            cx.actor.workspace_id,
+            "tag.set",
+            tag_id=tag_id,
+            target_kind=target_kind,
+            target_id=target_id,
         )
 
 
@@ -107,7 +112,7 @@ def remove_tag(cx: Context, tag_id: UUID, target_kind: str, target_id: UUID) -> 
         )
         append_event(
             conn,
-            cx.actor,
+            cx.actor.workspace_id,
             "tag.removed",
             tag_id=tag_id,
             target_kind=target_kind,

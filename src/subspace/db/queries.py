@@ -13,7 +13,9 @@ PAGE_COLUMNS = "id, kb_id, title, archived_at, deleted_at, created_at, updated_a
 NODE_COLUMNS = "id, page_id, parent_id, position, text, props, created_at, updated_at"
 FILE_COLUMNS = (
     "id, kb_id, name, content_type, size, blob_sha256 as sha256, status, status_reason, "
-    "enabled, mail_id, archived_at, deleted_at, created_at, updated_at"
+    "enabled, mail_id, archived_at, deleted_at, created_at, updated_at, "
+    "(select t.truncated from search.file_text t where t.workspace_id = kb.files.workspace_id "
+    "and t.file_id = kb.files.id) as text_truncated"
 )
 MAIL_COLUMNS = (
     "id, kb_id, message_id, subject, sender, recipients, sent_at, snippet, body_text, "

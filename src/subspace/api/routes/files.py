@@ -5,13 +5,14 @@ from __future__ import annotations
 from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, Depends, File, Form, UploadFile
+from fastapi import APIRouter, Depends, File, Form, Request, UploadFile
 from fastapi.responses import Response
 from pydantic import BaseModel
 
 from subspace import commands
 from subspace.api.auth import require_context
 from subspace.api.routes.states import add_state_routes
+from subspace.api.state import wake_extractor
 from subspace.commands.files import check_upload_size
 from subspace.context import Context
 from subspace.db import queries
@@ -27,6 +28,7 @@ class FilePatch(BaseModel):
 
 @router.post("", status_code=201)
 def upload_file(
+    request: Request,
     cx: CX,
     file: Annotated[UploadFile, File(description="The document to store and index.")],
     kb_id: Annotated[UUID | None, Form()] = None,
@@ -36,9 +38,11 @@ def upload_file(
         check_upload_size(cx, file.size)
     # Read one byte past the limit so an oversized body is caught without reading it all.
     data = file.file.read(cx.settings.max_upload_bytes + 1)
-    return commands.upload_file(
+    stored = commands.upload_file(
         cx, file.filename or "", data, content_type=file.content_type or "", kb_id=kb_id
     )
+    wake_extractor(request)
+    return stored
 
 
 @router.get("")

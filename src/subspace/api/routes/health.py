@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from subspace.api.auth import database
+from subspace.api.state import database
 from subspace.db.migrate import pending_migrations
 from subspace.db.pool import check_pgvector
 

@@ -7,7 +7,8 @@ import html
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from subspace.api.auth import COOKIE_NAME, database, presented_key
+from subspace.api.auth import COOKIE_NAME, presented_key
+from subspace.api.state import database
 from subspace.db import queries
 from subspace.errors import Unauthorized
 from subspace.keys import authenticate

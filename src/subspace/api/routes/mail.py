@@ -6,14 +6,18 @@ from datetime import datetime
 from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, File, Form, Request, UploadFile
 from pydantic import BaseModel, Field
 
 from subspace import commands
 from subspace.api.auth import require_context
 from subspace.api.routes.states import add_state_routes
+from subspace.api.state import wake_extractor
+from subspace.commands.files import check_upload_size
+from subspace.commands.pages import resolve_kb
 from subspace.context import Context
 from subspace.db import queries
+from subspace.ingest.importer import Importer
 from subspace.models import Mail
 
 router = APIRouter(prefix="/api/mail", tags=["mail"])
@@ -43,6 +47,44 @@ def add_mail(body: MailIn, cx: CX) -> Mail:
         body_text=body.body_text,
         kb_id=body.kb_id,
     )
+
+
+class ImportedItem(BaseModel):
+    source: str
+    kind: str
+    outcome: str
+    detail: str
+
+
+class MailImport(BaseModel):
+    counts: dict[str, int]
+    rows: list[ImportedItem]
+
+
+@router.post("/import")
+def import_mail(
+    request: Request,
+    cx: CX,
+    file: Annotated[UploadFile, File(description="An .eml message or an .mbox mailbox.")],
+    kb_id: Annotated[UUID | None, Form()] = None,
+) -> MailImport:
+    """Import a message or a mailbox; duplicates (same Message-ID) are skipped."""
+    name = file.filename or "upload"
+    data = file.file.read(cx.settings.max_upload_bytes + 1)
+    check_upload_size(cx, len(data))
+    with cx.transaction() as conn:
+        kb = resolve_kb(cx, conn, kb_id)
+    importer = Importer(cx, kb)
+    if name.lower().endswith(".mbox") or data.startswith(b"From "):
+        importer.add_mailbox(data, name)
+    else:
+        importer.add_message(data, name)
+    wake_extractor(request)
+    rows = [
+        ImportedItem(source=r.source, kind=r.kind, outcome=r.outcome, detail=r.detail)
+        for r in importer.report.rows
+    ]
+    return MailImport(counts=importer.report.counts(), rows=rows)
 
 
 @router.get("")

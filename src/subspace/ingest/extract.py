@@ -1,0 +1,289 @@
+"""Text out of uploaded documents: plain text, Markdown, HTML, PDF and DOCX.
+
+Pure functions of the bytes and the limits; `ingest.isolation` runs them in a child process
+so a hostile document cannot take the server's memory or time.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import re
+import zipfile
+from dataclasses import dataclass
+from pathlib import PurePath
+
+from charset_normalizer import from_bytes
+
+from subspace.text import clean_text
+
+SNIFF_BYTES = 1024  # PDF allows a little junk before its header
+ENCODING_SAMPLE_BYTES = 256 * 1024  # enough for charset detection, bounded in time
+
+TEXT_SUFFIXES = {".txt", ".text", ".log", ".csv", ".tsv", ".rst", ".org"}
+MARKDOWN_SUFFIXES = {".md", ".markdown", ".mdown"}
+HTML_SUFFIXES = {".html", ".htm", ".xhtml"}
+DOCX_TYPE = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+
+# Elements whose text is never content, and elements that end a line.
+_SKIPPED_TAGS = {"script", "style", "noscript", "template", "svg", "iframe", "object"}
+_BLOCK_TAGS = {
+    "address", "article", "aside", "blockquote", "br", "dd", "div", "dl", "dt", "figcaption",
+    "figure", "footer", "form", "h1", "h2", "h3", "h4", "h5", "h6", "header", "hr", "li",
+    "main", "nav", "ol", "p", "pre", "section", "table", "tr", "ul", "title",
+}  # fmt: skip
+
+
+# Tags that never need a closing tag (void) or may omit it; the nesting pre-scan skips them.
+_UNCLOSED_TAGS = {
+    "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source",
+    "track", "wbr", "p", "li", "dt", "dd", "tr", "td", "th", "thead", "tbody", "tfoot",
+    "option", "optgroup", "colgroup", "caption", "rb", "rt", "rp", "html", "head", "body",
+}  # fmt: skip
+_LATIN_CODE_PAGES = {
+    "cp1250", "cp1252", "cp1254", "cp1257", "latin_1", "iso8859_2", "iso8859_3", "iso8859_4",
+    "iso8859_9", "iso8859_10", "iso8859_13", "iso8859_14", "iso8859_15", "iso8859_16",
+    "mac_latin2", "mac_roman", "mac_iceland", "mac_turkish", "cp437", "cp850",
+}  # fmt: skip
+_TAG = re.compile(r"<(/?)([a-zA-Z][a-zA-Z0-9-]*)[^>]*?(/?)>")
+
+
+class ExtractionFailed(Exception):
+    """The document's text cannot be extracted; `reason` is shown on the file."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class ExtractLimits:
+    """The limits one extraction runs under (picklable, so it crosses to the child)."""
+
+    max_chars: int
+    max_pdf_pages: int
+    max_archive_inflated_bytes: int
+    max_archive_entries: int
+    max_html_depth: int
+
+
+@dataclass(frozen=True)
+class Extracted:
+    text: str
+    truncated: bool
+    kind: str
+
+
+def detect_kind(data: bytes, name: str, content_type: str) -> str | None:
+    """The extractor for a document, from its magic bytes, name and type; None if unsupported.
+
+    Unknown types are never guessed at: they fail as unsupported.
+    """
+    suffix = PurePath(name).suffix.lower()
+    ctype = content_type.split(";")[0].strip().lower()
+    if b"%PDF-" in data[:SNIFF_BYTES] or suffix == ".pdf" or ctype == "application/pdf":
+        return "pdf"
+    if suffix == ".docx" or ctype == DOCX_TYPE:
+        return "docx"
+    if suffix in HTML_SUFFIXES or ctype in ("text/html", "application/xhtml+xml"):
+        return "html"
+    if suffix in MARKDOWN_SUFFIXES or ctype in ("text/markdown", "text/x-markdown"):
+        return "markdown"
+    if suffix in TEXT_SUFFIXES or ctype.startswith("text/"):
+        return "text"
+    return None
+
+
+def extract(data: bytes, name: str, content_type: str, limits: ExtractLimits) -> Extracted:
+    """Extract the text of one document, cleaned and cut to `limits.max_chars`."""
+    kind = detect_kind(data, name, content_type)
+    if kind is None:
+        raise ExtractionFailed("unsupported type")
+    if kind == "pdf":
+        text, truncated = _pdf_text(data, limits)
+    elif kind == "docx":
+        text, truncated = _docx_text(data, limits), False
+    elif kind == "html":
+        text, truncated = html_text(decode_text(data), limits.max_html_depth), False
+    else:
+        text, truncated = decode_text(data), False
+    text = clean_text(text)
+    if len(text) > limits.max_chars:
+        text, truncated = text[: limits.max_chars], True
+    return Extracted(text=text, truncated=truncated, kind=kind)
+
+
+def decode_text(data: bytes) -> str:
+    """Decode text of unknown encoding: BOMs, then UTF-8, then a detected encoding."""
+    for bom, encoding in (
+        (b"\xef\xbb\xbf", "utf-8-sig"),
+        (b"\xff\xfe", "utf-16"),
+        (b"\xfe\xff", "utf-16"),
+    ):
+        if data.startswith(bom):
+            return data.decode(encoding, errors="replace")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    matches = from_bytes(data[:ENCODING_SAMPLE_BYTES])
+    best = matches.best()
+    encoding = best.encoding if best is not None else "cp1252"
+    # The detector cannot tell the Latin code pages apart on short text (it reads French
+    # Latin-1 as Baltic cp1257); Windows-1252 is by far the most common of them.
+    if encoding in _LATIN_CODE_PAGES and any(m.encoding == "cp1252" for m in matches):
+        encoding = "cp1252"
+    try:
+        return data.decode(encoding, errors="replace")
+    except LookupError:
+        return data.decode("cp1252", errors="replace")
+
+
+def html_text(markup: str, max_depth: int) -> str:
+    """The visible text of an HTML document, one line per block, list items as "- " lines.
+
+    Walks the tree without recursion; a document nested deeper than `max_depth` fails.
+    """
+    from selectolax.lexbor import LexborHTMLParser
+
+    # The parser's time grows with the square of the nesting depth (8 s for 100,000 nested
+    # divs), so an over-deep document is refused by a linear scan before it is parsed.
+    if _nesting_exceeds(markup, max_depth):
+        raise _too_deep(max_depth)
+    tree = LexborHTMLParser(markup)
+    root = tree.root
+    if root is None:
+        return ""
+    parts: list[str] = []
+    # (node, depth); a None node marks the end of a block element.
+    stack: list[tuple[object, int]] = [(root, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if node is None:
+            parts.append("\n")
+            continue
+        if depth > max_depth:
+            raise _too_deep(max_depth)
+        tag = node.tag  # type: ignore[attr-defined]
+        if tag == "-text":
+            parts.append(node.text_content or "")  # type: ignore[attr-defined]
+            continue
+        if tag in _SKIPPED_TAGS or tag == "-comment":
+            continue
+        if tag in _BLOCK_TAGS:
+            parts.append("\n- " if tag == "li" else "\n")
+            stack.append((None, depth))
+        if tag in ("td", "th"):
+            parts.append(" | ")
+        children = []
+        child = node.child  # type: ignore[attr-defined]
+        while child is not None:
+            children.append(child)
+            child = child.next
+        stack.extend((c, depth + 1) for c in reversed(children))
+    return _tidy_lines("".join(parts))
+
+
+def _nesting_exceeds(markup: str, max_depth: int) -> bool:
+    depth = 0
+    for match in _TAG.finditer(markup):
+        closing, name, self_closing = match.groups()
+        if self_closing or name.lower() in _UNCLOSED_TAGS:
+            continue
+        if closing:
+            depth = max(0, depth - 1)
+        else:
+            depth += 1
+            if depth > max_depth:
+                return True
+    return False
+
+
+def _too_deep(max_depth: int) -> ExtractionFailed:
+    return ExtractionFailed(
+        f"the HTML is nested more than {max_depth} levels deep (SUBSPACE_MAX_HTML_DEPTH)"
+    )
+
+
+def _tidy_lines(text: str) -> str:
+    lines = (" ".join(line.split()) for line in text.splitlines())
+    return "\n".join(line for line in lines if line and line != "-")
+
+
+def _pdf_text(data: bytes, limits: ExtractLimits) -> tuple[str, bool]:
+    from pypdf import PdfReader
+    from pypdf.errors import FileNotDecryptedError, LimitReachedError, PdfReadError
+
+    # pypdf logs every recoverable defect of a damaged file; the outcome is reported instead.
+    logging.getLogger("pypdf").setLevel(logging.ERROR)
+    try:
+        reader = PdfReader(io.BytesIO(data), strict=False)
+        if reader.is_encrypted:
+            try:
+                # Many PDFs are encrypted with an empty user password only to set permissions.
+                opened = bool(reader.decrypt(""))
+            except (FileNotDecryptedError, NotImplementedError):
+                opened = False
+            if not opened:
+                raise ExtractionFailed(
+                    "the PDF is encrypted with a password; remove the password and upload again"
+                )
+        page_count = len(reader.pages)
+        pages = []
+        chars = 0
+        for index in range(min(page_count, limits.max_pdf_pages)):
+            page_text = reader.pages[index].extract_text() or ""
+            pages.append(page_text)
+            chars += len(page_text)
+            if chars > limits.max_chars:
+                return "\n\n".join(pages), True
+    except ExtractionFailed:
+        raise
+    except LimitReachedError:
+        raise ExtractionFailed(
+            "the PDF inflates past the decompression limit (a compressed stream is far larger "
+            "than the file)"
+        ) from None
+    except (PdfReadError, ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
+        raise ExtractionFailed(f"the PDF could not be read ({exc})") from None
+    text = "\n\n".join(pages)
+    if not text.strip():
+        raise ExtractionFailed("the PDF has no extractable text (a scanned PDF needs OCR)")
+    return text, page_count > limits.max_pdf_pages
+
+
+def _docx_text(data: bytes, limits: ExtractLimits) -> str:
+    buffer = io.BytesIO(data)
+    if not zipfile.is_zipfile(buffer):
+        raise ExtractionFailed("not a valid DOCX file (it is not a zip archive)")
+    with zipfile.ZipFile(buffer) as archive:
+        entries = archive.infolist()
+    if len(entries) > limits.max_archive_entries:
+        raise ExtractionFailed(
+            f"the DOCX holds {len(entries):,} entries; the limit is "
+            f"{limits.max_archive_entries:,} (SUBSPACE_MAX_ARCHIVE_ENTRIES)"
+        )
+    # Reading a member never yields more than its declared size (zipfile checks it against
+    # the CRC), so capping the declared total bounds the memory a zip bomb can take.
+    inflated = sum(entry.file_size for entry in entries)
+    if inflated > limits.max_archive_inflated_bytes:
+        raise ExtractionFailed(
+            f"the DOCX inflates to {inflated:,} bytes; the limit is "
+            f"{limits.max_archive_inflated_bytes:,} (SUBSPACE_MAX_ARCHIVE_INFLATED_BYTES)"
+        )
+    import docx
+    from docx.table import Table
+
+    try:
+        document = docx.Document(io.BytesIO(data))
+    except (KeyError, ValueError, zipfile.BadZipFile) as exc:
+        raise ExtractionFailed(f"the DOCX could not be read ({exc})") from None
+    blocks = []
+    for block in document.iter_inner_content():
+        if isinstance(block, Table):
+            for row in block.rows:
+                cells = [" ".join(cell.text.split()) for cell in row.cells]
+                blocks.append(" | ".join(cells))
+        else:
+            blocks.append(block.text)
+    return "\n".join(line for line in blocks if line.strip())

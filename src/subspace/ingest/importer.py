@@ -1,0 +1,223 @@
+"""`subspace import`: a file or a folder of notes, documents and mail into a knowledge base."""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from uuid import UUID
+
+from subspace import commands
+from subspace.commands.files import check_upload_size
+from subspace.config import Settings
+from subspace.context import Context
+from subspace.errors import Conflict, SubspaceError
+from subspace.ingest.extract import HTML_SUFFIXES, MARKDOWN_SUFFIXES, decode_text
+from subspace.ingest.mail import MalformedMessage, ParsedMail, iter_mbox, parse_message
+from subspace.ingest.outline import parse_outline
+from subspace.ingest.worker import extract_pending
+from subspace.models import Mail
+from subspace.runtime import Database
+
+PAGE_SUFFIXES = MARKDOWN_SUFFIXES | {".txt", ".text"}
+FILE_SUFFIXES = {".pdf", ".docx"} | HTML_SUFFIXES
+MAIL_SUFFIXES = {".eml"}
+MAILBOX_SUFFIXES = {".mbox"}
+CONTENT_TYPES = {
+    ".pdf": "application/pdf",
+    ".docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    ".html": "text/html",
+    ".htm": "text/html",
+    ".xhtml": "application/xhtml+xml",
+}
+
+
+@dataclass
+class ImportRow:
+    """What happened to one file (or one message of a mailbox)."""
+
+    source: str
+    kind: str  # page, file, mail, or "" when skipped
+    outcome: str  # imported, duplicate, failed, skipped
+    detail: str = ""
+    file_id: UUID | None = None
+
+
+@dataclass
+class ImportReport:
+    rows: list[ImportRow] = field(default_factory=list)
+
+    def counts(self) -> dict[str, int]:
+        return dict(Counter(row.outcome for row in self.rows))
+
+
+def importable_files(root: Path) -> list[Path]:
+    """The files under `root` in a stable order, without hidden files and folders."""
+    if root.is_file():
+        return [root]
+    return sorted(
+        path
+        for path in root.rglob("*")
+        if path.is_file() and not any(part.startswith(".") for part in path.relative_to(root).parts)
+    )
+
+
+def store_mail(cx: Context, parsed: ParsedMail, kb_id: UUID | None) -> tuple[Mail, list[UUID]]:
+    """Store a parsed message and its attachments in one transaction; Conflict if present."""
+    with cx.transaction() as conn:
+        bound = cx.on(conn)
+        mail = commands.add_mail(
+            bound,
+            message_id=parsed.message_id,
+            subject=parsed.subject,
+            sender=parsed.sender,
+            recipients=parsed.recipients,
+            sent_at=parsed.sent_at,
+            body_text=parsed.body_text[: cx.settings.max_mail_body_chars],
+            raw=parsed.raw,
+            kb_id=kb_id,
+        )
+        file_ids = []
+        for attachment in parsed.attachments:
+            if len(attachment.data) > cx.settings.max_upload_bytes:
+                continue  # the message is kept; an oversized attachment is not
+            stored = commands.upload_file(
+                bound,
+                attachment.name,
+                attachment.data,
+                content_type=attachment.content_type,
+                kb_id=kb_id,
+                mail_id=mail.id,
+            )
+            file_ids.append(stored.id)
+    return mail, file_ids
+
+
+class Importer:
+    """Imports files one by one; each file is its own transaction, so one failure stays one."""
+
+    def __init__(self, cx: Context, kb_id: UUID) -> None:
+        self.cx = cx
+        self.kb_id = kb_id
+        self.report = ImportReport()
+
+    def add(self, path: Path, label: str) -> None:
+        suffix = path.suffix.lower()
+        try:
+            if suffix in PAGE_SUFFIXES:
+                self._page(path, label)
+            elif suffix in FILE_SUFFIXES:
+                self._file(path, label)
+            elif suffix in MAIL_SUFFIXES:
+                self.add_message(path.read_bytes(), label)
+            elif suffix in MAILBOX_SUFFIXES:
+                self.add_mailbox(path.read_bytes(), label)
+            else:
+                self.report.rows.append(ImportRow(label, "", "skipped", "unsupported type"))
+        except SubspaceError as exc:
+            self.report.rows.append(ImportRow(label, _kind(suffix), "failed", exc.message))
+        except OSError as exc:
+            self.report.rows.append(ImportRow(label, _kind(suffix), "failed", exc.strerror or ""))
+
+    def _page(self, path: Path, label: str) -> None:
+        data = path.read_bytes()
+        sha256 = hashlib.sha256(data).hexdigest()
+        if commands.find_page_by_source(self.cx, self.kb_id, sha256) is not None:
+            self.report.rows.append(ImportRow(label, "page", "duplicate"))
+            return
+        outline = parse_outline(decode_text(data), fallback_title=path.stem)
+        commands.create_page_from_outline(
+            self.cx, outline.title, outline.items, kb_id=self.kb_id, source_sha256=sha256
+        )
+        self.report.rows.append(ImportRow(label, "page", "imported"))
+
+    def _file(self, path: Path, label: str) -> None:
+        size = path.stat().st_size
+        check_upload_size(self.cx, size)
+        data = path.read_bytes()
+        sha256 = hashlib.sha256(data).hexdigest()
+        with self.cx.transaction() as conn:
+            existing = conn.execute(
+                "select id from kb.files where workspace_id = %s and kb_id = %s "
+                "and blob_sha256 = %s and name = %s and deleted_at is null limit 1",
+                (self.cx.actor.workspace_id, self.kb_id, sha256, path.name),
+            ).fetchone()
+        if existing is not None:
+            self.report.rows.append(ImportRow(label, "file", "duplicate"))
+            return
+        content_type = CONTENT_TYPES.get(path.suffix.lower(), "application/octet-stream")
+        stored = commands.upload_file(
+            self.cx, path.name, data, content_type=content_type, kb_id=self.kb_id
+        )
+        self.report.rows.append(ImportRow(label, "file", "imported", file_id=stored.id))
+
+    def add_message(self, raw: bytes, label: str) -> None:
+        """Import one message (.eml bytes) and its attachments."""
+        try:
+            parsed = parse_message(raw)
+        except MalformedMessage as exc:
+            self.report.rows.append(ImportRow(label, "mail", "failed", str(exc)))
+            return
+        try:
+            _, attachment_ids = store_mail(self.cx, parsed, self.kb_id)
+        except Conflict:
+            self.report.rows.append(ImportRow(label, "mail", "duplicate"))
+            return
+        self.report.rows.append(ImportRow(label, "mail", "imported"))
+        for file_id in attachment_ids:
+            self.report.rows.append(
+                ImportRow(f"{label} (attachment)", "file", "imported", file_id=file_id)
+            )
+
+    def add_mailbox(self, data: bytes, label: str) -> None:
+        """Import every message of an mbox; a malformed one fails alone."""
+        for index, raw in enumerate(iter_mbox(data), start=1):
+            try:
+                self.add_message(raw, f"{label}#{index}")
+            except SubspaceError as exc:
+                self.report.rows.append(
+                    ImportRow(f"{label}#{index}", "mail", "failed", exc.message)
+                )
+
+
+def _kind(suffix: str) -> str:
+    if suffix in PAGE_SUFFIXES:
+        return "page"
+    if suffix in FILE_SUFFIXES:
+        return "file"
+    return "mail" if suffix in MAIL_SUFFIXES | MAILBOX_SUFFIXES else ""
+
+
+def import_path(
+    cx: Context,
+    root: Path,
+    *,
+    kb_id: UUID,
+    on_file: Callable[[Path], None] | None = None,
+) -> ImportReport:
+    """Import `root` (a file or a folder, recursively) into knowledge base `kb_id`."""
+    importer = Importer(cx, kb_id)
+    base = root if root.is_dir() else root.parent
+    for path in importable_files(root):
+        importer.add(path, str(path.relative_to(base)))
+        if on_file is not None:
+            on_file(path)
+    return importer.report
+
+
+def finish_extraction(db: Database, settings: Settings, report: ImportReport) -> None:
+    """Extract the text of the files the import stored, and report the ones that failed."""
+    by_id = {row.file_id: row for row in report.rows if row.file_id is not None}
+    if not by_id:
+        return
+    extract_pending(db, settings, only=list(by_id))
+    with db.pool.connection() as conn:
+        rows = conn.execute(
+            "select id, status, status_reason from kb.files where id = any(%s)", (list(by_id),)
+        ).fetchall()
+    for row in rows:
+        if row["status"] == "failed":
+            by_id[row["id"]].outcome = "failed"
+            by_id[row["id"]].detail = row["status_reason"]

@@ -1,0 +1,138 @@
+"""The extraction worker: moves uploaded files from `processing` to `ready` or `failed`."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Collection
+from uuid import UUID
+
+from subspace.commands.outbox import append_event
+from subspace.config import Settings
+from subspace.db.pool import Conn
+from subspace.ingest.extract import Extracted, ExtractionFailed, ExtractLimits
+from subspace.ingest.isolation import extract_isolated
+from subspace.runtime import Database
+
+log = logging.getLogger(__name__)
+
+POLL_SECONDS = 2.0  # also wakes at once for uploads made by this process
+
+
+def extract_limits(settings: Settings) -> ExtractLimits:
+    return ExtractLimits(
+        max_chars=settings.max_extracted_chars,
+        max_pdf_pages=settings.max_pdf_pages,
+        max_archive_inflated_bytes=settings.max_archive_inflated_bytes,
+        max_archive_entries=settings.max_archive_entries,
+        max_html_depth=settings.max_html_depth,
+    )
+
+
+def extract_next(db: Database, settings: Settings, only: Collection[UUID] | None = None) -> bool:
+    """Extract one file still `processing` (among `only`, if given); False when none is left.
+
+    The file's row stays locked while its text is extracted, so several workers share the
+    queue without doing a file twice, and a worker that dies leaves the file to the next.
+    """
+    with db.pool.connection() as conn, conn.transaction():
+        sql = (
+            "select f.workspace_id, f.id, f.name, f.content_type, b.data from kb.files f "
+            "join kb.blobs b on b.workspace_id = f.workspace_id and b.sha256 = f.blob_sha256 "
+            "where f.status = 'processing'"
+        )
+        params: list[object] = []
+        if only is not None:
+            sql += " and f.id = any(%s)"
+            params.append(list(only))
+        sql += " order by f.created_at, f.id limit 1 for update of f skip locked"
+        row = conn.execute(sql, params).fetchone()
+        if row is None:
+            return False
+        try:
+            result: Extracted | str = extract_isolated(
+                bytes(row["data"]),
+                row["name"],
+                row["content_type"],
+                extract_limits(settings),
+                timeout_s=settings.extract_timeout_s,
+                memory_bytes=settings.extract_memory_mb * 1024 * 1024,
+            )
+        except ExtractionFailed as exc:
+            result = exc.reason
+        record_extraction(conn, row["workspace_id"], row["id"], result)
+    return True
+
+
+def record_extraction(
+    conn: Conn, workspace_id: UUID, file_id: UUID, result: Extracted | str
+) -> None:
+    """Store extracted text and mark the file ready, or mark it failed with the reason."""
+    if isinstance(result, str):
+        conn.execute(
+            "delete from search.file_text where workspace_id = %s and file_id = %s",
+            (workspace_id, file_id),
+        )
+        conn.execute(
+            "update kb.files set status = 'failed', status_reason = %s, updated_at = now() "
+            "where workspace_id = %s and id = %s",
+            (result, workspace_id, file_id),
+        )
+        log.info("file %s failed: %s", file_id, result)
+    else:
+        conn.execute(
+            "insert into search.file_text (workspace_id, file_id, text, truncated) "
+            "values (%s, %s, %s, %s) on conflict (workspace_id, file_id) do update "
+            "set text = excluded.text, truncated = excluded.truncated, extracted_at = now()",
+            (workspace_id, file_id, result.text, result.truncated),
+        )
+        conn.execute(
+            "update kb.files set status = 'ready', status_reason = null, updated_at = now() "
+            "where workspace_id = %s and id = %s",
+            (workspace_id, file_id),
+        )
+    append_event(
+        conn, workspace_id, "file.extracted", file_id=file_id, ok=not isinstance(result, str)
+    )
+
+
+def extract_pending(db: Database, settings: Settings, only: Collection[UUID] | None = None) -> int:
+    """Extract files until none is `processing` (among `only`, if given); return how many."""
+    done = 0
+    while extract_next(db, settings, only):
+        done += 1
+    return done
+
+
+class ExtractionWorker:
+    """A background thread that extracts files as they arrive. `wake()` after an upload."""
+
+    def __init__(self, db: Database, settings: Settings) -> None:
+        self._db = db
+        self._settings = settings
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="extraction", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def stop(self) -> None:
+        """Stop after the file in hand. Safe to call twice."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=self._settings.extract_timeout_s + 5)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                while not self._stop.is_set() and extract_next(self._db, self._settings):
+                    pass
+            except Exception:  # keep the worker alive through a database hiccup
+                log.exception("extraction worker failed; retrying")
+            self._wake.wait(POLL_SECONDS)
+            self._wake.clear()

@@ -1,0 +1,149 @@
+"""Text extraction from each supported format, and its limits (pure, in process)."""
+
+from __future__ import annotations
+
+import pytest
+
+from subspace.ingest.extract import (
+    ExtractionFailed,
+    ExtractLimits,
+    decode_text,
+    detect_kind,
+    extract,
+    html_text,
+)
+from tests.samples import (
+    make_docx,
+    make_encrypted_pdf,
+    make_pdf,
+    make_pdf_bomb,
+    make_zip_bomb,
+)
+
+LIMITS = ExtractLimits(
+    max_chars=1_000_000,
+    max_pdf_pages=50,
+    max_archive_inflated_bytes=20 * 1024 * 1024,
+    max_archive_entries=500,
+    max_html_depth=256,
+)
+
+
+def run(data: bytes, name: str, content_type: str = "", **limits: int) -> str:
+    from dataclasses import replace
+
+    return extract(data, name, content_type, replace(LIMITS, **limits)).text
+
+
+@pytest.mark.parametrize(
+    ("name", "content_type", "head", "kind"),
+    [
+        ("a.pdf", "", b"%PDF-1.7", "pdf"),
+        ("scan", "application/octet-stream", b"junk%PDF-1.4", "pdf"),
+        ("a.docx", "", b"PK\x03\x04", "docx"),
+        ("page.HTML", "", b"<p>", "html"),
+        ("x", "text/html; charset=utf-8", b"<p>", "html"),
+        ("notes.md", "", b"# t", "markdown"),
+        ("log.txt", "", b"x", "text"),
+        ("data", "text/csv", b"a,b", "text"),
+        ("photo.jpg", "image/jpeg", b"\xff\xd8", None),
+        ("blob", "application/octet-stream", b"\x00\x01", None),
+    ],
+)
+def test_detect_kind(name: str, content_type: str, head: bytes, kind: str | None) -> None:
+    assert detect_kind(head, name, content_type) == kind
+
+
+def test_unknown_types_fail_as_unsupported() -> None:
+    with pytest.raises(ExtractionFailed, match="unsupported type"):
+        run(b"\x89PNG\r\n", "image.png", "image/png")
+
+
+def test_plain_text_in_latin_1_and_utf_8_with_bom() -> None:
+    french = "Le café était fermé, déjà à l'heure où les élèves arrivèrent."
+    assert run(french.encode("latin-1"), "note.txt") == french
+    assert run(b"\xef\xbb\xbf" + "naïve".encode(), "bom.txt") == "naïve"
+    assert decode_text("Привет, это обычный русский текст.".encode("cp1251")).startswith("Привет")
+
+
+def test_nul_bytes_and_invalid_utf8_in_extracted_text_are_cleaned() -> None:
+    text = run(b"alpha\x00beta \xff\xfe gamma", "x.txt")
+    assert "\x00" not in text and "alpha" in text and "gamma" in text
+
+
+def test_markdown_keeps_its_text() -> None:
+    assert run(b"# Title\n\n- item one\n", "a.md") == "# Title\n\n- item one\n"
+
+
+def test_html_drops_script_and_style_and_keeps_structure() -> None:
+    markup = (
+        "<html><head><title>Runbook</title><style>p{color:red}</style></head><body>"
+        "<script>alert('x')</script><h1>Restart</h1><p>Drain the <b>node</b> first.</p>"
+        "<ul><li>kubectl cordon</li><li>kubectl drain</li></ul>"
+        "<table><tr><th>Host</th><td>db-1</td></tr></table><!-- hidden --></body></html>"
+    )
+    assert run(markup.encode(), "r.html") == (
+        "Runbook\nRestart\nDrain the node first.\n- kubectl cordon\n- kubectl drain\n| Host | db-1"
+    )
+
+
+def test_html_nested_too_deep_fails_fast() -> None:
+    deep = "<div>" * 100_000 + "x" + "</div>" * 100_000
+    with pytest.raises(ExtractionFailed, match="SUBSPACE_MAX_HTML_DEPTH"):
+        html_text(deep, 256)
+    # Unclosed paragraphs and list items do not count as nesting.
+    assert html_text("<p>a" * 1000, 256).count("a") == 1000
+
+
+def test_pdf_page_by_page() -> None:
+    text = run(make_pdf(["Alpha beta\nsecond (line)", "Gamma page"]), "a.pdf")
+    assert "Alpha beta" in text and "second (line)" in text
+    assert text.index("Alpha") < text.index("Gamma")
+
+
+def test_pdf_page_limit_keeps_the_first_pages_and_flags_it() -> None:
+    pdf = make_pdf([f"page number {i}" for i in range(5)])
+    result = extract(pdf, "a.pdf", "", ExtractLimits(1_000_000, 3, 1 << 20, 10, 10))
+    assert result.truncated
+    assert "page number 2" in result.text and "page number 3" not in result.text
+
+
+def test_extracted_text_size_is_truncated_and_flagged() -> None:
+    result = extract(b"x" * 5000, "a.txt", "", ExtractLimits(1000, 1, 1, 1, 1))
+    assert (len(result.text), result.truncated) == (1000, True)
+
+
+def test_truncated_pdf_fails_with_a_reason() -> None:
+    pdf = make_pdf(["Some text"])
+    with pytest.raises(ExtractionFailed, match="could not be read"):
+        run(pdf[: len(pdf) // 2], "cut.pdf")
+
+
+def test_encrypted_pdf_fails_with_a_reason() -> None:
+    with pytest.raises(ExtractionFailed, match="encrypted with a password"):
+        run(make_encrypted_pdf("classified"), "locked.pdf")
+
+
+def test_pdf_compression_bomb_fails_fast() -> None:
+    with pytest.raises(ExtractionFailed, match="decompression limit"):
+        run(make_pdf_bomb(200 * 1024 * 1024), "bomb.pdf")
+
+
+def test_docx_paragraphs_and_tables_in_document_order() -> None:
+    docx = make_docx(["Intro paragraph"], [["Name", "Owner"], ["Billing", "Finance"]], "Closing")
+    assert run(docx, "a.docx") == "Intro paragraph\nName | Owner\nBilling | Finance\nClosing"
+
+
+def test_docx_zip_bomb_fails_before_inflating() -> None:
+    with pytest.raises(ExtractionFailed, match="SUBSPACE_MAX_ARCHIVE_INFLATED_BYTES"):
+        run(make_zip_bomb(64 * 1024 * 1024), "bomb.docx")
+
+
+def test_docx_with_too_many_entries_fails() -> None:
+    with pytest.raises(ExtractionFailed, match="SUBSPACE_MAX_ARCHIVE_ENTRIES"):
+        run(make_zip_bomb(1000, entries=600), "many.docx")
+
+
+def test_docx_that_is_not_a_zip_fails() -> None:
+    with pytest.raises(ExtractionFailed, match="not a zip"):
+        run(b"this is plain text with a docx name", "fake.docx")

@@ -1,0 +1,122 @@
+"""The extraction worker on a real database: statuses, text, events, isolation."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import replace
+
+from fastapi.testclient import TestClient
+
+from subspace import commands
+from subspace.config import Settings
+from subspace.context import Context
+from subspace.db import queries
+from subspace.ingest.worker import extract_pending
+from subspace.runtime import Database
+from tests.samples import make_docx, make_encrypted_pdf, make_pdf, make_zip_bomb
+
+
+def file_text(cx: Context, file_id: object) -> str | None:
+    with cx.transaction() as conn:
+        row = conn.execute(
+            "select text from search.file_text where file_id = %s", (file_id,)
+        ).fetchone()
+    return None if row is None else str(row["text"])
+
+
+def test_upload_then_extract_marks_ready_or_failed(
+    database: Database, settings: Settings, cx: Context
+) -> None:
+    good = commands.upload_file(cx, "guide.pdf", make_pdf(["Badges at reception"]))
+    locked = commands.upload_file(cx, "locked.pdf", make_encrypted_pdf("secret"))
+    odd = commands.upload_file(cx, "photo.jpg", b"\xff\xd8\xff\xe0", content_type="image/jpeg")
+    doc = commands.upload_file(cx, "plan.docx", make_docx(["Quarterly plan"]))
+    assert good.status == "processing" and file_text(cx, good.id) is None
+    assert extract_pending(database, settings) == 4
+    assert extract_pending(database, settings) == 0
+    with cx.transaction() as conn:
+        rows = {f.name: f for f in queries.list_files(conn, cx.actor.workspace_id)}
+        events = conn.execute(
+            "select payload from kb.outbox where event = 'file.extracted' order by id"
+        ).fetchall()
+    assert rows["guide.pdf"].status == "ready" and rows["guide.pdf"].text_truncated is False
+    assert "Badges at reception" in (file_text(cx, good.id) or "")
+    assert "Quarterly plan" in (file_text(cx, doc.id) or "")
+    assert (rows["locked.pdf"].status, rows["photo.jpg"].status) == ("failed", "failed")
+    assert "encrypted" in (rows["locked.pdf"].status_reason or "")
+    assert rows["photo.jpg"].status_reason == "unsupported type"
+    assert file_text(cx, locked.id) is None and file_text(cx, odd.id) is None
+    # The blob of a failed file is kept, so a later fix can extract it again.
+    with cx.transaction() as conn:
+        assert queries.read_blob(conn, cx.actor.workspace_id, rows["locked.pdf"].sha256)
+    assert [e["payload"]["ok"] for e in events] == [True, False, False, True]
+
+
+def test_a_file_over_the_memory_cap_fails_and_the_next_one_flows(
+    database: Database, settings: Settings, cx: Context
+) -> None:
+    tight = replace(settings, extract_memory_mb=100, max_upload_bytes=64 * 1024 * 1024)
+    big = commands.upload_file(replace(cx, settings=tight), "huge.txt", b"word " * 10_000_000)
+    small = commands.upload_file(cx, "small.txt", b"still extracted")
+    extract_pending(database, tight)
+    with cx.transaction() as conn:
+        big_row = queries.get_file(conn, cx.actor.workspace_id, big.id)
+        small_row = queries.get_file(conn, cx.actor.workspace_id, small.id)
+    assert big_row.status == "failed"
+    assert "SUBSPACE_EXTRACT_MEMORY_MB" in (big_row.status_reason or "")
+    assert small_row.status == "ready"
+
+
+def test_a_slow_extraction_is_stopped_at_the_deadline(
+    database: Database, settings: Settings, cx: Context
+) -> None:
+    # 60,000 nested elements with the depth check lifted: the parser needs seconds.
+    slow = replace(settings, extract_timeout_s=1, max_html_depth=10_000_000)
+    deep = ("<div>" * 60_000 + "x" + "</div>" * 60_000).encode()
+    stuck = commands.upload_file(cx, "deep.html", deep)
+    started = time.monotonic()
+    extract_pending(database, slow)
+    assert time.monotonic() - started < 5
+    with cx.transaction() as conn:
+        row = queries.get_file(conn, cx.actor.workspace_id, stuck.id)
+    assert row.status == "failed" and "SUBSPACE_EXTRACT_TIMEOUT_S" in (row.status_reason or "")
+
+
+def test_two_workers_never_extract_the_same_file(
+    database: Database, settings: Settings, cx: Context
+) -> None:
+    for i in range(6):
+        commands.upload_file(cx, f"n{i}.txt", f"note {i}".encode())
+    counts: list[int] = []
+    workers = [
+        threading.Thread(target=lambda: counts.append(extract_pending(database, settings)))
+        for _ in range(2)
+    ]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert sum(counts) == 6
+    with cx.transaction() as conn:
+        n = conn.execute("select count(*) as n from kb.outbox where event = 'file.extracted'")
+        assert n.fetchone() == {"n": 6}
+
+
+def test_the_app_extracts_uploads_in_the_background(
+    database: Database, settings: Settings, client: TestClient
+) -> None:
+    with TestClient(client.app, headers=dict(client.headers)) as live:
+        up = live.post("/api/files", files={"file": ("a.docx", make_docx(["Background"]))})
+        bomb = live.post("/api/files", files={"file": ("b.docx", make_zip_bomb(300 << 20))})
+        assert up.json()["status"] == "processing"
+        deadline = time.monotonic() + 20
+        statuses: dict[str, str] = {}
+        while time.monotonic() < deadline:
+            statuses = {f["name"]: f["status"] for f in live.get("/api/files").json()}
+            if "processing" not in statuses.values():
+                break
+            time.sleep(0.1)
+        assert statuses == {"a.docx": "ready", "b.docx": "failed"}
+        reason = live.get(f"/api/files/{bomb.json()['id']}").json()["status_reason"]
+        assert "SUBSPACE_MAX_ARCHIVE_INFLATED_BYTES" in reason

@@ -1,0 +1,122 @@
+"""`subspace import` on a mixed folder: pages, files, mail, failures, and re-import."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from subspace.cli import main
+from subspace.config import Settings
+from subspace.db import queries
+from subspace.runtime import Database
+from tests.samples import make_docx, make_email, make_mbox, make_pdf
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    root = tmp_path / "knowledge"
+    (root / "notes").mkdir(parents=True)
+    (root / "docs").mkdir()
+    (root / "mail").mkdir()
+    (root / ".git").mkdir()
+    (root / "notes" / "trip.md").write_text(
+        "# Lisbon trip\n\n## Packing\n- passport\n  - check expiry\n- charger\n## Plans\n"
+        "1. tram 28\n"
+    )
+    (root / "notes" / "ideas.txt").write_bytes(
+        "Idées pour le café\n\nUne terrasse".encode("latin-1")
+    )
+    (root / "docs" / "guide.pdf").write_bytes(make_pdf(["Badges are issued at reception"]))
+    (root / "docs" / "plan.docx").write_bytes(make_docx(["Roadmap for the spring"]))
+    (root / "docs" / "runbook.html").write_text("<h1>Restart</h1><p>Drain first</p>")
+    (root / "docs" / "broken.pdf").write_bytes(make_pdf(["cut"])[:150])
+    (root / "docs" / "photo.png").write_bytes(b"\x89PNG\r\n")
+    (root / "mail" / "one.eml").write_bytes(make_email("Hello", "First", message_id="<1@x>"))
+    (root / "mail" / "box.mbox").write_bytes(
+        make_mbox([make_email("Second", "b", message_id="<2@x>"), b"no headers here\n"])
+    )
+    (root / ".git" / "config.md").write_text("# ignored")
+    return root
+
+
+@pytest.fixture
+def runner(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
+    monkeypatch.setenv("SUBSPACE_DATABASE_URL", settings.database_url)
+    monkeypatch.setenv("SUBSPACE_HOME", str(settings.home))
+    return CliRunner()
+
+
+def counts(database: Database) -> dict[str, int]:
+    with database.pool.connection() as conn:
+        row = conn.execute(
+            "select (select count(*) from kb.pages) as pages,"
+            " (select count(*) from kb.nodes) as nodes,"
+            " (select count(*) from kb.files) as files,"
+            " (select count(*) from kb.mail) as mail,"
+            " (select count(*) from kb.outbox) as events"
+        ).fetchone()
+    assert row is not None
+    return dict(row)
+
+
+def test_import_a_mixed_folder_then_again(
+    runner: CliRunner, folder: Path, database: Database, settings: Settings
+) -> None:
+    result = runner.invoke(main, ["import", str(folder), "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    outcomes = {row["source"]: (row["outcome"], row["detail"]) for row in report["rows"]}
+    assert outcomes["notes/trip.md"] == ("imported", "")
+    assert outcomes["docs/guide.pdf"] == ("imported", "")
+    assert outcomes["docs/broken.pdf"][0] == "failed"
+    assert "could not be read" in outcomes["docs/broken.pdf"][1]
+    assert outcomes["docs/photo.png"] == ("skipped", "unsupported type")
+    assert outcomes["mail/box.mbox#2"] == ("failed", "the message has no headers")
+    assert not any(source.startswith(".git") for source in outcomes)
+    assert report["counts"] == {"imported": 7, "failed": 2, "skipped": 1}
+
+    cx = database.default_context(settings)
+    with cx.transaction() as conn:
+        pages = {p.title: p for p in queries.list_pages(conn, cx.actor.workspace_id)}
+        trip = queries.get_page_tree(conn, cx.actor.workspace_id, pages["Lisbon trip"].id)
+        files = {f.name: f for f in queries.list_files(conn, cx.actor.workspace_id)}
+    assert set(pages) == {"Lisbon trip", "ideas"}
+    packing = trip.nodes[0]
+    assert packing.text == "Packing"
+    assert [c.text for c in packing.children] == ["passport", "charger"]
+    assert packing.children[0].children[0].text == "check expiry"
+    assert {name: f.status for name, f in files.items()} == {
+        "guide.pdf": "ready",
+        "plan.docx": "ready",
+        "runbook.html": "ready",
+        "broken.pdf": "failed",
+    }
+    before = counts(database)
+    again = runner.invoke(main, ["import", str(folder), "--json"])
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.stdout)["counts"] == {"duplicate": 8, "failed": 1, "skipped": 1}
+    assert counts(database) == before
+
+
+def test_import_into_a_named_knowledge_base_with_a_table(
+    runner: CliRunner, folder: Path, database: Database, settings: Settings
+) -> None:
+    result = runner.invoke(main, ["import", str(folder / "notes" / "trip.md"), "--kb", "Travel"])
+    assert result.exit_code == 0, result.output
+    assert "Import" in result.stdout and "total" in result.stdout
+    cx = database.default_context(settings)
+    with cx.transaction() as conn:
+        kbs = {k.name: k.id for k in queries.list_knowledge_bases(conn, cx.actor.workspace_id)}
+        pages = queries.list_pages(conn, cx.actor.workspace_id, kb_id=kbs["Travel"])
+    assert [p.title for p in pages] == ["Lisbon trip"]
+    failed = runner.invoke(main, ["import", str(folder / "docs")])
+    assert "broken.pdf" in failed.stdout and "could not be read" in failed.stdout
+
+
+def test_import_of_a_missing_path_is_a_usage_error(runner: CliRunner) -> None:
+    result = runner.invoke(main, ["import", "/no/such/folder"])
+    assert result.exit_code == 2
+    assert "does not exist" in result.output
