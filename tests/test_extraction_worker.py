@@ -75,12 +75,16 @@ def test_a_slow_extraction_is_stopped_at_the_deadline(
     slow = replace(settings, extract_timeout_s=1, max_html_depth=10_000_000)
     deep = ("<div>" * 60_000 + "x" + "</div>" * 60_000).encode()
     stuck = commands.upload_file(cx, "deep.html", deep)
+    after = commands.upload_file(cx, "after.md", b"# next in line")
     started = time.monotonic()
     extract_pending(database, slow)
     assert time.monotonic() - started < 5
     with cx.transaction() as conn:
         row = queries.get_file(conn, cx.actor.workspace_id, stuck.id)
+        next_row = queries.get_file(conn, cx.actor.workspace_id, after.id)
     assert row.status == "failed" and "SUBSPACE_EXTRACT_TIMEOUT_S" in (row.status_reason or "")
+    # The stuck child was replaced; the next file is extracted by a fresh one.
+    assert next_row.status == "ready"
 
 
 def test_two_workers_never_extract_the_same_file(

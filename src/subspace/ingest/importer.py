@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -212,7 +213,7 @@ def finish_extraction(db: Database, settings: Settings, report: ImportReport) ->
     by_id = {row.file_id: row for row in report.rows if row.file_id is not None}
     if not by_id:
         return
-    extract_pending(db, settings, only=list(by_id))
+    extract_pending(db, settings, only=list(by_id), workers=os.cpu_count() or 1)
     with db.pool.connection() as conn:
         rows = conn.execute(
             "select id, status, status_reason from kb.files where id = any(%s)", (list(by_id),)

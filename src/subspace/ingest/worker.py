@@ -5,13 +5,14 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Collection
+from concurrent.futures import ThreadPoolExecutor
 from uuid import UUID
 
 from subspace.commands.outbox import append_event
 from subspace.config import Settings
 from subspace.db.pool import Conn
 from subspace.ingest.extract import Extracted, ExtractionFailed, ExtractLimits
-from subspace.ingest.isolation import extract_isolated
+from subspace.ingest.isolation import IsolatedExtractor
 from subspace.runtime import Database
 
 log = logging.getLogger(__name__)
@@ -29,7 +30,12 @@ def extract_limits(settings: Settings) -> ExtractLimits:
     )
 
 
-def extract_next(db: Database, settings: Settings, only: Collection[UUID] | None = None) -> bool:
+def extract_next(
+    db: Database,
+    settings: Settings,
+    extractor: IsolatedExtractor,
+    only: Collection[UUID] | None = None,
+) -> bool:
     """Extract one file still `processing` (among `only`, if given); False when none is left.
 
     The file's row stays locked while its text is extracted, so several workers share the
@@ -50,13 +56,12 @@ def extract_next(db: Database, settings: Settings, only: Collection[UUID] | None
         if row is None:
             return False
         try:
-            result: Extracted | str = extract_isolated(
+            result: Extracted | str = extractor.extract(
                 bytes(row["data"]),
                 row["name"],
                 row["content_type"],
                 extract_limits(settings),
                 timeout_s=settings.extract_timeout_s,
-                memory_bytes=settings.extract_memory_mb * 1024 * 1024,
             )
         except ExtractionFailed as exc:
             result = exc.reason
@@ -96,12 +101,36 @@ def record_extraction(
     )
 
 
-def extract_pending(db: Database, settings: Settings, only: Collection[UUID] | None = None) -> int:
-    """Extract files until none is `processing` (among `only`, if given); return how many."""
-    done = 0
-    while extract_next(db, settings, only):
-        done += 1
-    return done
+def new_extractor(settings: Settings) -> IsolatedExtractor:
+    return IsolatedExtractor(settings.extract_memory_mb * 1024 * 1024)
+
+
+def extract_pending(
+    db: Database,
+    settings: Settings,
+    only: Collection[UUID] | None = None,
+    *,
+    workers: int = 1,
+) -> int:
+    """Extract files until none is `processing` (among `only`, if given); return how many.
+
+    `workers` threads, each with its own child process, share the queue.
+    """
+
+    def drain() -> int:
+        extractor = new_extractor(settings)
+        done = 0
+        try:
+            while extract_next(db, settings, extractor, only):
+                done += 1
+        finally:
+            extractor.close()
+        return done
+
+    if workers <= 1:
+        return drain()
+    with ThreadPoolExecutor(workers) as pool:
+        return sum(pool.map(lambda _: drain(), range(workers)))
 
 
 class ExtractionWorker:
@@ -128,11 +157,17 @@ class ExtractionWorker:
             self._thread.join(timeout=self._settings.extract_timeout_s + 5)
 
     def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                while not self._stop.is_set() and extract_next(self._db, self._settings):
-                    pass
-            except Exception:  # keep the worker alive through a database hiccup
-                log.exception("extraction worker failed; retrying")
-            self._wake.wait(POLL_SECONDS)
-            self._wake.clear()
+        extractor = new_extractor(self._settings)
+        try:
+            while not self._stop.is_set():
+                try:
+                    while not self._stop.is_set() and extract_next(
+                        self._db, self._settings, extractor
+                    ):
+                        pass
+                except Exception:  # keep the worker alive through a database hiccup
+                    log.exception("extraction worker failed; retrying")
+                self._wake.wait(POLL_SECONDS)
+                self._wake.clear()
+        finally:
+            extractor.close()
