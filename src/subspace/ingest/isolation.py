@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import resource
 from multiprocessing.connection import Connection
@@ -109,10 +110,9 @@ class IsolatedExtractor:
         conn = self._conn
         assert conn is not None
         self._jobs += 1
-        try:
+        # A child that ran out of memory stops reading; its answer below says so.
+        with contextlib.suppress(OSError):
             conn.send((data, name, content_type, limits))
-        except OSError:
-            pass  # the child stopped reading (out of memory); its answer below says so
         try:
             if not conn.poll(timeout_s):
                 self._discard()

@@ -11,6 +11,7 @@ from uuid import UUID
 from subspace.commands.outbox import append_event
 from subspace.config import Settings
 from subspace.db.pool import Conn
+from subspace.indexer.chunking import split_text
 from subspace.ingest.extract import Extracted, ExtractionFailed, ExtractLimits
 from subspace.ingest.isolation import IsolatedExtractor
 from subspace.runtime import Database
@@ -78,6 +79,7 @@ def record_extraction(
             "delete from search.file_text where workspace_id = %s and file_id = %s",
             (workspace_id, file_id),
         )
+        store_file_chunks(conn, workspace_id, file_id, [])
         conn.execute(
             "update kb.files set status = 'failed', status_reason = %s, updated_at = now() "
             "where workspace_id = %s and id = %s",
@@ -91,6 +93,7 @@ def record_extraction(
             "set text = excluded.text, truncated = excluded.truncated, extracted_at = now()",
             (workspace_id, file_id, result.text, result.truncated),
         )
+        store_file_chunks(conn, workspace_id, file_id, split_text(result.text))
         conn.execute(
             "update kb.files set status = 'ready', status_reason = null, updated_at = now() "
             "where workspace_id = %s and id = %s",
@@ -103,6 +106,24 @@ def record_extraction(
 
 def new_extractor(settings: Settings) -> IsolatedExtractor:
     return IsolatedExtractor(settings.extract_memory_mb * 1024 * 1024)
+
+
+def store_file_chunks(conn: Conn, workspace_id: UUID, file_id: UUID, pieces: list[str]) -> None:
+    """Store the file's text pieces as numbered chunks, keeping each chunk's enabled flag.
+
+    The chunks' generated tsvector makes the text searchable as soon as this commits.
+    """
+    conn.execute(
+        "delete from search.file_chunks where workspace_id = %s and file_id = %s and n >= %s",
+        (workspace_id, file_id, len(pieces)),
+    )
+    if pieces:
+        conn.cursor().executemany(
+            "insert into search.file_chunks (workspace_id, file_id, n, text) "
+            "values (%s, %s, %s, %s) on conflict (workspace_id, file_id, n) "
+            "do update set text = excluded.text",
+            [(workspace_id, file_id, n, text) for n, text in enumerate(pieces)],
+        )
 
 
 def extract_pending(

@@ -1,0 +1,1 @@
+"""The embeddings indexer: chunking, the outbox consumer, embedding writes, reindex."""

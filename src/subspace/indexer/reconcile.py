@@ -1,0 +1,133 @@
+"""Bring the embeddings of some pages, files and mail in line with their current text."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from subspace.db.pool import Conn
+from subspace.indexer import sources, store
+from subspace.indexer.chunking import Chunk
+from subspace.indexer.sources import Target
+from subspace.providers.base import EmbeddingProvider, checked_vectors
+
+
+@dataclass
+class Outcome:
+    """What one reconcile did. `busy` targets were being reconciled by someone else."""
+
+    embedded: int = 0  # texts sent to the provider
+    reused: int = 0  # texts whose vector was already stored under the same model
+    unchanged: int = 0
+    deleted: int = 0
+    busy: list[Target] = field(default_factory=list)
+    done: list[Target] = field(default_factory=list)
+
+    def add(self, other: Outcome) -> None:
+        self.embedded += other.embedded
+        self.reused += other.reused
+        self.unchanged += other.unchanged
+        self.deleted += other.deleted
+        self.busy.extend(other.busy)
+        self.done.extend(other.done)
+
+
+def lock_targets(conn: Conn, targets: Sequence[Target]) -> tuple[list[Target], list[Target]]:
+    """Take a transaction lock on each target; return (locked, busy).
+
+    Two indexers never reconcile one item at once, so the one that runs later reads the
+    newer text, and a target held elsewhere is left for the next round.
+    """
+    locked: list[Target] = []
+    busy: list[Target] = []
+    for target in targets:
+        row = conn.execute(
+            "select pg_try_advisory_xact_lock(hashtextextended(%s, 0)) as ok", (target.lock_key,)
+        ).fetchone()
+        (locked if row and row["ok"] else busy).append(target)
+    return locked, busy
+
+
+def reconcile(
+    conn: Conn,
+    provider: EmbeddingProvider,
+    targets: Sequence[Target],
+    *,
+    batch_size: int = 128,
+    reuse_table: str = "search.embeddings",
+) -> Outcome:
+    """Embed what changed, reuse vectors of texts already embedded, prune what is gone.
+
+    Runs inside the caller's transaction; the caller commits. Raises ProviderError when the
+    provider fails, leaving the transaction to be rolled back.
+    """
+    outcome = Outcome()
+    by_workspace: dict[object, list[Target]] = defaultdict(list)
+    for target in targets:
+        by_workspace[target.workspace_id].append(target)
+    for workspace_targets in by_workspace.values():
+        locked, busy = lock_targets(conn, sorted(workspace_targets))
+        outcome.busy.extend(busy)
+        if locked:
+            outcome.add(_reconcile_workspace(conn, provider, locked, batch_size, reuse_table))
+    return outcome
+
+
+def _reconcile_workspace(
+    conn: Conn,
+    provider: EmbeddingProvider,
+    targets: list[Target],
+    batch_size: int,
+    reuse_table: str,
+) -> Outcome:
+    ws = targets[0].workspace_id
+    model = provider.model
+    outcome = Outcome(done=list(targets))
+    desired = sources.desired_chunks(conn, ws, targets)
+    stored = store.stored_embeddings(conn, ws, model, [t.item_id for t in targets])
+    wanted_refs = {chunk.ref for chunks in desired.values() for chunk in chunks}
+    outcome.deleted = store.delete_refs(
+        conn, ws, model, [r for r in stored if r not in wanted_refs]
+    )
+
+    changed: list[Chunk] = []
+    moved: list[Chunk] = []
+    for chunks in desired.values():
+        for chunk in chunks:
+            previous = stored.get(chunk.ref)
+            if previous is None or previous[1].text_hash != chunk.text_hash:
+                changed.append(chunk)
+            elif (previous[1].kind, previous[1].kb_id) != (chunk.kind, chunk.kb_id):
+                moved.append(chunk)
+            else:
+                outcome.unchanged += 1
+    store.update_metadata(conn, ws, model, moved)
+    outcome.unchanged += len(moved)
+
+    reusable = store.reusable_vectors(
+        conn, ws, model, sorted({c.text_hash for c in changed}), reuse_table
+    )
+    reused = [c for c in changed if c.text_hash in reusable]
+    store.upsert_embeddings(conn, ws, model, reused, [reusable[c.text_hash] for c in reused])
+    outcome.reused = len(reused)
+
+    # One provider call per distinct text: identical bullets share a vector.
+    fresh: dict[str, list[Chunk]] = defaultdict(list)
+    for chunk in changed:
+        if chunk.text_hash not in reusable:
+            fresh[chunk.text_hash].append(chunk)
+    groups = list(fresh.values())
+    for start in range(0, len(groups), batch_size):
+        batch = groups[start : start + batch_size]
+        vectors = checked_vectors(
+            provider.embed([group[0].text for group in batch]),
+            count=len(batch),
+            model=model,
+            dimensions=provider.dimensions,
+        )
+        chunks = [chunk for group in batch for chunk in group]
+        expanded = [vector for group, vector in zip(batch, vectors, strict=True) for _ in group]
+        store.upsert_embeddings(conn, ws, model, chunks, expanded)
+        outcome.embedded += len(batch)
+    return outcome

@@ -1,0 +1,129 @@
+"""`subspace reindex`: rebuild everything derived from the stored content."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from uuid import UUID
+
+from subspace.config import Settings
+from subspace.errors import Conflict
+from subspace.indexer.reconcile import Outcome, reconcile
+from subspace.indexer.sources import all_targets
+from subspace.ingest.extract import ExtractionFailed
+from subspace.ingest.worker import extract_limits, new_extractor, record_extraction
+from subspace.providers.base import EmbeddingProvider
+from subspace.runtime import Database
+
+# Held by `subspace serve` for its lifetime; reindex refuses to run while it is taken.
+SERVER_LOCK_KEY = 7_201_530_118
+TARGETS_PER_TRANSACTION = 200
+
+
+@dataclass
+class ReindexResult:
+    files_extracted: int
+    files_failed: int
+    items: int
+    outcome: Outcome
+
+
+def refuse_if_served(db: Database) -> None:
+    """Raise Conflict when a Subspace server holds this database."""
+    with db.pool.connection() as conn:
+        row = conn.execute("select pg_try_advisory_lock(%s) as free", (SERVER_LOCK_KEY,)).fetchone()
+        if row is not None and row["free"]:
+            conn.execute("select pg_advisory_unlock(%s)", (SERVER_LOCK_KEY,))
+            return
+    raise Conflict(
+        "A Subspace server is running on this database. Stop it (Ctrl-C on `subspace serve`), "
+        "then run `subspace reindex` again."
+    )
+
+
+def reextract_files(
+    db: Database, settings: Settings, kb_id: UUID | None, progress: Callable[[int], None]
+) -> tuple[int, int]:
+    """Extract every live file's text again from its stored blob; return (ready, failed)."""
+    with db.pool.connection() as conn:
+        files = conn.execute(
+            "select workspace_id, id from kb.files where deleted_at is null "
+            "and (%s::uuid is null or kb_id = %s) order by workspace_id, id",
+            (kb_id, kb_id),
+        ).fetchall()
+    extractor = new_extractor(settings)
+    ready = failed = 0
+    try:
+        for row in files:
+            with db.pool.connection() as conn, conn.transaction():
+                blob = conn.execute(
+                    "select f.name, f.content_type, b.data from kb.files f join kb.blobs b "
+                    "on b.workspace_id = f.workspace_id and b.sha256 = f.blob_sha256 "
+                    "where f.workspace_id = %s and f.id = %s for update of f",
+                    (row["workspace_id"], row["id"]),
+                ).fetchone()
+                if blob is None:
+                    continue
+                try:
+                    result = extractor.extract(
+                        bytes(blob["data"]),
+                        blob["name"],
+                        blob["content_type"],
+                        extract_limits(settings),
+                        settings.extract_timeout_s,
+                    )
+                    ready += 1
+                    record_extraction(conn, row["workspace_id"], row["id"], result)
+                except ExtractionFailed as exc:
+                    failed += 1
+                    record_extraction(conn, row["workspace_id"], row["id"], exc.reason)
+            progress(1)
+    finally:
+        extractor.close()
+    return ready, failed
+
+
+def reembed(
+    db: Database,
+    settings: Settings,
+    provider: EmbeddingProvider,
+    kb_id: UUID | None,
+    progress: Callable[[int], None],
+    total: Callable[[int], None] = lambda _: None,
+) -> tuple[int, Outcome]:
+    """Drop the active model's embeddings (of one knowledge base, or all) and embed again.
+
+    The old vectors are kept aside for the run, so text that did not change costs no
+    provider call.
+    """
+    with db.pool.connection() as conn:
+        targets = all_targets(conn, kb_id=kb_id)
+        total(len(targets))
+        conn.execute(
+            "create temp table reindex_previous as select workspace_id, model, text_hash, vec "
+            "from search.embeddings where model = %s and (%s::uuid is null or kb_id = %s)",
+            (provider.model, kb_id, kb_id),
+        )
+        conn.execute("create index on reindex_previous (workspace_id, model, text_hash)")
+        conn.execute(
+            "delete from search.embeddings where model = %s and (%s::uuid is null or kb_id = %s)",
+            (provider.model, kb_id, kb_id),
+        )
+        conn.commit()
+        outcome = Outcome()
+        for start in range(0, len(targets), TARGETS_PER_TRANSACTION):
+            batch = targets[start : start + TARGETS_PER_TRANSACTION]
+            with conn.transaction():
+                outcome.add(
+                    reconcile(
+                        conn,
+                        provider,
+                        batch,
+                        batch_size=settings.embed_batch,
+                        reuse_table="reindex_previous",
+                    )
+                )
+            progress(len(batch))
+        conn.execute("drop table reindex_previous")
+        conn.commit()
+    return len(targets), outcome

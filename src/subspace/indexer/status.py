@@ -1,0 +1,66 @@
+"""How far behind the indexer is: backlog, lag, dead letters, and the active model."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+from uuid import UUID
+
+from subspace.db.pool import Conn
+from subspace.indexer.consumer import _EVENT_TARGETS
+
+_EMBEDDING_EVENTS = " or ".join(
+    f"event like '{prefix}%%'" for _, prefixes in _EVENT_TARGETS.values() for prefix in prefixes
+)
+
+
+@dataclass
+class IndexerStatus:
+    model: str
+    provider: str
+    backlog: int  # events not yet indexed
+    waiting_items: int  # distinct pages, files and mail those events are about
+    lag_seconds: float  # age of the oldest event not yet indexed
+    retrying: int  # events waiting for a retry after a failure
+    dead_letters: int
+    embeddings: int  # rows under the active model
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def indexer_status(conn: Conn, provider_name: str, model: str) -> IndexerStatus:
+    row = conn.execute(
+        "select count(*) as backlog, "
+        "coalesce(extract(epoch from now() - min(created_at)), 0) as lag, "
+        "count(*) filter (where attempts > 0) as retrying, "
+        "count(distinct coalesce(payload->>'page_id', payload->>'file_id', payload->>'mail_id'))"
+        f" filter (where {_EMBEDDING_EVENTS}) as waiting "
+        "from kb.outbox where indexed_at is null"
+    ).fetchone()
+    dead = conn.execute("select count(*) as n from search.dead_letters").fetchone()
+    stored = conn.execute(
+        "select count(*) as n from search.embeddings where model = %s", (model,)
+    ).fetchone()
+    assert row is not None and dead is not None and stored is not None
+    return IndexerStatus(
+        model=model,
+        provider=provider_name,
+        backlog=int(row["backlog"]),
+        waiting_items=int(row["waiting"]),
+        lag_seconds=round(float(row["lag"]), 3),
+        retrying=int(row["retrying"]),
+        dead_letters=int(dead["n"]),
+        embeddings=int(stored["n"]),
+    )
+
+
+def waiting_for_embeddings(conn: Conn, workspace_id: UUID) -> int:
+    """How many pages, files and mail of the workspace have writes not yet embedded."""
+    row = conn.execute(
+        "select count(distinct coalesce(payload->>'page_id', payload->>'file_id', "
+        "payload->>'mail_id')) as n from kb.outbox "
+        f"where workspace_id = %s and indexed_at is null and ({_EMBEDDING_EVENTS})",
+        (workspace_id,),
+    ).fetchone()
+    return 0 if row is None else int(row["n"])

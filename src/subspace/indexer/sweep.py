@@ -1,0 +1,64 @@
+"""The sweep: find every item whose embeddings differ from what its text says they should be.
+
+Heals whatever a crash, a lost event or a debounce cut short left behind. Each query compares
+text hashes (or timestamps, for mail) with search.embeddings under the active model.
+"""
+
+from __future__ import annotations
+
+from subspace.db.pool import Conn
+from subspace.indexer.sources import Target
+
+# Non-blank text, as chunking sees it (a blank node or title is not embedded).
+_HAS_TEXT = r"~ '\S'"
+
+_STALE = f"""
+select p.workspace_id, 'page' as kind, p.id from kb.pages p
+where p.deleted_at is null and (
+    (p.title {_HAS_TEXT} and not exists (
+        select 1 from search.embeddings e where e.workspace_id = p.workspace_id
+        and e.model = %(model)s and e.ref = 'page:' || p.id and e.text_hash = md5(p.title)))
+    or exists (
+        select 1 from kb.nodes n where n.workspace_id = p.workspace_id and n.page_id = p.id
+        and n.text {_HAS_TEXT} and not exists (
+            select 1 from search.embeddings e where e.workspace_id = n.workspace_id
+            and e.model = %(model)s and e.ref = 'node:' || n.id and e.text_hash = md5(n.text))))
+union
+select f.workspace_id, 'file', f.id from kb.files f
+join search.file_chunks c on c.workspace_id = f.workspace_id and c.file_id = f.id
+where f.deleted_at is null and f.status = 'ready' and c.text {_HAS_TEXT} and not exists (
+    select 1 from search.embeddings e where e.workspace_id = c.workspace_id
+    and e.model = %(model)s and e.ref = 'file:' || c.file_id || ':' || c.n
+    and e.text_hash = md5(c.text))
+union
+select m.workspace_id, 'mail', m.id from kb.mail m
+where m.deleted_at is null and (m.subject {_HAS_TEXT} or m.body_text {_HAS_TEXT}) and not exists (
+    select 1 from search.embeddings e where e.workspace_id = m.workspace_id
+    and e.model = %(model)s and e.ref = 'mail:' || m.id and e.source_at >= m.updated_at)
+union
+select e.workspace_id, case when e.kind in ('node', 'memory', 'page') then 'page' else e.kind end,
+    e.item_id
+from search.embeddings e
+where e.model = %(model)s and (
+    (e.kind in ('node', 'memory') and not exists (
+        select 1 from kb.nodes n where n.workspace_id = e.workspace_id and n.id = e.target_id
+        and n.text {_HAS_TEXT}))
+    or (e.kind = 'page' and not exists (
+        select 1 from kb.pages p where p.workspace_id = e.workspace_id and p.id = e.item_id
+        and p.deleted_at is null and p.title {_HAS_TEXT}))
+    or (e.kind = 'file' and not exists (
+        select 1 from kb.files f join search.file_chunks c
+        on c.workspace_id = f.workspace_id and c.file_id = f.id
+        where f.workspace_id = e.workspace_id and f.id = e.item_id and f.deleted_at is null
+        and e.ref = 'file:' || c.file_id || ':' || c.n))
+    or (e.kind = 'mail' and not exists (
+        select 1 from kb.mail m where m.workspace_id = e.workspace_id and m.id = e.item_id
+        and m.deleted_at is null)))
+order by 1, 2, 3
+"""
+
+
+def stale_targets(conn: Conn, model: str) -> list[Target]:
+    """Items with a missing, outdated or orphaned embedding under `model`."""
+    rows = conn.execute(_STALE, {"model": model}).fetchall()
+    return [Target(r["workspace_id"], r["kind"], r["id"]) for r in rows]

@@ -1,0 +1,1 @@
+"""Embedding (and later chat) providers behind one protocol, chosen by PROVIDERS."""

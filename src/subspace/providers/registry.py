@@ -1,0 +1,76 @@
+"""Choosing the embedding provider from PROVIDERS (or from what is installed)."""
+
+from __future__ import annotations
+
+import logging
+
+from subspace.config import Settings
+from subspace.errors import ConfigError
+from subspace.providers.base import EmbeddingProvider
+from subspace.providers.fake import FakeProvider
+from subspace.providers.local import local_extra_installed
+
+log = logging.getLogger(__name__)
+
+PROVIDER_NAMES = ("fake", "openai", "local")
+
+
+def provider_name(settings: Settings) -> str:
+    """PROVIDERS, or when unset: openai with a key, local with the [local] extra, else fake."""
+    name = settings.providers.strip().lower()
+    if name:
+        if name not in PROVIDER_NAMES:
+            raise ConfigError(
+                f"PROVIDERS={settings.providers!r} is not a provider. "
+                f"Use one of: {', '.join(PROVIDER_NAMES)}."
+            )
+        return name
+    if settings.openai_api_key:
+        return "openai"
+    if local_extra_installed():
+        return "local"
+    log.warning(
+        "No embedding provider configured: using the fake provider, whose vectors only match "
+        "similar spelling. Set OPENAI_API_KEY or install the [local] extra for real ones."
+    )
+    return "fake"
+
+
+def create_provider(settings: Settings, name: str | None = None) -> EmbeddingProvider:
+    """Build the provider `name` (default: the configured one) and log which is active."""
+    name = name or provider_name(settings)
+    provider: EmbeddingProvider
+    if name == "openai":
+        from subspace.providers.openai import OpenAIProvider
+
+        provider = OpenAIProvider(settings.openai_api_key, settings.openai_base_url)
+    elif name == "local":
+        from subspace.providers.local import LocalProvider
+
+        provider = LocalProvider(settings.local_model)
+    else:
+        provider = FakeProvider()
+    log.info("embedding provider: %s (model %s)", provider.name, provider.model)
+    return provider
+
+
+def resolve_model(settings: Settings, name: str) -> str:
+    """The model a provider would use, without loading it (for status displays)."""
+    if name == "openai":
+        from subspace.providers.openai import MODEL
+
+        return MODEL
+    if name == "local":
+        from subspace.providers.local import local_model_name
+
+        return local_model_name(settings.local_model)
+    from subspace.providers.fake import MODEL as FAKE_MODEL
+
+    return FAKE_MODEL
+
+
+def index_debounce_ms(settings: Settings, provider: EmbeddingProvider) -> int:
+    """SUBSPACE_INDEX_DEBOUNCE_MS, or 0 under the fake provider and 1500 otherwise."""
+    if settings.index_debounce_ms is not None:
+        return settings.index_debounce_ms
+    return 0 if provider.name == "fake" else 1500
