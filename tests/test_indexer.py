@@ -1,0 +1,353 @@
+"""The embeddings indexer on a real database with the fake provider (counting, failing)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from subspace import commands
+from subspace.config import Settings
+from subspace.context import Context
+from subspace.indexer import consumer
+from subspace.indexer.chunking import Chunk, text_hash
+from subspace.indexer.consumer import Indexer
+from subspace.indexer.status import indexer_status, waiting_for_embeddings
+from subspace.indexer.store import upsert_embeddings
+from subspace.ingest.worker import extract_pending
+from subspace.providers.base import checked_vectors
+from subspace.providers.fake import FakeProvider
+from subspace.runtime import Database
+from tests.providers import BrokenVectorsProvider, CountingProvider, FailingProvider
+from tests.samples import make_docx, make_pdf
+
+
+def embeddings(database: Database, model: str = FakeProvider.model) -> dict[str, dict[str, Any]]:
+    with database.pool.connection() as conn:
+        rows = conn.execute(
+            "select ref, kind, kb_id, item_id, target_id, text_hash from search.embeddings "
+            "where model = %s",
+            (model,),
+        ).fetchall()
+    return {r["ref"]: r for r in rows}
+
+
+def pending_events(database: Database) -> int:
+    with database.pool.connection() as conn:
+        row = conn.execute("select count(*) as n from kb.outbox where indexed_at is null")
+        return int(row.fetchone()["n"])  # type: ignore[index]
+
+
+@pytest.fixture
+def provider() -> CountingProvider:
+    return CountingProvider()
+
+
+@pytest.fixture
+def indexer(database: Database, settings: Settings, provider: CountingProvider) -> Indexer:
+    return Indexer(database, settings, provider)
+
+
+def test_pages_files_and_mail_are_embedded_under_their_refs(
+    database: Database, settings: Settings, cx: Context, indexer: Indexer
+) -> None:
+    page = commands.create_page(cx, "Lisbon trip")
+    tram = commands.add_node(cx, page.id, "Take tram 28 early")
+    commands.add_node(cx, page.id, "   ")
+    memo = commands.add_node(cx, page.id, "Passport expires in March", props={"memory": True})
+    doc = commands.upload_file(cx, "plan.docx", make_docx(["Spring roadmap"] * 3))
+    mail = commands.add_mail(cx, message_id="<m@x>", subject="Tickets", body_text="Two adults")
+    extract_pending(database, settings)
+    indexer.drain()
+    stored = embeddings(database)
+    assert set(stored) == {
+        f"page:{page.id}",
+        f"node:{tram.id}",
+        f"node:{memo.id}",
+        f"file:{doc.id}:0",
+        f"mail:{mail.id}",
+    }
+    assert stored[f"node:{memo.id}"]["kind"] == "memory"
+    assert stored[f"node:{tram.id}"]["item_id"] == page.id
+    assert stored[f"node:{tram.id}"]["text_hash"] == text_hash("Take tram 28 early")
+    assert stored[f"mail:{mail.id}"]["text_hash"] == text_hash("Tickets\nTwo adults")
+    assert pending_events(database) == 0
+
+
+def test_unchanged_text_costs_no_provider_call(
+    cx: Context, indexer: Indexer, provider: CountingProvider, database: Database
+) -> None:
+    page = commands.create_page(cx, "Notes")
+    node = commands.add_node(cx, page.id, "same text")
+    indexer.drain()
+    calls = len(provider.calls)
+    commands.edit_node(cx, node.id, "same text")
+    commands.rename_page(cx, page.id, "Notes")
+    commands.set_memory(cx, node.id, True)  # kind changes, text does not
+    indexer.drain()
+    assert len(provider.calls) == calls
+    assert embeddings(database)[f"node:{node.id}"]["kind"] == "memory"
+    # The same text on a new bullet reuses the stored vector.
+    commands.add_node(cx, page.id, "same text")
+    indexer.drain()
+    assert len(provider.calls) == calls
+
+
+def test_deleted_and_emptied_items_are_pruned_and_come_back(
+    database: Database, settings: Settings, cx: Context, indexer: Indexer
+) -> None:
+    page = commands.create_page(cx, "P")
+    gone = commands.add_node(cx, page.id, "to delete")
+    emptied = commands.add_node(cx, page.id, "to empty")
+    file = commands.upload_file(cx, "a.txt", b"file words")
+    mail = commands.add_mail(cx, message_id="<d@x>", subject="mail words")
+    extract_pending(database, settings)
+    indexer.drain()
+    assert len(embeddings(database)) == 5
+    commands.delete_node(cx, gone.id)
+    commands.edit_node(cx, emptied.id, "")
+    commands.delete_file(cx, file.id)
+    commands.delete_mail(cx, mail.id)
+    indexer.drain()
+    assert set(embeddings(database)) == {f"page:{page.id}"}
+    commands.delete_page(cx, page.id)
+    indexer.drain()
+    assert embeddings(database) == {}
+    commands.restore_page(cx, page.id)
+    commands.restore_file(cx, file.id)
+    commands.restore_mail(cx, mail.id)
+    indexer.drain()
+    assert set(embeddings(database)) == {f"page:{page.id}", f"file:{file.id}:0", f"mail:{mail.id}"}
+
+
+def test_a_changed_model_embeds_again_and_keeps_the_old_vectors_apart(
+    database: Database, settings: Settings, cx: Context, indexer: Indexer
+) -> None:
+    page = commands.create_page(cx, "Model change")
+    commands.add_node(cx, page.id, "a bullet")
+    indexer.drain()
+    newer = CountingProvider(model="fake-trigram-256-v2")
+    Indexer(database, settings, newer).sweep()
+    assert newer.texts == ["Model change", "a bullet"]
+    assert set(embeddings(database, "fake-trigram-256-v2")) == set(embeddings(database))
+    with database.pool.connection() as conn:
+        models = conn.execute("select distinct model from search.embeddings order by 1")
+        assert [r["model"] for r in models] == ["fake-trigram-256", "fake-trigram-256-v2"]
+
+
+def test_a_burst_of_edits_is_one_call_with_the_final_text(
+    database: Database, settings: Settings, cx: Context, provider: CountingProvider
+) -> None:
+    indexer = Indexer(database, replace(settings, index_debounce_ms=400), provider)
+    page = commands.create_page(cx, "Typing")
+    node = commands.add_node(cx, page.id, "d")
+    for i in range(50):
+        commands.edit_node(cx, node.id, "draft " + "x" * i)
+        assert indexer.run_once().outcome.embedded == 0
+    time.sleep(0.5)
+    indexer.run_once()
+    assert provider.calls == [["Typing", "draft " + "x" * 49]]
+    assert pending_events(database) == 0
+
+
+def test_continuous_edits_are_flushed_after_the_maximum_wait(
+    database: Database, settings: Settings, cx: Context, provider: CountingProvider
+) -> None:
+    slow = replace(settings, index_debounce_ms=300, index_max_wait_ms=400)
+    indexer = Indexer(database, slow, provider)
+    page = commands.create_page(cx, "Never still")
+    node = commands.add_node(cx, page.id, "v0")
+    started = time.monotonic()
+    i = 0
+    while time.monotonic() - started < 1.2:
+        i += 1
+        commands.edit_node(cx, node.id, f"v{i}")
+        indexer.run_once()
+        time.sleep(0.05)
+    assert len(provider.calls) >= 1  # flushed while edits never paused for 300 ms
+
+
+def test_a_crash_inside_the_window_is_healed_by_the_sweep(
+    database: Database, cx: Context, indexer: Indexer, provider: CountingProvider
+) -> None:
+    page = commands.create_page(cx, "Crashed")
+    node = commands.add_node(cx, page.id, "lost edit")
+    with database.pool.connection() as conn:  # the events were consumed, the work was not
+        conn.execute("update kb.outbox set indexed_at = now()")
+    assert indexer.drain().embedded == 0 and embeddings(database) == {}
+    indexer.sweep()
+    assert f"node:{node.id}" in embeddings(database)
+    # Orphans are healed too: a row whose node vanished without an event.
+    with database.pool.connection() as conn:
+        conn.execute("delete from kb.nodes where id = %s", (node.id,))
+        conn.execute("update kb.outbox set indexed_at = now()")
+    indexer.sweep()
+    assert set(embeddings(database)) == {f"page:{page.id}"}
+    assert indexer.sweep().embedded == 0
+
+
+def test_out_of_order_commits_lose_no_event(
+    database: Database, cx: Context, indexer: Indexer
+) -> None:
+    first = database.pool.getconn()
+    try:
+        with first.transaction():
+            early = commands.create_page(cx.on(first), "Early id, late commit")
+            late = commands.create_page(cx, "Late id, early commit")  # commits now
+            indexer.drain()
+            assert set(embeddings(database)) == {f"page:{late.id}"}
+        indexer.drain()
+    finally:
+        database.pool.putconn(first)
+    assert set(embeddings(database)) == {f"page:{late.id}", f"page:{early.id}"}
+
+
+def test_redelivery_is_idempotent(
+    database: Database, cx: Context, indexer: Indexer, provider: CountingProvider
+) -> None:
+    page = commands.create_page(cx, "Twice")
+    commands.add_node(cx, page.id, "delivered twice")
+    indexer.drain()
+    before, calls = embeddings(database), len(provider.calls)
+    with database.pool.connection() as conn:
+        conn.execute("update kb.outbox set indexed_at = null")
+    indexer.drain()
+    assert embeddings(database) == before and len(provider.calls) == calls
+
+
+def test_upsert_keeps_the_newest_text(database: Database, cx: Context) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    page = commands.create_page(cx, "P")
+    now = datetime.now(UTC)
+    ws, model = cx.actor.workspace_id, "m"
+
+    def chunk(text: str, at: datetime) -> Chunk:
+        return Chunk(f"page:{page.id}", "page", page.kb_id, page.id, page.id, text, at)
+
+    vectors = checked_vectors(
+        FakeProvider().embed(["a", "b"]), count=2, model=model, dimensions=256
+    )
+    with database.pool.connection() as conn:
+        # One batch naming the ref twice: the later entry wins.
+        upsert_embeddings(conn, ws, model, [chunk("old", now), chunk("new", now)], vectors)
+        # A slow writer with an older text does not overwrite it.
+        upsert_embeddings(
+            conn, ws, model, [chunk("stale", now - timedelta(seconds=5))], vectors[:1]
+        )
+        rows = conn.execute("select text_hash from search.embeddings").fetchall()
+    assert [r["text_hash"] for r in rows] == [text_hash("new")]
+
+
+def test_provider_failures_back_off_then_dead_letter_without_blocking_others(
+    database: Database, settings: Settings, cx: Context
+) -> None:
+    provider = FailingProvider(lambda text: "POISON" in text)
+    indexer = Indexer(database, replace(settings, index_max_attempts=3), provider)
+    bad = commands.create_page(cx, "POISON page")
+    good = commands.create_page(cx, "Healthy page")
+    indexer.run_once()
+    assert f"page:{good.id}" in embeddings(database)
+    with database.pool.connection() as conn:
+        row = conn.execute(
+            "select attempts, last_error, retry_at > now() as later, indexed_at from kb.outbox "
+            "where payload->>'page_id' = %s",
+            (str(bad.id),),
+        ).fetchone()
+    assert row == {
+        "attempts": 1,
+        "last_error": "provider is down",
+        "later": True,
+        "indexed_at": None,
+    }
+    assert indexer.run_once().events == 0  # not retried before its time
+    for _ in range(2):
+        with database.pool.connection() as conn:
+            conn.execute("update kb.outbox set retry_at = now()")
+        indexer.run_once()
+    with database.pool.connection() as conn:
+        dead = conn.execute("select event, error, attempts from search.dead_letters").fetchall()
+        status = indexer_status(conn, "fake", FakeProvider.model)
+    assert dead == [{"event": "page.created", "error": "provider is down", "attempts": 3}]
+    assert (status.backlog, status.dead_letters) == (0, 1)
+    # Writes after it keep flowing.
+    later = commands.create_page(cx, "After the poison")
+    indexer.run_once()
+    assert f"page:{later.id}" in embeddings(database)
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [
+        BrokenVectorsProvider(width=768),
+        BrokenVectorsProvider(width=3072),
+        BrokenVectorsProvider(nan=True),
+    ],
+    ids=["768", "3072", "nan"],
+)
+def test_malformed_vectors_are_never_stored(
+    database: Database, settings: Settings, cx: Context, broken: BrokenVectorsProvider
+) -> None:
+    indexer = Indexer(database, replace(settings, index_max_attempts=1), broken)
+    commands.create_page(cx, "Vectors")
+    indexer.run_once()
+    assert embeddings(database) == {}
+    with database.pool.connection() as conn:
+        dead = conn.execute("select error from search.dead_letters").fetchone()
+    assert dead is not None and "model" in dead["error"]
+
+
+def test_status_and_waiting_count(database: Database, cx: Context, indexer: Indexer) -> None:
+    page = commands.create_page(cx, "Waiting")
+    for i in range(3):
+        commands.add_node(cx, page.id, f"n{i}")
+    commands.add_mail(cx, message_id="<w@x>", subject="s")
+    commands.create_tag(cx, "t", "text")
+    with database.pool.connection() as conn:
+        assert waiting_for_embeddings(conn, cx.actor.workspace_id) == 2
+        status = indexer_status(conn, "fake", FakeProvider.model)
+    assert status.backlog == 6 and status.waiting_items == 2 and status.lag_seconds >= 0
+    indexer.drain()
+    with database.pool.connection() as conn:
+        assert waiting_for_embeddings(conn, cx.actor.workspace_id) == 0
+        assert indexer_status(conn, "fake", FakeProvider.model).embeddings == 5
+
+
+def test_the_running_indexer_wakes_on_notify(
+    database: Database, settings: Settings, cx: Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(consumer, "POLL_SECONDS", 60.0)  # only a notification can wake it
+    indexer = Indexer(database, settings, FakeProvider())
+    thread = threading.Thread(target=indexer.run, daemon=True)
+    thread.start()
+    try:
+        time.sleep(0.5)  # let it finish its first round and listen
+        page = commands.create_page(cx, "Notified")
+        deadline = time.monotonic() + 10
+        while f"page:{page.id}" not in embeddings(database):
+            assert time.monotonic() < deadline, "the indexer did not wake up"
+            time.sleep(0.05)
+    finally:
+        indexer.stop()
+        thread.join(5)
+
+
+def test_file_chunks_are_written_with_the_text(
+    database: Database, settings: Settings, cx: Context
+) -> None:
+    long_pages = [
+        "\n".join(f"Line {p}-{i} about trams and ferries." for i in range(40)) for p in range(3)
+    ]
+    file = commands.upload_file(cx, "long.pdf", make_pdf(long_pages))
+    extract_pending(database, settings)
+    with database.pool.connection() as conn:
+        chunks = conn.execute(
+            "select n, length(text) as size, text_tsv @@ to_tsquery('english', 'ferry') as hit "
+            "from search.file_chunks where file_id = %s order by n",
+            (file.id,),
+        ).fetchall()
+    assert len(chunks) >= 3 and [c["n"] for c in chunks] == list(range(len(chunks)))
+    assert all(c["hit"] and c["size"] <= 1500 for c in chunks)
