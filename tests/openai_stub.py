@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -55,7 +56,7 @@ def running_stub() -> Iterator[Stub]:
     stub = Stub()
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 (the http.server API)
+        def do_POST(self) -> None:
             length = int(self.headers["content-length"])
             body = json.loads(self.rfile.read(length))
             code, headers, payload = stub.answer(body)
@@ -66,10 +67,8 @@ def running_stub() -> Iterator[Stub]:
             self.send_header("content-type", "application/json")
             self.send_header("content-length", str(len(raw)))
             self.end_headers()
-            try:
+            with contextlib.suppress(BrokenPipeError):  # the client gave up waiting
                 self.wfile.write(raw)
-            except BrokenPipeError:
-                pass  # the client gave up waiting
 
         def log_message(self, *args: object) -> None:
             pass

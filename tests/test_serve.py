@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -36,7 +37,9 @@ def wait_for(url: str, timeout: float) -> httpx.Response:
 def test_serve_from_an_empty_home_then_ctrl_c(tmp_path: Path) -> None:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SUBSPACE_", "PROVIDERS"))}
-    env.update({"SUBSPACE_HOME": str(tmp_path / "home"), "SUBSPACE_PORT": str(port)})
+    env.update(
+        {"SUBSPACE_HOME": str(tmp_path / "home"), "SUBSPACE_PORT": str(port), "PROVIDERS": "fake"}
+    )
     proc = subprocess.Popen(
         [sys.executable, "-m", "subspace", "serve"],
         env=env,
@@ -76,6 +79,22 @@ def test_serve_from_an_empty_home_then_ctrl_c(tmp_path: Path) -> None:
             "office-field-guide.pdf",
             "onboarding-checklist.docx",
         ]
+        # The indexer inside the server embeds the demo; a second process can watch it.
+        deadline = time.monotonic() + 30
+        while True:
+            status = subprocess.run(
+                [sys.executable, "-m", "subspace", "indexer", "status", "--json"],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            indexed = json.loads(status.stdout)
+            if indexed["backlog"] == 0 and indexed["embeddings"] > 0:
+                break
+            assert time.monotonic() < deadline, indexed
+            time.sleep(0.3)
+        assert indexed["model"] == "fake-trigram-256" and indexed["dead_letters"] == 0
         home = httpx.get(url, follow_redirects=True)
         assert home.status_code == 200 and "Welcome to Subspace" in home.text
     finally:
