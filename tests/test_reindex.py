@@ -39,6 +39,14 @@ def snapshot(database: Database) -> list[tuple[str, str, str]]:
     return [(r["ref"], r["kind"], r["text_hash"]) for r in rows]
 
 
+def vector_index(database: Database) -> str:
+    with database.pool.connection() as conn:
+        row = conn.execute(
+            "select indexdef from pg_indexes where indexname = 'embeddings_vec'"
+        ).fetchone()
+    return "" if row is None else str(row["indexdef"])
+
+
 @pytest.fixture
 def workspace(database: Database, settings: Settings, cx: Context) -> None:
     page = commands.create_page(cx, "Reindex me")
@@ -59,6 +67,7 @@ def test_reindex_rebuilds_the_same_refs_and_reuses_vectors(
 ) -> None:
     before = snapshot(database)
     assert {kind for _, kind, _ in before} == {"page", "node", "memory", "file", "mail"}
+    index_before = vector_index(database)
     with database.pool.connection() as conn:
         conn.execute("delete from search.file_chunks")  # reindex re-extracts them
     result = runner.invoke(main, ["reindex"])
@@ -66,6 +75,8 @@ def test_reindex_rebuilds_the_same_refs_and_reuses_vectors(
     assert "Re-extracted 2 files (0 failed)" in result.stdout
     assert f"0 texts sent to the provider, {len(before)} reused" in result.stdout
     assert snapshot(database) == before
+    # The vector index was dropped for the bulk load and built again, the same as before.
+    assert vector_index(database) == index_before and "hnsw" in index_before
 
 
 def test_reindex_of_one_knowledge_base(

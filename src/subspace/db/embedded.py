@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,6 +11,18 @@ from pathlib import Path
 from subspace.errors import DatabaseError
 
 log = logging.getLogger(__name__)
+
+TUNING_FILE = "subspace.conf"
+# Postgres's defaults are sized for a tiny machine. Vector indexes want their pages in shared
+# buffers (an HNSW insert touches dozens of them) and index builds want working memory.
+TUNING = """\
+shared_buffers = '1GB'
+effective_cache_size = '4GB'
+maintenance_work_mem = '1GB'
+work_mem = '32MB'
+max_parallel_maintenance_workers = 2
+max_connections = 200
+"""
 
 
 @dataclass
@@ -27,6 +40,19 @@ class EmbeddedPostgres:
             cleanup()
 
 
+def _tune(pgdata: Path) -> None:
+    """Include our settings from postgresql.conf (once) so they apply from the next start."""
+    conf = pgdata / "postgresql.conf"
+    tuning = pgdata / TUNING_FILE
+    tuning.write_text(TUNING, encoding="utf-8")
+    line = f"include_if_exists '{TUNING_FILE}'\n"
+    text = conf.read_text(encoding="utf-8")
+    if line not in text:
+        conf.write_text(text + "\n" + line, encoding="utf-8")
+    stat = conf.stat()
+    os.chown(tuning, stat.st_uid, stat.st_gid)
+
+
 def start_embedded(pgdata: Path) -> EmbeddedPostgres:
     """Start (or attach to) the embedded server whose data lives in `pgdata`.
 
@@ -41,7 +67,10 @@ def start_embedded(pgdata: Path) -> EmbeddedPostgres:
     pgdata = pgdata.expanduser().resolve()
     pgdata.parent.mkdir(parents=True, exist_ok=True)
     try:
-        server = get_server(pgdata, cleanup_mode="stop")
+        server = get_server(pgdata, cleanup_mode="stop", start=False)
+        server.ensure_pgdata_inited()
+        _tune(pgdata)
+        server.start()
     except Exception as exc:
         log_path = pgdata / "log"
         raise DatabaseError(

@@ -15,6 +15,13 @@ from subspace.ingest.worker import extract_limits, new_extractor, record_extract
 from subspace.providers.base import EmbeddingProvider
 from subspace.runtime import Database
 
+# The vector index of migration 0001. A full reindex drops it and builds it once at the end:
+# building is several times faster than inserting row by row into a live HNSW graph.
+VECTOR_INDEX_SQL = (
+    "create index if not exists embeddings_vec on search.embeddings "
+    "using hnsw (vec halfvec_cosine_ops)"
+)
+
 # Held by `subspace serve` for its lifetime; reindex refuses to run while it is taken.
 SERVER_LOCK_KEY = 7_201_530_118
 TARGETS_PER_TRANSACTION = 200
@@ -96,6 +103,7 @@ def reembed(
     The old vectors are kept aside for the run, so text that did not change costs no
     provider call.
     """
+    rebuild_index = kb_id is None
     with db.pool.connection() as conn:
         targets = all_targets(conn, kb_id=kb_id)
         total(len(targets))
@@ -109,21 +117,28 @@ def reembed(
             "delete from search.embeddings where model = %s and (%s::uuid is null or kb_id = %s)",
             (provider.model, kb_id, kb_id),
         )
+        if rebuild_index:
+            conn.execute("drop index if exists search.embeddings_vec")
         conn.commit()
         outcome = Outcome()
-        for start in range(0, len(targets), TARGETS_PER_TRANSACTION):
-            batch = targets[start : start + TARGETS_PER_TRANSACTION]
-            with conn.transaction():
-                outcome.add(
-                    reconcile(
-                        conn,
-                        provider,
-                        batch,
-                        batch_size=settings.embed_batch,
-                        reuse_table="reindex_previous",
+        try:
+            for start in range(0, len(targets), TARGETS_PER_TRANSACTION):
+                batch = targets[start : start + TARGETS_PER_TRANSACTION]
+                with conn.transaction():
+                    outcome.add(
+                        reconcile(
+                            conn,
+                            provider,
+                            batch,
+                            batch_size=settings.embed_batch,
+                            reuse_table="reindex_previous",
+                        )
                     )
-                )
-            progress(len(batch))
-        conn.execute("drop table reindex_previous")
-        conn.commit()
+                progress(len(batch))
+        finally:
+            conn.rollback()
+            if rebuild_index:
+                conn.execute(VECTOR_INDEX_SQL)
+            conn.execute("drop table if exists reindex_previous")
+            conn.commit()
     return len(targets), outcome
