@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import sys
@@ -162,6 +163,139 @@ def _print_import_report(report: ImportReport) -> None:
     counts = report.counts()
     summary.add_row("total", *(str(counts.get(o, 0)) for o in outcomes))
     console.print(summary)
+
+
+@main.command("search")
+@click.argument("query", default="")
+@click.option("--kb", "kb_names", multiple=True, help="Knowledge base name (repeatable).")
+@click.option(
+    "--kind",
+    "kinds",
+    multiple=True,
+    type=click.Choice(["page", "node", "memory", "mem", "file", "mail"]),
+)
+@click.option("--mode", type=click.Choice(["hybrid", "lexical", "vector"]), default="hybrid")
+@click.option("--limit", type=int, default=10)
+@click.option(
+    "--tag",
+    "tags",
+    multiple=True,
+    nargs=3,
+    metavar="NAME OP VALUE",
+    help="Tag filter, e.g. --tag status eq draft (repeatable).",
+)
+@click.option("--explain", is_flag=True, help="Show the fusion terms of each row.")
+@click.option("--json", "as_json", is_flag=True, help="Print the full response as JSON.")
+def search_command(
+    query: str,
+    kb_names: tuple[str, ...],
+    kinds: tuple[str, ...],
+    mode: str,
+    limit: int,
+    tags: tuple[tuple[str, str, str], ...],
+    explain: bool,
+    as_json: bool,
+) -> None:
+    """Search pages, bullets, memory, files and mail."""
+    from subspace.search.filters import TagFilter
+    from subspace.search.service import SearchRequest, search
+
+    settings = _settings()
+    provider = _provider(settings) if mode != "lexical" else None
+    with _database(settings) as db:
+        cx = db.default_context(settings)
+        kb_ids = [_kb_id(cx, name) for name in kb_names] or None
+        filters = [TagFilter(name, op, value) for name, op, value in tags]
+        response = search(
+            cx,
+            provider,
+            SearchRequest(
+                query=query,
+                kb_ids=kb_ids,
+                kinds=list(kinds) or None,
+                tags=filters,
+                mode=mode,
+                limit=limit,
+                explain=explain,
+            ),
+        )
+    if as_json:
+        click.echo(json.dumps(dataclasses.asdict(response), default=str, indent=2))
+        return
+    table = Table("#", "type", "title", "passage", "lexical", "vector", "score")
+    for number, row in enumerate(response.rows, start=1):
+        legs = {name: f"#{leg.rank}" for name, leg in row.legs.items()}
+        title = " › ".join(row.breadcrumb) if row.breadcrumb else row.title
+        table.add_row(
+            str(number),
+            row.type,
+            title,
+            row.passage[:160],
+            legs.get("lexical", ""),
+            legs.get("vector", ""),
+            f"{row.score:.4f}",
+        )
+        if explain and row.explain:
+            terms = ", ".join(f"{t['leg']} 1/({t['rank']}+60)" for t in row.explain["terms"])
+            table.add_row("", "", "", f"[dim]{terms}[/dim]", "", "", "")
+    console.print(table)
+    footer = f"{len(response.rows)} results in {response.took_ms:.0f} ms"
+    if response.degraded:
+        footer += f"; degraded: {'; '.join(response.degraded)}"
+    if response.pending_embeddings:
+        footer += f"; {response.pending_embeddings} items still waiting for embeddings"
+    click.echo(footer)
+
+
+@main.command("grep")
+@click.argument("pattern")
+@click.option("--regex", is_flag=True, help="Treat PATTERN as a Postgres regular expression.")
+@click.option("--limit", type=int, default=100)
+def grep_command(pattern: str, regex: bool, limit: int) -> None:
+    """Every occurrence of PATTERN in bullets, file text and mail."""
+    from subspace.agents.tools import kb_grep
+
+    settings = _settings()
+    with _database(settings) as db:
+        click.echo(kb_grep(db.default_context(settings), pattern, regex=regex,
+                           limit=limit).render())  # fmt: skip
+
+
+@main.command("read")
+@click.argument("page")
+def read_command(page: str) -> None:
+    """Print a page (by id or exact title) as an outline."""
+    from subspace.agents.tools import kb_read
+
+    settings = _settings()
+    with _database(settings) as db:
+        cx = db.default_context(settings)
+        page_id = _maybe_uuid(page)
+        if page_id is None:
+            with cx.transaction() as conn:
+                row = conn.execute(
+                    "select id from kb.pages where workspace_id = %s and title = %s "
+                    "and deleted_at is null order by updated_at desc limit 1",
+                    (cx.actor.workspace_id, page),
+                ).fetchone()
+            if row is None:
+                raise click.ClickException(f"No page titled {page!r}. Give its id or title.")
+            page_id = row["id"]
+        click.echo(kb_read(cx, page_id))
+
+
+def _kb_id(cx: Any, name: str) -> UUID:
+    found = commands.find_knowledge_base(cx, name)
+    if found is None:
+        raise click.ClickException(f"No knowledge base named {name!r}.")
+    return found.id
+
+
+def _maybe_uuid(text: str) -> UUID | None:
+    try:
+        return UUID(text)
+    except ValueError:
+        return None
 
 
 @main.group(invoke_without_command=True)

@@ -176,6 +176,13 @@ SETTINGS: tuple[Setting, ...] = (
         1_024,
         "Memory cap of the process that extracts one file's text, in MB.",
     ),
+    Setting(
+        "SUBSPACE_EMBED_TIMEOUT_MS",
+        "embed_timeout_ms",
+        int,
+        2_000,
+        "Longest wait for a query's embedding; past it the search answers lexical-only.",
+    ),
     Setting("SUBSPACE_MAX_QUERY_CHARS", "max_query_chars", int, 2_000, "Longest search query."),
     Setting(
         "SUBSPACE_MAX_SEARCH_LIMIT",
@@ -234,6 +241,7 @@ class Settings:
     max_html_depth: int = field(default=_DEFAULTS["max_html_depth"])
     extract_timeout_s: int = field(default=_DEFAULTS["extract_timeout_s"])
     extract_memory_mb: int = field(default=_DEFAULTS["extract_memory_mb"])
+    embed_timeout_ms: int = field(default=_DEFAULTS["embed_timeout_ms"])
     max_query_chars: int = field(default=_DEFAULTS["max_query_chars"])
     max_search_limit: int = field(default=_DEFAULTS["max_search_limit"])
     max_knowledge_bases: int = field(default=_DEFAULTS["max_knowledge_bases"])

@@ -19,6 +19,7 @@ from subspace.api.routes import (
     mail,
     nodes,
     pages,
+    search,
     tags,
 )
 from subspace.config import Settings
@@ -72,6 +73,6 @@ def create_app(settings: Settings, database: Database | None = None) -> FastAPI:
         app.state.database = database
     install_error_handlers(app)
     app.add_middleware(BodyLimit, settings=settings)
-    for module in (health, home, knowledge_bases, pages, nodes, files, mail, tags):
+    for module in (health, home, knowledge_bases, pages, nodes, files, mail, tags, search):
         app.include_router(module.router)
     return app

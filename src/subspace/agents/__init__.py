@@ -1,0 +1,1 @@
+"""Agents: the tools they use to search and read, and (later) the /rag strategies."""

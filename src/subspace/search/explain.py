@@ -1,0 +1,329 @@
+"""Explaining results (fusion terms, tie-breaks, why a target is absent), grouping by page,
+and browsing by filters when there is no query."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from subspace.db.pool import Conn
+from subspace.providers.base import EmbeddingProvider
+from subspace.search.filters import Scope, file_visible, mail_visible, page_visible, tag_predicates
+from subspace.search.fusion import RRF_K, Fused, Leg
+from subspace.search.hydrate import Row, hydrate
+from subspace.search.lexical import TsQueries
+
+BROWSE_KINDS = ("page", "file", "mail")
+
+
+def row_explain(item: Fused) -> dict[str, Any]:
+    """How a row got its score and its place."""
+    return {
+        "score": item.score,
+        "formula": f"sum of weight / ({RRF_K} + rank) over the legs that found it",
+        "terms": [
+            {"leg": t.leg, "rank": t.rank, "weight": t.weight, "value": t.value} for t in item.terms
+        ],
+        "tie": None
+        if item.tie_group == 1
+        else {"group_size": item.tie_group, "decided_by": item.tie_reason},
+    }
+
+
+def page_of(item: Fused) -> UUID | None:
+    if item.target[0] == "node":
+        return item.best_hit.item_id
+    if item.target[0] == "page":
+        return item.target[1]
+    return None
+
+
+def group_by_page(conn: Conn, scope: Scope, fused: list[Fused], tsq: TsQueries) -> list[Fused]:
+    """Keep the best row of each page; count exactly how many other matches it has."""
+    kept: list[Fused] = []
+    on_page: dict[UUID, set[tuple[str, UUID]]] = {}
+    for item in fused:
+        page_id = page_of(item)
+        if page_id is None:
+            kept.append(item)
+            continue
+        if page_id not in on_page:
+            on_page[page_id] = set()
+            kept.append(item)
+        on_page[page_id].add(item.target)
+    if on_page and tsq.any_words:
+        # Lexical matches beyond the legs' windows count too: the count is exact.
+        pages = list(on_page)
+        for r in conn.execute(
+            "select 'node' as kind, n.id, n.page_id from kb.nodes n where n.workspace_id = %s "
+            "and n.page_id = any(%s) and n.text_tsv @@ %s::tsquery "
+            "union all select 'page', p.id, p.id from kb.pages p where p.workspace_id = %s "
+            "and p.id = any(%s) and p.title_tsv @@ %s::tsquery",
+            (scope.workspace_id, pages, tsq.any_words) * 2,
+        ):
+            on_page[r["page_id"]].add((r["kind"], r["id"]))
+    for item in kept:
+        page_id = page_of(item)
+        if page_id is not None:
+            item.more_on_page = len(on_page[page_id]) - 1
+    return kept
+
+
+def browse(conn: Conn, scope: Scope, limit: int) -> list[Row]:
+    """Without a query: the items matching the filters, most recently changed first."""
+    from subspace.search.fusion import Hit
+
+    parts, params = [], scope.params() | {"limit": limit}
+    if "page" in scope.kinds or "node" in scope.kinds or "memory" in scope.kinds:
+        parts.append(
+            "select 'page' as kind, p.id, p.kb_id, p.updated_at from kb.pages p "
+            f"where p.workspace_id = %(ws)s and p.kb_id = any(%(kbs)s) and {page_visible('p')}"
+            f"{tag_predicates(scope, 'p', 'page')}"
+        )
+    if "file" in scope.kinds:
+        parts.append(
+            "select 'file', f.id, f.kb_id, f.updated_at from kb.files f "
+            f"where f.workspace_id = %(ws)s and f.kb_id = any(%(kbs)s) and {file_visible('f')}"
+            f"{tag_predicates(scope, 'f', 'file')}"
+        )
+    if "mail" in scope.kinds:
+        parts.append(
+            "select 'mail', m.id, m.kb_id, m.updated_at from kb.mail m "
+            f"where m.workspace_id = %(ws)s and m.kb_id = any(%(kbs)s) and {mail_visible('m')}"
+            f"{tag_predicates(scope, 'm', 'mail')}"
+        )
+    if not parts or not scope.kb_ids:
+        return []
+    rows = conn.execute(
+        " union all ".join(parts) + " order by updated_at desc, id limit %(limit)s", params
+    ).fetchall()
+    items: list[Fused] = []
+    for r in rows:
+        if r["kind"] == "file":
+            first = conn.execute(
+                "select min(n) as n from search.file_chunks where workspace_id = %s "
+                "and file_id = %s and enabled",
+                (scope.workspace_id, r["id"]),
+            ).fetchone()
+            if first is None or first["n"] is None:
+                continue
+            ref = f"file:{r['id']}:{first['n']}"
+        else:
+            ref = f"{r['kind']}:{r['id']}"
+        hit = Hit((r["kind"], r["id"]), r["kind"], ref, r["kb_id"], r["id"], 0.0)
+        items.append(Fused(hit.target, 0.0, {"browse": (len(items) + 1, hit)}, []))
+    return hydrate(conn, scope, items, "")
+
+
+# -- why is a target absent ------------------------------------------------------------------
+
+
+def _parse_target(conn: Conn, ws: UUID, spec: str) -> tuple[str, UUID, int | None] | None:
+    parts = spec.strip().split(":")
+    try:
+        if len(parts) == 1:
+            ident = UUID(parts[0])
+            for kind, table in (("node", "kb.nodes"), ("page", "kb.pages"),
+                                ("file", "kb.files"), ("mail", "kb.mail")):  # fmt: skip
+                row = conn.execute(
+                    f"select 1 from {table} where workspace_id = %s and id = %s", (ws, ident)
+                ).fetchone()
+                if row is not None:
+                    return kind, ident, None
+            return None
+        kind = {"mem": "node", "memory": "node"}.get(parts[0], parts[0])
+        chunk = int(parts[2]) if len(parts) > 2 and kind == "file" else None
+        return kind, UUID(parts[1]), chunk
+    except (ValueError, IndexError):
+        return None
+
+
+def _item(conn: Conn, ws: UUID, kind: str, ident: UUID) -> tuple[str, UUID, UUID] | None:
+    """(item kind, item id, kb id) holding the target: the page of a node, else itself."""
+    if kind == "node":
+        row = conn.execute(
+            "select n.page_id as item, p.kb_id from kb.nodes n join kb.pages p "
+            "on p.workspace_id = n.workspace_id and p.id = n.page_id "
+            "where n.workspace_id = %s and n.id = %s",
+            (ws, ident),
+        ).fetchone()
+        return None if row is None else ("page", row["item"], row["kb_id"])
+    table = {"page": "kb.pages", "file": "kb.files", "mail": "kb.mail"}.get(kind)
+    if table is None:
+        return None
+    row = conn.execute(
+        f"select kb_id from {table} where workspace_id = %s and id = %s", (ws, ident)
+    ).fetchone()
+    return None if row is None else (kind, ident, row["kb_id"])
+
+
+def _visibility_reasons(
+    conn: Conn, scope: Scope, kind: str, ident: UUID, chunk: int | None
+) -> list[str]:
+    params = scope.params() | {"id": ident}
+    if kind == "page":
+        row = conn.execute(
+            "select archived_at is not null as archived, deleted_at is not null as deleted, "
+            "exists (select 1 from kb.exclusions x where x.workspace_id = p.workspace_id and "
+            "x.user_id = %(user)s and x.target_kind = 'page' and x.target_id = p.id) as excluded "
+            "from kb.pages p where p.workspace_id = %(ws)s and p.id = %(id)s",
+            params,
+        ).fetchone()
+    elif kind == "file":
+        row = conn.execute(
+            "select not enabled as disabled, status <> 'ready' as processing, "
+            "archived_at is not null as archived, deleted_at is not null as deleted, "
+            "exists (select 1 from kb.exclusions x where x.workspace_id = f.workspace_id and "
+            "x.user_id = %(user)s and x.target_kind = 'file' and x.target_id = f.id) as excluded, "
+            "coalesce((select not c.enabled from search.file_chunks c where c.workspace_id = "
+            "f.workspace_id and c.file_id = f.id and c.n = %(n)s), false) as chunk_disabled "
+            "from kb.files f where f.workspace_id = %(ws)s and f.id = %(id)s",
+            params | {"n": chunk},
+        ).fetchone()
+    else:
+        row = conn.execute(
+            "select archived_at is not null as archived, deleted_at is not null as deleted, "
+            "exists (select 1 from kb.exclusions x where x.workspace_id = m.workspace_id and "
+            "x.user_id = %(user)s and x.target_kind = 'mail' and x.target_id = m.id) as excluded "
+            "from kb.mail m where m.workspace_id = %(ws)s and m.id = %(id)s",
+            params,
+        ).fetchone()
+    labels = {
+        "archived": "archived", "deleted": "soft-deleted", "excluded": "excluded by you",
+        "disabled": "the file is disabled", "processing": "the file is not extracted yet",
+        "chunk_disabled": "this chunk is disabled",
+    }  # fmt: skip
+    return [f"filtered: {labels[k]}" for k, v in (row or {}).items() if v]
+
+
+def _tag_reasons(conn: Conn, scope: Scope, kind: str, ident: UUID) -> list[str]:
+    table = {"page": "kb.pages", "file": "kb.files", "mail": "kb.mail"}[kind]
+    reasons = []
+    for index, tag in enumerate(scope.tags):
+        single = Scope(scope.workspace_id, scope.user_id, scope.kb_ids, scope.kb_names,
+                       scope.kinds, [tag])  # fmt: skip
+        params = single.params() | {"id": ident}
+        renamed = {f"tag0_{k[len(f'tag{index}_'):]}": v for k, v in scope.params().items()
+                   if k.startswith(f"tag{index}_")}  # fmt: skip
+        row = conn.execute(
+            f"select 1 from {table} t where t.workspace_id = %(ws)s and t.id = %(id)s"
+            f"{tag_predicates(single, 't', kind)}",
+            params | renamed,
+        ).fetchone()
+        if row is None:
+            shown = " and ".join(map(str, tag.values))
+            reasons.append(f"filtered: tag {tag.name} {tag.op} {shown}")
+    return reasons
+
+
+def explain_target(
+    conn: Conn,
+    scope: Scope,
+    spec: str,
+    tsq: TsQueries,
+    candidates: list[Fused],
+    page: list[Fused],
+    served: set[str],
+    legs: list[Leg],
+    window: int,
+    provider: EmbeddingProvider | None,
+) -> dict[str, Any]:
+    """Why `spec` (a ref or an id) is or is not among the results."""
+    parsed = _parse_target(conn, scope.workspace_id, spec)
+    if parsed is None:
+        return {"target": spec, "shown": False, "reasons": ["not found in this workspace"]}
+    kind, ident, chunk = parsed
+    key = (kind, ident)
+    for position, item in enumerate(page, start=1):
+        if item.target == key:
+            return {"target": spec, "shown": True, "reasons": [f"shown at position {position}"]}
+    if f"{kind[0]}{ident.hex}" in served:
+        return {"target": spec, "shown": False, "reasons": ["served on an earlier page"]}
+    holder = _item(conn, scope.workspace_id, kind, ident)
+    if holder is None:
+        return {"target": spec, "shown": False, "reasons": ["not found in this workspace"]}
+    item_kind, item_id, kb_id = holder
+    reasons = _visibility_reasons(conn, scope, item_kind, item_id, chunk)
+    if kb_id not in scope.kb_ids:
+        reasons.append(f"filtered: knowledge base {scope.kb_names.get(kb_id, kb_id)} not searched")
+    if kind == "node":
+        memory = conn.execute(
+            "select props->'memory' = 'true'::jsonb as m from kb.nodes where workspace_id = %s "
+            "and id = %s",
+            (scope.workspace_id, ident),
+        ).fetchone()
+        node_kind = "memory" if memory and memory["m"] else "node"
+        if node_kind not in scope.kinds:
+            reasons.append(f"filtered: kind {node_kind} not searched")
+    elif kind not in scope.kinds:
+        reasons.append(f"filtered: kind {kind} not searched")
+    reasons += _tag_reasons(conn, scope, item_kind, item_id)
+    if reasons:
+        return {"target": spec, "shown": False, "reasons": reasons}
+    for leg in legs:
+        ranks = [r for r, h in enumerate(_deduped(leg), start=1) if h.target == key]
+        if not leg.ran:
+            reasons.append(f"{leg.name} leg: did not run ({leg.error})")
+        elif ranks:
+            reasons.append(f"{leg.name} leg: rank {ranks[0]}")
+        elif leg.name == "lexical":
+            reasons.append(_lexical_absence(conn, scope, kind, ident, tsq, window))
+        else:
+            reasons.append(_vector_absence(conn, scope, kind, ident, provider, window))
+    for position, item in enumerate(candidates, start=1):
+        if item.target == key:
+            reasons.append(f"cut by the limit: fused position {position}")
+    return {"target": spec, "shown": False, "reasons": reasons}
+
+
+def _deduped(leg: Leg) -> list[Any]:
+    from subspace.search.fusion import dedupe
+
+    return dedupe(leg.hits)
+
+
+def _lexical_absence(
+    conn: Conn, scope: Scope, kind: str, ident: UUID, tsq: TsQueries, window: int
+) -> str:
+    if not tsq.any_words:
+        return "lexical leg: the query has no searchable words (only stopwords)"
+    tsv = {
+        "node": "select text_tsv from kb.nodes where workspace_id = %s and id = %s",
+        "page": "select title_tsv from kb.pages where workspace_id = %s and id = %s",
+        "file": "select c.text_tsv from search.file_chunks c where c.workspace_id = %s "
+        "and c.file_id = %s",
+        "mail": "select mail_tsv from kb.mail where workspace_id = %s and id = %s",
+    }[kind]
+    row = conn.execute(
+        f"select exists (select 1 from ({tsv}) t(v) where v @@ %s::tsquery) as hit",
+        (scope.workspace_id, ident, tsq.any_words),
+    ).fetchone()
+    if row is None or not row["hit"]:
+        return "lexical leg: none of the query's words is in its text"
+    if tsq.excluded:
+        return (
+            f"lexical leg: matched, but outside the window of {window} per source and "
+            "knowledge base, or removed by an excluded word"
+        )
+    return f"lexical leg: matched, but cut by the cap of {window} per source and knowledge base"
+
+
+def _vector_absence(
+    conn: Conn,
+    scope: Scope,
+    kind: str,
+    ident: UUID,
+    provider: EmbeddingProvider | None,
+    window: int,
+) -> str:
+    if provider is None:
+        return "vector leg: no provider"
+    column = "target_id"
+    row = conn.execute(
+        f"select count(*) as n from search.embeddings where workspace_id = %s and model = %s "
+        f"and {column} = %s",
+        (scope.workspace_id, provider.model, ident),
+    ).fetchone()
+    if row is None or not row["n"]:
+        return "vector leg: not embedded yet (the indexer has not reached it)"
+    return f"vector leg: outside the nearest {window} per knowledge base"

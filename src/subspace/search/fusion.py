@@ -1,0 +1,137 @@
+"""Reciprocal-rank fusion with fair tie-breaking. Pure: no I/O.
+
+Each leg ranks targets (a node, a page title, a file, a mail); a target scores
+sum(weight / (k + rank)) over the legs that found it. Rank n in one leg ties rank n in the
+other, so ties are common and the order inside a tie decides what a small limit shows. A tie
+group is drained round-robin: take the candidate whose least-served leg has been served least
+so far, where a row found by several legs counts as served by each of them; when that still
+ties, the earlier leg (lexical) wins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from uuid import UUID
+
+RRF_K = 60  # the rank constant of the original RRF paper; damps the very top ranks
+SCORE_DIGITS = 12  # scores equal to this many digits form one tie group
+
+Target = tuple[str, UUID]  # ("node" | "page" | "file" | "mail", id)
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One leg's candidate: what it points at and how the leg scored it."""
+
+    target: Target
+    kind: str  # page, node, memory, file or mail
+    ref: str  # the chunk that matched, e.g. file:<id>:3
+    kb_id: UUID
+    item_id: UUID  # the page, file or mail holding it
+    score: float  # the leg's raw score (rank score, or cosine similarity)
+
+
+@dataclass
+class Leg:
+    """A leg's ranked hits, best first. `error` says why it did not run."""
+
+    name: str
+    hits: list[Hit] = field(default_factory=list)
+    weight: float = 1.0
+    error: str | None = None
+    ms: float = 0.0
+    plan: str | None = None  # how the leg ran, e.g. the vector leg's "index" or "exact"
+
+    @property
+    def ran(self) -> bool:
+        return self.error is None
+
+
+@dataclass(frozen=True)
+class Term:
+    leg: str
+    rank: int
+    weight: float
+    value: float  # weight / (k + rank)
+
+
+@dataclass
+class Fused:
+    """A fused row: its score, the terms that made it, and how a tie was broken."""
+
+    target: Target
+    score: float
+    hits: dict[str, tuple[int, Hit]]  # leg -> (rank, hit)
+    terms: list[Term]
+    tie_group: int = 1  # how many candidates shared this score
+    tie_reason: str = ""
+    more_on_page: int = 0  # when grouping by page: other matches on the same page
+
+    @property
+    def best_hit(self) -> Hit:
+        """The hit to show: the lexical one when there is one (it holds the matched words)."""
+        return next(iter(self.hits.values()))[1]
+
+
+def dedupe(hits: Sequence[Hit]) -> list[Hit]:
+    """Keep the first (best) hit of each target, so all chunks of a file are one row."""
+    seen: set[Target] = set()
+    kept = []
+    for hit in hits:
+        if hit.target not in seen:
+            seen.add(hit.target)
+            kept.append(hit)
+    return kept
+
+
+def fuse(legs: Sequence[Leg], *, k: int = RRF_K) -> list[Fused]:
+    """Every target of every leg, in fused order (deterministic for the same input).
+
+    `legs` come in priority order: the first wins a complete tie.
+    """
+    order = [leg.name for leg in legs]
+    rows: dict[Target, Fused] = {}
+    for leg in legs:
+        for rank, hit in enumerate(dedupe(leg.hits), start=1):
+            value = leg.weight / (k + rank)
+            row = rows.get(hit.target)
+            if row is None:
+                row = rows[hit.target] = Fused(hit.target, 0.0, {}, [])
+            row.hits[leg.name] = (rank, hit)
+            row.terms.append(Term(leg.name, rank, leg.weight, value))
+            row.score += value
+    groups: dict[float, list[Fused]] = {}
+    for row in rows.values():
+        groups.setdefault(round(row.score, SCORE_DIGITS), []).append(row)
+    served = dict.fromkeys(order, 0)
+    result: list[Fused] = []
+    for score in sorted(groups, reverse=True):
+        group = groups[score]
+        pool = sorted(group, key=lambda r: _rank_key(r, order))
+        while pool:
+            chosen, reason = _pick(pool, served, order)
+            pool.remove(chosen)
+            chosen.tie_group = len(group)
+            chosen.tie_reason = reason if len(group) > 1 else ""
+            for leg_name in chosen.hits:
+                served[leg_name] += 1
+            result.append(chosen)
+    return result
+
+
+def _rank_key(row: Fused, order: list[str]) -> tuple[int, int, str, str]:
+    """A total order for identical choices: earliest leg, best rank, then the target id."""
+    leg_index = min(order.index(name) for name in row.hits)
+    best_rank = min(rank for rank, _ in row.hits.values())
+    return leg_index, best_rank, row.target[0], str(row.target[1])
+
+
+def _pick(pool: list[Fused], served: dict[str, int], order: list[str]) -> tuple[Fused, str]:
+    def need(row: Fused) -> tuple[int, int]:
+        # The least-served leg among those that found the row, and that leg's priority.
+        return min((served[name], order.index(name)) for name in row.hits)
+
+    best = min(pool, key=lambda r: (need(r), _rank_key(r, order)))
+    served_count, leg_index = need(best)
+    return best, f"{order[leg_index]} leg had contributed {served_count} rows"

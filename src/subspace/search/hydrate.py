@@ -1,0 +1,201 @@
+"""Hydration: the text, titles, breadcrumbs and highlights of the rows that survived the limit.
+
+Visibility is checked again here, so an item archived while the search ran is dropped rather
+than shown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from subspace.db.pool import Conn
+from subspace.search.filters import Scope, file_visible, mail_visible, page_visible
+from subspace.search.fusion import Fused
+
+START, STOP = "\ue000", "\ue001"  # private-use characters: never in stored text after cleaning
+SHORT_TEXT = 400  # texts up to this long are shown whole, with every match highlighted
+BREADCRUMB_CHARS = 80
+_WHOLE = f'StartSel="{START}", StopSel="{STOP}", HighlightAll=true'
+_FRAGMENTS = (
+    f'StartSel="{START}", StopSel="{STOP}", MaxFragments=2, MaxWords=30, MinWords=12, '
+    'FragmentDelimiter=" … "'
+)
+ROW_TYPES = {"page": "page", "node": "node", "memory": "mem", "file": "file", "mail": "mail"}
+
+
+@dataclass
+class LegScore:
+    rank: int
+    score: float
+
+
+@dataclass
+class Row:
+    """One typed search result."""
+
+    type: str  # page, node, mem, file or mail
+    id: UUID  # the node, page, file or mail
+    ref: str  # the chunk that matched
+    title: str
+    passage: str
+    highlights: list[tuple[int, int]]  # [start, end) offsets of matched words in `passage`
+    kb_id: UUID
+    knowledge_base: str
+    score: float
+    legs: dict[str, LegScore]
+    created_at: datetime
+    updated_at: datetime
+    breadcrumb: list[str] = field(default_factory=list)
+    page_id: UUID | None = None
+    file_id: UUID | None = None
+    mail_id: UUID | None = None
+    sender: str | None = None
+    sent_at: datetime | None = None
+    more_on_page: int | None = None
+    explain: dict[str, Any] | None = None
+
+
+def split_highlights(marked: str) -> tuple[str, list[tuple[int, int]]]:
+    """Remove the highlight markers; return the plain text and the marked spans.
+
+    >>> split_highlights("a \\ue000cat\\ue001 sat")
+    ('a cat sat', [(2, 5)])
+    """
+    out: list[str] = []
+    spans: list[tuple[int, int]] = []
+    position = 0
+    start = -1
+    for char in marked:
+        if char == START:
+            start = position
+        elif char == STOP:
+            if start >= 0 and position > start:
+                spans.append((start, position))
+            start = -1
+        else:
+            out.append(char)
+            position += 1
+    return "".join(out), spans
+
+
+def _headline(expr: str) -> str:
+    return (
+        f"case when length({expr}) <= {SHORT_TEXT} "
+        f"then ts_headline('english', {expr}, %(hq)s::tsquery, '{_WHOLE}') "
+        f"else ts_headline('english', {expr}, %(hq)s::tsquery, '{_FRAGMENTS}') end"
+    )
+
+
+def hydrate(conn: Conn, scope: Scope, fused: list[Fused], any_words: str) -> list[Row]:
+    """Rows for `fused`, in the same order; items no longer visible are left out."""
+    params: dict[str, Any] = scope.params() | {"hq": any_words or ""}
+    by_kind: dict[str, list[Fused]] = {}
+    for row in fused:
+        by_kind.setdefault(row.target[0], []).append(row)
+    details: dict[tuple[str, UUID], dict[str, Any]] = {}
+    if "node" in by_kind:
+        ids = [r.target[1] for r in by_kind["node"]]
+        for d in conn.execute(
+            f"select n.id, n.text as full_text, {_headline('n.text')} as marked, n.page_id, "
+            "p.title, p.kb_id, n.created_at, n.updated_at, "
+            "n.props->'memory' = 'true'::jsonb as is_memory "
+            "from kb.nodes n join kb.pages p on p.workspace_id = n.workspace_id "
+            f"and p.id = n.page_id where n.workspace_id = %(ws)s and n.id = any(%(ids)s) "
+            f"and {page_visible('p')}",
+            params | {"ids": ids},
+        ):
+            details[("node", d["id"])] = d
+        crumbs = breadcrumbs(conn, scope.workspace_id, ids)
+        for key, d in details.items():
+            if key[0] == "node":
+                d["breadcrumb"] = [d["title"] or "Untitled", *crumbs.get(key[1], [])]
+    if "page" in by_kind:
+        for d in conn.execute(
+            f"select p.id, {_headline('p.title')} as marked, p.title, p.kb_id, p.created_at, "
+            f"p.updated_at from kb.pages p where p.workspace_id = %(ws)s "
+            f"and p.id = any(%(ids)s) and {page_visible('p')}",
+            params | {"ids": [r.target[1] for r in by_kind["page"]]},
+        ):
+            details[("page", d["id"])] = d
+    if "file" in by_kind:
+        refs = {r.target[1]: int(r.best_hit.ref.rsplit(":", 1)[1]) for r in by_kind["file"]}
+        for d in conn.execute(
+            f"select f.id, f.name as title, {_headline('c.text')} as marked, f.kb_id, "
+            "f.created_at, f.updated_at from kb.files f join search.file_chunks c "
+            "on c.workspace_id = f.workspace_id and c.file_id = f.id "
+            "join unnest(%(ids)s::uuid[], %(ns)s::int[]) as want(id, n) "
+            "on want.id = f.id and want.n = c.n "
+            f"where f.workspace_id = %(ws)s and c.enabled and {file_visible('f')}",
+            params | {"ids": list(refs), "ns": list(refs.values())},
+        ):
+            details[("file", d["id"])] = d
+    if "mail" in by_kind:
+        for d in conn.execute(
+            "select m.id, m.subject as title, m.sender, m.sent_at, m.kb_id, m.created_at, "
+            f"m.updated_at, {_headline('m.body_text')} as marked from kb.mail m "
+            f"where m.workspace_id = %(ws)s and m.id = any(%(ids)s) and {mail_visible('m')}",
+            params | {"ids": [r.target[1] for r in by_kind["mail"]]},
+        ):
+            details[("mail", d["id"])] = d
+    rows = []
+    for item in fused:
+        found = details.get(item.target)
+        if found is not None:
+            rows.append(_row(scope, item, found))
+    return rows
+
+
+def _row(scope: Scope, item: Fused, d: dict[str, Any]) -> Row:
+    kind, ident = item.target
+    passage, spans = split_highlights(d.get("marked") or "")
+    row = Row(
+        type="mem" if kind == "node" and d.get("is_memory") else ROW_TYPES[kind],
+        id=ident,
+        ref=item.best_hit.ref,
+        title=d.get("title") or "",
+        passage=passage,
+        highlights=spans,
+        kb_id=d["kb_id"],
+        knowledge_base=scope.kb_names.get(d["kb_id"], ""),
+        score=item.score,
+        legs={leg: LegScore(rank, hit.score) for leg, (rank, hit) in item.hits.items()},
+        created_at=d["created_at"],
+        updated_at=d["updated_at"],
+    )
+    if kind == "node":
+        row.page_id = d["page_id"]
+        row.breadcrumb = d.get("breadcrumb", [])
+    elif kind == "page":
+        row.page_id = ident
+    elif kind == "file":
+        row.file_id = ident
+    else:
+        row.mail_id = ident
+        row.sender = d.get("sender")
+        row.sent_at = d.get("sent_at")
+    return row
+
+
+def breadcrumbs(conn: Conn, workspace_id: UUID, node_ids: list[UUID]) -> dict[UUID, list[str]]:
+    """The ancestor bullets of each node, outermost first, each cut to a short label."""
+    rows = conn.execute(
+        "with recursive up(node_id, ancestor_id, depth) as ("
+        " select id, parent_id, 1 from kb.nodes"
+        " where workspace_id = %(ws)s and id = any(%(ids)s) and parent_id is not null"
+        " union all"
+        " select up.node_id, n.parent_id, up.depth + 1 from up join kb.nodes n"
+        " on n.workspace_id = %(ws)s and n.id = up.ancestor_id"
+        " where n.parent_id is not null and up.depth < 64"
+        ") select up.node_id, up.depth, a.text from up join kb.nodes a"
+        " on a.workspace_id = %(ws)s and a.id = up.ancestor_id order by up.node_id, up.depth desc",
+        {"ws": workspace_id, "ids": node_ids},
+    ).fetchall()
+    found: dict[UUID, list[str]] = {}
+    for r in rows:
+        text = " ".join(r["text"].split())
+        label = text if len(text) <= BREADCRUMB_CHARS else text[: BREADCRUMB_CHARS - 1] + "…"
+        found.setdefault(r["node_id"], []).append(label)
+    return found

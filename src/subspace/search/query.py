@@ -1,0 +1,105 @@
+"""Parsing a query as people type it: words, "quoted phrases", -negation and OR.
+
+The parser never produces tsquery syntax. Each term becomes a `phraseto_tsquery` over its own
+text, and terms are combined with tsquery operators in SQL, so no input can cause a syntax
+error, and identifiers such as PROJ-1234 or user@example.com stay one searchable phrase.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from subspace.text import clean_text
+
+_TOKEN = re.compile(r'(-?)"([^"]*)"?|(\S+)')
+_QUESTION_WORDS = {
+    "who", "what", "when", "where", "why", "how", "which", "whose", "whom", "can", "could",
+    "does", "do", "did", "is", "are", "was", "were", "should", "would", "will", "has", "have",
+    "explain", "summarize", "summarise", "list", "compare",
+}  # fmt: skip
+QUESTION_MIN_WORDS = 4  # "how do I rotate keys" reads as a question, "how-to" does not
+LONG_QUERY_WORDS = 8  # a query this long reads as a question even without a question word
+
+
+@dataclass(frozen=True)
+class Clause:
+    """Alternatives joined by OR; each alternative is a word or a phrase."""
+
+    alternatives: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ParsedQuery:
+    text: str
+    clauses: tuple[Clause, ...] = ()
+    negated: tuple[str, ...] = ()
+    words: tuple[str, ...] = field(default=())
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.clauses
+
+    @property
+    def alternatives(self) -> list[str]:
+        """Every positive term and phrase, for any-word matching."""
+        return [alt for clause in self.clauses for alt in clause.alternatives]
+
+    @property
+    def is_question(self) -> bool:
+        """True when the query reads like a question rather than a lookup."""
+        if not self.words:
+            return False
+        if self.text.rstrip().endswith("?") and len(self.words) >= 2:
+            return True
+        first = self.words[0].lower().strip("¿¡")
+        if first in _QUESTION_WORDS and len(self.words) >= QUESTION_MIN_WORDS:
+            return True
+        return len(self.words) >= LONG_QUERY_WORDS
+
+
+def parse_query(text: str) -> ParsedQuery:
+    """Split the query into clauses (ANDed), each a set of OR-ed alternatives, and negations.
+
+    >>> q = parse_query('deploy "staging cluster" -prod kafka OR redis')
+    >>> [c.alternatives for c in q.clauses], q.negated
+    ([('deploy',), ('staging cluster',), ('kafka', 'redis')], ('prod',))
+    """
+    text = " ".join(clean_text(text).split())
+    clauses: list[list[str]] = []
+    negated: list[str] = []
+    words: list[str] = []
+    join_next = False
+    for match in _TOKEN.finditer(text):
+        minus, phrase, word = match.groups()
+        if word is not None:
+            if word == "OR":
+                join_next = bool(clauses)
+                continue
+            if word.startswith("-") and len(word) > 1 and not word[1].isdigit():
+                negated.append(word[1:])
+                words.append(word[1:])
+                join_next = False
+                continue
+            term = word
+        else:
+            term = phrase.strip()
+            if not term:
+                continue
+            if minus:
+                negated.append(term)
+                words.extend(term.split())
+                join_next = False
+                continue
+        words.extend(term.split())
+        if join_next:
+            clauses[-1].append(term)
+        else:
+            clauses.append([term])
+        join_next = False
+    return ParsedQuery(
+        text=text,
+        clauses=tuple(Clause(tuple(c)) for c in clauses),
+        negated=tuple(negated),
+        words=tuple(words),
+    )

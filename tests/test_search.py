@@ -1,0 +1,416 @@
+"""The hybrid search on a real database: the review's hard cases, filters, rows, pages."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+
+import pytest
+
+from subspace import commands
+from subspace.context import Context
+from subspace.errors import InvalidInput, NotFound, TooLarge
+from subspace.ingest.worker import extract_pending
+from subspace.providers.base import EmbedResult
+from subspace.providers.fake import FakeProvider
+from subspace.runtime import Database
+from subspace.search import vector
+from subspace.search.filters import TagFilter
+from tests.samples import make_pdf
+from tests.search_helpers import ids, index, run
+
+WORDS = ["harbour", "ledger", "quartz", "meadow", "copper", "lantern", "willow", "signal", "orbit", "canyon", "velvet", "prism", "falcon", "garnet", "timber", "cobalt", "saddle", "ember", "juniper", "marble", "thistle", "beacon", "ripple", "summit"]
+
+
+def filler(rng: random.Random, n: int = 12) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(n))
+
+
+def test_an_exact_token_the_vector_leg_misses_is_found_by_hybrid(
+    database: Database, cx: Context
+) -> None:
+    page = commands.create_page(cx, "Release notes")
+    rng = random.Random(1)
+    for token in ("PROJ-1243", "PROJ-1324", "PROJ-2134", "PROJ-1235", "PROJ-12340", "PRJ-1234"):
+        commands.add_node(cx, page.id, f"{token}")
+    target = commands.add_node(
+        cx, page.id, f"The release train stalled because of PROJ-1234 {filler(rng, 20)}"
+    )
+    index(database, cx)
+    vector_only = run(cx, "PROJ-1234", mode="vector", limit=3)
+    assert target.id not in ids(vector_only)
+    hybrid = run(cx, "PROJ-1234", limit=3)
+    assert ids(hybrid)[0] == target.id
+    assert hybrid.rows[0].legs["lexical"].rank == 1
+
+
+def test_a_total_tie_at_limit_1_returns_the_lexical_exact_match(
+    database: Database, cx: Context
+) -> None:
+    page = commands.create_page(cx, "Tie")
+    look_alike = commands.add_node(cx, page.id, "kestrelz")
+    index(database, cx)
+    exact = commands.add_node(cx, page.id, "a kestrel flew over")  # not embedded yet
+    response = run(cx, "kestrel", limit=1)
+    assert response.rows[0].legs.keys() == {"lexical"}
+    assert ids(response) == [exact.id]
+    assert run(cx, "kestrel", mode="vector", limit=1).rows[0].id == look_alike.id
+
+
+def test_a_shared_rank_1_hit_keeps_the_lexical_only_row_at_limit_2(
+    database: Database, cx: Context
+) -> None:
+    page = commands.create_page(cx, "Shared")
+    both = commands.add_node(cx, page.id, "kestrel kestrel")
+    vector_only = commands.add_node(cx, page.id, "kestrelz")
+    index(database, cx)
+    lexical_only = commands.add_node(cx, page.id, "a kestrel hovered")
+    response = run(cx, "kestrel", limit=2, explain=True)
+    assert [row.legs.keys() for row in response.rows] == [{"lexical", "vector"}, {"lexical"}]
+    assert ids(response) == [both.id, lexical_only.id]
+    assert vector_only.id not in ids(response)
+    assert response.rows[1].explain is not None
+    assert response.rows[1].explain["tie"]["decided_by"].startswith("lexical leg")
+
+
+def test_a_large_knowledge_base_cannot_take_every_slot(database: Database, cx: Context) -> None:
+    big = commands.create_knowledge_base(cx, "Big")
+    small = commands.create_knowledge_base(cx, "Small")
+    rng = random.Random(2)
+    from subspace.ingest.outline import OutlineItem
+
+    items = [OutlineItem(f"ferry ferry ferry {filler(rng, 30)}") for _ in range(150)]
+    commands.create_page_from_outline(cx, "Timetables", items, kb_id=big.id)
+    quiet = commands.create_page(cx, "Quiet", kb_id=small.id)
+    lone = commands.add_node(cx, quiet.id, "ferry")
+    index(database, cx)
+    response = run(
+        cx, "ferry", limit=20, kb_ids=[big.id, small.id], explain_target=f"node:{lone.id}"
+    )
+    assert response.legs["lexical"].candidates == 101  # the cap per base, plus the small base
+    assert lone.id in ids(response)
+    assert response.absent is not None and response.absent["shown"]
+
+
+def test_results_are_deterministic(database: Database, cx: Context) -> None:
+    page = commands.create_page(cx, "Same")
+    for i in range(30):
+        commands.add_node(cx, page.id, f"lantern {i % 3} glow")
+    index(database, cx)
+    first = ids(run(cx, "lantern glow", limit=30))
+    assert len(first) == 31 - 1 or len(first) == 30
+    assert all(ids(run(cx, "lantern glow", limit=30)) == first for _ in range(3))
+
+
+def test_typed_rows(database: Database, settings: object, cx: Context) -> None:
+    kb = commands.create_knowledge_base(cx, "Travel")
+    page = commands.create_page(cx, "Lisbon trip", kb_id=kb.id)
+    parent = commands.add_node(cx, page.id, "Day two")
+    child = commands.add_node(cx, page.id, "Ride the ferry to Cacilhas", parent_id=parent.id)
+    memory = commands.add_node(cx, page.id, "The ferry card is in the blue wallet",
+                               props={"memory": True})  # fmt: skip
+    pdf = commands.upload_file(cx, "guide.pdf", make_pdf(["Ferry times: every 20 minutes"]),
+                               kb_id=kb.id)  # fmt: skip
+    mail = commands.add_mail(cx, message_id="<f@x>", subject="Ferry tickets",
+                             sender="ana@example.com", body_text="Two ferry tickets attached.",
+                             kb_id=kb.id)  # fmt: skip
+    extract_pending(database, cx.settings)
+    index(database, cx)
+    response = run(cx, "ferry", limit=10)
+    rows = {row.id: row for row in response.rows}
+    node = rows[child.id]
+    assert (node.type, node.title, node.page_id) == ("node", "Lisbon trip", page.id)
+    assert node.breadcrumb == ["Lisbon trip", "Day two"]
+    assert node.knowledge_base == "Travel" and node.kb_id == kb.id
+    assert [node.passage[a:b] for a, b in node.highlights] == ["ferry"]
+    assert rows[memory.id].type == "mem"
+    file_row = rows[pdf.id]
+    assert file_row.type == "file" and file_row.title == "guide.pdf"
+    assert file_row.ref == f"file:{pdf.id}:0" and "Ferry times" in file_row.passage
+    mail_row = rows[mail.id]
+    assert (mail_row.type, mail_row.title, mail_row.sender) == (
+        "mail",
+        "Ferry tickets",
+        "ana@example.com",
+    )
+    for found in (child.id, memory.id, pdf.id, mail.id):
+        assert rows[found].legs["lexical"].rank >= 1 and rows[found].legs["vector"].rank >= 1
+    assert all(row.created_at <= row.updated_at for row in response.rows)
+    assert response.pending_embeddings == 0 and response.degraded == []
+
+
+def test_group_by_page_counts_every_match(database: Database, cx: Context) -> None:
+    page = commands.create_page(cx, "Harbour log")
+    for i in range(5):
+        commands.add_node(cx, page.id, f"harbour entry {i}")
+    other = commands.create_page(cx, "Elsewhere")
+    commands.add_node(cx, other.id, "one harbour mention")
+    response = run(cx, "harbour", mode="lexical", group_by_page=True, limit=10)
+    by_page = {row.page_id: row.more_on_page for row in response.rows}
+    assert by_page == {page.id: 5, other.id: 0}  # five bullets and the title, one shown
+
+
+def test_pagination_concatenates_to_one_request(database: Database, cx: Context) -> None:
+    page = commands.create_page(cx, "Many")
+    rng = random.Random(3)
+    for _ in range(40):
+        commands.add_node(cx, page.id, f"signal {filler(rng, 6)}")
+    index(database, cx)
+    whole = ids(run(cx, "signal orbit", limit=30))
+    pages, cursor = [], None
+    for _ in range(3):
+        response = run(cx, "signal orbit", limit=10, cursor=cursor)
+        pages.extend(ids(response))
+        cursor = response.next_cursor
+    assert pages == whole and len(set(pages)) == 30
+    with pytest.raises(InvalidInput, match="another query"):
+        run(cx, "different", limit=10, cursor=cursor)
+    with pytest.raises(InvalidInput, match="not valid"):
+        run(cx, "signal", cursor="garbage!")
+
+
+def test_a_one_percent_kind_filter_still_fills_the_limit(
+    database: Database, cx: Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from subspace.ingest.outline import OutlineItem
+
+    rng = random.Random(4)
+    items = [OutlineItem(f"note {filler(rng, 8)}") for _ in range(990)]
+    page = commands.create_page_from_outline(cx, "Bulk", items)
+    for i in range(10):
+        commands.add_node(cx, page.id, f"memory {i} {filler(rng, 8)}", props={"memory": True})
+    index(database, cx)
+    monkeypatch.setattr(vector, "EXACT_SCAN_ROWS", 100)  # force the index path
+    response = run(cx, "timber marble", mode="vector", kinds=["memory"], limit=10)
+    assert response.legs["vector"].plan == "index"
+    assert len(response.rows) == 10 and {row.type for row in response.rows} == {"mem"}
+    exact = run(cx, "timber marble", mode="vector", kinds=["memory"], limit=10)
+    monkeypatch.setattr(vector, "EXACT_SCAN_ROWS", 10_000)
+    exact = run(cx, "timber marble", mode="vector", kinds=["memory"], limit=10)
+    assert exact.legs["vector"].plan == "exact" and ids(exact) == ids(response)
+
+
+def test_tag_filters_on_both_legs(database: Database, cx: Context) -> None:
+    status = commands.create_tag(cx, "status", "text")
+    due = commands.create_tag(cx, "due", "date")
+    size = commands.create_tag(cx, "size", "number")
+    done = commands.create_tag(cx, "done", "boolean")
+    draft = commands.create_page(cx, "Draft plan")
+    final = commands.create_page(cx, "Final plan")
+    commands.add_node(cx, draft.id, "plan the quartz launch")
+    commands.add_node(cx, final.id, "plan the quartz review")
+    commands.set_tag(cx, status.id, "page", draft.id, "Draft")
+    commands.set_tag(cx, status.id, "page", final.id, "final")
+    commands.set_tag(cx, due.id, "page", draft.id, "2026-12-01")
+    commands.set_tag(cx, due.id, "page", final.id, "2027-03-01")
+    commands.set_tag(cx, size.id, "page", final.id, 8)
+    commands.set_tag(cx, done.id, "page", final.id, True)
+    index(database, cx)
+    cases = [
+        (TagFilter("status", "eq", "draft"), {draft.id}),
+        (TagFilter("status", "neq", "draft"), {final.id}),
+        (TagFilter("status", "contains", "INA"), {final.id}),
+        (TagFilter("status", "not_contains", "ina"), {draft.id}),
+        (TagFilter("status", "starts_with", "dr"), {draft.id}),
+        (TagFilter("status", "ends_with", "al"), {final.id}),
+        (TagFilter("due", "lt", "2027-01-01"), {draft.id}),
+        (TagFilter("due", "between", "2027-01-01", "2027-06-30"), {final.id}),
+        (TagFilter("size", "gte", 8), {final.id}),
+        (TagFilter("size", "gt", "8"), set()),
+        (TagFilter("done", "eq", True), {final.id}),
+    ]
+    for tag, expected in cases:
+        for mode in ("lexical", "vector"):
+            response = run(cx, "plan quartz", mode=mode, tags=[tag], limit=20)
+            assert {row.page_id for row in response.rows} == expected, (tag, mode)
+    with pytest.raises(InvalidInput, match="Unknown tag 'colour'"):
+        run(cx, "plan", tags=[TagFilter("colour", "eq", "red")])
+    with pytest.raises(InvalidInput, match="does not fit tag 'done' of type boolean"):
+        run(cx, "plan", tags=[TagFilter("done", "gt", True)])
+    with pytest.raises(InvalidInput, match="give a date"):
+        run(cx, "plan", tags=[TagFilter("due", "eq", "soon")])
+    with pytest.raises(InvalidInput, match="needs two values"):
+        run(cx, "plan", tags=[TagFilter("due", "between", "2026-01-01")])
+
+
+def test_knowledge_base_filter_and_isolation_on_both_legs(database: Database, cx: Context) -> None:
+    from subspace.workspaces import create_workspace
+
+    mine = commands.create_knowledge_base(cx, "Mine")
+    other_kb = commands.create_knowledge_base(cx, "Other")
+    a = commands.create_page(cx, "Canyon notes", kb_id=mine.id)
+    b = commands.create_page(cx, "Canyon notes", kb_id=other_kb.id)
+    with database.pool.connection() as conn:
+        stranger = create_workspace(conn, "Stranger")
+    theirs = database.context(stranger, cx.settings)
+    foreign = commands.create_page(theirs, "Canyon notes")
+    index(database, cx)
+    for mode in ("lexical", "vector", "hybrid"):
+        assert set(ids(run(cx, "canyon notes", mode=mode, kb_ids=[mine.id]))) == {a.id}
+        everything = set(ids(run(cx, "canyon notes", mode=mode)))
+        assert {a.id, b.id} <= everything and foreign.id not in everything
+        assert set(ids(run(theirs, "canyon notes", mode=mode))) == {foreign.id}
+    with database.pool.connection() as conn:
+        their_kb = conn.execute(
+            "select id from kb.knowledge_bases where workspace_id = %s", (stranger.workspace_id,)
+        ).fetchone()
+    assert their_kb is not None
+    with pytest.raises(NotFound):
+        run(cx, "canyon", kb_ids=[their_kb["id"]])
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "') OR 1=1 --",
+        "'",
+        "\\",
+        "fat:A!cat:B|rat:C<",
+        "(()) )))) this ||| is && -fine",
+        "a" * 2000,
+        "null\x00byte",
+        "OR OR OR",
+        '"unclosed phrase',
+        "-",
+        "!!",
+        "&",
+        "<->",
+        "🙂 emoji ☃",
+        "\ud800 surrogate",
+    ],
+)
+def test_hostile_queries_answer_or_refuse_clearly(
+    database: Database, cx: Context, query: str
+) -> None:
+    page = commands.create_page(cx, "Anything")
+    commands.add_node(cx, page.id, "this is fine, fat cat")
+    index(database, cx)
+    try:
+        response = run(cx, query)
+    except InvalidInput as exc:
+        assert exc.status == 422 and exc.message.endswith(".")
+    else:
+        assert response.degraded == []
+
+
+def test_query_limits_and_empty_queries(cx: Context) -> None:
+    with pytest.raises(InvalidInput, match="SUBSPACE_MAX_QUERY_CHARS"):
+        run(cx, "x" * 10_000)
+    with pytest.raises(InvalidInput, match="empty"):
+        run(cx, "   ")
+    with pytest.raises(InvalidInput, match="only excludes"):
+        run(cx, "-only-negation")
+    with pytest.raises(InvalidInput, match="between 1 and 100"):
+        run(cx, "x", limit=0)
+    with pytest.raises(InvalidInput, match="Unknown kind"):
+        run(cx, "x", kinds=["emails"])
+    with pytest.raises(InvalidInput, match="Unknown mode"):
+        run(cx, "x", mode="fuzzy")
+    with pytest.raises(InvalidInput, match="weight"):
+        run(cx, "x", weights={"vector": -1})
+    many = [commands.create_knowledge_base(cx, f"kb{i}").id for i in range(3)]
+    small = replace(cx, settings=replace(cx.settings, max_knowledge_bases=2))
+    with pytest.raises(TooLarge, match="SUBSPACE_MAX_KNOWLEDGE_BASES"):
+        run(small, "x", kb_ids=many)
+
+
+def test_an_all_stopword_query_has_an_empty_lexical_leg(database: Database, cx: Context) -> None:
+    page = commands.create_page(cx, "Stop")
+    commands.add_node(cx, page.id, "the and of")
+    index(database, cx)
+    response = run(cx, "the of and")
+    assert response.legs["lexical"].ran and response.legs["lexical"].candidates == 0
+    assert response.degraded == []
+
+
+def test_filters_without_a_query_browse_by_recency(database: Database, cx: Context) -> None:
+    older = commands.create_page(cx, "Older")
+    newer = commands.create_page(cx, "Newer")
+    response = run(cx, "", kinds=["page"])
+    assert ids(response)[:2] == [newer.id, older.id] and response.notes
+
+
+def test_negation_holds_on_both_legs(database: Database, cx: Context) -> None:
+    page = commands.create_page(cx, "Negation")
+    keep = commands.add_node(cx, page.id, "jitter in the retries")
+    drop = commands.add_node(cx, page.id, "jitter multiplied the load")
+    index(database, cx)
+    for mode in ("lexical", "vector", "hybrid"):
+        found = ids(run(cx, "jitter -load", mode=mode))
+        assert keep.id in found and drop.id not in found, mode
+
+
+def test_questions_are_flagged(cx: Context) -> None:
+    assert run(cx, "how do I rotate the staging keys").is_question
+    assert run(cx, "why did checkout fail?").is_question
+    assert not run(cx, "PROJ-1234").is_question
+    assert not run(cx, "staging keys").is_question
+
+
+class SlowProvider(FakeProvider):
+    def embed(self, texts: Sequence[str]) -> EmbedResult:
+        time.sleep(2)
+        return super().embed(texts)
+
+
+class BrokenProvider(FakeProvider):
+    def embed(self, texts: Sequence[str]) -> EmbedResult:
+        raise RuntimeError("connection refused")
+
+
+def test_a_slow_provider_degrades_to_lexical_within_the_timeout(
+    database: Database, cx: Context
+) -> None:
+    page = commands.create_page(cx, "Degrade")
+    node = commands.add_node(cx, page.id, "lexical still answers")
+    quick = replace(cx, settings=replace(cx.settings, embed_timeout_ms=300))
+    started = time.monotonic()
+    response = run(quick, "lexical answers unique-slow-query", SlowProvider())
+    assert time.monotonic() - started < 1.5
+    assert response.degraded == ["vector: timeout"]
+    assert ids(response) == [node.id]
+    broken = run(cx, "lexical answers", BrokenProvider())
+    assert broken.degraded == ["vector: RuntimeError: connection refused"]
+    assert ids(broken) == [node.id]
+
+
+def test_a_failing_lexical_leg_degrades_to_vector(database: Database, cx: Context) -> None:
+    page = commands.create_page(cx, "Vector only")
+    node = commands.add_node(cx, page.id, "embedded words")
+    index(database, cx)
+    with database.pool.connection() as conn:
+        conn.execute("alter table kb.mail rename column mail_tsv to mail_tsv_gone")
+    response = run(cx, "embedded words")
+    assert response.degraded and response.degraded[0].startswith("lexical: failed")
+    assert ids(response)[0] == node.id
+
+
+def test_explain_says_why_a_target_is_absent(database: Database, cx: Context) -> None:
+    page = commands.create_page(cx, "Explain")
+    first = commands.add_node(cx, page.id, "walrus sighting")
+    second = commands.add_node(cx, page.id, "walrus colony")
+    unmatched = commands.add_node(cx, page.id, "penguin")
+    index(database, cx)
+    shown_id = ids(run(cx, "walrus", mode="lexical", limit=1))[0]
+    hidden = first if shown_id == second.id else second
+    shown = second if hidden is first else first
+    response = run(cx, "walrus", mode="lexical", limit=1, explain_target=f"node:{hidden.id}")
+    assert response.absent is not None and not response.absent["shown"]
+    assert any(r.startswith("cut by the limit") for r in response.absent["reasons"])
+    assert any(r.startswith("lexical leg: rank") for r in response.absent["reasons"])
+    miss = run(cx, "walrus", mode="lexical", explain_target=str(unmatched.id))
+    assert miss.absent is not None
+    assert "lexical leg: none of the query's words is in its text" in miss.absent["reasons"]
+    commands.archive_page(cx, page.id)
+    gone = run(cx, "walrus", explain_target=f"node:{shown.id}")
+    assert gone.absent is not None and "filtered: archived" in gone.absent["reasons"]
+    memo = run(cx, "walrus", kinds=["memory"], explain_target=f"node:{shown.id}")
+    assert memo.absent is not None and "filtered: kind node not searched" in memo.absent["reasons"]
+    nowhere = run(cx, "walrus", explain_target="node:00000000-0000-0000-0000-000000000009")
+    assert nowhere.absent == {
+        "target": "node:00000000-0000-0000-0000-000000000009",
+        "shown": False,
+        "reasons": ["not found in this workspace"],
+    }
