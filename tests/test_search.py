@@ -21,7 +21,10 @@ from subspace.search.filters import TagFilter
 from tests.samples import make_pdf
 from tests.search_helpers import ids, index, run
 
-WORDS = ["harbour", "ledger", "quartz", "meadow", "copper", "lantern", "willow", "signal", "orbit", "canyon", "velvet", "prism", "falcon", "garnet", "timber", "cobalt", "saddle", "ember", "juniper", "marble", "thistle", "beacon", "ripple", "summit"]
+WORDS = (
+    "harbour ledger quartz meadow copper lantern willow signal orbit canyon velvet prism "
+    "falcon garnet timber cobalt saddle ember juniper marble thistle beacon ripple summit"
+).split()
 
 
 def filler(rng: random.Random, n: int = 12) -> str:
