@@ -71,6 +71,7 @@ def test_every_route_hides_another_workspaces_ids(
         ("POST", "/api/nodes/{node_id}/move"): {"parent_id": None},
         ("PATCH", "/api/files/{file_id}"): {"enabled": False},
         ("PUT", "/api/tags/{tag_id}/values/{target_kind}/{target_id}"): {"value": "x"},
+        ("POST", "/api/tools/{name}"): {"arguments": {"page_id": str(theirs["page_id"])}},
     }
     checked = 0
     for method, path in api_operations(client):
@@ -82,6 +83,7 @@ def test_every_route_hides_another_workspaces_ids(
                 concrete = concrete.replace("{item_id}", str(ids[key]))
         for key, value in ids.items():
             concrete = concrete.replace("{" + key + "}", str(value))
+        concrete = concrete.replace("{name}", "kb.read")
         if "{target_kind}" in concrete:
             # Tag values and exclusions, aimed at their page.
             concrete = concrete.replace("{target_kind}", "page")
