@@ -23,16 +23,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.corpus import abstracts, sentences  # noqa: E402
-from subspace import commands  # noqa: E402
-from subspace.config import Settings  # noqa: E402
-from subspace.indexer.chunking import text_hash  # noqa: E402
-from subspace.indexer.consumer import Indexer  # noqa: E402
-from subspace.indexer.reindex import reembed  # noqa: E402
-from subspace.ingest.outline import OutlineItem  # noqa: E402
-from subspace.providers.fake import FakeProvider  # noqa: E402
-from subspace.runtime import Database, open_database  # noqa: E402
-from tests.providers import CountingProvider  # noqa: E402
+from tests.providers import CountingProvider
+
+from bench.corpus import abstracts, sentences
+from subspace import commands
+from subspace.config import Settings
+from subspace.indexer.chunking import text_hash
+from subspace.indexer.consumer import Indexer
+from subspace.indexer.reindex import reembed
+from subspace.ingest.outline import OutlineItem
+from subspace.providers.fake import FakeProvider
+from subspace.runtime import Database, open_database
 
 BULLETS_PER_PAGE = 100
 
@@ -113,8 +114,10 @@ def local_chunks_per_second(db: Database, settings: Settings, count: int) -> Non
     started = time.perf_counter()
     provider.embed(texts)
     raw = time.perf_counter() - started
-    print(f"local model {provider.model}: {count} sentence chunks embedded in {raw:.1f} s "
-          f"= {count / raw:.0f} chunks/s (model only)")
+    print(
+        f"local model {provider.model}: {count} sentence chunks embedded in {raw:.1f} s "
+        f"= {count / raw:.0f} chunks/s (model only)"
+    )
     files = [t for _, t in itertools.islice(abstracts(), count // 4)]
     started = time.perf_counter()
     provider.embed(files)
@@ -134,26 +137,34 @@ def main() -> None:
         try:
             bullets = short_bullets(args.bullets)
             took = import_bullets(db, settings, bullets)
-            print(f"import of {len(bullets):,} bullets ({len(bullets) // BULLETS_PER_PAGE} pages): "
-                  f"{took:.1f} s = {len(bullets) / took:,.0f} nodes/s")
+            print(
+                f"import of {len(bullets):,} bullets ({len(bullets) // BULLETS_PER_PAGE} pages): "
+                f"{took:.1f} s = {len(bullets) / took:,.0f} nodes/s"
+            )
             provider = CountingProvider()
             started = time.perf_counter()
             Indexer(db, settings, provider).drain(timeout_s=3600)
             took = time.perf_counter() - started
-            print(f"embedding them (fake provider, HNSW index live): {took:.1f} s = "
-                  f"{len(provider.texts) / took:,.0f} chunks/s, {len(provider.texts):,} texts")
+            print(
+                f"embedding them (fake provider, HNSW index live): {took:.1f} s = "
+                f"{len(provider.texts) / took:,.0f} chunks/s, {len(provider.texts):,} texts"
+            )
             for debounce in (0, 1500):
                 latencies = edit_latency(db, settings, debounce, args.edits)
-                print(f"edit to stored vector, debounce {debounce} ms: "
-                      f"p50 {statistics.median(latencies) * 1000:.0f} ms, "
-                      f"p95 {percentile(latencies, 95) * 1000:.0f} ms ({len(latencies)} edits)")
+                print(
+                    f"edit to stored vector, debounce {debounce} ms: "
+                    f"p50 {statistics.median(latencies) * 1000:.0f} ms, "
+                    f"p95 {percentile(latencies, 95) * 1000:.0f} ms ({len(latencies)} edits)"
+                )
             for run in (1, 2):
                 counting = CountingProvider()
                 started = time.perf_counter()
                 items, outcome = reembed(db, settings, counting, None, lambda _: None)
                 took = time.perf_counter() - started
-                print(f"reindex {run}: {items:,} items in {took:.1f} s; provider texts "
-                      f"{outcome.embedded:,}, reused by hash {outcome.reused:,}")
+                print(
+                    f"reindex {run}: {items:,} items in {took:.1f} s; provider texts "
+                    f"{outcome.embedded:,}, reused by hash {outcome.reused:,}"
+                )
             local_chunks_per_second(db, settings, args.local_chunks)
         finally:
             db.close()

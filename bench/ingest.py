@@ -17,8 +17,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.corpus import abstracts, sentences  # noqa: E402
-from tests.samples import make_docx, make_pdf  # noqa: E402
+from tests.samples import make_docx, make_pdf
+
+from bench.corpus import abstracts, sentences
 
 
 def write_mixed(folder: Path, count: int) -> int:
@@ -87,7 +88,9 @@ def measure_extraction(home: Path, folder: Path, total_bytes: int, count: int) -
     finally:
         db.close()
     failed = report.counts().get("failed", 0)
-    print(f"mixed folder: {count} files (PDF, DOCX, HTML), {total_bytes / 1e6:.2f} MB, failed {failed}")
+    print(
+        f"mixed folder: {count} files (PDF, DOCX, HTML), {total_bytes / 1e6:.2f} MB, failed {failed}"
+    )
     print(f"  store blobs: {stored:.2f} s")
     print(
         f"  extraction (each file in its own capped process): {extracted:.2f} s = "

@@ -190,7 +190,7 @@ def test_a_one_percent_kind_filter_still_fills_the_limit(
     assert response.legs["vector"].plan == "index"
     assert len(response.rows) == 10 and {row.type for row in response.rows} == {"mem"}
     exact = run(cx, "timber marble", mode="vector", kinds=["memory"], limit=10)
-    monkeypatch.setattr(vector, "EXACT_SCAN_ROWS", 10_000)
+    monkeypatch.setattr(vector, "EXACT_SCAN_ROWS", 2_000)
     exact = run(cx, "timber marble", mode="vector", kinds=["memory"], limit=10)
     assert exact.legs["vector"].plan == "exact" and ids(exact) == ids(response)
 

@@ -20,7 +20,7 @@ from subspace.providers.base import EmbeddingProvider, ProviderError, checked_ve
 from subspace.search.filters import Scope, embedding_not_excluded, embedding_visible
 from subspace.search.fusion import Hit
 
-EXACT_SCAN_ROWS = 10_000  # below this many candidate rows an exact scan beats the index
+EXACT_SCAN_ROWS = 2_000  # below this many candidate rows an exact scan beats the index
 MAX_SCAN_TUPLES = 50_000  # how far an iterative scan may walk before it gives up
 MAX_DISTANCE = 1.0  # cosine distance 1 means orthogonal: no relation worth ranking
 QUERY_CACHE_SIZE = 512  # recent query embeddings kept, for a palette typing and retyping
