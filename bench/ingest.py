@@ -88,9 +88,8 @@ def measure_extraction(home: Path, folder: Path, total_bytes: int, count: int) -
     finally:
         db.close()
     failed = report.counts().get("failed", 0)
-    print(
-        f"mixed folder: {count} files (PDF, DOCX, HTML), {total_bytes / 1e6:.2f} MB, failed {failed}"
-    )
+    size_mb = total_bytes / 1e6
+    print(f"mixed folder: {count} files (PDF, DOCX, HTML), {size_mb:.2f} MB, failed {failed}")
     print(f"  store blobs: {stored:.2f} s")
     print(
         f"  extraction (each file in its own capped process): {extracted:.2f} s = "
