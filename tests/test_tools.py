@@ -23,7 +23,7 @@ from subspace.ingest.worker import extract_pending
 from subspace.providers.fake import FakeProvider
 from subspace.runtime import Database
 from subspace.search.filters import resolve_scope
-from subspace.search.lexical import build_tsqueries, lexical_sql
+from subspace.search.lexical import build_tsqueries, lexical_params, lexical_sql
 from subspace.search.query import parse_query
 from tests.search_helpers import index, run
 
@@ -164,15 +164,18 @@ def test_each_lexical_query_uses_the_gin_indexes(database: Database, cx: Context
         scope = resolve_scope(conn, ws, cx.actor.user_id, kb_ids=None, kinds=None, tags=None,
                               max_knowledge_bases=50)  # fmt: skip
         tsq = build_tsqueries(conn, parse_query("rarewordxyz"))
-        params = scope.params() | {"any_words": tsq.any_words, "all_words": tsq.all_words,
-                                   "excluded": "", "cap": 100}  # fmt: skip
-        plan = "\n".join(
-            r["QUERY PLAN"] for r in conn.execute("explain " + lexical_sql(scope, tsq), params)
-        )
-    for index_name in ("pages_title_tsv", "nodes_text_tsv", "file_chunks_text_tsv", "mail_tsv"):
-        assert f"Bitmap Index Scan on {index_name}" in plan, plan
-    for table in ("pages", "nodes", "file_chunks", "mail"):
-        assert f"Seq Scan on {table}" not in plan, plan
+        plans = {}
+        for ranker in ("bm25", "ts_rank_cd"):
+            params = lexical_params(conn, scope, tsq, cap=100, ranker=ranker)
+            plans[ranker] = "\n".join(
+                r["QUERY PLAN"]
+                for r in conn.execute("explain " + lexical_sql(scope, tsq, ranker), params)
+            )
+    for plan in plans.values():
+        for name in ("pages_title_tsv", "nodes_text_tsv", "file_chunks_text_tsv", "mail_tsv"):
+            assert f"Bitmap Index Scan on {name}" in plan, plan
+        for table in ("pages", "nodes", "file_chunks", "mail"):
+            assert f"Seq Scan on {table}" not in plan, plan
 
 
 def test_search_over_http(client: TestClient, database: Database, cx: Context) -> None:

@@ -184,6 +184,12 @@ def _print_import_report(report: ImportReport) -> None:
     metavar="NAME OP VALUE",
     help="Tag filter, e.g. --tag status eq draft (repeatable).",
 )
+@click.option(
+    "--ranker",
+    type=click.Choice(["bm25", "ts_rank_cd"]),
+    default=None,
+    help="Lexical ranker (default: SUBSPACE_LEXICAL_RANKER).",
+)
 @click.option("--explain", is_flag=True, help="Show the fusion terms of each row.")
 @click.option("--json", "as_json", is_flag=True, help="Print the full response as JSON.")
 def search_command(
@@ -193,6 +199,7 @@ def search_command(
     mode: str,
     limit: int,
     tags: tuple[tuple[str, str, str], ...],
+    ranker: str | None,
     explain: bool,
     as_json: bool,
 ) -> None:
@@ -217,6 +224,7 @@ def search_command(
                 mode=mode,
                 limit=limit,
                 explain=explain,
+                ranker=ranker,
             ),
         )
     if as_json:

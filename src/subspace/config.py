@@ -183,6 +183,13 @@ SETTINGS: tuple[Setting, ...] = (
         2_000,
         "Longest wait for a query's embedding; past it the search answers lexical-only.",
     ),
+    Setting(
+        "SUBSPACE_LEXICAL_RANKER",
+        "lexical_ranker",
+        str,
+        "bm25",
+        "Ranker of the lexical leg: bm25 (computed in Postgres) or ts_rank_cd.",
+    ),
     Setting("SUBSPACE_MAX_QUERY_CHARS", "max_query_chars", int, 2_000, "Longest search query."),
     Setting(
         "SUBSPACE_MAX_SEARCH_LIMIT",
@@ -242,6 +249,7 @@ class Settings:
     extract_timeout_s: int = field(default=_DEFAULTS["extract_timeout_s"])
     extract_memory_mb: int = field(default=_DEFAULTS["extract_memory_mb"])
     embed_timeout_ms: int = field(default=_DEFAULTS["embed_timeout_ms"])
+    lexical_ranker: str = field(default=_DEFAULTS["lexical_ranker"])
     max_query_chars: int = field(default=_DEFAULTS["max_query_chars"])
     max_search_limit: int = field(default=_DEFAULTS["max_search_limit"])
     max_knowledge_bases: int = field(default=_DEFAULTS["max_knowledge_bases"])

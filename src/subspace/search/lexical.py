@@ -7,42 +7,70 @@ is read only later, for the rows that survive fusion and the limit.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 from typing import Any
+from uuid import UUID
 
 from subspace.db.pool import Conn
 from subspace.search.filters import Scope, file_visible, mail_visible, page_visible, tag_predicates
 from subspace.search.fusion import Hit
 from subspace.search.query import ParsedQuery
+from subspace.search.typos import correct_lexemes
 
 CONFIG = "english"
 
 
 @dataclass(frozen=True)
 class TsQueries:
-    """The query as tsqueries: any word (recall), every clause (precision), and exclusions."""
+    """The query as tsqueries: any word (recall), every clause (precision), and exclusions;
+    its lexemes (for BM25) and the typo corrections applied (query lexeme -> vocabulary)."""
 
     any_words: str
     all_words: str
     excluded: str
+    lexemes: tuple[str, ...] = ()
+    corrections: dict[str, str] = field(default_factory=dict)
+    clauses: int = 0
 
     @property
     def is_empty(self) -> bool:
         return not self.any_words
 
 
-def build_tsqueries(conn: Conn, parsed: ParsedQuery) -> TsQueries:
+def build_tsqueries(
+    conn: Conn, parsed: ParsedQuery, workspace_id: UUID | None = None, *, typos: bool = True
+) -> TsQueries:
     """Let Postgres turn each term into a tsquery and combine them with its operators.
 
-    A term of stopwords only contributes nothing; an identifier stays one phrase.
+    A term of stopwords only contributes nothing; an identifier stays one phrase. With
+    `typos`, a single word that no document of the workspace contains also matches its
+    closest vocabulary word.
     """
     if parsed.is_empty:
         return TsQueries("", "", "")
+    alternatives = parsed.alternatives
+    rows = conn.execute(
+        f"select t, array(select unnest(tsvector_to_array(to_tsvector('{CONFIG}', t)))) as l "
+        "from unnest(%s::text[]) with ordinality u(t, i) order by i",
+        (alternatives,),
+    ).fetchall()
+    lexemes_of = {r["t"]: list(r["l"]) for r in rows}
+    corrections: dict[str, str] = {}
+    if typos and workspace_id is not None:
+        single = [lexemes_of[t][0] for t in alternatives if len(lexemes_of[t]) == 1
+                  and " " not in t.strip()]  # fmt: skip
+        corrections = correct_lexemes(conn, workspace_id, single)
     params: list[str] = []
 
     def term(text: str) -> str:
         params.append(text)
-        return f"phraseto_tsquery('{CONFIG}', %s)"
+        expression = f"phraseto_tsquery('{CONFIG}', %s)"
+        words = lexemes_of.get(text, [])
+        if len(words) == 1 and words[0] in corrections:
+            params.append(corrections[words[0]])
+            expression = f"({expression} || plainto_tsquery('simple', %s))"
+        return expression
 
     def any_of(texts: list[str]) -> str:
         return "(" + " || ".join(term(t) for t in texts) + ")"
@@ -56,15 +84,30 @@ def build_tsqueries(conn: Conn, parsed: ParsedQuery) -> TsQueries:
         params,
     ).fetchone()
     assert row is not None
-    return TsQueries(row["any_words"], row["all_words"], row["excluded"])
+    lexemes = {w for t in alternatives for w in lexemes_of.get(t, [])}
+    lexemes |= set(corrections.values())
+    return TsQueries(
+        row["any_words"],
+        row["all_words"],
+        row["excluded"],
+        tuple(sorted(lexemes)),
+        corrections,
+        len(parsed.clauses),
+    )
+
+
+RANKERS = ("bm25", "ts_rank_cd")
+BM25_K1 = 1.2  # term-frequency saturation (Lucene's default)
+BM25_B = 0.75  # strength of document-length normalisation
+ALL_WORDS_CLAUSES = 3  # up to this many clauses, documents with every word rank first
 
 
 @dataclass(frozen=True)
 class Source:
-    """One searchable table: how to reach its tsvector, its kb, its visibility."""
+    """One searchable table: its tsvector and length, its kb, its visibility."""
 
-    kind: str  # the kind of its hits (nodes also yield memory)
-    sql: str  # select ... from ... where <visibility>; must expose tsv, kb_id, target_id, ...
+    kind: str  # page, node, file or mail; nodes also yield memory
+    sql: str  # exposes kind, target_id, item_id, kb_id, ref, tsv, len
 
 
 def _sources(scope: Scope) -> list[Source]:
@@ -75,7 +118,7 @@ def _sources(scope: Scope) -> list[Source]:
                 "page",
                 f"""
             select 'page' as kind, p.id as target_id, p.id as item_id, p.kb_id,
-                   'page:' || p.id as ref, p.title_tsv as tsv
+                   'page:' || p.id as ref, p.title_tsv as tsv, p.title_len as len
             from kb.pages p
             where p.workspace_id = %(ws)s and p.kb_id = any(%(kbs)s) and {page_visible("p")}
             {tag_predicates(scope, "p", "page")}""",
@@ -97,7 +140,7 @@ def _sources(scope: Scope) -> list[Source]:
                 f"""
             select case when {memory} then 'memory' else 'node' end as kind,
                    n.id as target_id, n.page_id as item_id, p.kb_id,
-                   'node:' || n.id as ref, n.text_tsv as tsv
+                   'node:' || n.id as ref, n.text_tsv as tsv, n.text_len as len
             from kb.nodes n
             join kb.pages p on p.workspace_id = n.workspace_id and p.id = n.page_id
             where n.workspace_id = %(ws)s and p.kb_id = any(%(kbs)s) and {page_visible("p")}
@@ -110,7 +153,7 @@ def _sources(scope: Scope) -> list[Source]:
                 "file",
                 f"""
             select 'file' as kind, f.id as target_id, f.id as item_id, f.kb_id,
-                   'file:' || f.id || ':' || c.n as ref, c.text_tsv as tsv
+                   'file:' || f.id || ':' || c.n as ref, c.text_tsv as tsv, c.text_len as len
             from search.file_chunks c
             join kb.files f on f.workspace_id = c.workspace_id and f.id = c.file_id
             where c.workspace_id = %(ws)s and f.kb_id = any(%(kbs)s) and c.enabled
@@ -123,7 +166,7 @@ def _sources(scope: Scope) -> list[Source]:
                 "mail",
                 f"""
             select 'mail' as kind, m.id as target_id, m.id as item_id, m.kb_id,
-                   'mail:' || m.id as ref, m.mail_tsv as tsv
+                   'mail:' || m.id as ref, m.mail_tsv as tsv, m.mail_len as len
             from kb.mail m
             where m.workspace_id = %(ws)s and m.kb_id = any(%(kbs)s) and {mail_visible("m")}
             {tag_predicates(scope, "m", "mail")}""",
@@ -132,10 +175,61 @@ def _sources(scope: Scope) -> list[Source]:
     return found
 
 
-def lexical_sql(scope: Scope, tsq: TsQueries) -> str:
+@dataclass(frozen=True)
+class Bm25Stats:
+    """Per source: average document length and each query lexeme's IDF."""
+
+    avgdl: dict[str, float]
+    idf: dict[str, dict[str, float]]
+
+
+def bm25_stats(conn: Conn, workspace_id: UUID, lexemes: tuple[str, ...]) -> Bm25Stats:
+    """IDF = ln(1 + (N - df + 0.5) / (df + 0.5)) per source, from the trigger-kept statistics."""
+    sizes = {
+        r["source"]: (int(r["ndocs"]), int(r["total_len"]))
+        for r in conn.execute(
+            "select source, ndocs, total_len from search.source_stats where workspace_id = %s",
+            (workspace_id,),
+        )
+    }
+    df: dict[str, dict[str, int]] = {}
+    for r in conn.execute(
+        "select source, lexeme, ndoc from search.term_stats where workspace_id = %s "
+        "and lexeme = any(%s)",
+        (workspace_id, list(lexemes)),
+    ):
+        df.setdefault(r["source"], {})[r["lexeme"]] = int(r["ndoc"])
+    avgdl: dict[str, float] = {}
+    idf: dict[str, dict[str, float]] = {}
+    for source, (ndocs, total) in sizes.items():
+        avgdl[source] = total / ndocs if ndocs else 1.0
+        idf[source] = {
+            lexeme: math.log(1 + (ndocs - n + 0.5) / (n + 0.5))
+            for lexeme, n in df.get(source, {}).items()
+            if n > 0
+        }
+    return Bm25Stats(avgdl, idf)
+
+
+def _score_sql(ranker: str, source: str) -> str:
+    if ranker == "ts_rank_cd":
+        return "ts_rank_cd(s.tsv, %(any_words)s::tsquery)"
+    # Sum over the query's lexemes found in the document of idf * saturated, length-normalised
+    # term frequency; tf is the number of positions the lexeme has in the tsvector.
+    return f"""(select coalesce(sum(q.idf * t.tf * {BM25_K1 + 1}
+                   / (t.tf + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * s.len
+                      / %(avgdl_{source})s))), 0)
+               from (select u.lexeme, coalesce(array_length(u.positions, 1), 1) as tf
+                     from unnest(s.tsv) u) t
+               join unnest(%(lex_{source})s::text[], %(idf_{source})s::float8[]) q(lexeme, idf)
+               on q.lexeme = t.lexeme)"""
+
+
+def lexical_sql(scope: Scope, tsq: TsQueries, ranker: str = "bm25") -> str:
     """The ranking query: per source and knowledge base, the best `cap` targets by
-    (contains every clause, rank), then all of them in one global order."""
+    (contains every clause, for short lookups; rank), then all of them in one global order."""
     excluded = "and not (s.tsv @@ %(excluded)s::tsquery)" if tsq.excluded else ""
+    every = "s.tsv @@ %(all_words)s::tsquery" if 0 < tsq.clauses <= ALL_WORDS_CLAUSES else "false"
     parts = []
     for source in _sources(scope):
         # One row per target: the best chunk of a file stands for the file.
@@ -145,8 +239,7 @@ def lexical_sql(scope: Scope, tsq: TsQueries) -> str:
                 partition by kb_id order by every desc, score desc, target_id) as kb_rank
             from (
                 select distinct on (s.target_id) s.kind, s.target_id, s.item_id, s.kb_id, s.ref,
-                       s.tsv @@ %(all_words)s::tsquery as every,
-                       ts_rank_cd(s.tsv, %(any_words)s::tsquery) as score
+                       {every} as every, {_score_sql(ranker, source.kind)} as score
                 from ({source.sql}) s
                 where s.tsv @@ %(any_words)s::tsquery {excluded}
                 order by s.target_id, every desc, score desc, s.ref
@@ -156,17 +249,35 @@ def lexical_sql(scope: Scope, tsq: TsQueries) -> str:
     return f"select * from ({union}) hits order by every desc, score desc, kind, target_id"
 
 
-def lexical_leg(conn: Conn, scope: Scope, tsq: TsQueries, *, cap: int) -> list[Hit]:
-    """The leg's hits, best first, at most `cap` per source and knowledge base."""
-    if tsq.is_empty or not scope.kb_ids:
-        return []
+def lexical_params(
+    conn: Conn, scope: Scope, tsq: TsQueries, *, cap: int, ranker: str
+) -> dict[str, Any]:
     params: dict[str, Any] = scope.params() | {
         "any_words": tsq.any_words,
         "all_words": tsq.all_words or tsq.any_words,
         "excluded": tsq.excluded,
         "cap": cap,
     }
-    rows = conn.execute(lexical_sql(scope, tsq), params).fetchall()
+    if ranker == "bm25":
+        stats = bm25_stats(conn, scope.workspace_id, tsq.lexemes)
+        for source in ("page", "node", "file", "mail"):
+            weights = stats.idf.get(source, {})
+            params[f"avgdl_{source}"] = max(stats.avgdl.get(source, 1.0), 1.0)
+            params[f"lex_{source}"] = list(weights)
+            params[f"idf_{source}"] = list(weights.values())
+    return params
+
+
+def lexical_leg(
+    conn: Conn, scope: Scope, tsq: TsQueries, *, cap: int, ranker: str = "bm25"
+) -> list[Hit]:
+    """The leg's hits, best first, at most `cap` per source and knowledge base."""
+    if tsq.is_empty or not scope.kb_ids:
+        return []
+    if ranker not in RANKERS:
+        raise ValueError(f"unknown ranker {ranker!r}")
+    params = lexical_params(conn, scope, tsq, cap=cap, ranker=ranker)
+    rows = conn.execute(lexical_sql(scope, tsq, ranker), params).fetchall()
     return [
         Hit(
             target=("node" if r["kind"] == "memory" else r["kind"], r["target_id"]),
@@ -174,8 +285,8 @@ def lexical_leg(conn: Conn, scope: Scope, tsq: TsQueries, *, cap: int) -> list[H
             ref=r["ref"],
             kb_id=r["kb_id"],
             item_id=r["item_id"],
-            # Every clause matched counts above any rank, so short lookups favour documents
-            # with all their words; the fraction keeps the rank order inside each group.
+            # Every clause matched counts above any rank (for short lookups); the fraction
+            # keeps the rank order inside each group.
             score=float(r["every"]) + float(r["score"]) / (1.0 + float(r["score"])),
         )
         for r in rows

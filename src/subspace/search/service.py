@@ -24,7 +24,7 @@ from subspace.search import explain as explaining
 from subspace.search.filters import Scope, TagFilter, resolve_scope
 from subspace.search.fusion import RRF_K, Fused, Leg, fuse
 from subspace.search.hydrate import Row, hydrate
-from subspace.search.lexical import TsQueries, build_tsqueries, lexical_leg
+from subspace.search.lexical import RANKERS, TsQueries, build_tsqueries, lexical_leg
 from subspace.search.query import ParsedQuery, parse_query
 from subspace.search.vector import EmbeddingUnavailable, embed_query, vector_leg
 
@@ -50,6 +50,8 @@ class SearchRequest:
     explain_target: str | None = None  # a ref (node:<id>, file:<id>:2) or an id
     group_by_page: bool = False
     cursor: str | None = None
+    ranker: str | None = None  # bm25 or ts_rank_cd; None: SUBSPACE_LEXICAL_RANKER
+    typos: bool = True  # match query words absent from the vocabulary to close ones
 
 
 @dataclass
@@ -60,6 +62,7 @@ class LegReport:
     ms: float = 0.0
     plan: str | None = None
     weight: float = 1.0
+    ranker: str | None = None
 
 
 @dataclass
@@ -75,6 +78,7 @@ class SearchResponse:
     absent: dict[str, Any] | None = None
     took_ms: float = 0.0
     notes: list[str] = field(default_factory=list)
+    corrections: dict[str, str] = field(default_factory=dict)  # query lexeme -> vocabulary
 
 
 def window_for(depth: int) -> int:
@@ -95,6 +99,8 @@ def validate(request: SearchRequest, cx: Context) -> ParsedQuery:
             f"The query is {len(request.query):,} characters; the limit is "
             f"{settings.max_query_chars:,} (SUBSPACE_MAX_QUERY_CHARS). Shorten it."
         )
+    if request.ranker is not None and request.ranker not in RANKERS:
+        raise InvalidInput(f"Unknown ranker {request.ranker!r}. Use one of: {', '.join(RANKERS)}.")
     if request.mode not in MODES:
         raise InvalidInput(f"Unknown mode {request.mode!r}. Use one of: {', '.join(MODES)}.")
     if not 1 <= request.limit <= settings.max_search_limit:
@@ -155,8 +161,11 @@ def search(
         legs: list[Leg] = []
         degraded: list[str] = []
         reports: dict[str, LegReport] = {}
+        ranker = request.ranker or cx.settings.lexical_ranker
         if request.mode in ("hybrid", "lexical"):
-            leg, tsq = _run_lexical(conn, scope, parsed, window, weights["lexical"])
+            leg, tsq = _run_lexical(
+                conn, scope, parsed, window, weights["lexical"], ranker, request.typos
+            )
             legs.append(leg)
         if request.mode in ("hybrid", "vector"):
             legs.append(
@@ -179,6 +188,7 @@ def search(
                 ms=round(leg.ms, 2),
                 plan=leg.plan,
                 weight=leg.weight,
+                ranker=ranker if leg.name == "lexical" else None,
             )
             if leg.error:
                 degraded.append(f"{leg.name}: {leg.error}")
@@ -225,6 +235,7 @@ def search(
         next_cursor=next_cursor,
         absent=absent,
         took_ms=_ms(started),
+        corrections=dict(tsq.corrections),
     )
 
 
@@ -238,7 +249,13 @@ def _row_target(row: Row) -> tuple[str, UUID]:
 
 
 def _run_lexical(
-    conn: Conn, scope: Scope, parsed: ParsedQuery, window: int, weight: float
+    conn: Conn,
+    scope: Scope,
+    parsed: ParsedQuery,
+    window: int,
+    weight: float,
+    ranker: str,
+    typos: bool,
 ) -> tuple[Leg, TsQueries]:
     leg = Leg("lexical", weight=weight)
     tsq = TsQueries("", "", "")
@@ -246,8 +263,8 @@ def _run_lexical(
     try:
         # A savepoint, so a failing leg leaves the transaction usable for the other one.
         with conn.transaction():
-            tsq = build_tsqueries(conn, parsed)
-            leg.hits = lexical_leg(conn, scope, tsq, cap=window)
+            tsq = build_tsqueries(conn, parsed, scope.workspace_id, typos=typos)
+            leg.hits = lexical_leg(conn, scope, tsq, cap=window, ranker=ranker)
     except psycopg.Error as exc:
         log.warning("lexical leg failed: %s", exc)
         leg.error = f"failed ({type(exc).__name__})"
@@ -311,6 +328,8 @@ def _fingerprint(request: SearchRequest) -> str:
             [vars(t) for t in request.tags or []],
             request.mode,
             request.weights,
+            request.ranker,
+            request.typos,
             request.group_by_page,
         ],
         default=str,

@@ -40,6 +40,8 @@ class SearchIn(BaseModel):
     )
     group_by_page: bool = False
     cursor: str | None = None
+    ranker: Literal["bm25", "ts_rank_cd"] | None = None
+    typos: bool = True
 
 
 def _run(request: Request, cx: Context, body: SearchIn) -> SearchResponse:
@@ -59,6 +61,8 @@ def _run(request: Request, cx: Context, body: SearchIn) -> SearchResponse:
             explain_target=body.explain_target,
             group_by_page=body.group_by_page,
             cursor=body.cursor,
+            ranker=body.ranker,
+            typos=body.typos,
         ),
     )
 

@@ -1,0 +1,111 @@
+"""BM25 computed in Postgres equals BM25 computed by hand; typo tolerance; ranker choice."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import pytest
+
+from subspace import commands
+from subspace.context import Context
+from subspace.runtime import Database
+from subspace.search.filters import resolve_scope
+from subspace.search.lexical import BM25_B, BM25_K1, build_tsqueries, lexical_leg
+from subspace.search.query import parse_query
+from subspace.search.typos import damerau_levenshtein
+from tests.search_helpers import ids, run
+
+DOCS = [
+    "the ferry crossing takes twenty minutes",
+    "ferry ferry ferry schedule for the harbour ferry",
+    "the harbour master keeps the schedule",
+    "a long note about many unrelated things such as gardens, recipes and a single ferry",
+    "bridges and tunnels",
+]
+
+
+def test_bm25_scores_match_a_hand_computation(database: Database, cx: Context) -> None:
+    page = commands.create_page(cx, "")  # an empty title is not a document
+    nodes = [commands.add_node(cx, page.id, text) for text in DOCS]
+    with database.pool.connection() as conn:
+        lexemes = {
+            r["id"]: list(r["lexemes"])
+            for r in conn.execute(
+                "select id, (select array_agg(l) from unnest(text_tsv) u(l, p, w), "
+                "lateral unnest(p) pos) as lexemes from kb.nodes"
+            )
+        }
+        scope = resolve_scope(conn, cx.actor.workspace_id, cx.actor.user_id, kb_ids=None,
+                              kinds=["node"], tags=None, max_knowledge_bases=50)  # fmt: skip
+        tsq = build_tsqueries(conn, parse_query("ferry schedule harbour route"))
+        hits = lexical_leg(conn, scope, tsq, cap=100, ranker="bm25")
+    n = len(DOCS)
+    avgdl = sum(len(v) for v in lexemes.values()) / n
+    df = Counter(term for terms in lexemes.values() for term in set(terms))
+
+    def bm25(terms: list[str]) -> float:
+        tf = Counter(terms)
+        total = 0.0
+        for q in ("ferri", "schedul", "harbour", "rout"):
+            if tf[q]:
+                idf = math.log(1 + (n - df[q] + 0.5) / (df[q] + 0.5))
+                norm = BM25_K1 * (1 - BM25_B + BM25_B * len(terms) / avgdl)
+                total += idf * tf[q] * (BM25_K1 + 1) / (tf[q] + norm)
+        return total
+
+    expected = sorted(
+        ((bm25(lexemes[node.id]), node.id) for node in nodes if bm25(lexemes[node.id]) > 0),
+        key=lambda pair: -pair[0],
+    )
+    got = [(h.score / (1 - h.score), h.target[1]) for h in hits]  # undo s / (1 + s)
+    assert [i for _, i in got] == [i for _, i in expected]
+    for (score, _), (want, _) in zip(got, expected, strict=True):
+        assert score == pytest.approx(want, rel=1e-6)
+
+
+def test_short_lookups_rank_documents_with_every_word_first(cx: Context) -> None:
+    page = commands.create_page(cx, "Lookups")
+    both = commands.add_node(
+        cx, page.id, "rotate staging certificates yearly in the long procedure"
+    )
+    one = commands.add_node(cx, page.id, "certificates certificates certificates")
+    found = ids(run(cx, "staging certificates", mode="lexical"))
+    assert found.index(both.id) < found.index(one.id)
+
+
+def test_the_ranker_is_selectable(cx: Context) -> None:
+    page = commands.create_page(cx, "Rankers")
+    commands.add_node(cx, page.id, "quartz meadow")
+    for ranker in ("bm25", "ts_rank_cd"):
+        response = run(cx, "quartz", mode="lexical", ranker=ranker)
+        assert response.legs["lexical"].ranker == ranker and len(response.rows) == 1
+    with pytest.raises(Exception, match="Unknown ranker"):
+        run(cx, "quartz", ranker="tfidf")
+
+
+def test_a_misspelt_word_finds_the_right_one(cx: Context) -> None:
+    page = commands.create_page(cx, "Materials")
+    target = commands.add_node(cx, page.id, "Biomaterials for bone repair")
+    commands.add_node(cx, page.id, "Bioreactors in tissue work")
+    response = run(cx, "biomateirals", mode="lexical")
+    assert ids(response) == [target.id]
+    assert response.corrections == {"biomateir": "biomateri"}
+    assert ids(run(cx, "biomateirals", mode="lexical", typos=False)) == []
+    # A word that is in the vocabulary is left alone, however close another word is.
+    assert run(cx, "bioreactors", mode="lexical").corrections == {}
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "distance"),
+    [
+        ("biomateir", "biomateri", 1),
+        ("kitten", "sitting", 3),
+        ("abc", "abc", 0),
+        ("abcd", "acbd", 1),
+        ("ferry", "fairy", 2),
+    ],
+)
+def test_damerau_levenshtein(a: str, b: str, distance: int) -> None:
+    assert damerau_levenshtein(a, b, 5) == distance
+    assert damerau_levenshtein(a, b, 0) == (0 if distance == 0 else 1)

@@ -1,0 +1,61 @@
+"""The BM25 statistics kept by triggers always equal a recount from the tables."""
+
+from __future__ import annotations
+
+from subspace import commands
+from subspace.context import Context
+from subspace.ingest.worker import extract_pending
+from subspace.runtime import Database
+
+RECOUNT = """
+select source, lexeme, count(*)::bigint as ndoc from (
+    select 'page' as source, tsvector_to_array(title_tsv) as l from kb.pages
+    union all select 'node', tsvector_to_array(text_tsv) from kb.nodes
+    union all select 'file', tsvector_to_array(text_tsv) from search.file_chunks
+    union all select 'mail', tsvector_to_array(mail_tsv) from kb.mail
+) d cross join lateral unnest(d.l) lexeme group by 1, 2 order by 1, 2
+"""
+LENGTHS = """
+select source, count(*) filter (where len > 0)::bigint as ndocs, sum(len)::bigint as total from (
+    select 'page' as source, title_len as len from kb.pages
+    union all select 'node', text_len from kb.nodes
+    union all select 'file', text_len from search.file_chunks
+    union all select 'mail', mail_len from kb.mail
+) d group by 1 order by 1
+"""
+
+
+def assert_stats_match(database: Database) -> None:
+    with database.pool.connection() as conn:
+        kept = conn.execute(
+            "select source, lexeme, ndoc from search.term_stats where ndoc > 0 order by 1, 2"
+        ).fetchall()
+        assert kept == conn.execute(RECOUNT).fetchall()
+        sources = conn.execute(
+            "select source, ndocs, total_len as total from search.source_stats "
+            "where ndocs > 0 or total_len > 0 order by 1"
+        ).fetchall()
+        assert sources == [r for r in conn.execute(LENGTHS).fetchall() if r["total"]]
+
+
+def test_stats_follow_every_kind_of_write(database: Database, cx: Context) -> None:
+    page = commands.create_page(cx, "Ferry timetable")
+    a = commands.add_node(cx, page.id, "The ferry leaves at nine, the ferry returns at noon")
+    b = commands.add_node(cx, page.id, "Buy tickets at the pier")
+    commands.add_node(cx, page.id, "Pier cafe", position=0)  # shifts the others' positions
+    commands.upload_file(cx, "notes.txt", b"Ferry notes for the pier")
+    commands.add_mail(cx, message_id="<s@x>", subject="Ferry", body_text="Pier at nine")
+    extract_pending(database, cx.settings)
+    assert_stats_match(database)
+    with database.pool.connection() as conn:
+        ferry = conn.execute(
+            "select ndoc from search.term_stats where source = 'node' and lexeme = 'ferri'"
+        ).fetchone()
+        node = conn.execute(
+            "select ndocs, total_len from search.source_stats where source = 'node'"
+        ).fetchone()
+    assert ferry == {"ndoc": 1} and node == {"ndocs": 3, "total_len": 6 + 3 + 2}
+    commands.edit_node(cx, b.id, "Tickets sold out")
+    commands.rename_page(cx, page.id, "Boat timetable")
+    commands.delete_node(cx, a.id)
+    assert_stats_match(database)
