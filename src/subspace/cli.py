@@ -394,6 +394,62 @@ def reindex(kb_name: str | None) -> None:
     )
 
 
+@main.command("eval")
+@click.argument("dataset_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option(
+    "--provider",
+    "provider_name",
+    type=click.Choice(["fake", "local", "openai"]),
+    default=None,
+    help="Embedding provider (default: the configured one).",
+)
+@click.option(
+    "--typos",
+    is_flag=True,
+    help="Swap two inner letters in about half the long words of each query, deterministically.",
+)
+@click.option("--sweep", is_flag=True, help="Also try several vector-leg weights.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also write the report as Markdown to this file.",
+)
+def eval_command(dataset_dir: Path, provider_name: str | None, typos: bool, sweep: bool,
+                 as_json: bool, out: Path | None) -> None:  # fmt: skip
+    """Measure nDCG@10, Recall@100 and MRR@10 on a BEIR collection, for every arm of the
+    search and for reference systems (bm25s, RRF of bm25s and the same vectors, and the
+    source document's all-words ts_rank_cd), in one run on a fresh database."""
+    from subspace.evaluation.beir import load_collection
+    from subspace.evaluation.runner import CachingProvider, run_eval
+    from subspace.providers.registry import create_provider
+
+    settings = _settings()
+    _setup_logging(settings)
+    logging.getLogger("subspace").setLevel(logging.WARNING)
+    try:
+        collection = load_collection(dataset_dir)
+        provider = CachingProvider(create_provider(settings, provider_name),
+                                   settings.home / "eval-cache")  # fmt: skip
+        report = run_eval(settings, collection, provider, typos=typos, sweep=sweep,
+                          progress=lambda m: err_console.print(f"[dim]{m}[/dim]"))  # fmt: skip
+    except (SubspaceError, ProviderError) as exc:
+        raise click.ClickException(str(exc)) from None
+    if out is not None:
+        out.write_text(report.markdown(), encoding="utf-8")
+    if as_json:
+        click.echo(json.dumps(report.as_json(), indent=2))
+        return
+    table = Table("arm", "nDCG@10", "Recall@100", "MRR@10",
+                  title=f"{report.dataset}, {report.provider} ({report.model}), "
+                  f"{report.queries} queries{' with typos' if typos else ''}")  # fmt: skip
+    for arm, scores in report.arms.items():
+        table.add_row(arm, f"{scores['ndcg@10']:.3f}", f"{scores['recall@100']:.3f}",
+                      f"{scores['mrr@10']:.3f}")  # fmt: skip
+    console.print(table)
+
+
 @main.command()
 def migrate() -> None:
     """Apply pending database migrations."""

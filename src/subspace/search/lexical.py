@@ -22,6 +22,14 @@ CONFIG = "english"
 
 
 @dataclass(frozen=True)
+class Term:
+    """One alternative of the query as its own tsquery, and the lexemes it matches."""
+
+    tsquery: str
+    lexemes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class TsQueries:
     """The query as tsqueries: any word (recall), every clause (precision), and exclusions;
     its lexemes (for BM25) and the typo corrections applied (query lexeme -> vocabulary)."""
@@ -32,6 +40,7 @@ class TsQueries:
     lexemes: tuple[str, ...] = ()
     corrections: dict[str, str] = field(default_factory=dict)
     clauses: int = 0
+    terms: tuple[Term, ...] = ()
 
     @property
     def is_empty(self) -> bool:
@@ -78,14 +87,21 @@ def build_tsqueries(
     any_words = any_of(parsed.alternatives)
     all_words = " && ".join(any_of(list(c.alternatives)) for c in parsed.clauses)
     excluded = any_of(list(parsed.negated)) if parsed.negated else "''::tsquery"
+    each = ", ".join(f"({term(t)})::text" for t in alternatives)
     row = conn.execute(
         f"select ({any_words})::text as any_words, ({all_words})::text as all_words, "
-        f"({excluded})::text as excluded",
+        f"({excluded})::text as excluded, array[{each}] as each",
         params,
     ).fetchone()
     assert row is not None
-    lexemes = {w for t in alternatives for w in lexemes_of.get(t, [])}
-    lexemes |= set(corrections.values())
+    terms = []
+    for text, query in zip(alternatives, row["each"], strict=True):
+        words = list(lexemes_of.get(text, []))
+        if len(words) == 1 and words[0] in corrections:
+            words.append(corrections[words[0]])
+        if query:
+            terms.append(Term(query, tuple(words)))
+    lexemes = {w for t in terms for w in t.lexemes}
     return TsQueries(
         row["any_words"],
         row["all_words"],
@@ -93,6 +109,7 @@ def build_tsqueries(
         tuple(sorted(lexemes)),
         corrections,
         len(parsed.clauses),
+        tuple(terms),
     )
 
 
@@ -100,6 +117,10 @@ RANKERS = ("bm25", "ts_rank_cd")
 BM25_K1 = 1.2  # term-frequency saturation (Lucene's default)
 BM25_B = 0.75  # strength of document-length normalisation
 ALL_WORDS_CLAUSES = 3  # up to this many clauses, documents with every word rank first
+# Documents a BM25 query scores at most, roughly: terms are admitted to the match set from the
+# rarest up until their document frequencies add up to this. The common terms left out still
+# score the candidates; they only stop a long question from scoring half the corpus.
+MATCH_BUDGET = 20_000
 
 
 @dataclass(frozen=True)
@@ -177,10 +198,11 @@ def _sources(scope: Scope) -> list[Source]:
 
 @dataclass(frozen=True)
 class Bm25Stats:
-    """Per source: average document length and each query lexeme's IDF."""
+    """Per source: average document length, each query lexeme's IDF and document frequency."""
 
     avgdl: dict[str, float]
     idf: dict[str, dict[str, float]]
+    df: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 def bm25_stats(conn: Conn, workspace_id: UUID, lexemes: tuple[str, ...]) -> Bm25Stats:
@@ -208,7 +230,7 @@ def bm25_stats(conn: Conn, workspace_id: UUID, lexemes: tuple[str, ...]) -> Bm25
             for lexeme, n in df.get(source, {}).items()
             if n > 0
         }
-    return Bm25Stats(avgdl, idf)
+    return Bm25Stats(avgdl, idf, df)
 
 
 def _score_sql(ranker: str, source: str) -> str:
@@ -223,6 +245,30 @@ def _score_sql(ranker: str, source: str) -> str:
                      from unnest(s.tsv) u) t
                join unnest(%(lex_{source})s::text[], %(idf_{source})s::float8[]) q(lexeme, idf)
                on q.lexeme = t.lexeme)"""
+
+
+def match_query(tsq: TsQueries, stats: Bm25Stats | None) -> str:
+    """The tsquery candidates must match: every term, or for BM25 the rarest terms whose
+    document frequencies fit the budget (at least the rarest one)."""
+    if stats is None or len(tsq.terms) < 2:
+        return tsq.any_words
+    frequency: dict[str, int] = {}
+    for by_lexeme in stats.df.values():
+        for lexeme, n in by_lexeme.items():
+            frequency[lexeme] = max(frequency.get(lexeme, 0), n)
+    sized = sorted(
+        ((max((frequency.get(w, 0) for w in t.lexemes), default=0), t.tsquery) for t in tsq.terms),
+    )
+    chosen: list[str] = []
+    total = 0
+    for df, query in sized:
+        if chosen and total + df > MATCH_BUDGET:
+            break
+        chosen.append(query)
+        total += df
+    if len(chosen) == len(sized):
+        return tsq.any_words
+    return " | ".join(f"( {q} )" for q in chosen)
 
 
 def lexical_sql(scope: Scope, tsq: TsQueries, ranker: str = "bm25") -> str:
@@ -241,7 +287,7 @@ def lexical_sql(scope: Scope, tsq: TsQueries, ranker: str = "bm25") -> str:
                 select distinct on (s.target_id) s.kind, s.target_id, s.item_id, s.kb_id, s.ref,
                        {every} as every, {_score_sql(ranker, source.kind)} as score
                 from ({source.sql}) s
-                where s.tsv @@ %(any_words)s::tsquery {excluded}
+                where s.tsv @@ %(match)s::tsquery {excluded}
                 order by s.target_id, every desc, score desc, s.ref
             ) best
         ) ranked where kb_rank <= %(cap)s)""")
@@ -254,12 +300,14 @@ def lexical_params(
 ) -> dict[str, Any]:
     params: dict[str, Any] = scope.params() | {
         "any_words": tsq.any_words,
+        "match": tsq.any_words,
         "all_words": tsq.all_words or tsq.any_words,
         "excluded": tsq.excluded,
         "cap": cap,
     }
     if ranker == "bm25":
         stats = bm25_stats(conn, scope.workspace_id, tsq.lexemes)
+        params["match"] = match_query(tsq, stats)
         for source in ("page", "node", "file", "mail"):
             weights = stats.idf.get(source, {})
             params[f"avgdl_{source}"] = max(stats.avgdl.get(source, 1.0), 1.0)

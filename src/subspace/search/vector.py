@@ -22,6 +22,7 @@ from subspace.search.fusion import Hit
 
 EXACT_SCAN_ROWS = 2_000  # below this many candidate rows an exact scan beats the index
 MAX_SCAN_TUPLES = 50_000  # how far an iterative scan may walk before it gives up
+MAX_INDEX_LIMIT = 1_000  # neighbours one index walk collects for all large bases together
 MAX_DISTANCE = 1.0  # cosine distance 1 means orthogonal: no relation worth ranking
 QUERY_CACHE_SIZE = 512  # recent query embeddings kept, for a palette typing and retyping
 
@@ -64,69 +65,91 @@ def embed_query(provider: EmbeddingProvider, text: str, *, timeout_s: float) -> 
     return half
 
 
-def _scope_sql(scope: Scope, excluded: str) -> str:
+def _scope_sql(scope: Scope, excluded: str, kb_filter: str) -> str:
     kinds = ", ".join(f"'{k}'" for k in sorted(scope.kinds))
     sql = (
         f"e.workspace_id = %(ws)s and e.model = %(model)s and e.kind in ({kinds}) "
-        f"and e.kb_id = %(kb)s and {embedding_visible(scope)}"
+        f"and {kb_filter} and {embedding_visible(scope)}"
     )
     return sql + f" and {embedding_not_excluded()}" if excluded else sql
+
+
+_COLUMNS = "e.kind, e.ref, e.kb_id, e.item_id, e.target_id"
+
+
+def _exact_sql(where: str) -> str:
+    # A materialized set cannot use the vector index: the scan is exact.
+    return (
+        f"with candidates as materialized (select {_COLUMNS}, e.vec from search.embeddings e "
+        f"where {where}) select kind, ref, kb_id, item_id, target_id, vec <=> %(q)s as distance "
+        "from candidates order by distance, ref limit %(cap)s"
+    )
+
+
+def _index_sql(where: str, limit: str) -> str:
+    # relaxed_order may return neighbours slightly out of order: sort again.
+    return (
+        f"with nearest as materialized (select {_COLUMNS}, e.vec <=> %(q)s as distance "
+        f"from search.embeddings e where {where} order by e.vec <=> %(q)s limit {limit}) "
+        "select * from nearest order by distance, ref"
+    )
 
 
 def vector_leg(
     conn: Conn, scope: Scope, query: HalfVector, *, model: str, cap: int, excluded: str = ""
 ) -> tuple[list[Hit], str]:
-    """The leg's hits, nearest first, at most `cap` per knowledge base; and the plan used
-    ("index" or "exact")."""
+    """The leg's hits, nearest first, at most `cap` per knowledge base; and the plan used.
+
+    Small bases are scanned exactly. The large ones share one walk of the HNSW index that
+    collects `cap` neighbours per base on average; a small base that did not get its share
+    is completed by an exact scan, so no base is crowded out.
+    """
     if not scope.kb_ids or not scope.kinds:
         return [], "none"
-    where = _scope_sql(scope, excluded)
     params: dict[str, Any] = scope.params() | {
         "model": model,
         "q": query,
         "cap": cap,
         "excluded": excluded,
     }
-    # Count the candidates (cheaply, up to the threshold) to choose the plan.
-    small = True
-    for kb_id in scope.kb_ids:
-        row = conn.execute(
-            "select count(*) as n from (select 1 from search.embeddings e "
-            f"where e.workspace_id = %(ws)s and e.model = %(model)s and e.kb_id = %(kb)s "
-            f"limit {EXACT_SCAN_ROWS}) c",
-            params | {"kb": kb_id},
-        ).fetchone()
-        if row is not None and row["n"] >= EXACT_SCAN_ROWS:
-            small = False
-            break
-    hits: list[tuple[float, Hit]] = []
-    if not small:
+    sizes = {
+        r["kb_id"]: int(r["n"])
+        for r in conn.execute(
+            "select kb_id, count(*) as n from (select e.kb_id, row_number() over "
+            "(partition by e.kb_id) as i from search.embeddings e where e.workspace_id = %(ws)s "
+            "and e.model = %(model)s and e.kb_id = any(%(kbs)s)) c "
+            f"where i <= {EXACT_SCAN_ROWS} group by kb_id",
+            params,
+        )
+    }
+    small = [kb for kb in scope.kb_ids if sizes.get(kb, 0) < EXACT_SCAN_ROWS and sizes.get(kb)]
+    large = [kb for kb in scope.kb_ids if sizes.get(kb, 0) >= EXACT_SCAN_ROWS]
+    rows: list[dict[str, Any]] = []
+    if small:
+        where = _scope_sql(scope, excluded, "e.kb_id = %(kb)s")
+        for kb_id in small:
+            rows.extend(conn.execute(_exact_sql(where), params | {"kb": kb_id}).fetchall())
+    if large:
+        limit = min(MAX_INDEX_LIMIT, cap * len(large))
         # Scoped to the caller's transaction: the search runs in one.
-        conn.execute(f"set local hnsw.ef_search = {max(40, min(1000, cap))}")
+        conn.execute(f"set local hnsw.ef_search = {max(40, limit)}")
         conn.execute("set local hnsw.iterative_scan = relaxed_order")
         conn.execute(f"set local hnsw.max_scan_tuples = {MAX_SCAN_TUPLES}")
-    for kb_id in scope.kb_ids:
-        if small:
-            # A materialized set cannot use the vector index: the scan is exact.
-            sql = (
-                "with candidates as materialized (select e.kind, e.ref, e.kb_id, e.item_id, "
-                f"e.target_id, e.vec from search.embeddings e where {where}) "
-                "select kind, ref, kb_id, item_id, target_id, vec <=> %(q)s as distance "
-                "from candidates order by distance, ref limit %(cap)s"
-            )
-        else:
-            # relaxed_order may return neighbours slightly out of order: sort again.
-            sql = (
-                "with nearest as materialized (select e.kind, e.ref, e.kb_id, e.item_id, "
-                "e.target_id, e.vec <=> %(q)s as distance from search.embeddings e "
-                f"where {where} order by e.vec <=> %(q)s limit %(cap)s) "
-                "select * from nearest order by distance, ref"
-            )
-        for r in conn.execute(sql, params | {"kb": kb_id}).fetchall():
-            kind = r["kind"]
-            target = ("node" if kind == "memory" else kind, r["target_id"])
-            similarity = 1.0 - float(r["distance"])
-            hit = Hit(target, kind, r["ref"], r["kb_id"], r["item_id"], similarity)
-            hits.append((float(r["distance"]), hit))
+        where = _scope_sql(scope, excluded, "e.kb_id = any(%(large)s)")
+        found = conn.execute(_index_sql(where, str(limit)), params | {"large": large}).fetchall()
+        per_base: dict[Any, int] = {}
+        for row in found:
+            per_base[row["kb_id"]] = per_base.get(row["kb_id"], 0) + 1
+            if per_base[row["kb_id"]] <= cap:
+                rows.append(row)
+    plan = "index" if large and not small else "exact" if small and not large else "mixed"
+    hits: list[tuple[float, Hit]] = []
+    for r in rows:
+        if float(r["distance"]) >= MAX_DISTANCE:
+            continue
+        kind = r["kind"]
+        target = ("node" if kind == "memory" else kind, r["target_id"])
+        hit = Hit(target, kind, r["ref"], r["kb_id"], r["item_id"], 1.0 - float(r["distance"]))
+        hits.append((float(r["distance"]), hit))
     hits.sort(key=lambda pair: (pair[0], pair[1].ref))
-    return [hit for _, hit in hits], "exact" if small else "index"
+    return [hit for _, hit in hits], plan if rows or large or small else "none"

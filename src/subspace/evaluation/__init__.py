@@ -1,0 +1,1 @@
+"""`subspace eval`: retrieval quality on a BEIR-layout collection, beside reference systems."""

@@ -1,0 +1,259 @@
+"""Load a BEIR collection through the import path, index it, and score every arm.
+
+Each document becomes a Markdown file (`# title`, then the title and text as one paragraph),
+imported as a page whose one bullet holds the document; the search runs on bullets only, so
+one result is one document. Reference arms run in the same process on the same texts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import numpy as np
+import psycopg
+
+from subspace import commands
+from subspace.config import Settings
+from subspace.db.migrate import migrate
+from subspace.db.pool import open_pool
+from subspace.evaluation.beir import Collection, add_typos
+from subspace.evaluation.metrics import evaluate, rrf
+from subspace.indexer.chunking import text_hash
+from subspace.indexer.consumer import Indexer
+from subspace.indexer.reindex import VECTOR_INDEX_SQL
+from subspace.ingest.importer import import_path
+from subspace.providers.base import EmbeddingProvider, EmbedResult
+from subspace.runtime import Database, resolve_dsn
+from subspace.search.lexical import RANKERS
+from subspace.search.service import SearchRequest, search
+
+log = logging.getLogger(__name__)
+
+DEPTH = 100  # documents retrieved per query (Recall@100)
+
+
+class CachingProvider:
+    """A provider that remembers vectors by (model, text hash) in a file, across runs."""
+
+    def __init__(self, inner: EmbeddingProvider, folder: Path) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.model = inner.model
+        self.dimensions = inner.dimensions
+        slug = "".join(c if c.isalnum() or c in "-_." else "_" for c in inner.model)
+        self.path = folder / f"{slug}.npz"
+        self.vectors: dict[str, np.ndarray[Any, Any]] = {}
+        self.calls = 0
+        if self.path.exists():
+            stored = np.load(self.path)
+            self.vectors = dict(zip(stored["keys"].tolist(), stored["vectors"], strict=True))
+
+    def embed(self, texts: Sequence[str]) -> EmbedResult:
+        missing = [t for t in dict.fromkeys(texts) if text_hash(t) not in self.vectors]
+        if missing:
+            self.calls += 1
+            fresh = np.asarray(self.inner.embed(missing), dtype=np.float32)
+            for text, vector in zip(missing, fresh, strict=True):
+                self.vectors[text_hash(text)] = vector
+        return (
+            np.stack([self.vectors[text_hash(t)] for t in texts])
+            if texts
+            else np.zeros((0, self.dimensions), dtype=np.float32)
+        )
+
+    def save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        keys = np.array(list(self.vectors))
+        vectors = np.stack(list(self.vectors.values())) if self.vectors else np.zeros((0, 1))
+        np.savez(self.path, keys=keys, vectors=vectors)
+
+
+@dataclass
+class EvalReport:
+    dataset: str
+    provider: str
+    model: str
+    queries: int
+    typos: bool
+    arms: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"dataset": self.dataset, "provider": self.provider, "model": self.model,
+                "queries": self.queries, "typos": self.typos, "arms": self.arms}  # fmt: skip
+
+    def markdown(self) -> str:
+        lines = [
+            f"# Retrieval quality on {self.dataset}",
+            "",
+            f"Provider `{self.provider}` (model `{self.model}`), {self.queries} queries"
+            + (", with typos" if self.typos else "")
+            + ".",
+            "",
+            "| arm | nDCG@10 | Recall@100 | MRR@10 |",
+            "|---|---|---|---|",
+        ]
+        for arm, scores in self.arms.items():
+            lines.append(f"| {arm} | {scores['ndcg@10']:.3f} | {scores['recall@100']:.3f} | "
+                         f"{scores['mrr@10']:.3f} |")  # fmt: skip
+        return "\n".join(lines) + "\n"
+
+
+def _fresh_database(settings: Settings) -> tuple[Database, Callable[[], None]]:
+    """A new, migrated database on the configured server, dropped when done."""
+    dsn, embedded = resolve_dsn(settings)
+    name = f"subspace_eval_{os.getpid()}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"drop database if exists {name} with (force)")
+        conn.execute(f"create database {name}")
+    params = psycopg.conninfo.conninfo_to_dict(dsn)
+    params["dbname"] = name
+    eval_dsn = psycopg.conninfo.make_conninfo(**params)  # type: ignore[arg-type]
+    migrate(eval_dsn)
+    db = Database(dsn=eval_dsn, pool=open_pool(eval_dsn, max_size=4), embedded=None)
+
+    def drop() -> None:
+        db.close()
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f"drop database if exists {name} with (force)")
+        if embedded is not None:
+            embedded.stop()
+
+    return db, drop
+
+
+def _write_corpus(collection: Collection, folder: Path) -> dict[str, str]:
+    """One Markdown file per document; returns the file hash -> document id."""
+    by_hash = {}
+    for doc_id, (title, text) in collection.corpus.items():
+        heading = " ".join(title.split()) or doc_id
+        body = (
+            " ".join(f"{title.strip()}. {text}".split())
+            if title.strip()
+            else " ".join(text.split())
+        )
+        data = f"# {heading}\n\n{body}\n".encode()
+        (folder / f"{hashlib.sha1(doc_id.encode()).hexdigest()}.md").write_bytes(data)
+        by_hash[hashlib.sha256(data).hexdigest()] = doc_id
+    return by_hash
+
+
+SWEEP_WEIGHTS = (0.1, 0.2, 0.3, 0.5, 0.7, 1.0, 1.5)  # vector-leg weights tried by --sweep
+
+
+def run_eval(
+    settings: Settings,
+    collection: Collection,
+    provider: CachingProvider,
+    *,
+    typos: bool = False,
+    sweep: bool = False,
+    progress: Callable[[str], None] = lambda _: None,
+) -> EvalReport:
+    db, drop = _fresh_database(settings)
+    try:
+        cx = db.default_context(settings)
+        kb = commands.create_knowledge_base(cx, f"eval {collection.name}")
+        with tempfile.TemporaryDirectory() as tmp:
+            by_hash = _write_corpus(collection, Path(tmp))
+            progress(f"importing {len(collection.corpus):,} documents")
+            import_path(cx, Path(tmp), kb_id=kb.id)
+        with db.pool.connection() as conn:
+            doc_of: dict[UUID, str] = {
+                r["id"]: by_hash[r["source_sha256"]]
+                for r in conn.execute(
+                    "select n.id, p.source_sha256 from kb.nodes n join kb.pages p "
+                    "on p.workspace_id = n.workspace_id and p.id = n.page_id"
+                )
+            }
+            # Build the vector index once after loading: faster than growing it row by row.
+            conn.execute("drop index if exists search.embeddings_vec")
+        progress("embedding the corpus")
+        Indexer(db, settings, provider).drain(timeout_s=24 * 3600)
+        with db.pool.connection() as conn:
+            conn.execute(VECTOR_INDEX_SQL)
+            conn.execute("analyze")
+        provider.save()
+        queries = {
+            qid: add_typos(text) if typos else text for qid, text in collection.queries.items()
+        }
+        runs: dict[str, dict[str, list[str]]] = {}
+
+        def ours(mode: str, **options: Any) -> dict[str, list[str]]:
+            found = {}
+            for qid, text in queries.items():
+                response = search(cx, provider, SearchRequest(
+                    query=text, mode=mode, kinds=["node"], limit=DEPTH, **options))  # fmt: skip
+                found[qid] = [doc_of[row.id] for row in response.rows if row.id in doc_of]
+            return found
+
+        progress("running the queries")
+        runs["lexical"] = ours("lexical", ranker=settings.lexical_ranker)
+        for ranker in RANKERS:
+            if ranker != settings.lexical_ranker:
+                runs[f"lexical_{ranker}"] = ours("lexical", ranker=ranker)
+        runs["vector"] = ours("vector")
+        runs["hybrid"] = ours("hybrid")
+        if sweep:
+            for weight in SWEEP_WEIGHTS:
+                runs[f"hybrid_vector_weight_{weight}"] = ours(
+                    "hybrid", weights={"lexical": 1.0, "vector": weight}
+                )
+        runs["seed_lexical"] = _seed_lexical(db, cx.actor.workspace_id, queries, doc_of)
+        runs["bm25s"] = _bm25s(collection, queries)
+        runs["rrf_bm25s_vector"] = {
+            qid: rrf([runs["bm25s"][qid], runs["vector"][qid]]) for qid in queries
+        }
+        report = EvalReport(collection.name, provider.name, provider.model, len(queries), typos)
+        for arm, run in runs.items():
+            report.arms[arm] = evaluate(run, collection.qrels)
+        provider.save()
+        return report
+    finally:
+        drop()
+
+
+def _seed_lexical(
+    db: Database, workspace_id: UUID, queries: dict[str, str], doc_of: dict[UUID, str]
+) -> dict[str, list[str]]:
+    """The source document's lexical leg, literally: every word required, ts_rank_cd."""
+    found = {}
+    with db.pool.connection() as conn:
+        for qid, text in queries.items():
+            rows = conn.execute(
+                "select n.id from kb.nodes n, websearch_to_tsquery('english', %s) q "
+                "where n.workspace_id = %s and n.text_tsv @@ q "
+                "order by ts_rank_cd(n.text_tsv, q) desc, n.id limit %s",
+                (text, workspace_id, DEPTH),
+            ).fetchall()
+            found[qid] = [doc_of[r["id"]] for r in rows if r["id"] in doc_of]
+    return found
+
+
+def _bm25s(collection: Collection, queries: dict[str, str]) -> dict[str, list[str]]:
+    """BM25 by bm25s with the English stemmer and stopwords, over the same texts."""
+    try:
+        import bm25s
+        import Stemmer
+    except ImportError as exc:
+        raise RuntimeError(
+            "The reference arms need the [eval] extra: pip install -e '.[eval]'."
+        ) from exc
+    ids = list(collection.corpus)
+    texts = [f"{t}. {x}" if t.strip() else x for t, x in collection.corpus.values()]
+    stemmer = Stemmer.Stemmer("english")
+    retriever = bm25s.BM25()
+    retriever.index(bm25s.tokenize(texts, stopwords="en", stemmer=stemmer, show_progress=False),
+                    show_progress=False)  # fmt: skip
+    qids = list(queries)
+    tokens = bm25s.tokenize([queries[q] for q in qids], stopwords="en", stemmer=stemmer,
+                            show_progress=False)  # fmt: skip
+    results, _ = retriever.retrieve(tokens, k=min(DEPTH, len(ids)), show_progress=False)
+    return {qid: [ids[i] for i in results[row]] for row, qid in enumerate(qids)}
