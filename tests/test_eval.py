@@ -1,0 +1,89 @@
+"""`subspace eval`: metrics, the typo perturbation, and a small collection end to end."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from subspace.cli import main
+from subspace.config import Settings
+from subspace.errors import InvalidInput
+from subspace.evaluation.beir import add_typos, load_collection
+from subspace.evaluation.metrics import evaluate, mrr_at, ndcg_at, recall_at, rrf
+
+
+def test_metrics_by_hand() -> None:
+    relevant = {"a": 1, "c": 2}
+    ranked = ["b", "a", "c"]
+    dcg = 1 / 2**0 * 0 + 1 / 1.5849625007211562 + 2 / 2.0
+    idcg = 2 / 1.0 + 1 / 1.5849625007211562
+    assert ndcg_at(ranked, relevant) == pytest.approx(dcg / idcg)
+    assert recall_at(ranked, relevant, k=2) == 0.5
+    assert mrr_at(ranked, relevant) == 0.5
+    assert evaluate({"q": ranked}, {"q": relevant, "empty": {}})["mrr@10"] == 0.5
+    assert rrf([["x", "y"], ["y", "z"]]) == ["y", "x", "z"]
+
+
+def test_typos_are_deterministic_and_keep_the_ends() -> None:
+    text = "Vitamin supplementation improves bone mineral density in elderly patients"
+    noisy = add_typos(text)
+    assert noisy == add_typos(text) and noisy != text
+    for before, after in zip(text.split(), noisy.split(), strict=True):
+        assert sorted(before) == sorted(after) and before[0] == after[0]
+        assert before[-1] == after[-1]
+        assert sum(x != y for x, y in zip(before, after, strict=True)) in (0, 2)
+
+
+def write_collection(root: Path) -> Path:
+    docs = [
+        ("d1", "Kestrels", "Kestrels hover while hunting voles over open grassland."),
+        ("d2", "Ferries", "The harbour ferry crosses the river every twenty minutes."),
+        ("d3", "Bread", "Sourdough needs a lively starter and a long cold proof."),
+        ("d4", "Bone", "Vitamin D supplementation raises bone mineral density in adults."),
+    ]
+    root.mkdir()
+    (root / "qrels").mkdir()
+    with (root / "corpus.jsonl").open("w") as f:
+        for doc_id, title, text in docs:
+            f.write(json.dumps({"_id": doc_id, "title": title, "text": text}) + "\n")
+    queries = [("q1", "hovering birds hunting voles"), ("q2", "vitamin d and bone density"),
+               ("q3", "unjudged question")]  # fmt: skip
+    with (root / "queries.jsonl").open("w") as f:
+        for qid, text in queries:
+            f.write(json.dumps({"_id": qid, "text": text}) + "\n")
+    (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td4\t1\n")
+    return root
+
+
+def test_a_collection_needs_its_three_files(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInput, match=r"corpus\.jsonl"):
+        load_collection(tmp_path)
+    collection = load_collection(write_collection(tmp_path / "tiny"))
+    assert set(collection.queries) == {"q1", "q2"} and len(collection.corpus) == 4
+
+
+def test_eval_end_to_end(
+    tmp_path: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SUBSPACE_DATABASE_URL", settings.database_url)
+    monkeypatch.setenv("SUBSPACE_HOME", str(tmp_path / "home"))
+    dataset = write_collection(tmp_path / "tiny")
+    out = tmp_path / "report.md"
+    result = CliRunner().invoke(
+        main, ["eval", str(dataset), "--provider", "fake", "--json", "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["dataset"] == "tiny" and report["queries"] == 2
+    assert set(report["arms"]) == {"lexical", "lexical_ts_rank_cd", "vector", "hybrid", "bm25s",
+                                   "rrf_bm25s_vector", "seed_lexical"}  # fmt: skip
+    assert report["arms"]["lexical"] == {"ndcg@10": 1.0, "recall@100": 1.0, "mrr@10": 1.0}
+    assert report["arms"]["bm25s"]["ndcg@10"] == 1.0
+    # Every word required: q2's document has them all, q1's lacks "birds".
+    assert report["arms"]["seed_lexical"]["recall@100"] == 0.5
+    assert "| lexical | 1.000 |" in out.read_text()
+    again = CliRunner().invoke(main, ["eval", str(dataset), "--provider", "fake", "--json"])
+    assert json.loads(again.stdout)["arms"] == report["arms"]  # cached vectors, same figures
