@@ -109,3 +109,25 @@ def test_a_misspelt_word_finds_the_right_one(cx: Context) -> None:
 def test_damerau_levenshtein(a: str, b: str, distance: int) -> None:
     assert damerau_levenshtein(a, b, 5) == distance
     assert damerau_levenshtein(a, b, 0) == (0 if distance == 0 else 1)
+
+
+def test_candidate_sets_are_bounded_for_common_words(
+    cx: Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from subspace.search import lexical
+
+    page = commands.create_page(cx, "")
+    rare = commands.add_node(cx, page.id, "zymurgy notes")
+    short = commands.add_node(cx, page.id, "common")
+    longer = [commands.add_node(cx, page.id, f"common word in a longer bullet number {i}")
+              for i in range(6)]  # fmt: skip
+    monkeypatch.setattr(lexical, "MATCH_BUDGET", 3)
+    # Rarest first: "zymurgy" (1 document) fits, "common" (7) would not, so only the
+    # documents with the rare word are scored.
+    assert ids(run(cx, "zymurgy common", mode="lexical")) == [rare.id]
+    # One common word over the budget: the 3 shortest matching documents are scored.
+    found = ids(run(cx, "common", mode="lexical"))
+    assert len(found) == 3 and found[0] == short.id
+    assert set(found[1:]) <= {n.id for n in longer}
+    monkeypatch.setattr(lexical, "MATCH_BUDGET", 20_000)
+    assert len(ids(run(cx, "common", mode="lexical"))) == 7

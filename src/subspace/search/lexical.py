@@ -247,11 +247,15 @@ def _score_sql(ranker: str, source: str) -> str:
                on q.lexeme = t.lexeme)"""
 
 
-def match_query(tsq: TsQueries, stats: Bm25Stats | None) -> str:
-    """The tsquery candidates must match: every term, or for BM25 the rarest terms whose
-    document frequencies fit the budget (at least the rarest one)."""
-    if stats is None or len(tsq.terms) < 2:
-        return tsq.any_words
+def match_query(tsq: TsQueries, stats: Bm25Stats | None) -> tuple[str, bool]:
+    """The tsquery candidates must match, and whether even that is over the budget.
+
+    Every term, or for BM25 the rarest terms whose document frequencies fit the budget (at
+    least the rarest one). When the rarest term alone is over the budget (a query of common
+    words), the candidates are further cut to the shortest matching documents.
+    """
+    if stats is None:
+        return tsq.any_words, False
     frequency: dict[str, int] = {}
     for by_lexeme in stats.df.values():
         for lexeme, n in by_lexeme.items():
@@ -266,16 +270,32 @@ def match_query(tsq: TsQueries, stats: Bm25Stats | None) -> str:
             break
         chosen.append(query)
         total += df
+    over = total > MATCH_BUDGET
     if len(chosen) == len(sized):
-        return tsq.any_words
-    return " | ".join(f"( {q} )" for q in chosen)
+        return tsq.any_words, over
+    return " | ".join(f"( {q} )" for q in chosen), over
 
 
-def lexical_sql(scope: Scope, tsq: TsQueries, ranker: str = "bm25") -> str:
+def lexical_sql(
+    scope: Scope, tsq: TsQueries, ranker: str = "bm25", *, bounded: bool = False
+) -> str:
     """The ranking query: per source and knowledge base, the best `cap` targets by
-    (contains every clause, for short lookups; rank), then all of them in one global order."""
+    (contains every clause, for short lookups; rank), then all of them in one global order.
+
+    `bounded` scores only the MATCH_BUDGET shortest matching documents of each source: for
+    common words BM25 favours short documents, and scoring a third of the corpus costs
+    seconds."""
     excluded = "and not (s.tsv @@ %(excluded)s::tsquery)" if tsq.excluded else ""
     every = "s.tsv @@ %(all_words)s::tsquery" if 0 < tsq.clauses <= ALL_WORDS_CLAUSES else "false"
+
+    def candidates(sql: str) -> str:
+        if not bounded:
+            return f"({sql})"
+        return (
+            f"(select * from ({sql}) c where c.tsv @@ %(match)s::tsquery "
+            f"order by c.len, c.target_id limit {MATCH_BUDGET})"
+        )
+
     parts = []
     for source in _sources(scope):
         # One row per target: the best chunk of a file stands for the file.
@@ -286,7 +306,7 @@ def lexical_sql(scope: Scope, tsq: TsQueries, ranker: str = "bm25") -> str:
             from (
                 select distinct on (s.target_id) s.kind, s.target_id, s.item_id, s.kb_id, s.ref,
                        {every} as every, {_score_sql(ranker, source.kind)} as score
-                from ({source.sql}) s
+                from {candidates(source.sql)} s
                 where s.tsv @@ %(match)s::tsquery {excluded}
                 order by s.target_id, every desc, score desc, s.ref
             ) best
@@ -307,7 +327,7 @@ def lexical_params(
     }
     if ranker == "bm25":
         stats = bm25_stats(conn, scope.workspace_id, tsq.lexemes)
-        params["match"] = match_query(tsq, stats)
+        params["match"], params["bounded"] = match_query(tsq, stats)
         for source in ("page", "node", "file", "mail"):
             weights = stats.idf.get(source, {})
             params[f"avgdl_{source}"] = max(stats.avgdl.get(source, 1.0), 1.0)
@@ -325,7 +345,8 @@ def lexical_leg(
     if ranker not in RANKERS:
         raise ValueError(f"unknown ranker {ranker!r}")
     params = lexical_params(conn, scope, tsq, cap=cap, ranker=ranker)
-    rows = conn.execute(lexical_sql(scope, tsq, ranker), params).fetchall()
+    sql = lexical_sql(scope, tsq, ranker, bounded=bool(params.pop("bounded", False)))
+    rows = conn.execute(sql, params).fetchall()
     return [
         Hit(
             target=("node" if r["kind"] == "memory" else r["kind"], r["target_id"]),
