@@ -21,6 +21,9 @@ from subspace.search.filters import TagFilter
 from tests.samples import make_pdf
 from tests.search_helpers import ids, index, run
 
+# The review's fusion cases are about equal weights (the fake provider's default is lower).
+EQUAL = {"lexical": 1.0, "vector": 1.0}
+
 WORDS = (
     "harbour ledger quartz meadow copper lantern willow signal orbit canyon velvet prism "
     "falcon garnet timber cobalt saddle ember juniper marble thistle beacon ripple summit"
@@ -44,7 +47,7 @@ def test_an_exact_token_the_vector_leg_misses_is_found_by_hybrid(
     index(database, cx)
     vector_only = run(cx, "PROJ-1234", mode="vector", limit=3)
     assert target.id not in ids(vector_only)
-    hybrid = run(cx, "PROJ-1234", limit=3)
+    hybrid = run(cx, "PROJ-1234", limit=3, weights=EQUAL)
     assert ids(hybrid)[0] == target.id
     assert hybrid.rows[0].legs["lexical"].rank == 1
 
@@ -56,7 +59,7 @@ def test_a_total_tie_at_limit_1_returns_the_lexical_exact_match(
     look_alike = commands.add_node(cx, page.id, "kestrelz")
     index(database, cx)
     exact = commands.add_node(cx, page.id, "a kestrel flew over")  # not embedded yet
-    response = run(cx, "kestrel", limit=1)
+    response = run(cx, "kestrel", limit=1, weights=EQUAL)
     assert response.rows[0].legs.keys() == {"lexical"}
     assert ids(response) == [exact.id]
     assert run(cx, "kestrel", mode="vector", limit=1).rows[0].id == look_alike.id
@@ -70,7 +73,7 @@ def test_a_shared_rank_1_hit_keeps_the_lexical_only_row_at_limit_2(
     vector_only = commands.add_node(cx, page.id, "kestrelz")
     index(database, cx)
     lexical_only = commands.add_node(cx, page.id, "a kestrel hovered")
-    response = run(cx, "kestrel", limit=2, explain=True)
+    response = run(cx, "kestrel", limit=2, explain=True, weights=EQUAL)
     assert [row.legs.keys() for row in response.rows] == [{"lexical", "vector"}, {"lexical"}]
     assert ids(response) == [both.id, lexical_only.id]
     assert vector_only.id not in ids(response)
@@ -90,7 +93,12 @@ def test_a_large_knowledge_base_cannot_take_every_slot(database: Database, cx: C
     lone = commands.add_node(cx, quiet.id, "ferry")
     index(database, cx)
     response = run(
-        cx, "ferry", limit=20, kb_ids=[big.id, small.id], explain_target=f"node:{lone.id}"
+        cx,
+        "ferry",
+        limit=20,
+        kb_ids=[big.id, small.id],
+        explain_target=f"node:{lone.id}",
+        weights=EQUAL,
     )
     assert response.legs["lexical"].candidates == 101  # the cap per base, plus the small base
     assert lone.id in ids(response)
@@ -417,3 +425,19 @@ def test_explain_says_why_a_target_is_absent(database: Database, cx: Context) ->
         "shown": False,
         "reasons": ["not found in this workspace"],
     }
+
+
+def test_with_the_fake_provider_hybrid_keeps_the_lexical_order(
+    database: Database, cx: Context
+) -> None:
+    page = commands.create_page(cx, "Weights")
+    rng = random.Random(9)
+    for _ in range(30):
+        commands.add_node(cx, page.id, f"{filler(rng, 5)} quartz {filler(rng, 3)}")
+    commands.add_node(cx, page.id, "quarts")  # only the vector leg finds this one
+    index(database, cx)
+    lexical = ids(run(cx, "quartz meadow", mode="lexical", limit=40))
+    hybrid = run(cx, "quartz meadow", limit=40)
+    assert ids(hybrid)[: len(lexical)] == lexical
+    assert len(hybrid.rows) > len(lexical)  # what only the vector leg found comes after
+    assert hybrid.legs["vector"].weight == 0.0

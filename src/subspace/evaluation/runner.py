@@ -145,7 +145,18 @@ def _write_corpus(collection: Collection, folder: Path) -> dict[str, str]:
     return by_hash
 
 
-SWEEP_WEIGHTS = (0.1, 0.2, 0.3, 0.5, 0.7, 1.0, 1.5)  # vector-leg weights tried by --sweep
+SWEEP_WEIGHTS = (
+    0.0,
+    0.02,
+    0.05,
+    0.1,
+    0.2,
+    0.3,
+    0.5,
+    0.7,
+    1.0,
+    1.5,
+)  # vector-leg weights tried by --sweep
 
 
 def run_eval(
