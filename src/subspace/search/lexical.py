@@ -120,7 +120,7 @@ ALL_WORDS_CLAUSES = 3  # up to this many clauses, documents with every word rank
 # Documents a BM25 query scores at most, roughly: terms are admitted to the match set from the
 # rarest up until their document frequencies add up to this. The common terms left out still
 # score the candidates; they only stop a long question from scoring half the corpus.
-MATCH_BUDGET = 20_000
+MATCH_BUDGET = 5_000
 
 
 @dataclass(frozen=True)

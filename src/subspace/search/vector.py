@@ -100,9 +100,9 @@ def vector_leg(
 ) -> tuple[list[Hit], str]:
     """The leg's hits, nearest first, at most `cap` per knowledge base; and the plan used.
 
-    Small bases are scanned exactly. The large ones share one walk of the HNSW index that
-    collects `cap` neighbours per base on average; a small base that did not get its share
-    is completed by an exact scan, so no base is crowded out.
+    Small bases (under EXACT_SCAN_ROWS vectors) are scanned exactly, each under its own cap,
+    so a small base is never crowded out. The large ones share one walk of the HNSW index,
+    each still capped at `cap`.
     """
     if not scope.kb_ids or not scope.kinds:
         return [], "none"
@@ -112,13 +112,13 @@ def vector_leg(
         "cap": cap,
         "excluded": excluded,
     }
+    # Each base's size, counted only up to the threshold (an index-only scan per base).
     sizes = {
         r["kb_id"]: int(r["n"])
         for r in conn.execute(
-            "select kb_id, count(*) as n from (select e.kb_id, row_number() over "
-            "(partition by e.kb_id) as i from search.embeddings e where e.workspace_id = %(ws)s "
-            "and e.model = %(model)s and e.kb_id = any(%(kbs)s)) c "
-            f"where i <= {EXACT_SCAN_ROWS} group by kb_id",
+            "select kb.id as kb_id, (select count(*) from (select 1 from search.embeddings e "
+            "where e.workspace_id = %(ws)s and e.model = %(model)s and e.kb_id = kb.id "
+            f"limit {EXACT_SCAN_ROWS}) c) as n from unnest(%(kbs)s::uuid[]) kb(id)",
             params,
         )
     }
@@ -130,7 +130,9 @@ def vector_leg(
         for kb_id in small:
             rows.extend(conn.execute(_exact_sql(where), params | {"kb": kb_id}).fetchall())
     if large:
-        limit = min(MAX_INDEX_LIMIT, cap * len(large))
+        # The large bases share one walk: twice one base's cap covers the fused top rows
+        # without making every search pay for a walk of a thousand neighbours.
+        limit = min(MAX_INDEX_LIMIT, cap * min(2, len(large)))
         # Scoped to the caller's transaction: the search runs in one.
         conn.execute(f"set local hnsw.ef_search = {max(40, limit)}")
         conn.execute("set local hnsw.iterative_scan = relaxed_order")
