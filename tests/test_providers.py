@@ -72,12 +72,12 @@ def test_registry_resolution(
     monkeypatch.setattr(registry, "local_extra_installed", lambda: True)
     assert registry.provider_name(Settings()) == "local"
     monkeypatch.setattr(registry, "local_extra_installed", lambda: False)
-    with caplog.at_level(logging.WARNING):
+    with caplog.at_level(logging.WARNING, logger="subspace.providers.registry"):
         assert registry.provider_name(Settings()) == "fake"
     assert "fake provider" in caplog.text
     with pytest.raises(ConfigError, match="Use one of: fake, openai, local"):
         registry.provider_name(Settings(providers="cohere"))
-    with caplog.at_level(logging.INFO):
+    with caplog.at_level(logging.INFO, logger="subspace.providers.registry"):
         provider = registry.create_provider(Settings(providers="fake"))
     assert provider.model == "fake-trigram-256"
     assert "embedding provider: fake (model fake-trigram-256)" in caplog.text
