@@ -246,6 +246,9 @@ class Indexer:
                 log.exception("indexer round failed; retrying")
             self._wake.wait(wait)
             self._wake.clear()
+        # The listener notices the stop within its one-second wait; let it close its connection
+        # before the database goes away.
+        listener.join(timeout=3)
 
     def _listen(self) -> None:
         while not self._stop.is_set():
