@@ -12,50 +12,40 @@ from subspace.errors import InvalidInput
 EXCLUDABLE = ("page", "file", "mail")
 
 
-def _check(cx: Context, target_kind: str, target_id: UUID) -> None:
+_INSERT = (
+    "insert into kb.exclusions (workspace_id, user_id, target_kind, target_id) "
+    "values (%s, %s, %s, %s) on conflict do nothing"
+)
+_DELETE = (
+    "delete from kb.exclusions where workspace_id = %s and user_id = %s "
+    "and target_kind = %s and target_id = %s"
+)
+
+
+def _apply(cx: Context, target_kind: str, target_id: UUID, sql: str, event: str) -> None:
     if target_kind not in EXCLUDABLE:
         raise InvalidInput(
             f"Cannot exclude a {target_kind!r}. Exclude one of: {', '.join(EXCLUDABLE)}."
         )
-
-
-def exclude(cx: Context, target_kind: str, target_id: UUID) -> None:
-    """Hide the item from the acting user's searches, grep, read and RAG."""
-    _check(cx, target_kind, target_id)
     ws = cx.actor.workspace_id
     with cx.transaction() as conn:
         queries.target_kb(conn, ws, target_kind, target_id)
-        conn.execute(
-            "insert into kb.exclusions (workspace_id, user_id, target_kind, target_id) "
-            "values (%s, %s, %s, %s) on conflict do nothing",
-            (ws, cx.actor.user_id, target_kind, target_id),
-        )
+        conn.execute(sql, (ws, cx.actor.user_id, target_kind, target_id))
         append_event(
             conn,
-            cx.actor.workspace_id,
-            "item.excluded",
+            ws,
+            event,
             user_id=cx.actor.user_id,
             target_kind=target_kind,
             target_id=target_id,
         )
+
+
+def exclude(cx: Context, target_kind: str, target_id: UUID) -> None:
+    """Hide the item from the acting user's searches, grep, read and RAG. Safe to repeat."""
+    _apply(cx, target_kind, target_id, _INSERT, "item.excluded")
 
 
 def include(cx: Context, target_kind: str, target_id: UUID) -> None:
     """Undo `exclude` for the acting user."""
-    _check(cx, target_kind, target_id)
-    ws = cx.actor.workspace_id
-    with cx.transaction() as conn:
-        queries.target_kb(conn, ws, target_kind, target_id)
-        conn.execute(
-            "delete from kb.exclusions where workspace_id = %s and user_id = %s "
-            "and target_kind = %s and target_id = %s",
-            (ws, cx.actor.user_id, target_kind, target_id),
-        )
-        append_event(
-            conn,
-            cx.actor.workspace_id,
-            "item.included",
-            user_id=cx.actor.user_id,
-            target_kind=target_kind,
-            target_id=target_id,
-        )
+    _apply(cx, target_kind, target_id, _DELETE, "item.included")
