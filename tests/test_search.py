@@ -441,3 +441,19 @@ def test_with_the_fake_provider_hybrid_keeps_the_lexical_rows_first(
     assert set(ids(hybrid)[: len(lexical)]) == set(lexical)
     assert len(hybrid.rows) > len(lexical)  # what only the vector leg found comes after
     assert hybrid.legs["vector"].weight == 0.02
+
+
+def test_the_vector_leg_runs_on_the_callers_connection_when_none_is_free(
+    database: Database, cx: Context
+) -> None:
+    page = commands.create_page(cx, "Busy pool")
+    node = commands.add_node(cx, page.id, "lantern signal")
+    index(database, cx)
+    held = [database.pool.getconn() for _ in range(3)]  # the pool has four
+    try:
+        response = run(cx, "lantern signal", weights=EQUAL)
+    finally:
+        for conn in held:
+            database.pool.putconn(conn)
+    assert response.legs["vector"].ran and response.legs["lexical"].ran
+    assert ids(response)[0] == node.id

@@ -9,11 +9,13 @@ import logging
 import math
 import time
 import zlib
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
 import psycopg
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from subspace.context import Context
 from subspace.db.pool import Conn
@@ -40,6 +42,9 @@ LEGS = ("lexical", "vector")  # priority order: the lexical leg wins a complete 
 MIN_WINDOW = 100  # candidates per leg, source and knowledge base for the first 33 rows
 MAX_WINDOW = 1_000
 STATEMENT_TIMEOUT_MS = 10_000  # a search that takes longer than this is a bug, not a query
+SECOND_CONNECTION_WAIT_S = 0.05  # how long the vector leg waits for a connection of its own
+
+_leg_threads = ThreadPoolExecutor(max_workers=8, thread_name_prefix="vector-leg")
 
 
 @dataclass
@@ -172,24 +177,22 @@ def search(
         degraded: list[str] = []
         reports: dict[str, LegReport] = {}
         ranker = request.ranker or cx.settings.lexical_ranker
+        vector_args = (scope, parsed, provider, window, weights["vector"],
+                       cx.settings.embed_timeout_ms)  # fmt: skip
+        parallel: Future[Leg | None] | None = None
+        if request.mode == "hybrid" and isinstance(cx.db, ConnectionPool):
+            # The vector leg runs beside the lexical one, on a connection of its own.
+            parallel = _leg_threads.submit(_vector_on_own_connection, cx.db, *vector_args)
         if request.mode in ("hybrid", "lexical"):
             leg, tsq = _run_lexical(
                 conn, scope, parsed, window, weights["lexical"], ranker, request.typos
             )
             legs.append(leg)
         if request.mode in ("hybrid", "vector"):
-            legs.append(
-                _run_vector(
-                    conn,
-                    scope,
-                    parsed,
-                    tsq,
-                    provider,
-                    window,
-                    weights["vector"],
-                    cx.settings.embed_timeout_ms,
-                )
-            )
+            vector_leg_result = parallel.result() if parallel is not None else None
+            if vector_leg_result is None:
+                vector_leg_result = _run_vector(conn, tsq, *vector_args)
+            legs.append(vector_leg_result)
         for leg in legs:
             reports[leg.name] = LegReport(
                 ran=leg.ran,
@@ -282,11 +285,31 @@ def _run_lexical(
     return leg, tsq
 
 
-def _run_vector(
-    conn: Conn,
+def _vector_on_own_connection(
+    pool: ConnectionPool[Conn],
     scope: Scope,
     parsed: ParsedQuery,
+    provider: EmbeddingProvider | None,
+    window: int,
+    weight: float,
+    timeout_ms: int,
+) -> Leg | None:
+    """The vector leg on a second connection; None when none is free at once (the caller
+    then runs it on its own connection, so searches never wait on each other for one)."""
+    try:
+        with pool.connection(timeout=SECOND_CONNECTION_WAIT_S) as conn, conn.transaction():
+            conn.execute(f"set local statement_timeout = {STATEMENT_TIMEOUT_MS}")
+            no_query = TsQueries("", "", "")  # exclusions, if any, are parsed by the leg
+            return _run_vector(conn, no_query, scope, parsed, provider, window, weight, timeout_ms)
+    except PoolTimeout:
+        return None
+
+
+def _run_vector(
+    conn: Conn,
     tsq: TsQueries,
+    scope: Scope,
+    parsed: ParsedQuery,
     provider: EmbeddingProvider | None,
     window: int,
     weight: float,
