@@ -117,11 +117,66 @@ def time_queries(cx: Context, provider: FakeProvider, queries: list[str], client
         return list(pool.map(one, queries))
 
 
+def references(db: Database, cx: Context, texts: list[str], queries: dict[str, list[str]],
+               ) -> None:  # fmt: skip
+    """The systems a user might pick instead, on the same texts: the source document's
+    literal SQL on our schema, and bm25s with an exact in-memory scan of the same vectors."""
+    import bm25s
+    import numpy as np
+    import Stemmer
+
+    print("\nreference systems, 1 knowledge base, 1 client, limit 10:")
+    for category, items in queries.items():
+        times = []
+        with db.pool.connection() as conn:
+            for query in items:
+                started = time.perf_counter()
+                conn.execute(
+                    "select n.id from kb.nodes n, websearch_to_tsquery('english', %s) q "
+                    "where n.workspace_id = %s and n.text_tsv @@ q "
+                    "order by ts_rank_cd(n.text_tsv, q) desc limit 10",
+                    (query, cx.actor.workspace_id),
+                ).fetchall()
+                times.append((time.perf_counter() - started) * 1000)
+        print(f"  {category:<48} {'seed SQL':<8} {percentiles(times)}")
+    stemmer = Stemmer.Stemmer("english")
+    retriever = bm25s.BM25()
+    retriever.index(bm25s.tokenize(texts, stopwords="en", stemmer=stemmer, show_progress=False),
+                    show_progress=False)  # fmt: skip
+    vectors = FakeProvider().embed(texts)
+    provider = FakeProvider()
+    for category, items in queries.items():
+        lexical_times, hybrid_times = [], []
+        for query in items:
+            started = time.perf_counter()
+            tokens = bm25s.tokenize([query], stopwords="en", stemmer=stemmer, show_progress=False)
+            ranked, _ = retriever.retrieve(tokens, k=100, show_progress=False)
+            lexical_times.append((time.perf_counter() - started) * 1000)
+            query_vector = provider.embed([query])[0]  # excluded, as for ours
+            started_vector = time.perf_counter()
+            scores = vectors @ query_vector
+            nearest = np.argpartition(-scores, 100)[:100]
+            nearest = nearest[np.argsort(-scores[nearest])]
+            fused: dict[int, float] = {}
+            for ranking in (ranked[0].tolist(), nearest.tolist()):
+                for rank, doc in enumerate(ranking, start=1):
+                    fused[doc] = fused.get(doc, 0.0) + 1 / (60 + rank)
+            sorted(fused, key=lambda d: -fused[d])[:10]
+            hybrid_times.append(lexical_times[-1] + (time.perf_counter() - started_vector) * 1000)
+        print(f"  {category:<48} {'bm25s':<8} {percentiles(lexical_times)}")
+        print(f"  {category:<48} {'bm25s+np':<8} {percentiles(hybrid_times)}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--size", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 4])
+    parser.add_argument(
+        "--references",
+        action="store_true",
+        help="Also time the seed's SQL and bm25s + an exact numpy scan.",
+    )
     args = parser.parse_args()
     texts = bullets(args.size)
     provider = FakeProvider()
@@ -159,6 +214,8 @@ def main() -> None:
                 size = conn.execute("select pg_size_pretty(pg_database_size(current_database()))")
                 print(f"database size: {size.fetchone()['pg_size_pretty']}")  # type: ignore[index]
             queries = pick_queries(db, setups[0][1], len(texts), args.queries)
+            if args.references:
+                references(db, setups[0][1], texts, queries)
             for clients in args.clients:
                 for kbs, cx in setups:
                     print(f"\n{kbs} knowledge base(s), {clients} client(s), limit 10:")
