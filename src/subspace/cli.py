@@ -9,7 +9,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 import click
@@ -19,9 +19,11 @@ from rich.table import Table
 from subspace import commands
 from subspace.config import Settings
 from subspace.errors import SubspaceError
-from subspace.ingest.importer import ImportReport
 from subspace.providers.base import EmbeddingProvider, ProviderError
 from subspace.runtime import Database, open_database
+
+if TYPE_CHECKING:  # the importer pulls in every extractor; only `import` needs it
+    from subspace.ingest.importer import ImportReport
 
 console = Console()
 err_console = Console(stderr=True)

@@ -38,7 +38,7 @@ RETRY_BASE_S = 1.0
 RETRY_MAX_S = 300.0
 
 # Which item an event is about; events not listed change nothing that is embedded.
-_EVENT_TARGETS = {
+EVENT_TARGETS = {
     "page": ("page_id", ("page.", "nodes.")),
     "file": ("file_id", ("file.",)),
     "mail": ("mail_id", ("mail.",)),
@@ -67,7 +67,7 @@ class Round:
 
 
 def target_of(workspace_id: UUID, event: str, payload: dict[str, Any]) -> Target | None:
-    for kind, (key, prefixes) in _EVENT_TARGETS.items():
+    for kind, (key, prefixes) in EVENT_TARGETS.items():
         if event.startswith(prefixes) and key in payload:
             return Target(workspace_id, kind, UUID(payload[key]))
     return None

@@ -7,10 +7,10 @@ from typing import Any
 from uuid import UUID
 
 from subspace.db.pool import Conn
-from subspace.indexer.consumer import _EVENT_TARGETS
+from subspace.indexer.consumer import EVENT_TARGETS
 
 _EMBEDDING_EVENTS = " or ".join(
-    f"event like '{prefix}%%'" for _, prefixes in _EVENT_TARGETS.values() for prefix in prefixes
+    f"event like '{prefix}%%'" for _, prefixes in EVENT_TARGETS.values() for prefix in prefixes
 )
 
 

@@ -3,13 +3,14 @@ and browsing by filters when there is no query."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 from uuid import UUID
 
 from subspace.db.pool import Conn
 from subspace.providers.base import EmbeddingProvider
 from subspace.search.filters import Scope, file_visible, mail_visible, page_visible, tag_predicates
-from subspace.search.fusion import RRF_K, Fused, Leg
+from subspace.search.fusion import RRF_K, Fused, Hit, Leg, dedupe
 from subspace.search.hydrate import Row, hydrate
 from subspace.search.lexical import TsQueries
 
@@ -71,8 +72,6 @@ def group_by_page(conn: Conn, scope: Scope, fused: list[Fused], tsq: TsQueries) 
 
 def browse(conn: Conn, scope: Scope, limit: int) -> list[Row]:
     """Without a query: the items matching the filters, most recently changed first."""
-    from subspace.search.fusion import Hit
-
     parts, params = [], scope.params() | {"limit": limit}
     if "page" in scope.kinds or "node" in scope.kinds or "memory" in scope.kinds:
         parts.append(
@@ -199,16 +198,12 @@ def _visibility_reasons(
 def _tag_reasons(conn: Conn, scope: Scope, kind: str, ident: UUID) -> list[str]:
     table = {"page": "kb.pages", "file": "kb.files", "mail": "kb.mail"}[kind]
     reasons = []
-    for index, tag in enumerate(scope.tags):
-        single = Scope(scope.workspace_id, scope.user_id, scope.kb_ids, scope.kb_names,
-                       scope.kinds, [tag])  # fmt: skip
-        params = single.params() | {"id": ident}
-        renamed = {f"tag0_{k[len(f'tag{index}_'):]}": v for k, v in scope.params().items()
-                   if k.startswith(f"tag{index}_")}  # fmt: skip
+    for tag in scope.tags:
+        single = replace(scope, tags=[tag])  # one filter at a time, to name the one that fails
         row = conn.execute(
             f"select 1 from {table} t where t.workspace_id = %(ws)s and t.id = %(id)s"
             f"{tag_predicates(single, 't', kind)}",
-            params | renamed,
+            single.params() | {"id": ident},
         ).fetchone()
         if row is None:
             shown = " and ".join(map(str, tag.values))
@@ -261,7 +256,7 @@ def explain_target(
     if reasons:
         return {"target": spec, "shown": False, "reasons": reasons}
     for leg in legs:
-        ranks = [r for r, h in enumerate(_deduped(leg), start=1) if h.target == key]
+        ranks = [r for r, h in enumerate(dedupe(leg.hits), start=1) if h.target == key]
         if not leg.ran:
             reasons.append(f"{leg.name} leg: did not run ({leg.error})")
         elif ranks:
@@ -274,12 +269,6 @@ def explain_target(
         if item.target == key:
             reasons.append(f"cut by the limit: fused position {position}")
     return {"target": spec, "shown": False, "reasons": reasons}
-
-
-def _deduped(leg: Leg) -> list[Any]:
-    from subspace.search.fusion import dedupe
-
-    return dedupe(leg.hits)
 
 
 def _lexical_absence(

@@ -8,6 +8,7 @@ is read only later, for the rows that survive fusion and the limit.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
@@ -72,38 +73,41 @@ def build_tsqueries(
         corrections = correct_lexemes(conn, workspace_id, single)
     params: list[str] = []
 
+    def correction_of(text: str) -> str | None:
+        words = lexemes_of.get(text, [])
+        return corrections.get(words[0]) if len(words) == 1 else None
+
     def term(text: str) -> str:
         params.append(text)
         expression = f"phraseto_tsquery('{CONFIG}', %s)"
-        words = lexemes_of.get(text, [])
-        if len(words) == 1 and words[0] in corrections:
-            params.append(corrections[words[0]])
+        correction = correction_of(text)
+        if correction is not None:
+            params.append(correction)
             expression = f"({expression} || plainto_tsquery('simple', %s))"
         return expression
 
     def any_of(texts: list[str]) -> str:
         return "(" + " || ".join(term(t) for t in texts) + ")"
 
-    any_words = any_of(parsed.alternatives)
+    # Each alternative's tsquery once; "any word" is derived from them below.
+    each = ", ".join(f"({term(t)})::text" for t in alternatives)
     all_words = " && ".join(any_of(list(c.alternatives)) for c in parsed.clauses)
     excluded = any_of(list(parsed.negated)) if parsed.negated else "''::tsquery"
-    each = ", ".join(f"({term(t)})::text" for t in alternatives)
     row = conn.execute(
-        f"select ({any_words})::text as any_words, ({all_words})::text as all_words, "
-        f"({excluded})::text as excluded, array[{each}] as each",
+        f"select array[{each}] as each, ({all_words})::text as all_words, "
+        f"({excluded})::text as excluded",
         params,
     ).fetchone()
     assert row is not None
     terms = []
     for text, query in zip(alternatives, row["each"], strict=True):
-        words = list(lexemes_of.get(text, []))
-        if len(words) == 1 and words[0] in corrections:
-            words.append(corrections[words[0]])
+        correction = correction_of(text)
+        words = [*lexemes_of.get(text, []), *([correction] if correction else [])]
         if query:
             terms.append(Term(query, tuple(words)))
     lexemes = {w for t in terms for w in t.lexemes}
     return TsQueries(
-        row["any_words"],
+        either(t.tsquery for t in terms),
         row["all_words"],
         row["excluded"],
         tuple(sorted(lexemes)),
@@ -111,6 +115,11 @@ def build_tsqueries(
         len(parsed.clauses),
         tuple(terms),
     )
+
+
+def either(tsqueries: Iterable[str]) -> str:
+    """tsquery texts (as Postgres printed them) joined by OR; empty when there are none."""
+    return " | ".join(f"( {q} )" for q in tsqueries)
 
 
 RANKERS = ("bm25", "ts_rank_cd")
@@ -273,7 +282,7 @@ def match_query(tsq: TsQueries, stats: Bm25Stats | None) -> tuple[str, bool]:
     over = total > MATCH_BUDGET
     if len(chosen) == len(sized):
         return tsq.any_words, over
-    return " | ".join(f"( {q} )" for q in chosen), over
+    return either(chosen), over
 
 
 def lexical_sql(

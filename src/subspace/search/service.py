@@ -177,12 +177,13 @@ def search(
         degraded: list[str] = []
         reports: dict[str, LegReport] = {}
         ranker = request.ranker or cx.settings.lexical_ranker
-        vector_args = (scope, parsed, provider, window, weights["vector"],
-                       cx.settings.embed_timeout_ms)  # fmt: skip
+        vector_job = VectorJob(
+            scope, parsed, provider, window, weights["vector"], cx.settings.embed_timeout_ms
+        )
         parallel: Future[Leg | None] | None = None
         if request.mode == "hybrid" and isinstance(cx.db, ConnectionPool):
             # The vector leg runs beside the lexical one, on a connection of its own.
-            parallel = _leg_threads.submit(_vector_on_own_connection, cx.db, *vector_args)
+            parallel = _leg_threads.submit(_vector_on_own_connection, cx.db, vector_job)
         if request.mode in ("hybrid", "lexical"):
             leg, tsq = _run_lexical(
                 conn, scope, parsed, window, weights["lexical"], ranker, request.typos
@@ -191,7 +192,7 @@ def search(
         if request.mode in ("hybrid", "vector"):
             vector_leg_result = parallel.result() if parallel is not None else None
             if vector_leg_result is None:
-                vector_leg_result = _run_vector(conn, tsq, *vector_args)
+                vector_leg_result = _run_vector(conn, tsq, vector_job)
             legs.append(vector_leg_result)
         for leg in legs:
             reports[leg.name] = LegReport(
@@ -285,43 +286,39 @@ def _run_lexical(
     return leg, tsq
 
 
-def _vector_on_own_connection(
-    pool: ConnectionPool[Conn],
-    scope: Scope,
-    parsed: ParsedQuery,
-    provider: EmbeddingProvider | None,
-    window: int,
-    weight: float,
-    timeout_ms: int,
-) -> Leg | None:
+@dataclass(frozen=True)
+class VectorJob:
+    """What the vector leg needs, so it can run on either connection."""
+
+    scope: Scope
+    parsed: ParsedQuery
+    provider: EmbeddingProvider | None
+    window: int
+    weight: float
+    timeout_ms: int
+
+
+def _vector_on_own_connection(pool: ConnectionPool[Conn], job: VectorJob) -> Leg | None:
     """The vector leg on a second connection; None when none is free at once (the caller
     then runs it on its own connection, so searches never wait on each other for one)."""
     try:
         with pool.connection(timeout=SECOND_CONNECTION_WAIT_S) as conn, conn.transaction():
             conn.execute(f"set local statement_timeout = {STATEMENT_TIMEOUT_MS}")
             no_query = TsQueries("", "", "")  # exclusions, if any, are parsed by the leg
-            return _run_vector(conn, no_query, scope, parsed, provider, window, weight, timeout_ms)
+            return _run_vector(conn, no_query, job)
     except PoolTimeout:
         return None
 
 
-def _run_vector(
-    conn: Conn,
-    tsq: TsQueries,
-    scope: Scope,
-    parsed: ParsedQuery,
-    provider: EmbeddingProvider | None,
-    window: int,
-    weight: float,
-    timeout_ms: int,
-) -> Leg:
-    leg = Leg("vector", weight=weight)
+def _run_vector(conn: Conn, tsq: TsQueries, job: VectorJob) -> Leg:
+    scope, parsed, provider = job.scope, job.parsed, job.provider
+    leg = Leg("vector", weight=job.weight)
     started = time.perf_counter()
     if provider is None:
         leg.error = "no embedding provider"
         return leg
     try:
-        query_vector = embed_query(provider, parsed.text, timeout_s=timeout_ms / 1000)
+        query_vector = embed_query(provider, parsed.text, timeout_s=job.timeout_ms / 1000)
     except EmbeddingUnavailable as exc:
         log.warning("query embedding failed: %s", exc)
         leg.error = "timeout" if str(exc).startswith("timeout") else str(exc)
@@ -332,7 +329,12 @@ def _run_vector(
             if parsed.negated and not tsq.excluded:
                 tsq = build_tsqueries(conn, parsed)
             leg.hits, leg.plan = vector_leg(
-                conn, scope, query_vector, model=provider.model, cap=window, excluded=tsq.excluded
+                conn,
+                scope,
+                query_vector,
+                model=provider.model,
+                cap=job.window,
+                excluded=tsq.excluded,
             )
     except psycopg.Error as exc:
         log.warning("vector leg failed: %s", exc)
