@@ -78,10 +78,13 @@ def test_eval_end_to_end(
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert report["dataset"] == "tiny" and report["queries"] == 2
-    assert set(report["arms"]) == {"lexical", "lexical_ts_rank_cd", "vector", "hybrid", "bm25s",
-                                   "rrf_bm25s_vector", "seed_lexical"}  # fmt: skip
+    assert set(report["arms"]) == {
+        *("lexical", "lexical_ts_rank_cd", "vector", "hybrid", "bm25s", "rrf_bm25s_vector"),
+        *("seed_lexical", "lancedb_hybrid"),
+    }
     assert report["arms"]["lexical"] == {"ndcg@10": 1.0, "recall@100": 1.0, "mrr@10": 1.0}
     assert report["arms"]["bm25s"]["ndcg@10"] == 1.0
+    assert report["arms"]["lancedb_hybrid"]["recall@100"] == 1.0
     # Every word required: q2's document has them all, q1's lacks "birds".
     assert report["arms"]["seed_lexical"]["recall@100"] == 0.5
     assert "| lexical | 1.000 |" in out.read_text()

@@ -228,6 +228,14 @@ def run_eval(
         runs["rrf_bm25s_vector"] = {
             qid: rrf([runs["bm25s"][qid], runs["vector"][qid]]) for qid in queries
         }
+        if _has_lancedb():
+            progress("running LanceDB's hybrid search")
+            with db.pool.connection() as conn:
+                bullets = {
+                    r["id"]: r["text"] for r in conn.execute("select id, text from kb.nodes")
+                }
+            texts = {doc_of[i]: text for i, text in bullets.items() if i in doc_of}
+            runs["lancedb_hybrid"] = _lancedb_hybrid(texts, queries, provider)
         report = EvalReport(collection.name, provider.name, provider.model, len(queries), typos)
         for arm, run in runs.items():
             report.arms[arm] = evaluate(run, collection.qrels)
@@ -274,3 +282,55 @@ def _bm25s(collection: Collection, queries: dict[str, str]) -> dict[str, list[st
                             show_progress=False)  # fmt: skip
     results, _ = retriever.retrieve(tokens, k=min(DEPTH, len(ids)), show_progress=False)
     return {qid: [ids[i] for i in results[row]] for row, qid in enumerate(qids)}
+
+
+def _has_lancedb() -> bool:
+    try:
+        import lancedb  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _lancedb_hybrid(
+    texts: dict[str, str], queries: dict[str, str], provider: EmbeddingProvider
+) -> dict[str, list[str]]:
+    """LanceDB's hybrid search (the [bench] extra) over the same bullets and vectors: its
+    native BM25 index with English stemming and stopwords, an exact vector scan (what it
+    does without a vector index), and its default RRF reranker."""
+    import lancedb
+    import pyarrow as pa
+    from lancedb.index import FTS
+    from lancedb.rerankers import RRFReranker
+
+    ids = list(texts)
+    vectors = np.asarray(provider.embed([texts[i] for i in ids]), dtype=np.float32)
+    qids = list(queries)
+    query_vectors = np.asarray(provider.embed([queries[q] for q in qids]), dtype=np.float32)
+    with tempfile.TemporaryDirectory() as folder:
+        table: Any = lancedb.connect(folder).create_table(
+            "docs",
+            data=pa.table({
+                "doc": ids,
+                "text": [texts[i] for i in ids],
+                "vector": pa.FixedSizeListArray.from_arrays(
+                    pa.array(vectors.reshape(-1)), vectors.shape[1]),
+            }),
+        )  # fmt: skip
+        table.create_index(
+            "text", config=FTS(language="English", stem=True, remove_stop_words=True)
+        )
+        reranker = RRFReranker()
+        found = {}
+        for qid, vector in zip(qids, query_vectors, strict=True):
+            rows = (
+                table.search(query_type="hybrid")
+                .vector(vector)
+                .text(queries[qid])
+                .distance_type("cosine")
+                .rerank(reranker)
+                .limit(DEPTH)
+                .to_list()
+            )
+            found[qid] = [r["doc"] for r in rows]
+        return found

@@ -41,6 +41,8 @@ def _serve(conn: Connection, memory_bytes: int) -> None:
         except MemoryError:  # the document alone did not fit
             conn.send(("failed", _memory_reason(memory_bytes)))
             return
+        except EOFError:  # the parent let this child go (recycled, or the parent exited)
+            return
         if job is None:
             return
         data, name, content_type, limits = job

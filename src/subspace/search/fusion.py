@@ -108,6 +108,10 @@ def fuse(legs: Sequence[Leg], *, k: int = RRF_K) -> list[Fused]:
     result: list[Fused] = []
     for score in sorted(groups, reverse=True):
         group = groups[score]
+        if len(group) == 1:  # no tie: nothing to decide
+            served.update({name: served[name] + 1 for name in group[0].hits})
+            result.append(group[0])
+            continue
         pool = sorted(group, key=lambda r: _rank_key(r, order))
         while pool:
             chosen, reason = _pick(pool, served, order)

@@ -216,20 +216,18 @@ class Bm25Stats:
 
 def bm25_stats(conn: Conn, workspace_id: UUID, lexemes: tuple[str, ...]) -> Bm25Stats:
     """IDF = ln(1 + (N - df + 0.5) / (df + 0.5)) per source, from the trigger-kept statistics."""
-    sizes = {
-        r["source"]: (int(r["ndocs"]), int(r["total_len"]))
-        for r in conn.execute(
-            "select source, ndocs, total_len from search.source_stats where workspace_id = %s",
-            (workspace_id,),
-        )
-    }
+    rows = conn.execute(  # one round trip: sizes, then the lexemes' document frequencies
+        "select source, null as lexeme, ndocs as n, total_len from search.source_stats "
+        "where workspace_id = %(ws)s union all "
+        "select source, lexeme, ndoc, null from search.term_stats "
+        "where workspace_id = %(ws)s and lexeme = any(%(lexemes)s)",
+        {"ws": workspace_id, "lexemes": list(lexemes)},
+    ).fetchall()
+    sizes = {r["source"]: (int(r["n"]), int(r["total_len"])) for r in rows if r["lexeme"] is None}
     df: dict[str, dict[str, int]] = {}
-    for r in conn.execute(
-        "select source, lexeme, ndoc from search.term_stats where workspace_id = %s "
-        "and lexeme = any(%s)",
-        (workspace_id, list(lexemes)),
-    ):
-        df.setdefault(r["source"], {})[r["lexeme"]] = int(r["ndoc"])
+    for r in rows:
+        if r["lexeme"] is not None:
+            df.setdefault(r["source"], {})[r["lexeme"]] = int(r["n"])
     avgdl: dict[str, float] = {}
     idf: dict[str, dict[str, float]] = {}
     for source, (ndocs, total) in sizes.items():
@@ -242,18 +240,28 @@ def bm25_stats(conn: Conn, workspace_id: UUID, lexemes: tuple[str, ...]) -> Bm25
     return Bm25Stats(avgdl, idf, df)
 
 
-def _score_sql(ranker: str, source: str) -> str:
+# ts_rank with every weight 1 and one lexeme gives sum(1/j^2, j = 1..tf) / (pi^2 / 6), found
+# by a binary search in the sorted tsvector; since that sum is pi^2/6 - 1/(tf + 0.5) to well
+# within rounding, tf is recovered exactly (checked for 1..255) without unnesting the
+# document's tsvector, which costs ten times as much for a file-sized chunk.
+_TERM_FREQUENCY = (
+    "round(1 / (1.64493406685 * (1 - ts_rank('{{1,1,1,1}}', s.tsv, %(lexeme_{i})s::tsquery)"
+    "::float8)) - 0.5)"
+)
+
+
+def _score_sql(ranker: str, source: str, lexemes: int) -> str:
     if ranker == "ts_rank_cd":
         return "ts_rank_cd(s.tsv, %(any_words)s::tsquery)"
-    # Sum over the query's lexemes found in the document of idf * saturated, length-normalised
-    # term frequency; tf is the number of positions the lexeme has in the tsvector.
-    return f"""(select coalesce(sum(q.idf * t.tf * {BM25_K1 + 1}
-                   / (t.tf + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * s.len
-                      / %(avgdl_{source})s))), 0)
-               from (select u.lexeme, coalesce(array_length(u.positions, 1), 1) as tf
-                     from unnest(s.tsv) u) t
-               join unnest(%(lex_{source})s::text[], %(idf_{source})s::float8[]) q(lexeme, idf)
-               on q.lexeme = t.lexeme)"""
+    # Sum over the query's lexemes of idf * tf * (k1 + 1) / (tf + K), with K the document's
+    # length normalisation, written as (k1 + 1) * idf * (1 - K / (tf + K)) so tf is computed
+    # once; a lexeme the document lacks has tf = 0 and adds nothing.
+    k = f"({BM25_K1} * (1 - {BM25_B} + {BM25_B} * s.len / %(avgdl_{source})s))"
+    terms = [
+        f"%(idf_{source}_{i})s * (1 - {k} / ({_TERM_FREQUENCY.format(i=i)} + {k}))"
+        for i in range(lexemes)
+    ]
+    return f"{BM25_K1 + 1} * ({' + '.join(terms) or '0'})"
 
 
 def match_query(tsq: TsQueries, stats: Bm25Stats | None) -> tuple[str, bool]:
@@ -314,7 +322,8 @@ def lexical_sql(
                 partition by kb_id order by every desc, score desc, target_id) as kb_rank
             from (
                 select distinct on (s.target_id) s.kind, s.target_id, s.item_id, s.kb_id, s.ref,
-                       {every} as every, {_score_sql(ranker, source.kind)} as score
+                       {every} as every,
+                       {_score_sql(ranker, source.kind, len(tsq.lexemes))} as score
                 from {candidates(source.sql)} s
                 where s.tsv @@ %(match)s::tsquery {excluded}
                 order by s.target_id, every desc, score desc, s.ref
@@ -337,12 +346,19 @@ def lexical_params(
     if ranker == "bm25":
         stats = bm25_stats(conn, scope.workspace_id, tsq.lexemes)
         params["match"], params["bounded"] = match_query(tsq, stats)
+        for i, lexeme in enumerate(tsq.lexemes):
+            params[f"lexeme_{i}"] = tsquery_literal(lexeme)
         for source in ("page", "node", "file", "mail"):
-            weights = stats.idf.get(source, {})
+            idf = stats.idf.get(source, {})
             params[f"avgdl_{source}"] = max(stats.avgdl.get(source, 1.0), 1.0)
-            params[f"lex_{source}"] = list(weights)
-            params[f"idf_{source}"] = list(weights.values())
+            for i, lexeme in enumerate(tsq.lexemes):
+                params[f"idf_{source}_{i}"] = idf.get(lexeme, 0.0)
     return params
+
+
+def tsquery_literal(lexeme: str) -> str:
+    """The tsquery that matches exactly this lexeme (quoted, so no character is an operator)."""
+    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
 def lexical_leg(

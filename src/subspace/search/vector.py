@@ -134,9 +134,11 @@ def vector_leg(
         # without making every search pay for a walk of a thousand neighbours.
         limit = min(MAX_INDEX_LIMIT, cap * min(2, len(large)))
         # Scoped to the caller's transaction: the search runs in one.
-        conn.execute(f"set local hnsw.ef_search = {max(40, limit)}")
-        conn.execute("set local hnsw.iterative_scan = relaxed_order")
-        conn.execute(f"set local hnsw.max_scan_tuples = {MAX_SCAN_TUPLES}")
+        conn.execute(  # one round trip
+            f"set local hnsw.ef_search = {max(40, limit)}; "
+            "set local hnsw.iterative_scan = relaxed_order; "
+            f"set local hnsw.max_scan_tuples = {MAX_SCAN_TUPLES}"
+        )
         where = _scope_sql(scope, excluded, "e.kb_id = any(%(large)s)")
         found = conn.execute(_index_sql(where, str(limit)), params | {"large": large}).fetchall()
         per_base: dict[Any, int] = {}
