@@ -122,6 +122,7 @@ def test_candidate_sets_are_bounded_for_common_words(
     longer = [commands.add_node(cx, page.id, f"common word in a longer bullet number {i}")
               for i in range(6)]  # fmt: skip
     monkeypatch.setattr(lexical, "MATCH_BUDGET", 3)
+    monkeypatch.setattr(lexical, "SHORTEST_BUDGET", 3)
     # Rarest first: "zymurgy" (1 document) fits, "common" (7) would not, so only the
     # documents with the rare word are scored.
     assert ids(run(cx, "zymurgy common", mode="lexical")) == [rare.id]

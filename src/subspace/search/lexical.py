@@ -130,6 +130,9 @@ ALL_WORDS_CLAUSES = 3  # up to this many clauses, documents with every word rank
 # rarest up until their document frequencies add up to this. The common terms left out still
 # score the candidates; they only stop a long question from scoring half the corpus.
 MATCH_BUDGET = 5_000
+# When even the rarest term is over the budget, the shortest matching documents of each
+# source, this many, are scored; an index on length finds them without reading every match.
+SHORTEST_BUDGET = 500
 
 
 @dataclass(frozen=True)
@@ -299,8 +302,8 @@ def lexical_sql(
     """The ranking query: per source and knowledge base, the best `cap` targets by
     (contains every clause, for short lookups; rank), then all of them in one global order.
 
-    `bounded` scores only the MATCH_BUDGET shortest matching documents of each source: for
-    common words BM25 favours short documents, and scoring a third of the corpus costs
+    `bounded` scores only the SHORTEST_BUDGET shortest matching documents of each source:
+    for common words BM25 favours short documents, and scoring a third of the corpus costs
     seconds."""
     excluded = "and not (s.tsv @@ %(excluded)s::tsquery)" if tsq.excluded else ""
     every = "s.tsv @@ %(all_words)s::tsquery" if 0 < tsq.clauses <= ALL_WORDS_CLAUSES else "false"
@@ -310,7 +313,7 @@ def lexical_sql(
             return f"({sql})"
         return (
             f"(select * from ({sql}) c where c.tsv @@ %(match)s::tsquery "
-            f"order by c.len, c.target_id limit {MATCH_BUDGET})"
+            f"order by c.len, c.target_id limit {SHORTEST_BUDGET})"
         )
 
     parts = []
