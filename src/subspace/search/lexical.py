@@ -51,65 +51,51 @@ class TsQueries:
 def build_tsqueries(
     conn: Conn, parsed: ParsedQuery, workspace_id: UUID | None = None, *, typos: bool = True
 ) -> TsQueries:
-    """Let Postgres turn each term into a tsquery and combine them with its operators.
+    """Let Postgres turn each term into a tsquery, then combine them with tsquery operators.
 
     A term of stopwords only contributes nothing; an identifier stays one phrase. With
     `typos`, a single word that no document of the workspace contains also matches its
-    closest vocabulary word.
+    closest vocabulary word. Postgres prints each term's tsquery, so the combinations built
+    here from that text always parse.
     """
     if parsed.is_empty:
         return TsQueries("", "", "")
-    alternatives = parsed.alternatives
+    texts = list(dict.fromkeys([*parsed.alternatives, *parsed.negated]))
     rows = conn.execute(
-        f"select t, array(select unnest(tsvector_to_array(to_tsvector('{CONFIG}', t)))) as l "
+        f"select t, array(select unnest(tsvector_to_array(to_tsvector('{CONFIG}', t)))) as l, "
+        f"phraseto_tsquery('{CONFIG}', t)::text as q "
         "from unnest(%s::text[]) with ordinality u(t, i) order by i",
-        (alternatives,),
+        (texts,),
     ).fetchall()
     lexemes_of = {r["t"]: list(r["l"]) for r in rows}
+    tsquery_of: dict[str, str] = {r["t"]: r["q"] for r in rows}
     corrections: dict[str, str] = {}
     if typos and workspace_id is not None:
-        single = [lexemes_of[t][0] for t in alternatives if len(lexemes_of[t]) == 1
+        single = [lexemes_of[t][0] for t in parsed.alternatives if len(lexemes_of[t]) == 1
                   and " " not in t.strip()]  # fmt: skip
         corrections = correct_lexemes(conn, workspace_id, single)
-    params: list[str] = []
 
     def correction_of(text: str) -> str | None:
-        words = lexemes_of.get(text, [])
+        words = lexemes_of[text]
         return corrections.get(words[0]) if len(words) == 1 else None
 
     def term(text: str) -> str:
-        params.append(text)
-        expression = f"phraseto_tsquery('{CONFIG}', %s)"
         correction = correction_of(text)
-        if correction is not None:
-            params.append(correction)
-            expression = f"({expression} || plainto_tsquery('simple', %s))"
-        return expression
+        query = tsquery_of[text]
+        if correction is None or not query:
+            return query
+        return f"( {query} ) | {tsquery_literal(correction)}"
 
-    def any_of(texts: list[str]) -> str:
-        return "(" + " || ".join(term(t) for t in texts) + ")"
-
-    # Each alternative's tsquery once; "any word" is derived from them below.
-    each = ", ".join(f"({term(t)})::text" for t in alternatives)
-    all_words = " && ".join(any_of(list(c.alternatives)) for c in parsed.clauses)
-    excluded = any_of(list(parsed.negated)) if parsed.negated else "''::tsquery"
-    row = conn.execute(
-        f"select array[{each}] as each, ({all_words})::text as all_words, "
-        f"({excluded})::text as excluded",
-        params,
-    ).fetchone()
-    assert row is not None
     terms = []
-    for text, query in zip(alternatives, row["each"], strict=True):
-        correction = correction_of(text)
-        words = [*lexemes_of.get(text, []), *([correction] if correction else [])]
-        if query:
-            terms.append(Term(query, tuple(words)))
+    for text in parsed.alternatives:
+        if query := term(text):
+            correction = correction_of(text)
+            terms.append(Term(query, (*lexemes_of[text], *([correction] if correction else []))))
     lexemes = {w for t in terms for w in t.lexemes}
     return TsQueries(
         either(t.tsquery for t in terms),
-        row["all_words"],
-        row["excluded"],
+        " & ".join(f"( {q} )" for c in parsed.clauses if (q := either(map(term, c.alternatives)))),
+        either(tsquery_of[t] for t in parsed.negated),
         tuple(sorted(lexemes)),
         corrections,
         len(parsed.clauses),
@@ -118,8 +104,9 @@ def build_tsqueries(
 
 
 def either(tsqueries: Iterable[str]) -> str:
-    """tsquery texts (as Postgres printed them) joined by OR; empty when there are none."""
-    return " | ".join(f"( {q} )" for q in tsqueries)
+    """tsquery texts (as Postgres printed them) joined by OR, empty ones skipped; empty when
+    there are none."""
+    return " | ".join(f"( {q} )" for q in tsqueries if q)
 
 
 RANKERS = ("bm25", "ts_rank_cd")
