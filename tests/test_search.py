@@ -457,3 +457,22 @@ def test_the_vector_leg_runs_on_the_callers_connection_when_none_is_free(
             database.pool.putconn(conn)
     assert response.legs["vector"].ran and response.legs["lexical"].ran
     assert ids(response)[0] == node.id
+
+
+def test_every_search_is_planned_for_its_own_words(cx: Context, database: Database) -> None:
+    """A generic plan, shared by all queries of one shape, cannot tell a word in a third of
+    the documents from a rare one; the pool's prepared statements must not fall back to it."""
+    page = commands.create_page(cx, "Plans")
+    for i in range(30):
+        commands.add_node(cx, page.id, f"common words in bullet {i}")
+    index(database, cx)
+    with database.pool.connection() as conn:
+        bound = cx.on(conn)
+        for word in ["common", "bullet", "words", "rare"] * 5:
+            run(bound, word, mode="lexical")
+        row = conn.execute(  # the lexical leg's ranking query
+            "select sum(custom_plans) as custom, sum(generic_plans) as generic "
+            "from pg_prepared_statements where statement like 'select * from (%%'"
+        ).fetchone()
+    assert row is not None and row["custom"] > 0  # the pool does prepare it
+    assert row["generic"] == 0

@@ -1,8 +1,9 @@
 """Typo tolerance: a query word that no document contains is matched to close words that do.
 
 Candidates come from the workspace's vocabulary (search.term_stats) sharing the word's first
-two letters and about its length; the closest by Damerau-Levenshtein distance wins, the more
-frequent on a tie. So "biomateirals" finds "biomaterials" without the vector leg.
+two letters (or its first, then its next two swapped) and about its length; the closest by
+Damerau-Levenshtein distance wins, the more frequent on a tie. So "biomateirals" finds
+"biomaterials" without the vector leg.
 """
 
 from __future__ import annotations
@@ -12,7 +13,13 @@ from uuid import UUID
 from subspace.db.pool import Conn
 
 MIN_WORD = 4  # shorter words are too often a different word one edit away
-PREFIX = 2  # letters a candidate must share; typos rarely hit the first two
+PREFIX = 2  # letters a candidate shares; typos rarely hit the first (see prefixes)
+
+
+def prefixes(word: str) -> tuple[str, str]:
+    """LIKE patterns for the vocabulary words worth comparing: those sharing the first two
+    letters, and those whose second and third letters are these two swapped."""
+    return f"{word[:PREFIX]}%", f"{word[0]}{word[2]}{word[1]}%"
 
 
 def max_distance(word: str) -> int:
@@ -59,14 +66,9 @@ def correct_lexemes(conn: Conn, workspace_id: UUID, lexemes: list[str]) -> dict[
         limit = max_distance(word)
         rows = conn.execute(
             "select lexeme, sum(ndoc) as ndoc from search.term_stats where workspace_id = %s "
-            "and lexeme like %s and length(lexeme) between %s and %s and ndoc > 0 "
-            "group by lexeme",
-            (
-                workspace_id,
-                word[:PREFIX].replace("%", "").replace("_", "") + "%",
-                len(word) - limit,
-                len(word) + limit,
-            ),
+            "and (lexeme like %s or lexeme like %s) and length(lexeme) between %s and %s "
+            "and ndoc > 0 group by lexeme",
+            (workspace_id, *prefixes(word), len(word) - limit, len(word) + limit),
         ).fetchall()
         best: tuple[int, int, str] | None = None
         for row in rows:
