@@ -392,7 +392,7 @@ def test_a_failing_lexical_leg_degrades_to_vector(database: Database, cx: Contex
     node = commands.add_node(cx, page.id, "embedded words")
     index(database, cx)
     with database.pool.connection() as conn:
-        conn.execute("alter table kb.mail rename column mail_tsv to mail_tsv_gone")
+        conn.execute("alter table kb.nodes rename column text_tsv to text_tsv_gone")
     response = run(cx, "embedded words")
     assert response.degraded and response.degraded[0].startswith("lexical: failed")
     assert ids(response)[0] == node.id

@@ -122,6 +122,9 @@ MATCH_BUDGET = 5_000
 SHORTEST_BUDGET = 500
 
 
+SOURCES = ("page", "node", "file", "mail")  # as named in search.source_stats
+
+
 @dataclass(frozen=True)
 class Source:
     """One searchable table: its tsvector and length, its kb, its visibility."""
@@ -230,28 +233,32 @@ def bm25_stats(conn: Conn, workspace_id: UUID, lexemes: tuple[str, ...]) -> Bm25
     return Bm25Stats(avgdl, idf, df)
 
 
-# ts_rank with every weight 1 and one lexeme gives sum(1/j^2, j = 1..tf) / (pi^2 / 6), found
-# by a binary search in the sorted tsvector; since that sum is pi^2/6 - 1/(tf + 0.5) to well
-# within rounding, tf is recovered exactly (checked for 1..255) without unnesting the
-# document's tsvector, which costs ten times as much for a file-sized chunk.
+# ts_rank with every weight 1 and one lexeme gives sum(1/j^2, j = 1..tf) * 6/pi^2, found by a
+# binary search in the sorted tsvector; since that sum is pi^2/6 - 1/(tf + 0.5) to well within
+# rounding, tf is recovered exactly (checked for 1..255) without unnesting the document's
+# tsvector, which costs ten times as much for a file-sized chunk. Every constant is float8:
+# an untyped 1.2 is numeric in Postgres, and numeric arithmetic tripled the scoring time.
 _TERM_FREQUENCY = (
-    "round(1 / (1.64493406685 * (1 - ts_rank('{{1,1,1,1}}', s.tsv, %(lexeme_{i})s::tsquery)"
-    "::float8)) - 0.5)"
+    "round(0.6079271018540267::float8 / (1::float8 "
+    "- ts_rank('{{1,1,1,1}}', s.tsv, %(lexeme_{i})s::tsquery)) - 0.5::float8)"
 )
 
 
-def _score_sql(ranker: str, source: str, lexemes: int) -> str:
+def _score_sql(ranker: str, source: str, lexemes: Iterable[int]) -> str:
     if ranker == "ts_rank_cd":
         return "ts_rank_cd(s.tsv, %(any_words)s::tsquery)"
     # Sum over the query's lexemes of idf * tf * (k1 + 1) / (tf + K), with K the document's
     # length normalisation, written as (k1 + 1) * idf * (1 - K / (tf + K)) so tf is computed
     # once; a lexeme the document lacks has tf = 0 and adds nothing.
-    k = f"({BM25_K1} * (1 - {BM25_B} + {BM25_B} * s.len / %(avgdl_{source})s))"
+    k = (
+        f"({BM25_K1 * (1 - BM25_B)}::float8 + {BM25_K1 * BM25_B}::float8 * s.len "
+        f"/ %(avgdl_{source})s)"
+    )
     terms = [
-        f"%(idf_{source}_{i})s * (1 - {k} / ({_TERM_FREQUENCY.format(i=i)} + {k}))"
-        for i in range(lexemes)
+        f"%(idf_{source}_{i})s * (1::float8 - {k} / ({_TERM_FREQUENCY.format(i=i)} + {k}))"
+        for i in lexemes
     ]
-    return f"{BM25_K1 + 1} * ({' + '.join(terms) or '0'})"
+    return f"{BM25_K1 + 1}::float8 * ({' + '.join(terms) or '0'})"
 
 
 def match_query(tsq: TsQueries, stats: Bm25Stats | None) -> tuple[str, bool]:
@@ -284,14 +291,23 @@ def match_query(tsq: TsQueries, stats: Bm25Stats | None) -> tuple[str, bool]:
 
 
 def lexical_sql(
-    scope: Scope, tsq: TsQueries, ranker: str = "bm25", *, bounded: bool = False
+    scope: Scope,
+    tsq: TsQueries,
+    ranker: str = "bm25",
+    *,
+    bounded: bool = False,
+    scored: dict[str, list[int]] | None = None,
 ) -> str:
     """The ranking query: per source and knowledge base, the best `cap` targets by
     (contains every clause, for short lookups; rank), then all of them in one global order.
 
     `bounded` scores only the SHORTEST_BUDGET shortest matching documents of each source:
     for common words BM25 favours short documents, and scoring a third of the corpus costs
-    seconds."""
+    seconds.
+
+    `scored` names, per source, the query lexemes its documents contain (by index into
+    tsq.lexemes): a source without any is left out, and only those lexemes are scored.
+    """
     excluded = "and not (s.tsv @@ %(excluded)s::tsquery)" if tsq.excluded else ""
     every = "s.tsv @@ %(all_words)s::tsquery" if 0 < tsq.clauses <= ALL_WORDS_CLAUSES else "false"
 
@@ -305,6 +321,9 @@ def lexical_sql(
 
     parts = []
     for source in _sources(scope):
+        lexemes = range(len(tsq.lexemes)) if scored is None else scored.get(source.kind, [])
+        if scored is not None and not lexemes:
+            continue
         # One row per target: the best chunk of a file stands for the file.
         parts.append(f"""
         (select kind, target_id, item_id, kb_id, ref, every, score from (
@@ -313,7 +332,7 @@ def lexical_sql(
             from (
                 select distinct on (s.target_id) s.kind, s.target_id, s.item_id, s.kb_id, s.ref,
                        {every} as every,
-                       {_score_sql(ranker, source.kind, len(tsq.lexemes))} as score
+                       {_score_sql(ranker, source.kind, lexemes)} as score
                 from {candidates(source.sql)} s
                 where s.tsv @@ %(match)s::tsquery {excluded}
                 order by s.target_id, every desc, score desc, s.ref
@@ -338,7 +357,7 @@ def lexical_params(
         params["match"], params["bounded"] = match_query(tsq, stats)
         for i, lexeme in enumerate(tsq.lexemes):
             params[f"lexeme_{i}"] = tsquery_literal(lexeme)
-        for source in ("page", "node", "file", "mail"):
+        for source in SOURCES:
             idf = stats.idf.get(source, {})
             params[f"avgdl_{source}"] = max(stats.avgdl.get(source, 1.0), 1.0)
             for i, lexeme in enumerate(tsq.lexemes):
@@ -360,7 +379,16 @@ def lexical_leg(
     if ranker not in RANKERS:
         raise ValueError(f"unknown ranker {ranker!r}")
     params = lexical_params(conn, scope, tsq, cap=cap, ranker=ranker)
-    sql = lexical_sql(scope, tsq, ranker, bounded=bool(params.pop("bounded", False)))
+    scored = None
+    if ranker == "bm25":  # leave out what no document contains: less to plan and to score
+        scored = {
+            source: [i for i in range(len(tsq.lexemes)) if params[f"idf_{source}_{i}"]]
+            for source in SOURCES
+        }
+        if not any(scored.values()):
+            return []
+    sql = lexical_sql(scope, tsq, ranker, bounded=bool(params.pop("bounded", False)),
+                      scored=scored)  # fmt: skip
     rows = conn.execute(sql, params).fetchall()
     return [
         Hit(
