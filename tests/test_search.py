@@ -438,9 +438,10 @@ def test_with_the_fake_provider_hybrid_keeps_the_lexical_rows_first(
     index(database, cx)
     lexical = ids(run(cx, "quartz meadow", mode="lexical", limit=40))
     hybrid = run(cx, "quartz meadow", limit=40)
+    assert ids(hybrid)[:10] == lexical[:10]  # the lexical top ten, in its order
     assert set(ids(hybrid)[: len(lexical)]) == set(lexical)
     assert len(hybrid.rows) > len(lexical)  # what only the vector leg found comes after
-    assert hybrid.legs["vector"].weight == 0.02
+    assert hybrid.legs["vector"].weight == 0.01
 
 
 def test_the_vector_leg_runs_on_the_callers_connection_when_none_is_free(
