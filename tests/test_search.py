@@ -477,3 +477,23 @@ def test_every_search_is_planned_for_its_own_words(cx: Context, database: Databa
         ).fetchone()
     assert row is not None and row["custom"] > 0  # the pool does prepare it
     assert row["generic"] == 0
+
+
+def test_a_base_that_grows_is_searched_through_the_index_at_once(
+    database: Database, cx: Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(vector, "EXACT_SCAN_ROWS", 5)
+    page = commands.create_page(cx, "")
+    first = [commands.add_node(cx, page.id, f"granite ledge {i}") for i in range(3)]
+    index(database, cx)
+    assert run(cx, "granite", mode="vector").legs["vector"].plan == "exact"
+    more = [commands.add_node(cx, page.id, f"granite shelf {i}") for i in range(5)]
+    index(database, cx)
+    grown = run(cx, "granite", mode="vector")
+    assert grown.legs["vector"].plan == "index" and len(grown.rows) == 8
+    # Remembered as large for a while; shrinking back still finds what is left.
+    for node in [*first, *more[1:]]:
+        commands.delete_node(cx, node.id)
+    index(database, cx)
+    shrunk = run(cx, "granite", mode="vector")
+    assert shrunk.legs["vector"].plan == "index" and ids(shrunk) == [more[0].id]

@@ -8,10 +8,12 @@ filtered set is small, an exact scan over it is both faster and exact.
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
+from uuid import UUID
 
 from pgvector import HalfVector
 
@@ -25,11 +27,14 @@ MAX_SCAN_TUPLES = 50_000  # how far an iterative scan may walk before it gives u
 MAX_INDEX_LIMIT = 1_000  # neighbours one index walk collects for all large bases together
 MAX_DISTANCE = 1.0  # cosine distance 1 means orthogonal: no relation worth ranking
 QUERY_CACHE_SIZE = 512  # recent query embeddings kept, for a palette typing and retyping
+LARGE_BASE_TTL_S = 60.0  # how long a base found to hold EXACT_SCAN_ROWS vectors stays "large"
 
 # Query embeddings run on their own small pool so a hung provider cannot tie up requests.
 _embedder_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="query-embed")
 _cache: OrderedDict[tuple[str, str], HalfVector] = OrderedDict()
 _cache_lock = threading.Lock()
+# (model, kb) -> when it was found large, and its count then
+_large_bases: dict[tuple[str, UUID], tuple[float, int]] = {}
 
 
 class EmbeddingUnavailable(Exception):
@@ -112,16 +117,7 @@ def vector_leg(
         "cap": cap,
         "excluded": excluded,
     }
-    # Each base's size, counted only up to the threshold (an index-only scan per base).
-    sizes = {
-        r["kb_id"]: int(r["n"])
-        for r in conn.execute(
-            "select kb.id as kb_id, (select count(*) from (select 1 from search.embeddings e "
-            "where e.workspace_id = %(ws)s and e.model = %(model)s and e.kb_id = kb.id "
-            f"limit {EXACT_SCAN_ROWS}) c) as n from unnest(%(kbs)s::uuid[]) kb(id)",
-            params,
-        )
-    }
+    sizes = _base_sizes(conn, params, model)
     small = [kb for kb in scope.kb_ids if sizes.get(kb, 0) < EXACT_SCAN_ROWS and sizes.get(kb)]
     large = [kb for kb in scope.kb_ids if sizes.get(kb, 0) >= EXACT_SCAN_ROWS]
     rows: list[dict[str, Any]] = []
@@ -157,3 +153,33 @@ def vector_leg(
         hits.append((float(r["distance"]), hit))
     hits.sort(key=lambda pair: (pair[0], pair[1].ref))
     return [hit for _, hit in hits], plan if rows or large or small else "none"
+
+
+def _base_sizes(conn: Conn, params: dict[str, Any], model: str) -> dict[UUID, int]:
+    """Each base's vector count, counted only up to EXACT_SCAN_ROWS (an index-only scan).
+
+    A base found large is remembered for a while: counting ten large bases costs more than
+    the search itself, and one that shrank meanwhile is still searched correctly through the
+    index. Small and empty bases are counted every time, so a new vector is never missed.
+    """
+    now = time.monotonic()
+    sizes: dict[UUID, int] = {}
+    uncounted = []
+    for kb_id in params["kbs"]:
+        seen, counted = _large_bases.get((model, kb_id), (0.0, 0))
+        if counted >= EXACT_SCAN_ROWS and now - seen < LARGE_BASE_TTL_S:
+            sizes[kb_id] = counted
+        else:
+            uncounted.append(kb_id)
+    if uncounted:
+        for r in conn.execute(
+            "select kb.id as kb_id, (select count(*) from (select 1 from search.embeddings e "
+            "where e.workspace_id = %(ws)s and e.model = %(model)s and e.kb_id = kb.id "
+            f"limit {EXACT_SCAN_ROWS}) c) as n from unnest(%(uncounted)s::uuid[]) kb(id)",
+            params | {"uncounted": uncounted},
+        ):
+            sizes[r["kb_id"]] = int(r["n"])
+            if r["n"] >= EXACT_SCAN_ROWS:
+                with _cache_lock:
+                    _large_bases[(model, r["kb_id"])] = (now, int(r["n"]))
+    return sizes
