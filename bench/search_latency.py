@@ -119,8 +119,11 @@ def pick_queries(db: Database, cx: Context, count: int) -> dict[str, list[str]]:
             f"where workspace_id = '{ws}'$$) order by ndoc desc, word"
         ).fetchall()
     common = min(stats, key=lambda r: abs(r["ndoc"] / size - 0.30))
-    rare = [r["word"] for r in stats if 2 <= r["ndoc"] <= 3 and r["word"].isalpha()
-            and len(r["word"]) > 6]  # fmt: skip
+    # The rarest words there are (a large corpus repeats every sentence, so its rarest words
+    # are in a few documents per repetition).
+    words = sorted((r["ndoc"], r["word"]) for r in stats if r["ndoc"] >= 2
+                   and r["word"].isalpha() and len(r["word"]) > 6)  # fmt: skip
+    rare = [word for _, word in words[: 5 * count]]
     claims = [json.loads(line)["text"] for line in
               (DEFAULT_CORPUS.parent / "queries.jsonl").open(encoding="utf-8")]  # fmt: skip
     label = f"common term ({common['word']!r}, {common['ndoc'] / size:.0%} of chunks)"
