@@ -115,23 +115,37 @@ def test_damerau_levenshtein(a: str, b: str, distance: int) -> None:
 
 
 def test_candidate_sets_are_bounded_for_common_words(
-    cx: Context, monkeypatch: pytest.MonkeyPatch
+    database: Database, cx: Context, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from subspace.search import lexical
 
     page = commands.create_page(cx, "")
     rare = commands.add_node(cx, page.id, "zymurgy notes")
     short = commands.add_node(cx, page.id, "common")
+    zebras = [commands.add_node(cx, page.id, "common zebra") for _ in range(2)]
     longer = [commands.add_node(cx, page.id, f"common word in a longer bullet number {i}")
               for i in range(6)]  # fmt: skip
     monkeypatch.setattr(lexical, "MATCH_BUDGET", 3)
     monkeypatch.setattr(lexical, "SHORTEST_BUDGET", 3)
-    # Rarest first: "zymurgy" (1 document) fits, "common" (7) would not, so only the
+
+    def found(query: str, cap: int = 1) -> list[object]:
+        with database.pool.connection() as conn:
+            scope = resolve_scope(conn, cx.actor.workspace_id, cx.actor.user_id, kb_ids=None,
+                                  kinds=["node"], tags=None, max_knowledge_bases=50)  # fmt: skip
+            tsq = build_tsqueries(conn, parse_query(query), cx.actor.workspace_id)
+            return [h.target[1] for h in lexical_leg(conn, scope, tsq, cap=cap)]
+
+    # Rarest first: "zymurgy" (1 document) fits, "common" (9) would not, so only the
     # documents with the rare word are scored.
-    assert ids(run(cx, "zymurgy common", mode="lexical")) == [rare.id]
-    # One common word over the budget: the 3 shortest matching documents are scored.
-    found = ids(run(cx, "common", mode="lexical"))
-    assert len(found) == 3 and found[0] == short.id
-    assert set(found[1:]) <= {n.id for n in longer}
+    assert found("zymurgy common", cap=10) == [rare.id]
+    # One common word over the budget: the 3 shortest matching documents are candidates
+    # (the cap, 1 per base, is below the budget), the best of them the shortest.
+    assert found("common") == [short.id]
+    assert set(found("common", cap=3)) == {short.id, *(z.id for z in zebras)}
+    # A window larger than the budget gets as many candidates as it asks for.
+    assert len(found("common", cap=5)) == 5
+    # Excluded documents do not use up the budget.
+    assert set(found("common -zebra", cap=3)) <= {short.id, *(n.id for n in longer)}
+    assert len(found("common -zebra", cap=3)) == 3
     monkeypatch.setattr(lexical, "MATCH_BUDGET", 20_000)
-    assert len(ids(run(cx, "common", mode="lexical"))) == 7
+    assert len(ids(run(cx, "common", mode="lexical"))) == 9

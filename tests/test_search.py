@@ -482,18 +482,26 @@ def test_every_search_is_planned_for_its_own_words(cx: Context, database: Databa
 def test_a_base_that_grows_is_searched_through_the_index_at_once(
     database: Database, cx: Context, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from subspace.ingest.outline import OutlineItem
+
     monkeypatch.setattr(vector, "EXACT_SCAN_ROWS", 5)
     page = commands.create_page(cx, "")
     first = [commands.add_node(cx, page.id, f"granite ledge {i}") for i in range(3)]
     index(database, cx)
     assert run(cx, "granite", mode="vector").legs["vector"].plan == "exact"
-    more = [commands.add_node(cx, page.id, f"granite shelf {i}") for i in range(5)]
+    bulk = commands.create_page_from_outline(
+        cx, "", [OutlineItem(f"granite shelf {i}") for i in range(120)]
+    )
     index(database, cx)
     grown = run(cx, "granite", mode="vector")
-    assert grown.legs["vector"].plan == "index" and len(grown.rows) == 8
-    # Remembered as large for a while; shrinking back still finds what is left.
-    for node in [*first, *more[1:]]:
+    assert grown.legs["vector"].plan == "index" and len(grown.rows) == 10
+    # Remembered as large while it fills its window; shrinking back still finds what is
+    # left, and a walk that comes back short has the base counted again.
+    for node in first:
         commands.delete_node(cx, node.id)
+    commands.delete_page(cx, bulk.id)
+    kept = commands.add_node(cx, page.id, "granite outcrop")
     index(database, cx)
     shrunk = run(cx, "granite", mode="vector")
-    assert shrunk.legs["vector"].plan == "index" and ids(shrunk) == [more[0].id]
+    assert shrunk.legs["vector"].plan == "index" and ids(shrunk) == [kept.id]
+    assert run(cx, "granite", mode="vector").legs["vector"].plan == "exact"

@@ -306,13 +306,15 @@ def lexical_sql(
     tsq: TsQueries,
     ranker: str = "bm25",
     *,
+    cap: int = 100,
     bounded: bool = False,
     scored: dict[str, list[int]] | None = None,
 ) -> str:
     """The ranking query: per source and knowledge base, the best `cap` targets by
     (contains every clause, for short lookups; rank), then all of them in one global order.
 
-    `bounded` scores only the SHORTEST_BUDGET shortest matching documents of each source:
+    `bounded` scores only the shortest matching documents of each source (SHORTEST_BUDGET, or
+    `cap` per knowledge base in scope if that is more):
     for common words BM25 favours short documents, and scoring a third of the corpus costs
     seconds.
 
@@ -322,12 +324,16 @@ def lexical_sql(
     excluded = "and not (s.tsv @@ %(excluded)s::tsquery)" if tsq.excluded else ""
     every = "s.tsv @@ %(all_words)s::tsquery" if 0 < tsq.clauses <= ALL_WORDS_CLAUSES else "false"
 
+    # Enough shortest documents for every base in scope to fill its window, on average.
+    shortest = max(SHORTEST_BUDGET, cap * len(scope.kb_ids))
+
     def candidates(sql: str) -> str:
         if not bounded:
             return f"({sql})"
+        # Exclusions apply before the cut, so excluded documents do not use up the budget.
         return (
             f"(select * from ({sql}) c where c.tsv @@ %(match)s::tsquery "
-            f"order by c.len, c.target_id limit {SHORTEST_BUDGET})"
+            f"{excluded.replace('s.tsv', 'c.tsv')} order by c.len, c.target_id limit {shortest})"
         )
 
     parts = []
@@ -398,7 +404,7 @@ def lexical_leg(
         }
         if not any(scored.values()):
             return []
-    sql = lexical_sql(scope, tsq, ranker, bounded=bool(params.pop("bounded", False)),
+    sql = lexical_sql(scope, tsq, ranker, cap=cap, bounded=bool(params.pop("bounded", False)),
                       scored=scored)  # fmt: skip
     rows = conn.execute(sql, params).fetchall()
     return [

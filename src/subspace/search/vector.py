@@ -142,6 +142,10 @@ def vector_leg(
             per_base[row["kb_id"]] = per_base.get(row["kb_id"], 0) + 1
             if per_base[row["kb_id"]] <= cap:
                 rows.append(row)
+        with _cache_lock:  # short of its cap: shrunk or crowded out, so count it next time
+            for kb_id in large:
+                if per_base.get(kb_id, 0) < cap:
+                    _large_bases.pop((model, kb_id), None)
     plan = "index" if large and not small else "exact" if small and not large else "mixed"
     hits: list[tuple[float, Hit]] = []
     for r in rows:
