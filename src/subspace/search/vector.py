@@ -142,9 +142,13 @@ def vector_leg(
             per_base[row["kb_id"]] = per_base.get(row["kb_id"], 0) + 1
             if per_base[row["kb_id"]] <= cap:
                 rows.append(row)
-        with _cache_lock:  # short of its cap: shrunk or crowded out, so count it next time
+        # A base that came back short may have shrunk: count it next time. Alone on the walk,
+        # short means under its cap; sharing it, bases fall short by design, so only a base
+        # that got nothing is counted again.
+        expected = cap if len(large) == 1 else 1
+        with _cache_lock:
             for kb_id in large:
-                if per_base.get(kb_id, 0) < cap:
+                if per_base.get(kb_id, 0) < expected:
                     _large_bases.pop((model, kb_id), None)
     plan = "index" if large and not small else "exact" if small and not large else "mixed"
     hits: list[tuple[float, Hit]] = []
