@@ -108,13 +108,10 @@ def fuse(legs: Sequence[Leg], *, k: int = RRF_K) -> list[Fused]:
     result: list[Fused] = []
     for score in sorted(groups, reverse=True):
         group = groups[score]
-        if len(group) == 1:  # no tie: nothing to decide
-            served.update({name: served[name] + 1 for name in group[0].hits})
-            result.append(group[0])
-            continue
         pool = sorted(group, key=lambda r: _rank_key(r, order))
         while pool:
-            chosen, reason = _pick(pool, served, order)
+            # No tie, nothing to decide: most rows, so the tie-break is skipped for them.
+            chosen, reason = (pool[0], "") if len(group) == 1 else _pick(pool, served, order)
             pool.remove(chosen)
             chosen.tie_group = len(group)
             chosen.tie_reason = reason if len(group) > 1 else ""
