@@ -15,7 +15,8 @@ from subspace.cli import main
 from subspace.config import Settings
 from subspace.context import Context
 from subspace.indexer.consumer import Indexer
-from subspace.indexer.reindex import SERVER_LOCK_KEY
+from subspace.indexer.reindex import SERVER_LOCK_KEY, reembed
+from subspace.indexer.status import indexer_status
 from subspace.ingest.importer import Importer
 from subspace.ingest.worker import extract_pending
 from subspace.providers.fake import FakeProvider
@@ -126,3 +127,51 @@ def test_the_app_runs_the_indexer_and_holds_the_server_lock(
         with database.pool.connection() as conn:
             row = conn.execute("select pg_try_advisory_lock(%s) as free", (SERVER_LOCK_KEY,))
             assert row.fetchone() == {"free": False}
+
+
+def backlog(database: Database) -> dict[str, int]:
+    """What `subspace indexer status` counts as waiting: events and the items they are about."""
+    with database.pool.connection() as conn:
+        status = indexer_status(conn, "fake", FakeProvider().model)
+    return {"backlog": status.backlog, "waiting_items": status.waiting_items}
+
+
+def test_reindex_acknowledges_the_events_it_covered(
+    runner: CliRunner, database: Database, cx: Context, workspace: None
+) -> None:
+    other = commands.create_knowledge_base(cx, "Other")
+    here = commands.create_page(cx, "Written while no server ran")
+    commands.add_node(cx, here.id, "a bullet about tides")
+    there = commands.create_page(cx, "Elsewhere", kb_id=other.id)
+    commands.add_node(cx, there.id, "a bullet about harbours")
+    assert backlog(database) == {"backlog": 5, "waiting_items": 2}
+
+    # One knowledge base: its items' events are covered; the other's stay waiting, and so
+    # does the knowledge base's own event, which no item of it is about.
+    result = runner.invoke(main, ["reindex", "--kb", "Other"])
+    assert result.exit_code == 0, result.output
+    assert backlog(database) == {"backlog": 3, "waiting_items": 1}
+
+    result = runner.invoke(main, ["reindex"])
+    assert result.exit_code == 0, result.output
+    status = runner.invoke(main, ["indexer", "status", "--json"])
+    assert json.loads(status.stdout)["backlog"] == 0
+    assert json.loads(status.stdout)["waiting_items"] == 0
+    refs = {ref for ref, _, _ in snapshot(database)}
+    assert {f"page:{here.id}", f"page:{there.id}"} <= refs
+
+
+def test_events_written_during_a_reindex_stay_for_the_indexer(
+    database: Database, settings: Settings, cx: Context, workspace: None
+) -> None:
+    page = commands.create_page(cx, "Before the reindex")
+    written: list[str] = []
+
+    def write_once(_: int) -> None:
+        if not written:
+            written.append(commands.add_node(cx, page.id, "written during the reindex").text)
+
+    reembed(database, settings, FakeProvider(), None, progress=write_once)
+    assert written and backlog(database) == {"backlog": 1, "waiting_items": 1}
+    Indexer(database, settings, FakeProvider()).drain()
+    assert backlog(database) == {"backlog": 0, "waiting_items": 0}

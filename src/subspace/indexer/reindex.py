@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 from uuid import UUID
 
 from subspace.config import Settings
+from subspace.db.pool import Conn
 from subspace.errors import Conflict
+from subspace.indexer.consumer import target_of
 from subspace.indexer.reconcile import Outcome, reconcile
-from subspace.indexer.sources import all_targets
+from subspace.indexer.sources import Target, all_targets
 from subspace.ingest.extract import ExtractionFailed
 from subspace.ingest.worker import extract_limits, new_extractor, record_extraction
 from subspace.providers.base import EmbeddingProvider
@@ -101,10 +104,15 @@ def reembed(
     """Drop the active model's embeddings (of one knowledge base, or all) and embed again.
 
     The old vectors are kept aside for the run, so text that did not change costs no
-    provider call.
+    provider call. Outbox events committed before the run are acknowledged at its end, as
+    the run read their items afterwards; events written meanwhile are left to the indexer.
     """
     rebuild_index = kb_id is None
     with db.pool.connection() as conn:
+        # Read before the targets: every item these events are about is then visible to them.
+        waiting = conn.execute(
+            "select id, workspace_id, event, payload from kb.outbox where indexed_at is null"
+        ).fetchall()
         targets = all_targets(conn, kb_id=kb_id)
         total(len(targets))
         conn.execute(
@@ -135,6 +143,8 @@ def reembed(
                         )
                     )
                 progress(len(batch))
+            with conn.transaction():
+                _ack_covered(conn, waiting, outcome, everything=kb_id is None)
         finally:
             conn.rollback()
             if rebuild_index:
@@ -142,3 +152,25 @@ def reembed(
             conn.execute("drop table if exists reindex_previous")
             conn.commit()
     return len(targets), outcome
+
+
+def _ack_covered(
+    conn: Conn, waiting: list[dict[str, Any]], outcome: Outcome, *, everything: bool
+) -> None:
+    """Mark indexed the events that were waiting when the reindex began and that it covered.
+
+    A full reindex covers every event (what an event's item no longer has was dropped with
+    the old vectors); a reindex of one knowledge base covers the events of the items it
+    reconciled. Items another indexer held (`busy`) keep their events.
+    """
+    done: set[Target] = set(outcome.done)
+    busy: set[Target] = set(outcome.busy)
+    covered: list[int] = []
+    for row in waiting:
+        target = target_of(row["workspace_id"], row["event"], row["payload"])
+        if target not in busy and (everything or target in done):
+            covered.append(row["id"])
+    conn.execute(
+        "update kb.outbox set indexed_at = now() where id = any(%s) and indexed_at is null",
+        (covered,),
+    )
