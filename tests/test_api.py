@@ -177,3 +177,32 @@ def test_sign_in_link_sets_a_cookie(
     assert browser.get("/api/pages").status_code == 200
     again = make_client(database, settings, database.default_context(settings).actor)
     assert again.get("/", params={"token": "ssk_bad"}).status_code == 401
+
+
+def test_downloads_never_run_in_the_browser(client: TestClient) -> None:
+    served = {}
+    for name, claimed in (
+        ("page.html", "text/html"),
+        ("logo.svg", "image/svg+xml"),
+        ("doc.xhtml", "application/xhtml+xml"),
+        ("app.js", "text/javascript"),
+        ("photo.png", "image/png"),
+        ("notes.txt", "text/plain; charset=utf-8"),
+        ("report.pdf", "application/pdf"),
+    ):
+        body = f"<script>alert('{name}')</script>".encode()
+        up = client.post("/api/files", files={"file": (name, body, claimed)})
+        assert up.status_code == 201, up.text
+        got = client.get(f"/api/files/{up.json()['id']}/content")
+        assert got.headers["x-content-type-options"] == "nosniff", name
+        assert got.headers["content-disposition"].startswith("attachment;"), name
+        served[name] = got.headers["content-type"].split(";")[0]
+    assert served == {
+        "page.html": "application/octet-stream",
+        "logo.svg": "application/octet-stream",
+        "doc.xhtml": "application/octet-stream",
+        "app.js": "application/octet-stream",
+        "photo.png": "image/png",
+        "notes.txt": "text/plain",
+        "report.pdf": "application/pdf",
+    }

@@ -10,7 +10,7 @@ from subspace import commands
 from subspace.context import Context
 from subspace.runtime import Database
 from subspace.workspaces import create_workspace
-from tests.conftest import api_operations
+from tests.conftest import api_operations, make_client
 
 
 def other_workspace(database: Database, cx: Context) -> dict[str, Any]:
@@ -120,3 +120,20 @@ def test_the_same_message_id_may_exist_in_two_workspaces(database: Database, cx:
     theirs = other_workspace(database, cx)
     mine = commands.add_mail(cx, message_id="<theirs@x>", subject="mine")
     assert mine.id != theirs["mail_id"]
+def test_lists_by_another_workspaces_base_answer_404(
+    database: Database, cx: Context, client: TestClient
+) -> None:
+    theirs = other_workspace(database, cx)
+    for path in ("/api/pages", "/api/files", "/api/mail", "/api/tags"):
+        response = client.get(path, params={"kb_id": str(theirs["kb_id"])})
+        assert response.status_code == 404, (path, response.text)
+        assert response.json()["error"]["message"] == (
+            f"No knowledge base with id {theirs['kb_id']} in this workspace."
+        )
+    # Their key, listing their own base, sees their things.
+    their_client = make_client(database, cx.settings, theirs["cx"].actor)
+    for path in ("/api/pages", "/api/files", "/api/mail", "/api/tags"):
+        listed = their_client.get(path, params={"kb_id": str(theirs["kb_id"])})
+        assert listed.status_code == 200 and len(listed.json()) == 1, path
+
+

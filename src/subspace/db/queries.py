@@ -99,6 +99,7 @@ def list_pages(
     sql = f"select {PAGE_COLUMNS} from kb.pages where workspace_id = %s"
     params: list[Any] = [workspace_id]
     if kb_id is not None:
+        get_knowledge_base(conn, workspace_id, kb_id)  # another workspace's base: 404
         sql += " and kb_id = %s"
         params.append(kb_id)
     if not include_hidden:
@@ -133,6 +134,7 @@ def list_files(conn: Conn, workspace_id: UUID, *, kb_id: UUID | None = None) -> 
     sql = f"select {FILE_COLUMNS} from kb.files where workspace_id = %s and deleted_at is null"
     params: list[Any] = [workspace_id]
     if kb_id is not None:
+        get_knowledge_base(conn, workspace_id, kb_id)  # another workspace's base: 404
         sql += " and kb_id = %s"
         params.append(kb_id)
     sql += " order by created_at desc, id"
@@ -165,6 +167,7 @@ def list_mail(conn: Conn, workspace_id: UUID, *, kb_id: UUID | None = None) -> l
     sql = f"select {MAIL_COLUMNS} from kb.mail where workspace_id = %s and deleted_at is null"
     params: list[Any] = [workspace_id]
     if kb_id is not None:
+        get_knowledge_base(conn, workspace_id, kb_id)  # another workspace's base: 404
         sql += " and kb_id = %s"
         params.append(kb_id)
     sql += " order by sent_at desc nulls last, id"
@@ -186,6 +189,7 @@ def list_tags(conn: Conn, workspace_id: UUID, *, kb_id: UUID | None = None) -> l
     sql = f"select {TAG_COLUMNS} from kb.tag_definitions where workspace_id = %s"
     params: list[Any] = [workspace_id]
     if kb_id is not None:
+        get_knowledge_base(conn, workspace_id, kb_id)  # another workspace's base: 404
         sql += " and kb_id = %s"
         params.append(kb_id)
     sql += " order by name"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Annotated
+from urllib.parse import quote
 from uuid import UUID
 
 from fastapi import APIRouter, Depends, File, Form, Request, UploadFile
@@ -57,17 +58,50 @@ def get_file(file_id: UUID, cx: CX) -> FileRow:
         return queries.get_file(conn, cx.actor.workspace_id, file_id)
 
 
+# Types a browser shows without running anything. Any other type, whatever the uploader
+# claimed (text/html, image/svg+xml, application/xhtml+xml, scripts...), is served as
+# application/octet-stream so a stored file can never run as a page of this origin.
+SAFE_DOWNLOAD_TYPES = frozenset(
+    {
+        "text/plain",
+        "text/csv",
+        "text/markdown",
+        "application/pdf",
+        "application/json",
+        "image/png",
+        "image/jpeg",
+        "image/gif",
+        "image/webp",
+        "audio/mpeg",
+        "video/mp4",
+    }
+)
+
+
+def download_type(content_type: str) -> str:
+    """The media type a download is served as: the stored one when it is safe, else
+    application/octet-stream. Parameters such as charset are dropped.
+
+    >>> download_type("text/html; charset=utf-8")
+    'application/octet-stream'
+    """
+    base = content_type.split(";", 1)[0].strip().lower()
+    return base if base in SAFE_DOWNLOAD_TYPES else "application/octet-stream"
+
+
 @router.get("/{file_id}/content")
 def download_file(file_id: UUID, cx: CX) -> Response:
-    """The file's bytes as uploaded."""
+    """The file's bytes as uploaded, always as an attachment; types a browser could run
+    (HTML, SVG, scripts) come as application/octet-stream."""
     with cx.transaction() as conn:
         row = queries.get_file(conn, cx.actor.workspace_id, file_id)
         data = queries.read_blob(conn, cx.actor.workspace_id, row.sha256)
-    quoted = row.name.replace('"', "'").encode("ascii", "replace").decode()
+    ascii_name = "".join(c if 32 <= ord(c) < 127 and c not in '"\\' else "_" for c in row.name)
+    disposition = f"attachment; filename=\"{ascii_name}\"; filename*=UTF-8''{quote(row.name)}"
     return Response(
         data,
-        media_type=row.content_type,
-        headers={"content-disposition": f'attachment; filename="{quoted}"'},
+        media_type=download_type(row.content_type),
+        headers={"content-disposition": disposition, "x-content-type-options": "nosniff"},
     )
 
 
