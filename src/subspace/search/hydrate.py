@@ -6,12 +6,14 @@ than shown.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 from subspace.db.pool import Conn
+from subspace.search.analysis import fold, fold_with_offsets
 from subspace.search.filters import Scope, file_visible, mail_visible, page_visible
 from subspace.search.fusion import Fused
 
@@ -19,10 +21,16 @@ START, STOP = "\ue000", "\ue001"  # private-use characters: never in stored text
 SHORT_TEXT = 400  # texts up to this long are shown whole, with every match highlighted
 BREADCRUMB_CHARS = 80
 _WHOLE = f'StartSel="{START}", StopSel="{STOP}", HighlightAll=true'
+DELIMITER = " … "  # between the fragments of a long text
 _FRAGMENTS = (
     f'StartSel="{START}", StopSel="{STOP}", MaxFragments=2, MaxWords=30, MinWords=12, '
-    'FragmentDelimiter=" … "'
+    f'FragmentDelimiter="{DELIMITER}"'
 )
+_LEXEME = re.compile(r"'((?:[^']|'')*)'")  # a quoted lexeme in a printed tsquery
+# A token with inner separators (PROJ-1234, foo.bar.com, snake_case_name.py), and its parts.
+_IDENTIFIER = re.compile(r"\S*[^\W_][-./@:_\\][^\W_]\S*")
+_PART = re.compile(r"[^\W_]+")
+STEM_SUFFIX = 3  # letters the English stemmer takes off a word at most (examples -> exampl)
 ROW_TYPES = {"page": "page", "node": "node", "memory": "mem", "file": "file", "mail": "mail"}
 
 
@@ -82,11 +90,94 @@ def split_highlights(marked: str) -> tuple[str, list[tuple[int, int]]]:
 
 
 def _headline(expr: str) -> str:
+    """The marked passage of `expr`, computed over its folded text (what the tsvectors hold,
+    so café is highlighted for cafe); `unfold_headline` maps it back onto the original."""
+    folded = f"search.fold({expr})"
     return (
-        f"case when length({expr}) <= {SHORT_TEXT} "
-        f"then ts_headline('english', {expr}, %(hq)s::tsquery, '{_WHOLE}') "
-        f"else ts_headline('english', {expr}, %(hq)s::tsquery, '{_FRAGMENTS}') end"
+        f"{expr} as original, case when length({expr}) <= {SHORT_TEXT} "
+        f"then ts_headline('english', {folded}, %(hq)s::tsquery, '{_WHOLE}') "
+        f"else ts_headline('english', {folded}, %(hq)s::tsquery, '{_FRAGMENTS}') end"
     )
+
+
+def unfold_headline(
+    original: str, marked: str, query: str = ""
+) -> tuple[str, list[tuple[int, int]]]:
+    """The passage of `original` that `marked` (ts_headline over the folded original) shows,
+    and the highlighted spans in it.
+
+    Each fragment is found in the folded original and cut from the original, so accents and
+    CJK characters appear as written. A fragment not found there (ts_headline replaced an XML
+    tag by a space) is shown as ts_headline printed it. Parts of identifiers that match a
+    lexeme of `query` (a printed tsquery) are highlighted too: `1234` in `PROJ-1234`.
+
+    >>> unfold_headline("Le café", "Le \\ue000cafe\\ue001")
+    ('Le café', [(3, 7)])
+    """
+    text, marks = split_highlights(marked)
+    folded = fold_with_offsets(original)
+    out: list[str] = []
+    spans: list[tuple[int, int]] = []
+    length = 0
+    cursor = 0
+    at = 0
+    for i, fragment in enumerate(text.split(DELIMITER)):
+        if i:
+            out.append(DELIMITER)
+            length += len(DELIMITER)
+            at += len(DELIMITER)
+        found = folded.text.find(fragment, cursor)
+        if found < 0:
+            found = folded.text.find(fragment)
+        inside = [(a - at, b - at) for a, b in marks if at <= a and b <= at + len(fragment)]
+        if found < 0 or not fragment:
+            out.append(fragment)
+            spans.extend((length + a, length + b) for a, b in inside)
+            shown = len(fragment)
+        else:
+            start, end = folded.original_span(found, found + len(fragment))
+            for a, b in inside:
+                first, last = folded.original_span(found + a, found + b)
+                spans.append((length + first - start, length + last - start))
+            out.append(original[start:end])
+            shown = end - start
+            cursor = found + len(fragment)
+        length += shown
+        at += len(fragment)
+    shown_text = "".join(out)
+    return shown_text, _merged(spans + _part_spans(shown_text, spans, query))
+
+
+def _part_spans(text: str, highlighted: list[tuple[int, int]], query: str) -> list[tuple[int, int]]:
+    """Spans of identifier parts in `text` that match a query lexeme and are not highlighted
+    yet: documents are indexed with these parts, ts_headline only knows the whole token."""
+    lexemes = {m.replace("''", "'") for m in _LEXEME.findall(query)}
+    if not lexemes:
+        return []
+    found = []
+    for token in _IDENTIFIER.finditer(text):
+        for part in _PART.finditer(token.group()):
+            start, end = token.start() + part.start(), token.start() + part.end()
+            if any(a < end and start < b for a, b in highlighted):
+                continue
+            word = fold(part.group()).lower()
+            if word in lexemes or any(
+                word.isalpha() and len(w) >= STEM_SUFFIX and word.startswith(w)
+                and len(word) - len(w) <= STEM_SUFFIX for w in lexemes
+            ):  # fmt: skip
+                found.append((start, end))
+    return found
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Sorted spans, overlapping ones joined (the bigrams of a CJK word overlap)."""
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(s for s in spans if s[1] > s[0]):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
 
 
 def hydrate(conn: Conn, scope: Scope, fused: list[Fused], any_words: str) -> list[Row]:
@@ -144,13 +235,13 @@ def hydrate(conn: Conn, scope: Scope, fused: list[Fused], any_words: str) -> lis
     for item in fused:
         found = details.get(item.target)
         if found is not None:
-            rows.append(_row(scope, item, found))
+            rows.append(_row(scope, item, found, any_words))
     return rows
 
 
-def _row(scope: Scope, item: Fused, d: dict[str, Any]) -> Row:
+def _row(scope: Scope, item: Fused, d: dict[str, Any], query: str) -> Row:
     kind, ident = item.target
-    passage, spans = split_highlights(d.get("marked") or "")
+    passage, spans = unfold_headline(d.get("original") or "", d.get("marked") or "", query)
     row = Row(
         type="mem" if kind == "node" and d.get("is_memory") else ROW_TYPES[kind],
         id=ident,

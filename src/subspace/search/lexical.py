@@ -61,10 +61,14 @@ def build_tsqueries(
     if parsed.is_empty:
         return TsQueries("", "", "")
     texts = list(dict.fromkeys([*parsed.alternatives, *parsed.negated]))
+    # search.fold, as for documents (migration 0009): accents folded, CJK runs as bigrams, so
+    # a CJK term is the phrase of its bigrams. Identifier parts are only added to documents:
+    # a whole identifier stays the phrase of its own tokens.
     rows = conn.execute(
-        f"select t, array(select unnest(tsvector_to_array(to_tsvector('{CONFIG}', t)))) as l, "
-        f"phraseto_tsquery('{CONFIG}', t)::text as q "
-        "from unnest(%s::text[]) with ordinality u(t, i) order by i",
+        f"select t, array(select unnest(tsvector_to_array(to_tsvector('{CONFIG}', f)))) as l, "
+        f"phraseto_tsquery('{CONFIG}', f)::text as q "
+        "from unnest(%s::text[]) with ordinality u(t, i) "
+        "cross join lateral (select search.fold(t) as f offset 0) folded order by i",
         (texts,),
     ).fetchall()
     lexemes_of = {r["t"]: list(r["l"]) for r in rows}
