@@ -127,7 +127,9 @@ def test_every_route_needs_a_key(
     assert len(operations) >= 30
     for method, path in operations:
         concrete = path
-        for param in ("page_id", "node_id", "file_id", "mail_id", "item_id", "tag_id", "target_id"):
+        params = ("page_id", "node_id", "file_id", "mail_id", "item_id", "tag_id", "target_id",
+                  "workspace_id")  # fmt: skip
+        for param in params:
             concrete = concrete.replace("{" + param + "}", "00000000-0000-0000-0000-000000000001")
         concrete = concrete.replace("{target_kind}", "page")
         response = anonymous.request(method, concrete)

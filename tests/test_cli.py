@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from uuid import UUID
 
 import pytest
 from click.testing import CliRunner
 
 from subspace.cli import main
 from subspace.config import Settings
+from subspace.context import Context
+from subspace.runtime import Database
 
 
 @pytest.fixture
@@ -58,3 +61,38 @@ def test_a_malformed_setting_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -
     result = CliRunner().invoke(main, ["keys", "list"])
     assert result.exit_code == 1
     assert "SUBSPACE_PORT must be a whole number" in result.output
+
+
+def test_keys_revoke_takes_the_short_id_keys_list_shows(runner: CliRunner) -> None:
+    runner.invoke(main, ["keys", "create", "--name", "laptop"])
+    table = runner.invoke(main, ["keys", "list"]).stdout
+    key_id = json.loads(runner.invoke(main, ["keys", "list", "--json"]).stdout)[0]["id"]
+    assert key_id[:8] in table
+    revoked = runner.invoke(main, ["keys", "revoke", key_id[:8]])
+    assert revoked.exit_code == 0, revoked.output
+    assert revoked.stdout.strip() == f"Revoked key {key_id}."
+    assert runner.invoke(main, ["keys", "revoke", key_id]).exit_code == 0  # twice is fine
+
+
+def test_keys_revoke_refuses_an_ambiguous_or_short_prefix(
+    runner: CliRunner, database: Database, cx: Context
+) -> None:
+    with database.pool.connection() as conn:
+        for n, ident in enumerate(("abcd1111-0000-4000-8000-000000000000",
+                                   "abcd2222-0000-4000-8000-000000000000")):  # fmt: skip
+            conn.execute(
+                "insert into kb.api_keys (workspace_id, id, user_id, key_prefix, key_hash) "
+                "values (%s, %s, %s, 'ssk_x', %s)",
+                (cx.actor.workspace_id, UUID(ident), cx.actor.user_id, f"hash{n}"),
+            )
+    ambiguous = runner.invoke(main, ["keys", "revoke", "abcd"])
+    assert ambiguous.exit_code == 1
+    assert "starts the ids of several keys" in ambiguous.output
+    assert runner.invoke(main, ["keys", "revoke", "ab"]).exit_code == 1
+    assert "at least its first 4 characters" in runner.invoke(main, ["keys", "revoke", "ab"]).output
+    assert runner.invoke(main, ["keys", "revoke", "abcd2"]).exit_code == 0
+    with database.pool.connection() as conn:
+        revoked = conn.execute(
+            "select id::text from kb.api_keys where revoked_at is not null"
+        ).fetchall()
+    assert revoked == [{"id": "abcd2222-0000-4000-8000-000000000000"}]

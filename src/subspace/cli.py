@@ -18,6 +18,7 @@ from rich.table import Table
 
 from subspace import commands
 from subspace.config import Settings
+from subspace.context import Context
 from subspace.errors import SubspaceError
 from subspace.providers.base import EmbeddingProvider, ProviderError
 from subspace.runtime import Database, open_database
@@ -25,6 +26,7 @@ from subspace.runtime import Database, open_database
 if TYPE_CHECKING:  # the importer pulls in every extractor; only `import` needs it
     from subspace.ingest.importer import ImportReport
 
+SHORT_ID_CHARS = 8  # of a key id in `keys list`; `keys revoke` takes any unique start
 console = Console()
 err_console = Console(stderr=True)
 
@@ -473,6 +475,109 @@ def migrate() -> None:
     click.echo("The database is at the newest schema.")
 
 
+def _workspace_context(db: Database, settings: Settings, workspace: str | None) -> Context:
+    """Acting as the owner of `workspace` (a name or an id), or of the default workspace."""
+    from subspace.workspaces import find_workspace, workspace_owner
+
+    if workspace is None:
+        return db.default_context(settings)
+    with db.pool.connection() as conn:
+        actor = workspace_owner(conn, find_workspace(conn, workspace))
+    return db.context(actor, settings)
+
+
+_WORKSPACE_OPTION = click.option(
+    "--workspace",
+    default=None,
+    help="Workspace name or id (see `subspace workspaces list`). Default: the first one.",
+)
+
+
+@main.group()
+def workspaces() -> None:
+    """Create and list workspaces: separate tenants that share nothing."""
+
+
+@workspaces.command("create")
+@click.argument("name")
+def workspaces_create(name: str) -> None:
+    """Create a workspace with its owner and a default knowledge base; print its id."""
+    from subspace.workspaces import create_workspace
+
+    settings = _settings()
+    with _database(settings) as db, db.pool.connection() as conn:
+        actor = create_workspace(conn, name)
+    click.echo(f"Created workspace {actor.workspace_id}.", err=True)
+    click.echo(
+        f"Make a key for it with `subspace keys create --workspace {actor.workspace_id}`.",
+        err=True,
+    )
+    click.echo(str(actor.workspace_id))
+
+
+@workspaces.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+def workspaces_list(as_json: bool) -> None:
+    """List workspaces with their ids and how much each holds."""
+    from subspace.workspaces import list_workspaces
+
+    settings = _settings()
+    with _database(settings) as db, db.pool.connection() as conn:
+        found = list_workspaces(conn)
+    if as_json:
+        click.echo(json.dumps([_jsonable(dataclasses.asdict(w)) for w in found], indent=2))
+        return
+    table = _id_table("pages", "files", "mail", "keys")
+    for w in found:
+        table.add_row(str(w.id), w.name, *(str(n) for n in (w.pages, w.files, w.mail, w.keys)))
+    console.print(table)
+
+
+def _id_table(*counts: str) -> Table:
+    """A borderless table of id, name and counts that fits 80 columns; ids are never cut."""
+    table = Table(box=None, pad_edge=False)
+    table.add_column("id", no_wrap=True, min_width=36)
+    table.add_column("name", min_width=10)
+    for header in counts:
+        table.add_column(header, justify="right", no_wrap=True, min_width=len(header))
+    return table
+
+
+@main.group("kb")
+def kb_group() -> None:
+    """List knowledge bases."""
+
+
+@kb_group.command("list")
+@_WORKSPACE_OPTION
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+def kb_list(workspace: str | None, as_json: bool) -> None:
+    """List the knowledge bases with their ids and item counts (not counting deleted items)."""
+    settings = _settings()
+    with _database(settings) as db:
+        cx = _workspace_context(db, settings, workspace)
+        with cx.transaction() as conn:
+            rows = conn.execute(
+                "select k.id, k.name, k.is_default,"
+                " (select count(*) from kb.pages p where p.workspace_id = k.workspace_id"
+                "  and p.kb_id = k.id and p.deleted_at is null) as pages,"
+                " (select count(*) from kb.files f where f.workspace_id = k.workspace_id"
+                "  and f.kb_id = k.id and f.deleted_at is null) as files,"
+                " (select count(*) from kb.mail m where m.workspace_id = k.workspace_id"
+                "  and m.kb_id = k.id and m.deleted_at is null) as mail"
+                " from kb.knowledge_bases k where k.workspace_id = %s order by k.name",
+                (cx.actor.workspace_id,),
+            ).fetchall()
+    if as_json:
+        click.echo(json.dumps([_jsonable(row) for row in rows], indent=2))
+        return
+    table = _id_table("pages", "files", "mail")
+    for row in rows:
+        name = row["name"] + (" (default)" if row["is_default"] else "")
+        table.add_row(str(row["id"]), name, *(str(row[k]) for k in ("pages", "files", "mail")))
+    console.print(table)
+
+
 @main.group()
 def keys() -> None:
     """Create, list and revoke API keys."""
@@ -480,28 +585,41 @@ def keys() -> None:
 
 @keys.command("create")
 @click.option("--name", default="", help="A label to recognise the key by.")
-def keys_create(name: str) -> None:
-    """Create a key for the default workspace's user and print it (shown only once)."""
+@_WORKSPACE_OPTION
+@click.option(
+    "--admin",
+    is_flag=True,
+    help="An operator's key: it may also create workspaces and their keys over /api/admin.",
+)
+def keys_create(name: str, workspace: str | None, admin: bool) -> None:
+    """Create a key for a workspace's owner and print it (shown only once)."""
     from subspace.keys import create_key
 
     settings = _settings()
     with _database(settings) as db:
-        cx = db.default_context(settings)
+        cx = _workspace_context(db, settings, workspace)
         with cx.transaction() as conn:
-            key, token = create_key(conn, cx.actor, name)
-    click.echo(f"Created key {key.id}. Keep it secret; it is not shown again:", err=True)
+            key, token = create_key(conn, cx.actor, name, admin=admin)
+    kind = "admin key" if admin else "key"
+    click.echo(
+        f"Created {kind} {key.id} for workspace {cx.actor.workspace_id}. Keep it secret; it is "
+        "not shown again:",
+        err=True,
+    )
     click.echo(token)
 
 
 @keys.command("list")
+@_WORKSPACE_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
-def keys_list(as_json: bool) -> None:
-    """List the default workspace's keys."""
+def keys_list(workspace: str | None, as_json: bool) -> None:
+    """List a workspace's keys. The table shows the start of each id, which `keys revoke`
+    takes; --json shows whole ids."""
     from subspace.keys import list_keys
 
     settings = _settings()
     with _database(settings) as db:
-        cx = db.default_context(settings)
+        cx = _workspace_context(db, settings, workspace)
         with cx.transaction() as conn:
             found = list_keys(conn, cx.actor.workspace_id)
     if as_json:
@@ -510,8 +628,8 @@ def keys_list(as_json: bool) -> None:
     table = Table("id", "name", "prefix", "created", "last used", "revoked")
     for k in found:
         table.add_row(
-            str(k.id),
-            k.name,
+            str(k.id)[:SHORT_ID_CHARS],
+            k.name + (" (admin)" if k.admin else ""),
             k.prefix + "…",
             _when(k.created_at),
             _when(k.last_used_at),
@@ -521,16 +639,19 @@ def keys_list(as_json: bool) -> None:
 
 
 @keys.command("revoke")
-@click.argument("key_id", type=click.UUID)
-def keys_revoke(key_id: UUID) -> None:
-    """Revoke a key: requests with it answer 401 from now on."""
-    from subspace.keys import revoke_key
+@click.argument("key_id")
+@_WORKSPACE_OPTION
+def keys_revoke(key_id: str, workspace: str | None) -> None:
+    """Revoke a key by its id or a unique start of it: requests with it answer 401 from now on."""
+    from subspace.keys import find_key_id, revoke_key
 
     settings = _settings()
     with _database(settings) as db:
-        cx = db.default_context(settings)
+        cx = _workspace_context(db, settings, workspace)
         with cx.transaction() as conn:
-            key = revoke_key(conn, cx.actor.workspace_id, key_id)
+            key = revoke_key(
+                conn, cx.actor.workspace_id, find_key_id(conn, cx.actor.workspace_id, key_id)
+            )
     click.echo(f"Revoked key {key.id}.")
 
 
@@ -539,7 +660,9 @@ def _when(value: Any) -> str:
 
 
 def _jsonable(row: dict[str, Any]) -> dict[str, Any]:
-    return {
-        k: (v.isoformat() if hasattr(v, "isoformat") else str(v) if v is not None else None)
-        for k, v in row.items()
-    }
+    def plain(value: Any) -> Any:
+        if value is None or isinstance(value, bool | int | float | str):
+            return value
+        return value.isoformat() if hasattr(value, "isoformat") else str(value)
+
+    return {k: plain(v) for k, v in row.items()}

@@ -48,14 +48,21 @@ class Unauthorized(SubspaceError):
     code = "unauthorized"
 
 
+class Forbidden(SubspaceError):
+    """The key is valid but may not do this (an ordinary key on an operator's route)."""
+
+    status = 403
+    code = "forbidden"
+
+
 class NotFound(SubspaceError):
     """The id names nothing in the caller's workspace."""
 
     status = 404
     code = "not_found"
 
-    def __init__(self, kind: str, ident: object) -> None:
-        super().__init__(f"No {kind} with id {ident} in this workspace.")
+    def __init__(self, kind: str, ident: object, *, scope: str = "in this workspace") -> None:
+        super().__init__(f"No {kind} with id {ident} {scope}.")
 
 
 class Conflict(SubspaceError):

@@ -7,13 +7,14 @@ import secrets
 from uuid import UUID
 
 from subspace.db.pool import Conn
-from subspace.errors import NotFound, Unauthorized
+from subspace.errors import Forbidden, InvalidInput, NotFound, Unauthorized
 from subspace.models import Actor, ApiKey
 
 # The workspace id travels inside the key so a lookup never has to leave its workspace
 # (the keys table stays distributable by workspace_id).
 KEY_PREFIX = "ssk"
-KEY_COLUMNS = "id, user_id, name, key_prefix as prefix, created_at, last_used_at, revoked_at"
+KEY_COLUMNS = "id, user_id, name, key_prefix as prefix, created_at, last_used_at, revoked_at, admin"
+MIN_ID_PREFIX = 4  # characters of a key id `keys revoke` needs to pick one key
 
 
 def _hash(token: str) -> str:
@@ -31,13 +32,18 @@ def default_actor(conn: Conn) -> Actor:
     return Actor(workspace_id=row["workspace_id"], user_id=row["user_id"])
 
 
-def create_key(conn: Conn, actor: Actor, name: str = "") -> tuple[ApiKey, str]:
-    """Create a key for `actor`; return it and the secret token, which is shown only once."""
+def create_key(
+    conn: Conn, actor: Actor, name: str = "", *, admin: bool = False
+) -> tuple[ApiKey, str]:
+    """Create a key for `actor`; return it and the secret token, which is shown only once.
+
+    An `admin` key is an operator's: it may also manage workspaces over /api/admin.
+    """
     token = f"{KEY_PREFIX}_{actor.workspace_id.hex}_{secrets.token_urlsafe(32)}"
     row = conn.execute(
-        "insert into kb.api_keys (workspace_id, user_id, name, key_prefix, key_hash) "
-        f"values (%s, %s, %s, %s, %s) returning {KEY_COLUMNS}",
-        (actor.workspace_id, actor.user_id, name, token[:12], _hash(token)),
+        "insert into kb.api_keys (workspace_id, user_id, name, key_prefix, key_hash, admin) "
+        f"values (%s, %s, %s, %s, %s, %s) returning {KEY_COLUMNS}",
+        (actor.workspace_id, actor.user_id, name, token[:12], _hash(token), admin),
     ).fetchone()
     assert row is not None
     return ApiKey(**row), token
@@ -49,6 +55,31 @@ def list_keys(conn: Conn, workspace_id: UUID) -> list[ApiKey]:
         (workspace_id,),
     ).fetchall()
     return [ApiKey(**row) for row in rows]
+
+
+def find_key_id(conn: Conn, workspace_id: UUID, prefix: str) -> UUID:
+    """The id of the one key of the workspace whose id starts with `prefix` (a whole id
+    works too); NotFound when none does, InvalidInput when several do."""
+    wanted = prefix.strip().lower()
+    if len(wanted) < MIN_ID_PREFIX or not all(c in "0123456789abcdef-" for c in wanted):
+        raise InvalidInput(
+            f"{prefix!r} is not a key id. Give the id `subspace keys list` shows, or at least "
+            f"its first {MIN_ID_PREFIX} characters."
+        )
+    rows = conn.execute(
+        "select id from kb.api_keys where workspace_id = %s and id::text like %s "
+        "order by created_at limit 6",
+        (workspace_id, wanted + "%"),
+    ).fetchall()
+    if not rows:
+        raise NotFound("API key", prefix)
+    if len(rows) > 1:
+        shown = ", ".join(str(r["id"]) for r in rows[:5])
+        raise InvalidInput(
+            f"{prefix!r} starts the ids of several keys ({shown}). Give more of the id."
+        )
+    found: UUID = rows[0]["id"]
+    return found
 
 
 def revoke_key(conn: Conn, workspace_id: UUID, key_id: UUID) -> ApiKey:
@@ -65,6 +96,21 @@ def revoke_key(conn: Conn, workspace_id: UUID, key_id: UUID) -> ApiKey:
 
 def authenticate(conn: Conn, token: str) -> Actor:
     """The actor a key acts for; Unauthorized when it is malformed, unknown or revoked."""
+    actor, _ = _authenticate(conn, token)
+    return actor
+
+
+def authenticate_admin(conn: Conn, token: str) -> Actor:
+    """Like `authenticate`, and Forbidden unless the key is an operator's (admin) key."""
+    actor, admin = _authenticate(conn, token)
+    if not admin:
+        raise Forbidden(
+            "This route needs an operator's key. Create one with `subspace keys create --admin`."
+        )
+    return actor
+
+
+def _authenticate(conn: Conn, token: str) -> tuple[Actor, bool]:
     parts = token.split("_", 2)
     if len(parts) != 3 or parts[0] != KEY_PREFIX:
         raise Unauthorized("That API key is not valid. Create one with `subspace keys create`.")
@@ -79,12 +125,12 @@ def authenticate(conn: Conn, token: str) -> Actor:
         "update kb.api_keys set last_used_at = now() "
         "where workspace_id = %s and key_hash = %s and revoked_at is null "
         "and (last_used_at is null or last_used_at < now() - interval '1 minute') "
-        "returning user_id",
+        "returning user_id, admin",
         (workspace_id, _hash(token)),
     ).fetchone()
     if row is None:
         row = conn.execute(
-            "select user_id from kb.api_keys where workspace_id = %s and key_hash = %s "
+            "select user_id, admin from kb.api_keys where workspace_id = %s and key_hash = %s "
             "and revoked_at is null",
             (workspace_id, _hash(token)),
         ).fetchone()
@@ -92,4 +138,4 @@ def authenticate(conn: Conn, token: str) -> Actor:
         raise Unauthorized(
             "That API key is unknown or revoked. Create a new one with `subspace keys create`."
         )
-    return Actor(workspace_id=workspace_id, user_id=row["user_id"])
+    return Actor(workspace_id=workspace_id, user_id=row["user_id"]), bool(row["admin"])

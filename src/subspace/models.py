@@ -114,3 +114,5 @@ class ApiKey:
     created_at: datetime
     last_used_at: datetime | None
     revoked_at: datetime | None
+    # an operator's key: it may also create workspaces and their keys (/api/admin)
+    admin: bool = False

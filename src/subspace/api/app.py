@@ -12,6 +12,7 @@ from subspace import __version__
 from subspace.api.errors import install_error_handlers
 from subspace.api.limits import BodyLimit
 from subspace.api.routes import (
+    admin,
     files,
     health,
     home,
@@ -73,6 +74,6 @@ def create_app(settings: Settings, database: Database | None = None) -> FastAPI:
         app.state.database = database
     install_error_handlers(app)
     app.add_middleware(BodyLimit, settings=settings)
-    for module in (health, home, knowledge_bases, pages, nodes, files, mail, tags, search):
+    for module in (health, home, knowledge_bases, pages, nodes, files, mail, tags, search, admin):
         app.include_router(module.router)
     return app

@@ -7,7 +7,7 @@ from fastapi import Request
 from subspace.api.state import database
 from subspace.context import Context
 from subspace.errors import Unauthorized
-from subspace.keys import authenticate
+from subspace.keys import authenticate, authenticate_admin
 
 COOKIE_NAME = "subspace_key"
 
@@ -20,15 +20,30 @@ def presented_key(request: Request) -> str | None:
     return request.cookies.get(COOKIE_NAME)
 
 
-def require_context(request: Request) -> Context:
-    """FastAPI dependency: the caller's Context, or 401."""
+def _required_key(request: Request) -> str:
     token = presented_key(request)
     if not token:
         raise Unauthorized(
             "No API key. Send `Authorization: Bearer <key>`; create a key with "
             "`subspace keys create`."
         )
+    return token
+
+
+def require_context(request: Request) -> Context:
+    """FastAPI dependency: the caller's Context, or 401."""
+    token = _required_key(request)
     db = database(request)
     with db.pool.connection() as conn:
         actor = authenticate(conn, token)
+    return db.context(actor, request.app.state.settings)
+
+
+def require_admin(request: Request) -> Context:
+    """FastAPI dependency for operator routes: 401 without a valid key, 403 unless it is an
+    admin key (`subspace keys create --admin`)."""
+    token = _required_key(request)
+    db = database(request)
+    with db.pool.connection() as conn:
+        actor = authenticate_admin(conn, token)
     return db.context(actor, request.app.state.settings)
