@@ -11,7 +11,7 @@ import pytest
 
 from subspace import commands
 from subspace.context import Context
-from subspace.errors import InvalidInput, NotFound, TooLarge
+from subspace.errors import InvalidCursor, InvalidInput, NotFound, TooLarge
 from subspace.ingest.worker import extract_pending
 from subspace.providers.base import EmbedResult
 from subspace.providers.fake import FakeProvider
@@ -176,9 +176,9 @@ def test_pagination_concatenates_to_one_request(database: Database, cx: Context)
         pages.extend(ids(response))
         cursor = response.next_cursor
     assert pages == whole and len(set(pages)) == 30
-    with pytest.raises(InvalidInput, match="another query"):
+    with pytest.raises(InvalidCursor, match="another query"):
         run(cx, "different", limit=10, cursor=cursor)
-    with pytest.raises(InvalidInput, match="not valid"):
+    with pytest.raises(InvalidCursor, match="not valid"):
         run(cx, "signal", cursor="garbage!")
 
 
@@ -505,3 +505,37 @@ def test_a_base_that_grows_is_searched_through_the_index_at_once(
     shrunk = run(cx, "granite", mode="vector")
     assert shrunk.legs["vector"].plan == "index" and ids(shrunk) == [kept.id]
     assert run(cx, "granite", mode="vector").legs["vector"].plan == "exact"
+
+
+def test_corrections_are_reported_as_the_words_typed(database: Database, cx: Context) -> None:
+    page = commands.create_page(cx, "Materials")
+    target = commands.add_node(cx, page.id, "Biomaterials for bone studies")
+    index(database, cx)
+    response = run(cx, "biomateirals bone", mode="lexical")
+    assert ids(response) == [target.id]
+    assert response.corrections == {"biomateirals": "biomaterials"}
+    # The key is the word as typed; the correction keeps the typed word's ending.
+    assert run(cx, "Biomateirals", mode="lexical").corrections == {"Biomateirals": "biomaterials"}
+    assert run(cx, "stuides", mode="lexical").corrections == {"stuides": "studies"}
+
+
+def test_typo_corrections_come_from_the_callers_workspace_only(
+    database: Database, cx: Context
+) -> None:
+    from subspace.workspaces import create_workspace
+
+    mine = commands.create_page(cx, "Mine")
+    commands.add_node(cx, mine.id, "Notes on sandstone")
+    with database.pool.connection() as conn:
+        stranger = create_workspace(conn, "Stranger")
+    theirs = database.context(stranger, cx.settings)
+    secret = commands.create_page(theirs, "Theirs")
+    found = commands.add_node(theirs, secret.id, "The quarterly tamarind forecast")
+    index(database, cx)
+    # "tamarind" is only in the other workspace: never offered, never matched here.
+    for query in ("tamarnid", "tamarindd", "tmarind"):
+        response = run(cx, query, mode="lexical")
+        assert response.corrections == {} and response.rows == []
+    # The owner of the word gets the correction (the test can fail).
+    assert run(theirs, "tamarnid", mode="lexical").corrections == {"tamarnid": "tamarind"}
+    assert ids(run(theirs, "tamarnid", mode="lexical")) == [found.id]

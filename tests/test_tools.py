@@ -216,7 +216,7 @@ def test_search_grep_and_read_on_the_command_line(
     runner = CliRunner()
     table = runner.invoke(main, ["search", "quince", "--explain"])
     assert table.exit_code == 0, table.output
-    assert "Prune the quince" in table.stdout and "results in" in table.stdout
+    assert "Prune the quince" in table.stdout and "result in" in table.stdout
     as_json = json.loads(runner.invoke(main, ["search", "quince", "--json", "--mode",
                                               "lexical"]).stdout)  # fmt: skip
     assert as_json["rows"][0]["title"] == "Garden" and as_json["mode"] == "lexical"
@@ -226,3 +226,22 @@ def test_search_grep_and_read_on_the_command_line(
     assert missing.exit_code == 1 and "No knowledge base named 'Nope'" in missing.output
     bad = runner.invoke(main, ["search", ""])
     assert bad.exit_code == 1 and "empty" in bad.output
+
+
+def test_the_search_command_shows_what_it_corrected(
+    settings: Settings, database: Database, cx: Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SUBSPACE_DATABASE_URL", settings.database_url)
+    monkeypatch.setenv("SUBSPACE_HOME", str(settings.home))
+    monkeypatch.setenv("PROVIDERS", "fake")
+    page = commands.create_page(cx, "Materials")
+    commands.add_node(cx, page.id, "Biomaterials for bone repair")
+    index(database, cx)
+    runner = CliRunner()
+    table = runner.invoke(main, ["search", "biomateirals bone", "--mode", "lexical"])
+    assert table.exit_code == 0, table.output
+    assert 'Showing results for "biomaterials bone" (you typed biomateirals).' in table.stdout
+    plain = runner.invoke(main, ["search", "biomaterials", "--mode", "lexical"])
+    assert "Showing results" not in plain.stdout
+    as_json = runner.invoke(main, ["search", "biomateirals", "--json", "--mode", "lexical"])
+    assert json.loads(as_json.stdout)["corrections"] == {"biomateirals": "biomaterials"}

@@ -234,6 +234,14 @@ def search_command(
     if as_json:
         click.echo(json.dumps(dataclasses.asdict(response), default=str, indent=2))
         return
+    if response.corrections:
+        import re
+
+        shown = query
+        for typed, meant in response.corrections.items():
+            shown = re.sub(rf"(?<!\w){re.escape(typed)}(?!\w)", meant, shown)
+        typed_words = ", ".join(response.corrections)
+        click.echo(f'Showing results for "{shown}" (you typed {typed_words}).')
     table = Table("#", "type", "title", "passage", "lexical", "vector", "score")
     for number, row in enumerate(response.rows, start=1):
         legs = {name: f"#{leg.rank}" for name, leg in row.legs.items()}

@@ -206,6 +206,13 @@ SETTINGS: tuple[Setting, ...] = (
         "Most knowledge bases one search may name.",
     ),
     Setting(
+        "SUBSPACE_MAX_TAG_FILTERS",
+        "max_tag_filters",
+        int,
+        50,
+        "Most tag filters one search may carry.",
+    ),
+    Setting(
         "SUBSPACE_GREP_TIMEOUT_MS",
         "grep_timeout_ms",
         int,
@@ -253,6 +260,7 @@ class Settings:
     max_query_chars: int = field(default=_DEFAULTS["max_query_chars"])
     max_search_limit: int = field(default=_DEFAULTS["max_search_limit"])
     max_knowledge_bases: int = field(default=_DEFAULTS["max_knowledge_bases"])
+    max_tag_filters: int = field(default=_DEFAULTS["max_tag_filters"])
     grep_timeout_ms: int = field(default=_DEFAULTS["grep_timeout_ms"])
 
     @classmethod

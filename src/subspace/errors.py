@@ -34,6 +34,21 @@ class InvalidInput(SubspaceError):
     code = "invalid_input"
 
 
+class InvalidCursor(SubspaceError):
+    """A paging cursor that this server did not issue, was altered, or is malformed."""
+
+    status = 400
+    code = "invalid_cursor"
+
+
+class Busy(SubspaceError):
+    """No database connection came free in time; the client should retry shortly."""
+
+    status = 503
+    code = "busy"
+    retry_after_s = 1
+
+
 class TooLarge(SubspaceError):
     """An input is over one of the configured limits."""
 

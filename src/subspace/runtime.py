@@ -18,16 +18,33 @@ from subspace.models import Actor
 log = logging.getLogger(__name__)
 
 
+# Connections kept out of the requests' reach: the indexer (a listener and a worker), the
+# extraction worker, /readyz and key checks. Searches cannot starve them however many run.
+RESERVED_CONNECTIONS = 5
+# How long a request waits for a connection before it answers 503 with Retry-After. Longer
+# than any healthy search (tens of ms), far shorter than a client's patience: a 30 s queue
+# behind slow searches only multiplies the requests waiting in threads.
+REQUEST_CONNECTION_WAIT_S = 2.0
+
+
 @dataclass
 class Database:
-    """A migrated database and its pool; `close()` also stops an embedded server we started."""
+    """A migrated database and its pools; `close()` also stops an embedded server we started.
+
+    `pool` serves background work, health checks and the command line; `requests`, when set,
+    is the pool request contexts draw from, so that requests holding every one of its
+    connections cannot starve the background.
+    """
 
     dsn: str
     pool: ConnectionPool[Conn]
     embedded: EmbeddedPostgres | None
+    requests: ConnectionPool[Conn] | None = None
 
     def close(self) -> None:
-        """Close the pool, then stop the embedded server. Safe to call twice."""
+        """Close the pools, then stop the embedded server. Safe to call twice."""
+        if self.requests is not None:
+            self.requests.close()
         self.pool.close()
         if self.embedded is not None:
             self.embedded.stop()
@@ -39,7 +56,8 @@ class Database:
         return self.context(actor, settings)
 
     def context(self, actor: Actor, settings: Settings) -> Context:
-        return Context(db=self.pool, actor=actor, settings=settings)
+        """A context on the request pool (or the only pool, when there is one)."""
+        return Context(db=self.requests or self.pool, actor=actor, settings=settings)
 
 
 def resolve_dsn(settings: Settings) -> tuple[str, EmbeddedPostgres | None]:
@@ -53,15 +71,22 @@ def resolve_dsn(settings: Settings) -> tuple[str, EmbeddedPostgres | None]:
 
 
 def open_database(settings: Settings, *, pool_size: int = 10) -> Database:
-    """Start or reach Postgres, apply pending migrations and open a pool."""
+    """Start or reach Postgres, apply pending migrations and open the pools: `pool_size`
+    connections for requests, RESERVED_CONNECTIONS more for everything else."""
     dsn, embedded = resolve_dsn(settings)
+    pool: ConnectionPool[Conn] | None = None
     try:
         applied = migrate(dsn)
         for migration in applied:
             log.info("applied migration %04d_%s", migration.version, migration.name)
-        pool = open_pool(dsn, max_size=pool_size)
+        pool = open_pool(dsn, max_size=RESERVED_CONNECTIONS, name="subspace-reserved")
+        requests = open_pool(
+            dsn, max_size=pool_size, timeout=REQUEST_CONNECTION_WAIT_S, name="subspace-requests"
+        )
     except BaseException:
+        if pool is not None:
+            pool.close()
         if embedded is not None:
             embedded.stop()
         raise
-    return Database(dsn=dsn, pool=pool, embedded=embedded)
+    return Database(dsn=dsn, pool=pool, embedded=embedded, requests=requests)

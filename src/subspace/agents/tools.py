@@ -7,21 +7,22 @@ reads, so none needs approval. Output is compact text with refs an agent can cit
 
 from __future__ import annotations
 
-import base64
-import json
+import re
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 from uuid import UUID
 
 import psycopg
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
 from subspace.context import Context
 from subspace.db import queries
 from subspace.db.pool import Conn
-from subspace.errors import InvalidInput, NotFound
+from subspace.errors import InvalidCursor, InvalidInput, NotFound
 from subspace.models import Node
 from subspace.providers.base import EmbeddingProvider
+from subspace.search.cursors import is_clean, seal, unseal, workspace_secret
 from subspace.search.filters import file_visible, mail_visible, page_visible
 from subspace.search.service import SearchRequest, search
 
@@ -30,6 +31,11 @@ GREP_BATCH_ROWS = 5_000  # rows scanned per statement, so a timeout still leaves
 GREP_MAX_RESULTS = 500
 SNIPPET_CHARS = 160
 MAX_PATTERN_CHARS = 500
+# A grep cursor is a source number and one row key (a uuid, or a uuid and a chunk number):
+# under 100 bytes of JSON, about 150 characters signed. Anything longer was not issued here.
+MAX_GREP_CURSOR_CHARS = 512
+MAX_GREP_CURSOR_INFLATED_BYTES = 256
+_GREP_KEY = re.compile(r"[0-9a-f-]{36}(:[0-9]{8})?")
 
 
 @dataclass(frozen=True)
@@ -50,6 +56,28 @@ TOOLS = (
 )  # fmt: skip
 
 
+class SearchArgs(BaseModel):
+    """The arguments of `kb.search`. JSON types are taken as they are: "5" is not a number,
+    "file" is not a list of kinds."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    query: StrictStr = ""
+    kinds: list[StrictStr] | None = None
+    limit: Annotated[StrictInt, Field(ge=1)] = SEARCH_TOOL_LIMIT
+
+
+class GrepArgs(BaseModel):
+    """The arguments of `kb.grep`; `regex` must be a JSON boolean, not "false"."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    pattern: StrictStr = ""
+    regex: StrictBool = False
+    limit: Annotated[StrictInt, Field(ge=1)] = 100
+    cursor: Any = None  # checked by the cursor's own reader, which answers 400 for any shape
+
+
 def kb_search(
     cx: Context,
     provider: EmbeddingProvider | None,
@@ -58,10 +86,11 @@ def kb_search(
     kinds: list[str] | None = None,
     limit: int = SEARCH_TOOL_LIMIT,
 ) -> str:
-    """Ranked hits as text, one per line: type, title › breadcrumb, passage, and ref."""
-    response = search(
-        cx, provider, SearchRequest(query=query, kinds=kinds, limit=min(limit, SEARCH_TOOL_LIMIT))
-    )
+    """Ranked hits as text, one per line: type, title › breadcrumb, passage, and ref.
+
+    `limit` is honoured up to SUBSPACE_MAX_SEARCH_LIMIT (beyond it, InvalidInput says so).
+    """
+    response = search(cx, provider, SearchRequest(query=query, kinds=kinds, limit=limit))
     lines = []
     for number, row in enumerate(response.rows, start=1):
         place = " › ".join(row.breadcrumb) if row.breadcrumb else row.title
@@ -126,23 +155,24 @@ def kb_grep(
         raise InvalidInput("The grep pattern is empty. Give a string or a regex to look for.")
     if len(pattern) > MAX_PATTERN_CHARS:
         raise InvalidInput(f"The pattern is longer than {MAX_PATTERN_CHARS} characters.")
-    if "\x00" in pattern:
-        raise InvalidInput("The pattern contains a NUL byte; remove it.")
+    if not is_clean(pattern, MAX_PATTERN_CHARS):
+        raise InvalidInput("The pattern contains a NUL byte or a lone surrogate; remove it.")
     limit = max(1, min(limit, GREP_MAX_RESULTS))
-    source_index, last_key = _decode_grep_cursor(cursor)
     deadline = time.monotonic() + cx.settings.grep_timeout_ms / 1000
     result = GrepResult()
     with cx.transaction() as conn:
+        secret = workspace_secret(conn, cx.actor.workspace_id)
+        source_index, last_key = _decode_grep_cursor(cursor, secret)
         while source_index < len(_GREP_SOURCES):
             remaining_ms = int((deadline - time.monotonic()) * 1000)
             if remaining_ms <= 0:
-                return _stopped(result, source_index, last_key, cx, timed_out=True)
+                return _stopped(result, source_index, last_key, secret, cx, timed_out=True)
             try:
                 rows, scanned_to = _grep_batch(
                     conn, cx, _GREP_SOURCES[source_index], pattern, regex, last_key, remaining_ms
                 )
             except psycopg.errors.QueryCanceled:
-                return _stopped(result, source_index, last_key, cx, timed_out=True)
+                return _stopped(result, source_index, last_key, secret, cx, timed_out=True)
             except psycopg.errors.InvalidRegularExpression as exc:
                 raise InvalidInput(f"The regex is not valid: {exc}. Fix it and retry.") from None
             for row in rows:
@@ -150,7 +180,7 @@ def kb_grep(
                                                 int(row["count"])))  # fmt: skip
                 if len(result.matches) >= limit:
                     result.capped = True
-                    return _stopped(result, source_index, row["key"], cx, timed_out=False)
+                    return _stopped(result, source_index, row["key"], secret, cx, timed_out=False)
             if scanned_to is None:
                 source_index, last_key = source_index + 1, ""
             else:
@@ -186,9 +216,12 @@ def _grep_batch(
             f"with batch as (select {key} as key, {text} as body, {title} as title, {ref} as ref "
             f"from {tables} where {visible} and {key} > %(after)s order by {key} "
             f"limit {GREP_BATCH_ROWS}) "
-            f"select key, ref, title, substr(body, greatest(1, {position} - 60), "
-            f"{SNIPPET_CHARS}) as snippet, {count} as count, {test} as hit, "
-            "max(key) over () as last_key, count(*) over () as scanned from batch order by key",
+            # One character of context either side tells whether a word was cut there;
+            # offset 0 keeps the position from being computed once per use.
+            f"select key, ref, title, pos, length(body) as body_len, substr(body, "
+            f"greatest(1, pos - 61), {SNIPPET_CHARS + 2}) as snippet, {count} as count, "
+            f"{test} as hit, max(key) over () as last_key, count(*) over () as scanned "
+            f"from (select *, {position} as pos from batch offset 0) as located order by key",
             {"ws": cx.actor.workspace_id, "user": cx.actor.user_id, "p": pattern, "after": after},
         ).fetchall()
     if not rows:
@@ -197,15 +230,41 @@ def _grep_batch(
     exhausted = int(rows[0]["scanned"]) < GREP_BATCH_ROWS
     matches = [r for r in rows if r["hit"]]
     for match in matches:
-        match["snippet"] = " ".join(str(match["snippet"]).split())
+        match["snippet"] = _word_bounded(
+            str(match["snippet"]), int(match["pos"]), int(match["body_len"]),
+            1 if regex else len(pattern),
+        )  # fmt: skip
     return matches, None if exhausted else last
 
 
+def _word_bounded(snippet: str, pos: int, body_len: int, match_len: int) -> str:
+    """The snippet on one line, without the words its window cut at either end (the match
+    itself is always kept). It begins one character before its window and ends one after."""
+    start = max(1, pos - 61)
+    offset = pos - start  # of the match within the snippet
+    cut_end = start - 1 + len(snippet) < body_len
+    if start > 1:
+        first_space = next((i for i, c in enumerate(snippet) if c.isspace()), None)
+        if first_space is not None and first_space < offset:
+            snippet, offset = snippet[first_space + 1 :], offset - first_space - 1
+    if cut_end:
+        last_space = next((i for i in range(len(snippet) - 1, -1, -1) if snippet[i].isspace()), -1)
+        if last_space >= offset + match_len:
+            snippet = snippet[:last_space]
+    return " ".join(snippet.split())
+
+
 def _stopped(
-    result: GrepResult, source_index: int, key: str, cx: Context, *, timed_out: bool
+    result: GrepResult,
+    source_index: int,
+    key: str,
+    secret: bytes,
+    cx: Context,
+    *,
+    timed_out: bool,
 ) -> GrepResult:
     result.timed_out = timed_out
-    result.next_cursor = base64.urlsafe_b64encode(json.dumps([source_index, key]).encode()).decode()
+    result.next_cursor = seal(secret, {"v": 2, "g": [source_index, key]})
     if timed_out:
         result.message = (
             f"Stopped at the {cx.settings.grep_timeout_ms:,} ms limit (SUBSPACE_GREP_TIMEOUT_MS):"
@@ -216,14 +275,31 @@ def _stopped(
     return result
 
 
-def _decode_grep_cursor(cursor: str | None) -> tuple[int, str]:
-    if not cursor:
+def _decode_grep_cursor(cursor: object, secret: bytes) -> tuple[int, str]:
+    """Where an earlier grep stopped: a source number and the last key scanned there;
+    InvalidCursor (400) for anything this workspace did not sign, of any shape."""
+    if cursor is None or cursor == "":
         return 0, ""
-    try:
-        index, key = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-        return int(index), str(key)
-    except (ValueError, TypeError):
-        raise InvalidInput("The grep cursor is not valid. Start again without it.") from None
+    payload = unseal(
+        secret,
+        cursor,
+        what="grep cursor",
+        max_chars=MAX_GREP_CURSOR_CHARS,
+        max_inflated=MAX_GREP_CURSOR_INFLATED_BYTES,
+    )
+    position = payload.get("g") if isinstance(payload, dict) else None
+    if not (isinstance(position, list) and len(position) == 2):
+        raise InvalidCursor("The grep cursor is not valid. Start again without it.")
+    index, key = position
+    if (
+        isinstance(index, bool)
+        or not isinstance(index, int)
+        or not 0 <= index < len(_GREP_SOURCES)
+        or not isinstance(key, str)
+        or not (key == "" or _GREP_KEY.fullmatch(key))
+    ):
+        raise InvalidCursor("The grep cursor is not valid. Start again without it.")
+    return index, key
 
 
 def _visible_page_tree(cx: Context, conn: Conn, page_id: UUID) -> tuple[str, list[Node]]:

@@ -7,9 +7,10 @@ import logging
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from psycopg_pool import PoolTimeout
 from starlette.exceptions import HTTPException
 
-from subspace.errors import SubspaceError
+from subspace.errors import Busy, SubspaceError
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +34,20 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(SubspaceError)
     async def subspace_error(request: Request, exc: SubspaceError) -> JSONResponse:
         return error_response(exc.status, exc.code, exc.message)
+
+    @app.exception_handler(PoolTimeout)
+    async def pool_timeout(request: Request, exc: PoolTimeout) -> JSONResponse:
+        # Every request connection is busy (slow or hostile searches): say so and when to
+        # come back, instead of a 500 for a server that is merely full.
+        log.warning("no free connection for %s %s: %s", request.method, request.url.path, exc)
+        response = error_response(
+            Busy.status,
+            Busy.code,
+            "The server is busy: every database connection is in use. "
+            f"Retry in {Busy.retry_after_s} s.",
+        )
+        response.headers["Retry-After"] = str(Busy.retry_after_s)
+        return response
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 from uuid import UUID
 
@@ -15,6 +16,7 @@ from subspace.models import Node
 from subspace.text import bounded, clean_text
 
 MAX_PROPS_BYTES = 64 * 1024  # props hold flags and small metadata, never documents
+MAX_PROPS_DEPTH = 32  # objects and lists within props; metadata is flat or nearly
 
 
 def node_text(cx: Context, text: str) -> str:
@@ -31,20 +33,27 @@ def node_text(cx: Context, text: str) -> str:
 def _props(props: dict[str, Any]) -> str:
     if not isinstance(props, dict):
         raise InvalidInput("props must be a JSON object.")
-    encoded = json.dumps(_clean_json(props))
+    encoded = json.dumps(_clean_json(props, 1), allow_nan=False)
     if len(encoded) > MAX_PROPS_BYTES:
         raise InvalidInput(f"props are {len(encoded):,} bytes; the limit is {MAX_PROPS_BYTES:,}.")
     return encoded
 
 
-def _clean_json(value: Any) -> Any:
-    # jsonb rejects \u0000 and lone surrogates just as text does.
+def _clean_json(value: Any, depth: int) -> Any:
+    # jsonb rejects \u0000 and lone surrogates just as text does, and NaN and infinities
+    # (which Python's JSON reader accepts, 1e400 included) are not JSON at all.
     if isinstance(value, str):
         return clean_text(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InvalidInput("props hold a number that is not finite (NaN or Infinity). Use null.")
+    if isinstance(value, dict | list) and depth > MAX_PROPS_DEPTH:
+        raise InvalidInput(
+            f"props are nested more than {MAX_PROPS_DEPTH} levels deep; flatten them."
+        )
     if isinstance(value, dict):
-        return {clean_text(str(k)): _clean_json(v) for k, v in value.items()}
+        return {clean_text(str(k)): _clean_json(v, depth + 1) for k, v in value.items()}
     if isinstance(value, list):
-        return [_clean_json(v) for v in value]
+        return [_clean_json(v, depth + 1) for v in value]
     return value
 
 

@@ -1,4 +1,5 @@
-"""Connections: one psycopg 3 pool per process, with pgvector's types registered."""
+"""Connections: psycopg 3 pools (one for requests, one kept for background work and health
+checks), with pgvector's types registered."""
 
 from __future__ import annotations
 
@@ -57,8 +58,19 @@ def _configure(conn: psycopg.Connection[Any]) -> None:
     conn.commit()
 
 
-def open_pool(dsn: str, *, min_size: int = 1, max_size: int = 10) -> ConnectionPool[Conn]:
-    """Open a pool for a migrated database (pgvector's types must already exist)."""
+def open_pool(
+    dsn: str,
+    *,
+    min_size: int = 1,
+    max_size: int = 10,
+    timeout: float = 30.0,
+    name: str = "subspace",
+) -> ConnectionPool[Conn]:
+    """Open a pool for a migrated database (pgvector's types must already exist).
+
+    `timeout` is how long `connection()` waits for a free connection before it raises
+    PoolTimeout.
+    """
     pool: ConnectionPool[Conn] = ConnectionPool(
         dsn,
         min_size=min_size,
@@ -66,7 +78,8 @@ def open_pool(dsn: str, *, min_size: int = 1, max_size: int = 10) -> ConnectionP
         kwargs={"row_factory": dict_row},
         configure=_configure,
         open=False,
-        name="subspace",
+        name=name,
+        timeout=timeout,
     )
     try:
         pool.open(wait=True, timeout=10)

@@ -81,13 +81,13 @@ def browse(conn: Conn, scope: Scope, limit: int) -> list[Row]:
         )
     if "file" in scope.kinds:
         parts.append(
-            "select 'file', f.id, f.kb_id, f.updated_at from kb.files f "
+            "select 'file' as kind, f.id, f.kb_id, f.updated_at from kb.files f "
             f"where f.workspace_id = %(ws)s and f.kb_id = any(%(kbs)s) and {file_visible('f')}"
             f"{tag_predicates(scope, 'f', 'file')}"
         )
     if "mail" in scope.kinds:
         parts.append(
-            "select 'mail', m.id, m.kb_id, m.updated_at from kb.mail m "
+            "select 'mail' as kind, m.id, m.kb_id, m.updated_at from kb.mail m "
             f"where m.workspace_id = %(ws)s and m.kb_id = any(%(kbs)s) and {mail_visible('m')}"
             f"{tag_predicates(scope, 'm', 'mail')}"
         )

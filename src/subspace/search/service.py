@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import logging
 import math
+import re
 import time
-import zlib
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,15 +16,18 @@ from uuid import UUID
 import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from subspace.commands.tags import MAX_TAG_TEXT_CHARS
 from subspace.context import Context
 from subspace.db.pool import Conn
-from subspace.errors import InvalidInput
+from subspace.errors import InvalidCursor, InvalidInput, TooLarge
 from subspace.indexer.status import waiting_for_embeddings
 from subspace.providers.base import EmbeddingProvider
 from subspace.search import explain as explaining
+from subspace.search.cursors import is_clean, seal, unseal, workspace_secret
 from subspace.search.filters import Scope, TagFilter, resolve_scope
 from subspace.search.fusion import RRF_K, Fused, Leg, fuse
 from subspace.search.hydrate import Row, hydrate
+from subspace.search.lexical import CONFIG as LEXICAL_CONFIG
 from subspace.search.lexical import RANKERS, TsQueries, build_tsqueries, lexical_leg
 from subspace.search.query import ParsedQuery, parse_query
 from subspace.search.vector import EmbeddingUnavailable, embed_query, vector_leg
@@ -51,6 +53,17 @@ SEARCH_SETTINGS = (
     "set local plan_cache_mode = force_custom_plan"
 )
 SECOND_CONNECTION_WAIT_S = 0.05  # how long the vector leg waits for a connection of its own
+# A cursor lists every target its pages served, so it grows with the depth paged: ten pages at
+# the largest default limit (100), a hundred at the usual 10, and as many as one leg draws
+# per source at MAX_WINDOW. Past that the query wants narrowing, not another page. A target
+# is 36 bytes of JSON ('"n<32 hex>",'): 1,000 of them inflate to 36,036 bytes and encode to
+# 26,524 characters (measured), so anything beyond the caps below was not issued here.
+MAX_CURSOR_TARGETS = 1_000
+MAX_CURSOR_INFLATED_BYTES = 40 * 1024
+MAX_CURSOR_CHARS = 48 * 1024
+_TARGET_KEY = re.compile(r"[a-z][0-9a-f]{32}")
+MAX_TAG_NAME_CHARS = 100  # as create_tag allows
+MAX_NAME_CHARS = 200  # kinds, operators, explain targets: names and refs, never prose
 
 _leg_threads = ThreadPoolExecutor(max_workers=8, thread_name_prefix="vector-leg")
 
@@ -96,7 +109,8 @@ class SearchResponse:
     absent: dict[str, Any] | None = None
     took_ms: float = 0.0
     notes: list[str] = field(default_factory=list)
-    corrections: dict[str, str] = field(default_factory=dict)  # query lexeme -> vocabulary
+    # Each corrected word as the user typed it -> the word searched for instead.
+    corrections: dict[str, str] = field(default_factory=dict)
 
 
 def default_weights(provider: EmbeddingProvider | None) -> dict[str, float]:
@@ -114,6 +128,11 @@ def window_for(depth: int) -> int:
 
 
 def validate(request: SearchRequest, cx: Context) -> ParsedQuery:
+    """The parsed query, once every option is of the right type and within its limits.
+
+    Nothing with a NUL or a lone surrogate reaches the driver: it is refused here, as is a
+    request larger than its limits (each string is bounded, and so is the number of filters).
+    """
     settings = cx.settings
     if not isinstance(request.query, str):
         raise InvalidInput("The query must be text.")
@@ -122,6 +141,13 @@ def validate(request: SearchRequest, cx: Context) -> ParsedQuery:
             f"The query is {len(request.query):,} characters; the limit is "
             f"{settings.max_query_chars:,} (SUBSPACE_MAX_QUERY_CHARS). Shorten it."
         )
+    _check_text(request.query, "The query", settings.max_query_chars)
+    _check_kinds(request.kinds)
+    _check_tags(request.tags, settings.max_tag_filters)
+    if request.explain_target is not None:
+        _check_text(request.explain_target, "explain_target", MAX_NAME_CHARS)
+    if isinstance(request.limit, bool) or not isinstance(request.limit, int):
+        raise InvalidInput(f"limit must be a whole number, got {request.limit!r}.")
     if request.ranker is not None and request.ranker not in RANKERS:
         raise InvalidInput(f"Unknown ranker {request.ranker!r}. Use one of: {', '.join(RANKERS)}.")
     if request.mode not in MODES:
@@ -146,18 +172,66 @@ def validate(request: SearchRequest, cx: Context) -> ParsedQuery:
     return parsed
 
 
+def _check_text(value: object, what: str, max_chars: int) -> None:
+    if not isinstance(value, str):
+        raise InvalidInput(f"{what} must be text, got {type(value).__name__}.")
+    if len(value) > max_chars:
+        raise TooLarge(
+            f"{what} is {len(value):,} characters; the limit is {max_chars:,}. Shorten it."
+        )
+    if not is_clean(value, max_chars):
+        raise InvalidInput(
+            f"{what} contains a NUL byte or a lone surrogate, which cannot be searched. Remove it."
+        )
+
+
+def _check_kinds(kinds: object) -> None:
+    # A string is refused rather than read as a one-item list: "file" would otherwise be
+    # taken letter by letter, and every surface (API, tools, CLI) sends a list.
+    if kinds is None:
+        return
+    if not isinstance(kinds, list):
+        raise InvalidInput('kinds must be a list of kind names, e.g. ["file"].')
+    for kind in kinds:
+        _check_text(kind, "Each kind", MAX_NAME_CHARS)
+
+
+def _check_tags(tags: object, max_filters: int) -> None:
+    if tags is None:
+        return
+    if not isinstance(tags, list):
+        raise InvalidInput("tags must be a list of tag filters.")
+    if len(tags) > max_filters:
+        raise TooLarge(
+            f"The search has {len(tags):,} tag filters; the limit is {max_filters} "
+            "(SUBSPACE_MAX_TAG_FILTERS). Use fewer filters."
+        )
+    for tag in tags:
+        if not isinstance(tag, TagFilter):
+            raise InvalidInput("Each tag filter needs a tag, an op and a value.")
+        _check_text(tag.tag, "A tag filter's tag name", MAX_TAG_NAME_CHARS)
+        _check_text(tag.op, "A tag filter's operator", MAX_NAME_CHARS)
+        for value in (tag.value, tag.value2):
+            if isinstance(value, str):
+                _check_text(value, f"The value of tag filter {tag.tag!r}", MAX_TAG_TEXT_CHARS)
+            elif isinstance(value, float) and not math.isfinite(value):
+                raise InvalidInput(f"The value of tag filter {tag.tag!r} must be a finite number.")
+
+
 def search(
     cx: Context, provider: EmbeddingProvider | None, request: SearchRequest
 ) -> SearchResponse:
     """Run one search; see SearchRequest for the options and SearchResponse for the answer."""
     started = time.perf_counter()
     parsed = validate(request, cx)
-    served = _decode_cursor(request)
-    depth = len(served) + request.limit
-    window = window_for(depth)
     weights = default_weights(provider) | (request.weights or {})
     with cx.transaction() as conn:
         conn.execute(SEARCH_SETTINGS)
+        # The cursor's key is read only when a cursor comes in or a next one goes out.
+        secret = workspace_secret(conn, cx.actor.workspace_id) if request.cursor else None
+        served = _decode_cursor(request, secret) if secret is not None else set()
+        depth = len(served) + request.limit
+        window = window_for(depth)
         scope = resolve_scope(
             conn,
             cx.actor.workspace_id,
@@ -243,9 +317,19 @@ def search(
                 provider,
             )
         next_cursor = None
+        notes: list[str] = []
         if len(remaining) > request.limit:
-            next_cursor = _encode_cursor(request, served | {_key(f) for f in page})
+            served_now = served | {_key(f) for f in page}
+            if len(served_now) + request.limit > MAX_CURSOR_TARGETS:
+                notes.append(
+                    f"Results are paged up to {MAX_CURSOR_TARGETS:,}; narrow the query or "
+                    "add filters to see what lies deeper."
+                )
+            else:
+                secret = secret or workspace_secret(conn, cx.actor.workspace_id)
+                next_cursor = _encode_cursor(request, served_now, secret)
         pending = waiting_for_embeddings(conn, scope.workspace_id)
+        corrections = _user_corrections(conn, parsed, tsq.corrections)
     return SearchResponse(
         query=parsed.text,
         mode=request.mode,
@@ -257,8 +341,43 @@ def search(
         next_cursor=next_cursor,
         absent=absent,
         took_ms=_ms(started),
-        corrections=dict(tsq.corrections),
+        notes=notes,
+        corrections=corrections,
     )
+
+
+def _user_corrections(conn: Conn, parsed: ParsedQuery, lexemes: dict[str, str]) -> dict[str, str]:
+    """The typo corrections as words: {"biomateirals": "biomaterials"}, not the stems the
+    vocabulary holds ("biomateir" -> "biomateri").
+
+    The corrected word is the user's word with its stem swapped for the correction's, kept
+    only when it stems back to the correction; otherwise the correction's stem is shown.
+    """
+    if not lexemes:
+        return {}
+    words = [t.strip() for t in parsed.alternatives if " " not in t.strip()]
+    guesses = {
+        (word, stem): fix + word.lower()[len(stem) :]
+        for word in words
+        for stem, fix in lexemes.items()
+        if word.lower().startswith(stem)
+    }
+    texts = list(dict.fromkeys([*words, *guesses.values()]))
+    rows = conn.execute(
+        f"select t, tsvector_to_array(to_tsvector('{LEXICAL_CONFIG}', t)) as l "
+        "from unnest(%s::text[]) t",
+        (texts,),
+    ).fetchall()
+    stems_of = {r["t"]: list(r["l"]) for r in rows}
+    found: dict[str, str] = {}
+    for word in words:
+        stems = stems_of.get(word, [])
+        if len(stems) != 1 or stems[0] not in lexemes:
+            continue
+        stem, fix = stems[0], lexemes[stems[0]]
+        guess = guesses.get((word, stem))
+        found[word] = guess if guess is not None and stems_of.get(guess) == [fix] else fix
+    return found
 
 
 def _visible(item: Fused, rows: list[Row]) -> bool:
@@ -381,24 +500,30 @@ def _fingerprint(request: SearchRequest) -> str:
     return hashlib.sha256(shape.encode()).hexdigest()[:16]
 
 
-def _encode_cursor(request: SearchRequest, served: set[str]) -> str:
-    payload = json.dumps({"v": 1, "q": _fingerprint(request), "s": sorted(served)})
-    return base64.urlsafe_b64encode(zlib.compress(payload.encode())).decode().rstrip("=")
+def _encode_cursor(request: SearchRequest, served: set[str], secret: bytes) -> str:
+    return seal(secret, {"v": 2, "q": _fingerprint(request), "s": sorted(served)})
 
 
-def _decode_cursor(request: SearchRequest) -> set[str]:
-    """The targets already served by earlier pages of the same query."""
-    if not request.cursor:
-        return set()
-    try:
-        raw = base64.urlsafe_b64decode(request.cursor + "=" * (-len(request.cursor) % 4))
-        payload = json.loads(zlib.decompress(raw))
-        served = payload["s"]
-        fingerprint = payload["q"]
-    except (ValueError, KeyError, TypeError, zlib.error):
-        raise InvalidInput("The cursor is not valid. Start again without a cursor.") from None
-    if fingerprint != _fingerprint(request):
-        raise InvalidInput(
+def _decode_cursor(request: SearchRequest, secret: bytes) -> set[str]:
+    """The targets already served by earlier pages of the same query; InvalidCursor (400)
+    for a cursor of any other shape, or one this workspace did not sign."""
+    payload = unseal(
+        secret,
+        request.cursor,
+        what="cursor",
+        max_chars=MAX_CURSOR_CHARS,
+        max_inflated=MAX_CURSOR_INFLATED_BYTES,
+    )
+    served = payload.get("s") if isinstance(payload, dict) else None
+    if (
+        not isinstance(served, list)
+        or len(served) > MAX_CURSOR_TARGETS
+        or not all(isinstance(k, str) and _TARGET_KEY.fullmatch(k) for k in served)
+        or not isinstance(payload.get("q"), str)
+    ):
+        raise InvalidCursor("The cursor is not valid. Start again without a cursor.")
+    if payload["q"] != _fingerprint(request):
+        raise InvalidCursor(
             "The cursor belongs to another query or other filters. Start again without it."
         )
     return set(served)

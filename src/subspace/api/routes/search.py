@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 from uuid import UUID
 
 from fastapi import APIRouter, Depends, Query, Request
-from pydantic import BaseModel, Field
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from subspace.agents import tools
 from subspace.api.auth import require_context
@@ -16,6 +17,7 @@ from subspace.search.filters import TagFilter
 from subspace.search.service import SearchRequest, SearchResponse, search
 
 router = APIRouter(tags=["search"])
+ArgsT = TypeVar("ArgsT", bound=BaseModel)
 CX = Annotated[Context, Depends(require_context)]
 
 
@@ -139,20 +141,27 @@ def call_tool(name: str, body: ToolCall, request: Request, cx: CX) -> ToolOut:
     if spec is None:
         raise NotFound("tool", name)
     if name == "kb.search":
-        text = tools.kb_search(cx, request.app.state.provider, str(args.get("query", "")),
-                               kinds=args.get("kinds"))  # fmt: skip
+        found = _arguments(tools.SearchArgs, args)
+        text = tools.kb_search(cx, request.app.state.provider, found.query,
+                               kinds=found.kinds, limit=found.limit)  # fmt: skip
     elif name == "kb.grep":
-        text = tools.kb_grep(
-            cx,
-            str(args.get("pattern", "")),
-            regex=bool(args.get("regex", False)),
-            cursor=args.get("cursor"),
-        ).render()
+        grep_args = _arguments(tools.GrepArgs, args)
+        text = tools.kb_grep(cx, grep_args.pattern, regex=grep_args.regex,
+                             limit=grep_args.limit, cursor=grep_args.cursor).render()  # fmt: skip
     elif name == "kb.read":
         text = tools.kb_read(cx, _uuid(args, "page_id"))
     else:
         text = tools.kb_node_read(cx, _uuid(args, "node_id"))
     return ToolOut(tool=name, needs_approval=spec.needs_approval, text=text)
+
+
+def _arguments(model: type[ArgsT], args: dict[str, Any]) -> ArgsT:
+    """The tool's arguments checked against its model; a mismatch is a 422 naming the field."""
+    try:
+        return model.model_validate(args)
+    except ValidationError as exc:
+        errors = [{**e, "loc": ("arguments", *e["loc"])} for e in exc.errors()]
+        raise RequestValidationError(errors) from None
 
 
 def _uuid(args: dict[str, Any], name: str) -> UUID:
