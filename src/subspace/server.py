@@ -1,0 +1,188 @@
+"""Serving the app over HTTP: deadlines for slow clients, a connection cap, clean stops."""
+
+from __future__ import annotations
+
+import logging
+import resource
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from typing import Any
+
+import h11
+import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from subspace.config import Settings
+from subspace.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+# File descriptors kept for everything that is not a client connection: the Postgres pools,
+# the extraction worker's pipes, log files, the listening socket.
+RESERVED_FDS = 256
+# Longest wait for requests in flight when the server stops; connections still busy after
+# it (a client reading slowly) are closed.
+GRACEFUL_STOP_S = 10
+# Sent to a connection past the cap: it never reached h11, so the bytes are written by hand.
+_BUSY_BODY = b"The server has too many connections open. Retry in a moment.\n"
+BUSY_RESPONSE = (
+    b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; charset=utf-8\r\n"
+    b"retry-after: 1\r\nconnection: close\r\n"
+    + f"content-length: {len(_BUSY_BODY)}\r\n\r\n".encode()
+    + _BUSY_BODY
+)
+TIMEOUT_RESPONSE = b"HTTP/1.1 408 Request Timeout\r\nconnection: close\r\ncontent-length: 0\r\n\r\n"
+
+
+class GuardedH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with a deadline for each request's line and headers, and a cap
+    on open connections.
+
+    uvicorn arms its keep-alive timer only after a response and cancels it on any byte, so
+    a client that sends a few bytes and then nothing holds its connection (and a file
+    descriptor) for ever. Here each request must arrive whole within `header_timeout_s` of
+    the connection opening or of the previous response.
+    """
+
+    header_timeout_s: float = 10.0
+    max_connections: int = 1_000
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._header_deadline: Any = None  # an asyncio.TimerHandle while armed
+
+    def connection_made(self, transport: Any) -> None:
+        super().connection_made(transport)
+        if len(self.connections) > self.max_connections:
+            log.warning(
+                "refused a connection: %d are open (SUBSPACE_MAX_CONNECTIONS)",
+                self.max_connections,
+            )
+            self.transport.write(BUSY_RESPONSE)
+            self.transport.close()
+            return
+        self._arm_header_deadline()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm_header_deadline()
+        super().connection_lost(exc)
+
+    def handle_events(self) -> None:
+        super().handle_events()
+        if self.conn.their_state is not h11.IDLE:
+            self._disarm_header_deadline()  # the request line and headers are in
+
+    def on_response_complete(self) -> None:
+        # Armed before the next cycle starts, so a pipelined request already buffered
+        # disarms it at once.
+        self._arm_header_deadline()
+        super().on_response_complete()
+
+    def _arm_header_deadline(self) -> None:
+        self._disarm_header_deadline()
+        self._header_deadline = self.loop.call_later(self.header_timeout_s, self._headers_late)
+
+    def _disarm_header_deadline(self) -> None:
+        if self._header_deadline is not None:
+            self._header_deadline.cancel()
+            self._header_deadline = None
+
+    def _headers_late(self) -> None:
+        self._header_deadline = None
+        if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
+            return
+        if self.cycle is not None and not self.cycle.response_complete:
+            return
+        if self.conn.trailing_data[0]:  # part of a request arrived: say why it is dropped
+            self.transport.write(TIMEOUT_RESPONSE)
+        self.transport.close()
+
+
+def guarded_protocol(settings: Settings) -> type[GuardedH11Protocol]:
+    """The protocol class uvicorn instantiates per connection, with the settings' limits."""
+    limit = connection_limit(settings)
+    return type(
+        "SubspaceH11Protocol",
+        (GuardedH11Protocol,),
+        {"header_timeout_s": float(settings.header_timeout_s), "max_connections": limit},
+    )
+
+
+def check_server_settings(settings: Settings) -> None:
+    """Raise ConfigError for limits that would close every connection."""
+    for env, value in (
+        ("SUBSPACE_HEADER_TIMEOUT_S", settings.header_timeout_s),
+        ("SUBSPACE_KEEP_ALIVE_S", settings.keep_alive_s),
+        ("SUBSPACE_MAX_CONNECTIONS", settings.max_connections),
+    ):
+        if value < 1:
+            raise ConfigError(f"{env} must be at least 1, got {value}. Fix or unset it.")
+
+
+def raise_open_file_limit() -> int:
+    """Raise the soft limit on open files to the hard limit; return the soft limit now set.
+
+    Each connection is a file descriptor, and the usual soft limit (1,024) is reached long
+    before the machine is busy.
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = hard if hard != resource.RLIM_INFINITY else max(soft, 65_536)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+            soft = wanted
+        except (ValueError, OSError) as exc:
+            log.warning("could not raise the open file limit from %d to %d: %s", soft, wanted, exc)
+    return soft
+
+
+def connection_limit(settings: Settings) -> int:
+    """SUBSPACE_MAX_CONNECTIONS, lowered to what the open file limit leaves room for."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return settings.max_connections
+    room = max(1, soft - RESERVED_FDS)
+    if settings.max_connections > room:
+        log.warning(
+            "SUBSPACE_MAX_CONNECTIONS is %d but the open file limit (%d) leaves room for %d",
+            settings.max_connections,
+            soft,
+            room,
+        )
+        return room
+    return settings.max_connections
+
+
+@contextmanager
+def stop_on_sigterm() -> Iterator[None]:
+    """Within the block, SIGTERM stops the process as Ctrl-C does: KeyboardInterrupt, so
+    every `finally` runs and the embedded Postgres is stopped.
+
+    uvicorn handles SIGTERM while it serves, then raises it again once it has stopped; with
+    the default handler that kills the process before anything is cleaned up.
+    """
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def serve_app(app: Any, settings: Settings) -> None:
+    """Serve `app` until SIGINT or SIGTERM. Returns after the server has stopped."""
+    check_server_settings(settings)
+    raise_open_file_limit()
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level,
+        log_config=None,  # records go to our handler, which redacts and rate-limits them
+        http=guarded_protocol(settings),
+        timeout_keep_alive=settings.keep_alive_s,
+        timeout_graceful_shutdown=GRACEFUL_STOP_S,
+    )
+    server = uvicorn.Server(config)
+    with suppress(KeyboardInterrupt):  # the signal uvicorn raises again once it has stopped
+        server.run()
