@@ -90,3 +90,25 @@ def test_eval_end_to_end(
     assert "| lexical | 1.000 |" in out.read_text()
     again = CliRunner().invoke(main, ["eval", str(dataset), "--provider", "fake", "--json"])
     assert json.loads(again.stdout)["arms"] == report["arms"]  # cached vectors, same figures
+
+
+def test_eval_runs_queries_over_the_query_limit(
+    tmp_path: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SUBSPACE_DATABASE_URL", settings.database_url)
+    monkeypatch.setenv("SUBSPACE_HOME", str(tmp_path / "home"))
+    dataset = write_collection(tmp_path / "tiny")
+    long_query = " ".join(["vitamin d and bone density"] * 80)  # 2,159 characters
+    assert len(long_query) > Settings().max_query_chars
+    with (dataset / "queries.jsonl").open("a") as f:
+        f.write(json.dumps({"_id": "q4", "text": long_query}) + "\n")
+    with (dataset / "qrels" / "test.tsv").open("a") as f:
+        f.write("q4\td4\t1\n")
+    result = CliRunner().invoke(main, ["eval", str(dataset), "--provider", "fake", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["queries"] == 3 and report["long_queries"] == 1
+    assert report["arms"]["lexical"]["recall@100"] == 1.0  # the long query found d4 too
+    table = CliRunner().invoke(main, ["eval", str(dataset), "--provider", "fake"])
+    assert table.exit_code == 0, table.output
+    assert "1 of the queries are longer than SUBSPACE_MAX_QUERY_CHARS (2,000)" in table.stdout

@@ -460,6 +460,8 @@ def eval_command(dataset_dir: Path, provider_name: str | None, typos: bool, swee
         table.add_row(arm, f"{scores['ndcg@10']:.3f}", f"{scores['recall@100']:.3f}",
                       f"{scores['mrr@10']:.3f}")  # fmt: skip
     console.print(table)
+    if report.long_queries:
+        click.echo(report.long_queries_note())
 
 
 @main.command()
