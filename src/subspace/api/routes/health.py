@@ -15,7 +15,8 @@ router = APIRouter(tags=["health"])
 
 
 @router.get("/healthz")
-def healthz() -> dict[str, str]:
+async def healthz() -> dict[str, str]:
+    # On the event loop, not the worker threads: it answers even when every thread is busy.
     return {"status": "ok"}
 
 
