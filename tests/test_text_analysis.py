@@ -20,7 +20,7 @@ from subspace.context import Context
 from subspace.db.migrate import available_migrations, migrate
 from subspace.ingest.worker import extract_pending
 from subspace.runtime import Database
-from subspace.search.analysis import CJK, FOLD_FROM, FOLD_MULTI, fold
+from subspace.search.analysis import CJK, FOLD_FROM, FOLD_MULTI, fold, fold_with_offsets
 from subspace.search.hydrate import SHORT_TEXT, unfold_headline
 from tests.search_helpers import ids, run
 
@@ -192,6 +192,18 @@ def test_unfold_headline_keeps_an_unfound_fragment_as_printed() -> None:
     # ts_headline prints an XML tag as a space, so that fragment is not in the text
     text, spans = unfold_headline("a <b>café</b> z", "a  \ue000cafe\ue001  z")
     assert (text, [text[a:b] for a, b in spans]) == ("a  cafe  z", ["cafe"])
+
+
+@pytest.mark.parametrize(
+    "text", ["会", "会议", "会议记录", "x会 议y", "Maße 会议记录 ß 한국어", "e\u0301会议"]
+)
+def test_every_folded_word_maps_back_to_its_original_characters(text: str) -> None:
+    folded = fold_with_offsets(text)
+    for word in folded.text.split():
+        at = folded.text.index(word)
+        start, end = folded.original_span(at, at + len(word))
+        assert fold(text[start:end]).strip() == word, (word, text[start:end])
+    assert folded.original_span(0, len(folded.text)) == (0, len(text))
 
 
 def test_the_sql_fold_and_its_python_mirror_agree(database: Database) -> None:

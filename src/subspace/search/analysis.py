@@ -52,21 +52,24 @@ CJK = (
     "\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f\U00020000-\U0002fa1f"
 )
 
-_SINGLE = dict(zip(FOLD_FROM, FOLD_TO, strict=True))
-_SPECIAL = re.compile(f"[{re.escape(''.join(FOLD_MULTI))}{FOLD_FROM}{COMBINING}]|[{CJK}]+")
+# One-for-one folds keep every offset, so only the others cut the text into pieces.
+_SINGLE = str.maketrans(FOLD_FROM, FOLD_TO)
+_UNEVEN = re.compile(f"[{re.escape(''.join(FOLD_MULTI))}]|[{COMBINING}]+|[{CJK}]+")
 _CJK_RUN = re.compile(f"[{CJK}]+")
+_LINEAR, _WHOLE, _BIGRAMS = range(3)  # how a piece maps back (see Folded._original)
 
 
 @dataclass(frozen=True)
 class Folded:
-    """A folded text and, for each stretch of it, the stretch of the original it came from."""
+    """A folded text and, for each piece of it, the stretch of the original it came from."""
 
     text: str
-    # Parallel lists: folded[starts[i]:] began with original[sources[i]:]; a piece where both
-    # sides have the same length maps character by character, others map as a whole.
+    # Parallel lists, one entry per piece: where it starts in the folded text, the original
+    # [start, end) it came from, and how it maps back: character by character (_LINEAR), as a
+    # whole (_WHOLE: ß -> ss, a dropped combining mark), or as the bigrams of a CJK run.
     starts: list[int]
-    ends: list[int]
     sources: list[tuple[int, int]]
+    kinds: list[int]
 
     def original_span(self, start: int, end: int) -> tuple[int, int]:
         """The original [start, end) that the folded [start, end) came from."""
@@ -75,11 +78,22 @@ class Folded:
         return self._original(start, first=True), self._original(end - 1, first=False)
 
     def _original(self, position: int, *, first: bool) -> int:
+        """Where the folded character at `position` starts (`first`) or ends in the original."""
         i = max(0, bisect.bisect_right(self.starts, position) - 1)
-        lo, hi = self.sources[i]
-        if self.ends[i] - self.starts[i] == hi - lo:
-            return lo + position - self.starts[i] + (0 if first else 1)
-        return lo if first else hi
+        (lo, hi), offset = self.sources[i], position - self.starts[i]
+        if self.kinds[i] == _LINEAR:
+            return lo + offset + (0 if first else 1)
+        if self.kinds[i] == _WHOLE:
+            return lo if first else hi
+        # " c0c1 c1c2 … " from c0c1c2…: a space maps to nothing, each bigram character to the
+        # character it repeats.
+        if hi - lo == 1:  # " c "
+            return lo if first or offset == 0 else hi
+        if offset == 0:
+            return lo
+        step, place = divmod(offset - 1, 3)  # bigram `step`: first, second character, space
+        character = lo + step + place
+        return character if first or place == 2 else character + 1
 
 
 def fold(text: str) -> str:
@@ -91,41 +105,39 @@ def fold(text: str) -> str:
     return fold_with_offsets(text).text
 
 
+def _bigrams(run: str) -> str:
+    """c0c1 c1c2 … for a run of CJK characters,  c0  for one."""
+    if len(run) == 1:
+        return f" {run} "
+    return " " + " ".join(run[i : i + 2] for i in range(len(run) - 1)) + " "
+
+
 def fold_with_offsets(text: str) -> Folded:
-    """`fold(text)`, with where each part of it came from in `text`."""
+    """`fold(text)`, with where each piece of it came from in `text`."""
     out: list[str] = []
     starts: list[int] = []
-    ends: list[int] = []
     sources: list[tuple[int, int]] = []
+    kinds: list[int] = []
     length = 0
 
-    def piece(folded: str, source: tuple[int, int]) -> None:
+    def piece(folded: str, source: tuple[int, int], kind: int) -> None:
         nonlocal length
         out.append(folded)
         starts.append(length)
         length += len(folded)
-        ends.append(length)
         sources.append(source)
+        kinds.append(kind)
 
     done = 0
-    for match in _SPECIAL.finditer(text):
-        if match.start() > done:
-            piece(text[done : match.start()], (done, match.start()))
-        found = match.group()
-        at = match.start()
+    for match in _UNEVEN.finditer(text):
+        at, found = match.start(), match.group()
+        if at > done:
+            piece(text[done:at].translate(_SINGLE), (done, at), _LINEAR)
         if _CJK_RUN.fullmatch(found):
-            # ` c0c1 c1c2 … ` for a run, ` c0 ` for one character; every bigram's character
-            # maps to the character it repeats, the spaces to nothing.
-            piece(" ", (at, at))
-            for i, char in enumerate(found):
-                if 0 < i < len(found) - 1:
-                    piece(char, (at + i, at + i + 1))
-                    piece(" ", (at + i + 1, at + i + 1))
-                piece(char, (at + i, at + i + 1))
-            piece(" ", (match.end(), match.end()))
+            piece(_bigrams(found), (at, match.end()), _BIGRAMS)
         else:
-            piece(FOLD_MULTI.get(found) or _SINGLE.get(found, ""), (at, at + 1))
+            piece(FOLD_MULTI.get(found, ""), (at, match.end()), _WHOLE)
         done = match.end()
     if done < len(text):
-        piece(text[done:], (done, len(text)))
-    return Folded("".join(out), starts, ends, sources)
+        piece(text[done:].translate(_SINGLE), (done, len(text)), _LINEAR)
+    return Folded("".join(out), starts, sources, kinds)
