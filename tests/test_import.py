@@ -97,7 +97,12 @@ def test_import_a_mixed_folder_then_again(
     before = counts(database)
     again = runner.invoke(main, ["import", str(folder), "--json"])
     assert again.exit_code == 0, again.output
-    assert json.loads(again.stdout)["counts"] == {"duplicate": 8, "failed": 1, "skipped": 1}
+    second = json.loads(again.stdout)
+    # A file stored before whose text still cannot be read is reported failed, not duplicate.
+    assert second["counts"] == {"duplicate": 7, "failed": 2, "skipped": 1}
+    outcomes = {row["source"]: (row["outcome"], row["detail"]) for row in second["rows"]}
+    assert outcomes["docs/broken.pdf"][0] == "failed"
+    assert "could not be read" in outcomes["docs/broken.pdf"][1]
     assert counts(database) == before
 
 
@@ -120,3 +125,19 @@ def test_import_of_a_missing_path_is_a_usage_error(runner: CliRunner) -> None:
     result = runner.invoke(main, ["import", "/no/such/folder"])
     assert result.exit_code == 2
     assert "does not exist" in result.output
+
+
+def test_plain_text_keeps_its_lines_and_markdown_its_paragraphs(
+    runner: CliRunner, tmp_path: Path, database: Database, settings: Settings
+) -> None:
+    (tmp_path / "groceries.txt").write_text("milk\neggs\n\n  bread  \nTODO: call the bakery\n")
+    (tmp_path / "prose.md").write_text("one line\nof the same paragraph\n\nanother\n")
+    result = runner.invoke(main, ["import", str(tmp_path), "--json"])
+    assert result.exit_code == 0, result.output
+    cx = database.default_context(settings)
+    with cx.transaction() as conn:
+        pages = {p.title: p for p in queries.list_pages(conn, cx.actor.workspace_id)}
+        text = queries.get_page_tree(conn, cx.actor.workspace_id, pages["groceries"].id)
+        prose = queries.get_page_tree(conn, cx.actor.workspace_id, pages["prose"].id)
+    assert [n.text for n in text.nodes] == ["milk", "eggs", "bread", "TODO: call the bakery"]
+    assert [n.text for n in prose.nodes] == ["one line of the same paragraph", "another"]

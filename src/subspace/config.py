@@ -184,6 +184,13 @@ SETTINGS: tuple[Setting, ...] = (
         "Deepest element nesting accepted in an HTML document.",
     ),
     Setting(
+        "SUBSPACE_MAX_MIME_DEPTH",
+        "max_mime_depth",
+        int,
+        100,
+        "Deepest nesting of MIME parts (multipart and attached messages) accepted in a mail.",
+    ),
+    Setting(
         "SUBSPACE_EXTRACT_TIMEOUT_S",
         "extract_timeout_s",
         int,
@@ -196,6 +203,14 @@ SETTINGS: tuple[Setting, ...] = (
         int,
         1_024,
         "Memory cap of the process that extracts one file's text, in MB.",
+    ),
+    Setting(
+        "SUBSPACE_EXTRACT_WORKERS",
+        "extract_workers",
+        int,
+        2,
+        "Files the server extracts at once, each in its own process, taken from the "
+        "workspaces in turn.",
     ),
     Setting(
         "SUBSPACE_EMBED_TIMEOUT_MS",
@@ -277,8 +292,10 @@ class Settings:
     max_archive_entries: int = field(default=_DEFAULTS["max_archive_entries"])
     max_pdf_pages: int = field(default=_DEFAULTS["max_pdf_pages"])
     max_html_depth: int = field(default=_DEFAULTS["max_html_depth"])
+    max_mime_depth: int = field(default=_DEFAULTS["max_mime_depth"])
     extract_timeout_s: int = field(default=_DEFAULTS["extract_timeout_s"])
     extract_memory_mb: int = field(default=_DEFAULTS["extract_memory_mb"])
+    extract_workers: int = field(default=_DEFAULTS["extract_workers"])
     embed_timeout_ms: int = field(default=_DEFAULTS["embed_timeout_ms"])
     lexical_ranker: str = field(default=_DEFAULTS["lexical_ranker"])
     max_query_chars: int = field(default=_DEFAULTS["max_query_chars"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from uuid import UUID
 
 from subspace.commands.blobs import put_blob
@@ -70,6 +71,38 @@ def upload_file(
         assert row is not None
         append_event(conn, cx.actor.workspace_id, "file.uploaded", file_id=row["id"])
         return queries.get_file(conn, ws, row["id"])
+
+
+def upload_file_once(
+    cx: Context,
+    name: str,
+    data: bytes,
+    *,
+    content_type: str = "application/octet-stream",
+    kb_id: UUID | None = None,
+) -> tuple[File, bool]:
+    """Store an upload as `upload_file` does, unless the knowledge base already holds a live
+    file with the same bytes: then return that file. The flag says it already existed.
+
+    Uploads of the same bytes at the same time wait for each other, so only one is stored.
+    """
+    sha256 = hashlib.sha256(data).hexdigest()
+    with cx.transaction() as conn:
+        kb = resolve_kb(cx, conn, kb_id)
+        conn.execute(
+            "select pg_advisory_xact_lock(hashtextextended(%s, 0))",
+            (f"upload:{cx.actor.workspace_id}:{kb}:{sha256}",),
+        )
+        row = conn.execute(
+            "select id from kb.files where workspace_id = %s and kb_id = %s "
+            "and blob_sha256 = %s and deleted_at is null and archived_at is null "
+            "order by created_at, id limit 1",
+            (cx.actor.workspace_id, kb, sha256),
+        ).fetchone()
+        if row is not None:
+            return queries.get_file(conn, cx.actor.workspace_id, row["id"]), True
+        bound = cx.on(conn)
+        return upload_file(bound, name, data, content_type=content_type, kb_id=kb), False
 
 
 def set_file_enabled(cx: Context, file_id: UUID, enabled: bool) -> File:

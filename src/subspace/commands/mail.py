@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from email.message import EmailMessage
 from email.policy import default as default_policy
 from email.utils import format_datetime
@@ -14,7 +14,7 @@ from subspace.commands.pages import resolve_kb
 from subspace.commands.states import ARCHIVE, DELETE, RESTORE, set_state
 from subspace.context import Context
 from subspace.db import queries
-from subspace.errors import Conflict
+from subspace.errors import Conflict, InvalidInput
 from subspace.models import Mail
 from subspace.text import bounded, single_line
 
@@ -82,6 +82,15 @@ def add_mail(
         setting="SUBSPACE_MAX_MAIL_BODY_CHARS",
         fix="Shorten the body or raise the limit.",
     )
+    if sent_at is not None:
+        try:
+            # Postgres stores later instants, but they cannot be read back into Python.
+            sent_at.astimezone(UTC)
+        except OverflowError:
+            raise InvalidInput(
+                f"The date {sent_at.isoformat()} falls outside the years 1 to 9999 in UTC. "
+                "Send a date within that range, or none."
+            ) from None
     if raw is None:
         raw = _synthesize_raw(message_id, subject, sender, recipients, sent_at, body_text)
     ws = cx.actor.workspace_id

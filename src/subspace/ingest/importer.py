@@ -15,10 +15,11 @@ from subspace.commands.files import check_upload_size
 from subspace.config import Settings
 from subspace.context import Context
 from subspace.errors import Conflict, SubspaceError
-from subspace.ingest.extract import HTML_SUFFIXES, MARKDOWN_SUFFIXES, decode_text
-from subspace.ingest.mail import MalformedMessage, ParsedMail, iter_mbox, parse_message
-from subspace.ingest.outline import parse_outline
-from subspace.ingest.worker import extract_pending
+from subspace.ingest.extract import HTML_SUFFIXES, MARKDOWN_SUFFIXES, ExtractionFailed, decode_text
+from subspace.ingest.isolation import IsolatedExtractor
+from subspace.ingest.mail import ParsedMail, parse_message, split_mbox
+from subspace.ingest.outline import parse_outline, parse_plain_text
+from subspace.ingest.worker import extract_pending, new_extractor
 from subspace.models import Mail
 from subspace.runtime import Database
 
@@ -97,12 +98,34 @@ def store_mail(cx: Context, parsed: ParsedMail, kb_id: UUID | None) -> tuple[Mai
 
 
 class Importer:
-    """Imports files one by one; each file is its own transaction, so one failure stays one."""
+    """Imports files one by one; each file is its own transaction, so one failure stays one.
+
+    Mail is parsed in a child process under the extraction limits; `close()` (or leaving a
+    `with` block) stops that child.
+    """
 
     def __init__(self, cx: Context, kb_id: UUID) -> None:
         self.cx = cx
         self.kb_id = kb_id
         self.report = ImportReport()
+        self._parser: IsolatedExtractor | None = None
+
+    def __enter__(self) -> Importer:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the mail parser's child process. Safe to call twice."""
+        if self._parser is not None:
+            self._parser.close()
+            self._parser = None
+
+    def _isolated(self) -> IsolatedExtractor:
+        if self._parser is None:
+            self._parser = new_extractor(self.cx.settings)
+        return self._parser
 
     def add(self, path: Path, label: str) -> None:
         suffix = path.suffix.lower()
@@ -128,7 +151,8 @@ class Importer:
         if commands.find_page_by_source(self.cx, self.kb_id, sha256) is not None:
             self.report.rows.append(ImportRow(label, "page", "duplicate"))
             return
-        outline = parse_outline(decode_text(data), fallback_title=path.stem)
+        parse = parse_outline if path.suffix.lower() in MARKDOWN_SUFFIXES else parse_plain_text
+        outline = parse(decode_text(data), fallback_title=path.stem)
         commands.create_page_from_outline(
             self.cx, outline.title, outline.items, kb_id=self.kb_id, source_sha256=sha256
         )
@@ -141,10 +165,17 @@ class Importer:
         sha256 = hashlib.sha256(data).hexdigest()
         with self.cx.transaction() as conn:
             existing = conn.execute(
-                "select id from kb.files where workspace_id = %s and kb_id = %s "
-                "and blob_sha256 = %s and name = %s and deleted_at is null limit 1",
+                "select id, status, status_reason from kb.files where workspace_id = %s "
+                "and kb_id = %s and blob_sha256 = %s and name = %s and deleted_at is null "
+                "order by created_at, id limit 1",
                 (self.cx.actor.workspace_id, self.kb_id, sha256, path.name),
             ).fetchone()
+        if existing is not None and existing["status"] == "failed":
+            # Stored before, but its text still cannot be read: that is what to report.
+            self.report.rows.append(
+                ImportRow(label, "file", "failed", existing["status_reason"] or "")
+            )
+            return
         if existing is not None:
             self.report.rows.append(ImportRow(label, "file", "duplicate"))
             return
@@ -156,10 +187,20 @@ class Importer:
 
     def add_message(self, raw: bytes, label: str) -> None:
         """Import one message (.eml bytes) and its attachments."""
+        settings = self.cx.settings
         try:
-            parsed = parse_message(raw)
-        except MalformedMessage as exc:
-            self.report.rows.append(ImportRow(label, "mail", "failed", str(exc)))
+            parsed = self._isolated().run(
+                parse_message,
+                (raw,),
+                settings.extract_timeout_s,
+                kwargs={
+                    "max_html_depth": settings.max_html_depth,
+                    "max_mime_depth": settings.max_mime_depth,
+                },
+                task="reading the message",
+            )
+        except ExtractionFailed as exc:
+            self.report.rows.append(ImportRow(label, "mail", "failed", exc.reason))
             return
         try:
             _, attachment_ids = store_mail(self.cx, parsed, self.kb_id)
@@ -174,7 +215,14 @@ class Importer:
 
     def add_mailbox(self, data: bytes, label: str) -> None:
         """Import every message of an mbox; a malformed one fails alone."""
-        for index, raw in enumerate(iter_mbox(data), start=1):
+        try:
+            messages = self._isolated().run(
+                split_mbox, (data,), self.cx.settings.extract_timeout_s, task="reading the mailbox"
+            )
+        except ExtractionFailed as exc:
+            self.report.rows.append(ImportRow(label, "mail", "failed", exc.reason))
+            return
+        for index, raw in enumerate(messages, start=1):
             try:
                 self.add_message(raw, f"{label}#{index}")
             except SubspaceError as exc:
@@ -199,12 +247,12 @@ def import_path(
     on_file: Callable[[Path], None] | None = None,
 ) -> ImportReport:
     """Import `root` (a file or a folder, recursively) into knowledge base `kb_id`."""
-    importer = Importer(cx, kb_id)
     base = root if root.is_dir() else root.parent
-    for path in importable_files(root):
-        importer.add(path, str(path.relative_to(base)))
-        if on_file is not None:
-            on_file(path)
+    with Importer(cx, kb_id) as importer:
+        for path in importable_files(root):
+            importer.add(path, str(path.relative_to(base)))
+            if on_file is not None:
+                on_file(path)
     return importer.report
 
 

@@ -1,17 +1,28 @@
-"""Run extractions in a child process with a memory cap and a deadline per document."""
+"""Run extractions and other parses of untrusted bytes in a child process with a memory cap
+and a deadline per document."""
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import multiprocessing
+import os
 import resource
+import signal
+import sys
+import threading
+from collections.abc import Callable
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from subspace.ingest.extract import Extracted, ExtractionFailed, ExtractLimits, extract
 
+T = TypeVar("T")
+
 _MiB = 1024 * 1024
 JOBS_PER_CHILD = 500  # a fresh child now and then returns whatever memory the last ones kept
+_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+EXTRACTION = "extraction"  # the task named in reasons, unless a caller names another
 
 
 def _context() -> Any:
@@ -20,39 +31,69 @@ def _context() -> Any:
     ctx = multiprocessing.get_context("forkserver")
     # Preloading the parsers once makes each child start warm (about 50 ms saved per child).
     ctx.set_forkserver_preload(
-        ["subspace.ingest.extract", "pypdf", "docx", "selectolax.lexbor", "charset_normalizer"]
+        [
+            "subspace.ingest.extract",
+            "subspace.ingest.mail",
+            "pypdf",
+            "docx",
+            "selectolax.lexbor",
+            "charset_normalizer",
+        ]
     )
     return ctx
 
 
-def _memory_reason(memory_bytes: int) -> str:
+def _memory_reason(task: str, memory_bytes: int) -> str:
     return (
-        f"extraction needed more than {memory_bytes // _MiB} MB of memory "
-        "(SUBSPACE_EXTRACT_MEMORY_MB)"
+        f"{task} needed more than {memory_bytes // _MiB} MB of memory (SUBSPACE_EXTRACT_MEMORY_MB)"
     )
 
 
-def _serve(conn: Connection, memory_bytes: int) -> None:
-    """The child: extract the documents it is sent until told to stop or it runs out."""
+def _die_with_parent(lifeline: Connection) -> None:
+    """Make this child exit when the process that asked for it dies, even mid-document.
+
+    The child's parent is the forkserver, which outlives the server while any child holds
+    its pipe open; so the server's end of `lifeline` is watched as well: the kernel closes
+    it when the server dies, however it dies.
+    """
+    if sys.platform == "linux":
+        # Killed by the kernel if the forkserver dies; no Python code has to run for it.
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+    def watch() -> None:
+        with contextlib.suppress(EOFError, OSError):
+            while True:
+                lifeline.recv_bytes()
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="lifeline", daemon=True).start()
+
+
+def _serve(conn: Connection, lifeline: Connection, memory_bytes: int) -> None:
+    """The child: run the jobs it is sent until told to stop or it runs out."""
+    _die_with_parent(lifeline)
     resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+    task = EXTRACTION
     while True:
         try:
             job = conn.recv()
         except MemoryError:  # the document alone did not fit
-            conn.send(("failed", _memory_reason(memory_bytes)))
+            conn.send(("failed", _memory_reason(task, memory_bytes)))
             return
         except EOFError:  # the parent let this child go (recycled, or the parent exited)
             return
         if job is None:
             return
-        data, name, content_type, limits = job
+        function, args, kwargs, task = job
         try:
-            conn.send(("ok", extract(data, name, content_type, limits)))
+            conn.send(("ok", function(*args, **kwargs)))
         except ExtractionFailed as exc:
             conn.send(("failed", exc.reason))
         except MemoryError:
             # The heap may be left fragmented: answer, then make way for a fresh child.
-            conn.send(("failed", _memory_reason(memory_bytes)))
+            conn.send(("failed", _memory_reason(task, memory_bytes)))
             return
         except RecursionError:
             conn.send(("failed", "the document is nested too deeply to read"))
@@ -61,31 +102,48 @@ def _serve(conn: Connection, memory_bytes: int) -> None:
 
 
 class IsolatedExtractor:
-    """Extracts documents one at a time in a child process capped at `memory_bytes`.
+    """Runs parses of untrusted bytes one at a time in a child process capped at
+    `memory_bytes`, each under a deadline: file extraction, and mail parsing.
 
     The child is reused across documents and replaced whenever it times out, dies or runs
-    out of memory. Not thread-safe: give each worker thread its own.
+    out of memory; it exits when this process dies. Not thread-safe: give each worker
+    thread its own.
     """
 
     def __init__(self, memory_bytes: int) -> None:
         self.memory_bytes = memory_bytes
         self._process: Any = None
         self._conn: Connection | None = None
+        self._lifeline: Connection | None = None
         self._jobs = 0
+
+    @property
+    def pid(self) -> int | None:
+        """The current child's process id, if one is running."""
+        pid = None if self._process is None else self._process.pid
+        return None if pid is None else int(pid)
 
     def _start(self) -> None:
         ctx = _context()
         parent, child = ctx.Pipe(duplex=True)
-        self._process = ctx.Process(target=_serve, args=(child, self.memory_bytes), daemon=True)
+        watched, lifeline = ctx.Pipe(duplex=False)
+        self._process = ctx.Process(
+            target=_serve, args=(child, watched, self.memory_bytes), daemon=True
+        )
         self._process.start()
         child.close()
+        watched.close()
         self._conn = parent
+        self._lifeline = lifeline
         self._jobs = 0
 
     def _discard(self) -> None:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+        if self._lifeline is not None:
+            self._lifeline.close()
+            self._lifeline = None
         if self._process is not None:
             if self._process.is_alive():
                 self._process.kill()
@@ -106,20 +164,38 @@ class IsolatedExtractor:
         self, data: bytes, name: str, content_type: str, limits: ExtractLimits, timeout_s: float
     ) -> Extracted:
         """The document's text; ExtractionFailed on a bad document, a timeout or OOM."""
+        return self.run(extract, (data, name, content_type, limits), timeout_s)
+
+    def run(
+        self,
+        function: Callable[..., T],
+        args: tuple[Any, ...],
+        timeout_s: float,
+        *,
+        kwargs: dict[str, Any] | None = None,
+        task: str = EXTRACTION,
+    ) -> T:
+        """`function(*args, **kwargs)` run in the child; ExtractionFailed when it raises that, takes
+        longer than `timeout_s`, runs out of memory or crashes (the reason names `task`).
+
+        `function` must be importable by name (a module-level function) and its result
+        picklable.
+        """
         if self._conn is None or self._jobs >= JOBS_PER_CHILD or not self._process.is_alive():
             self._discard()
             self._start()
         conn = self._conn
         assert conn is not None
         self._jobs += 1
+        memory_reason = _memory_reason(task, self.memory_bytes)
         # A child that ran out of memory stops reading; its answer below says so.
         with contextlib.suppress(OSError):
-            conn.send((data, name, content_type, limits))
+            conn.send((function, args, kwargs or {}, task))
         try:
             if not conn.poll(timeout_s):
                 self._discard()
                 raise ExtractionFailed(
-                    f"extraction took longer than {timeout_s:g} s (SUBSPACE_EXTRACT_TIMEOUT_S)"
+                    f"{task} took longer than {timeout_s:g} s (SUBSPACE_EXTRACT_TIMEOUT_S)"
                 )
             status, payload = conn.recv()
         except (EOFError, OSError):
@@ -128,16 +204,13 @@ class IsolatedExtractor:
             code = self._process.exitcode
             self._discard()
             raise ExtractionFailed(
-                _memory_reason(self.memory_bytes)
-                if code in (-9, 137)
-                else f"the extractor crashed (exit code {code})"
+                memory_reason if code in (-9, 137) else f"{task} crashed (exit code {code})"
             ) from None
         if status == "failed":
-            if not self._process.is_alive() or payload == _memory_reason(self.memory_bytes):
+            if not self._process.is_alive() or payload == memory_reason:
                 self._discard()
             raise ExtractionFailed(str(payload))
-        assert isinstance(payload, Extracted)
-        return payload
+        return cast(T, payload)
 
 
 def extract_isolated(

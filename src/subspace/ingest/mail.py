@@ -1,22 +1,33 @@
-"""Parse RFC 5322 messages (`.eml`) and mailboxes (`.mbox`) into mail and attachments."""
+"""Parse RFC 5322 messages (`.eml`) and mailboxes (`.mbox`) into mail and attachments.
+
+Pure functions of the bytes and the limits: `ingest.importer` runs them in the extraction
+child process (`ingest.isolation`), so a hostile message cannot stall or crash the server.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import mailbox
+import re
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from email import message_from_bytes, policy
 from email.message import EmailMessage, Message
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 
-from subspace.ingest.extract import decode_text, html_text
+from subspace.ingest.extract import ExtractionFailed, decode_text, html_text
 from subspace.text import clean_text
 
 MAX_HTML_DEPTH_FOR_MAIL = 512  # mail bodies get the same protection as HTML files
+MAX_MIME_DEPTH = 100  # the standard library's parser recurses per level: 1,500 levels overflow
+
+_CONTENT_TYPE = b"content-type:"
+_ENCLOSED = b""  # the level of a message/rfc822 part (no boundary is empty)
+_NESTING_TYPE = re.compile(rb"\s*(multipart|message)/([a-z0-9.+-]+)", re.IGNORECASE)
+_BOUNDARY = re.compile(rb"""boundary\s*=\s*(?:"([^"]*)"|([^\s;]+))""", re.IGNORECASE)
 
 
 @dataclass
@@ -38,8 +49,8 @@ class ParsedMail:
     attachments: list[Attachment] = field(default_factory=list)
 
 
-class MalformedMessage(Exception):
-    """The bytes are not a message that can be stored."""
+class MalformedMessage(ExtractionFailed):
+    """The bytes are not a message that can be stored; `reason` says why."""
 
 
 def _header(msg: Message, name: str) -> str:
@@ -63,14 +74,14 @@ def _decoded_part(part: Message) -> str:
     return decode_text(payload)
 
 
-def _body_text(msg: EmailMessage) -> str:
+def _body_text(msg: EmailMessage, max_html_depth: int) -> str:
     body = msg.get_body(preferencelist=("plain", "html"))
     if body is None:
         return ""
     text = _decoded_part(body)
     if body.get_content_type() == "text/html":
         try:
-            text = html_text(text, MAX_HTML_DEPTH_FOR_MAIL)
+            text = html_text(text, max_html_depth)
         except Exception:
             text = ""
     return clean_text(text)
@@ -87,11 +98,22 @@ def _attachments(msg: EmailMessage) -> list[Attachment]:
     return found
 
 
-def parse_message(raw: bytes) -> ParsedMail:
+def parse_message(
+    raw: bytes,
+    *,
+    max_html_depth: int = MAX_HTML_DEPTH_FOR_MAIL,
+    max_mime_depth: int = MAX_MIME_DEPTH,
+) -> ParsedMail:
     """Parse one message. A message without a Message-ID gets one derived from its bytes,
-    so importing it twice still finds the duplicate."""
+    so importing it twice still finds the duplicate. A Date that cannot be placed in time
+    (no zone, or outside the years 1 to 9999 in UTC) leaves the mail without a date."""
     if not raw.strip():
         raise MalformedMessage("the message is empty")
+    if mime_depth_exceeds(raw, max_mime_depth):
+        raise MalformedMessage(
+            f"the message nests MIME parts more than {max_mime_depth} levels deep "
+            "(SUBSPACE_MAX_MIME_DEPTH)"
+        )
     msg = message_from_bytes(raw, policy=policy.default)
     assert isinstance(msg, EmailMessage)
     if not msg.keys():
@@ -99,25 +121,95 @@ def parse_message(raw: bytes) -> ParsedMail:
     message_id = _header(msg, "Message-ID").strip()
     if not message_id:
         message_id = f"<{hashlib.sha256(raw).hexdigest()}@subspace.invalid>"
-    sent_at = None
-    date = _header(msg, "Date")
-    if date:
-        try:
-            sent_at = parsedate_to_datetime(date)
-        except (TypeError, ValueError, IndexError):
-            sent_at = None
-        if sent_at is not None and sent_at.tzinfo is None:
-            sent_at = None  # a date without a zone cannot be placed in time honestly
     return ParsedMail(
         message_id=message_id,
         subject=_header(msg, "Subject"),
         sender=_header(msg, "From"),
         recipients=_header(msg, "To"),
-        sent_at=sent_at,
-        body_text=_body_text(msg),
+        sent_at=_sent_at(_header(msg, "Date")),
+        body_text=_body_text(msg, max_html_depth),
         raw=raw,
         attachments=_attachments(msg),
     )
+
+
+def _sent_at(date: str) -> datetime | None:
+    if not date:
+        return None
+    try:
+        sent_at = parsedate_to_datetime(date)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if sent_at.tzinfo is None:
+        return None  # a date without a zone cannot be placed in time honestly
+    try:
+        # Postgres stores later instants, but they cannot be read back into Python.
+        sent_at.astimezone(UTC)
+    except OverflowError:
+        return None
+    return sent_at
+
+
+def mime_depth_exceeds(raw: bytes, max_depth: int) -> bool:
+    """Whether the message nests multipart and message/* parts deeper than `max_depth`.
+
+    One pass over the lines, following the boundaries the way the parser will, so an
+    over-deep message is refused before the recursive parser sees it.
+    """
+    # Open levels, innermost last: a multipart's boundary, or _ENCLOSED for a message/rfc822.
+    levels: list[bytes] = []
+    in_headers = True
+    content_type: list[bytes] = []  # the current header block's, unfolded
+    folding = False  # the header being read is Content-Type, continued on indented lines
+    for line in raw.splitlines():
+        if in_headers:
+            if line.strip():
+                if line[:1] in (b" ", b"\t"):
+                    if folding:
+                        content_type.append(line)
+                else:
+                    folding = line[: len(_CONTENT_TYPE)].lower() == _CONTENT_TYPE
+                    if folding:
+                        content_type = [line[len(_CONTENT_TYPE) :]]
+                continue
+            # The blank line that ends a header block.
+            in_headers = folding = False
+            nested = _nested_level(b" ".join(content_type))
+            content_type = []
+            if nested is not None:
+                levels.append(nested)
+                if len(levels) > max_depth:
+                    return True
+                # An enclosed message's own headers follow at once.
+                in_headers = nested == _ENCLOSED
+            continue
+        if not line.startswith(b"--") or not levels:
+            continue
+        for index in range(len(levels) - 1, -1, -1):
+            boundary = levels[index]
+            if boundary != _ENCLOSED and line.startswith(b"--" + boundary):
+                closing = line[len(boundary) + 2 :].startswith(b"--")
+                del levels[index + (0 if closing else 1) :]
+                in_headers = not closing
+                break
+    return False
+
+
+def _nested_level(content_type: bytes) -> bytes | None:
+    """A multipart's boundary, _ENCLOSED for an enclosed message, None for a leaf part."""
+    match = _NESTING_TYPE.match(content_type)
+    if match is None:
+        return None
+    if match[1].lower() == b"message":
+        return _ENCLOSED if match[2].lower() in (b"rfc822", b"global") else None
+    found = _BOUNDARY.search(content_type, match.end())
+    boundary = None if found is None else (found[1] if found[1] is not None else found[2])
+    return boundary or None
+
+
+def split_mbox(data: bytes) -> list[bytes]:
+    """The raw bytes of each message in an mbox file (a list, to cross from the child)."""
+    return list(iter_mbox(data))
 
 
 def iter_mbox(data: bytes) -> Iterator[bytes]:

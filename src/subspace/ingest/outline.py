@@ -84,3 +84,14 @@ def parse_outline(text: str, *, fallback_title: str = "") -> Outline:
         paragraph.append(line.strip())
     flush_paragraph()
     return Outline(title=title or fallback_title, items=root)
+
+
+def parse_plain_text(text: str, *, fallback_title: str = "") -> Outline:
+    """Turn plain text into an outline: each non-empty line is a bullet of its own, in order,
+    under `fallback_title` (plain text has no markup to take a title or nesting from).
+
+    >>> [item.text for item in parse_plain_text("milk\n\n  eggs \n").items]
+    ['milk', 'eggs']
+    """
+    items = [OutlineItem(line.strip()) for line in text.splitlines() if line.strip()]
+    return Outline(title=fallback_title, items=items)

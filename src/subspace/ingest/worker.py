@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
-from collections.abc import Collection
+from collections import Counter
+from collections.abc import Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from uuid import UUID
 
@@ -15,10 +17,12 @@ from subspace.indexer.chunking import split_text
 from subspace.ingest.extract import Extracted, ExtractionFailed, ExtractLimits
 from subspace.ingest.isolation import IsolatedExtractor
 from subspace.runtime import Database
+from subspace.text import clean_text
 
 log = logging.getLogger(__name__)
 
 POLL_SECONDS = 2.0  # also wakes at once for uploads made by this process
+MAX_REASON_CHARS = 2_000  # a failure reason is a sentence, not a copy of the file
 
 
 def extract_limits(settings: Settings) -> ExtractLimits:
@@ -31,43 +35,120 @@ def extract_limits(settings: Settings) -> ExtractLimits:
     )
 
 
+class Rotation:
+    """The order in which workspaces get their next file extracted: the workspace served
+    least recently first, so one workspace's queue of slow files cannot hold up another's.
+
+    With `per_workspace`, a workspace has at most that many files in extraction at once, so
+    the other workers stay free for the other workspaces. Shared by the worker threads of
+    one process; thread-safe.
+    """
+
+    def __init__(self, per_workspace: int | None = None) -> None:
+        self._lock = threading.Lock()
+        self._turns = itertools.count(1)
+        self._served: dict[UUID, int] = {}
+        self._busy: Counter[UUID] = Counter()
+        self._per_workspace = per_workspace
+
+    def order(self, workspaces: Sequence[UUID]) -> list[UUID]:
+        """`workspaces` (given oldest pending file first) with the least recently served
+        first; never-served ones keep their given order ahead of the rest."""
+        with self._lock:
+            return sorted(workspaces, key=lambda ws: self._served.get(ws, 0))
+
+    def begin(self, workspace_id: UUID) -> bool:
+        """Take a turn for the workspace; False when it already has its share in hand."""
+        with self._lock:
+            if self._per_workspace is not None and self._busy[workspace_id] >= self._per_workspace:
+                return False
+            self._busy[workspace_id] += 1
+            return True
+
+    def served(self, workspace_id: UUID) -> None:
+        """Record that the workspace got a file: it goes to the back of the line."""
+        with self._lock:
+            self._served[workspace_id] = next(self._turns)
+
+    def end(self, workspace_id: UUID) -> None:
+        with self._lock:
+            self._busy[workspace_id] -= 1
+
+
 def extract_next(
     db: Database,
     settings: Settings,
     extractor: IsolatedExtractor,
     only: Collection[UUID] | None = None,
+    rotation: Rotation | None = None,
 ) -> bool:
     """Extract one file still `processing` (among `only`, if given); False when none is left.
 
-    The file's row stays locked while its text is extracted, so several workers share the
-    queue without doing a file twice, and a worker that dies leaves the file to the next.
+    The file is the oldest of the workspace `rotation` says is next. Its row stays locked
+    while its text is extracted, so several workers share the queue without doing a file
+    twice, and a worker that dies leaves the file to the next. A file is tried once: a
+    timeout, a crash or an error while storing the outcome marks it failed.
     """
+    rotation = Rotation() if rotation is None else rotation
+    ids = None if only is None else list(only)
     with db.pool.connection() as conn, conn.transaction():
-        sql = (
-            "select f.workspace_id, f.id, f.name, f.content_type, b.data from kb.files f "
-            "join kb.blobs b on b.workspace_id = f.workspace_id and b.sha256 = f.blob_sha256 "
-            "where f.status = 'processing'"
-        )
-        params: list[object] = []
-        if only is not None:
-            sql += " and f.id = any(%s)"
-            params.append(list(only))
-        sql += " order by f.created_at, f.id limit 1 for update of f skip locked"
-        row = conn.execute(sql, params).fetchone()
-        if row is None:
-            return False
+        pending = conn.execute(
+            "select workspace_id from kb.files where status = 'processing' "
+            "and (%s::uuid[] is null or id = any(%s)) "
+            "group by workspace_id order by min(created_at)",
+            (ids, ids),
+        ).fetchall()
+    for workspace_id in rotation.order([row["workspace_id"] for row in pending]):
+        if not rotation.begin(workspace_id):
+            continue
+        claimed: UUID | None = None
         try:
-            result: Extracted | str = extractor.extract(
-                bytes(row["data"]),
-                row["name"],
-                row["content_type"],
-                extract_limits(settings),
-                timeout_s=settings.extract_timeout_s,
-            )
-        except ExtractionFailed as exc:
-            result = exc.reason
-        record_extraction(conn, row["workspace_id"], row["id"], result)
-    return True
+            with db.pool.connection() as conn, conn.transaction():
+                row = conn.execute(
+                    "select f.id, f.name, f.content_type, b.data from kb.files f "
+                    "join kb.blobs b on b.workspace_id = f.workspace_id "
+                    "and b.sha256 = f.blob_sha256 "
+                    "where f.workspace_id = %s and f.status = 'processing' "
+                    "and (%s::uuid[] is null or f.id = any(%s)) "
+                    "order by f.created_at, f.id limit 1 for update of f skip locked",
+                    (workspace_id, ids, ids),
+                ).fetchone()
+                if row is None:
+                    continue  # another worker holds each of its pending files
+                claimed = row["id"]
+                rotation.served(workspace_id)
+                try:
+                    result: Extracted | str = extractor.extract(
+                        bytes(row["data"]),
+                        row["name"],
+                        row["content_type"],
+                        extract_limits(settings),
+                        timeout_s=settings.extract_timeout_s,
+                    )
+                except ExtractionFailed as exc:
+                    result = exc.reason
+                record_extraction(conn, workspace_id, row["id"], result)
+        except Exception as exc:
+            if claimed is None:
+                raise
+            # Left `processing`, the file would be claimed again and fail again, forever.
+            log.exception("extracting file %s failed", claimed)
+            _record_failure(db, workspace_id, claimed, f"extraction failed ({type(exc).__name__})")
+        finally:
+            rotation.end(workspace_id)
+        return True
+    return False
+
+
+def _record_failure(db: Database, workspace_id: UUID, file_id: UUID, reason: str) -> None:
+    with db.pool.connection() as conn, conn.transaction():
+        still = conn.execute(
+            "select 1 from kb.files where workspace_id = %s and id = %s "
+            "and status = 'processing' for update skip locked",
+            (workspace_id, file_id),
+        ).fetchone()
+        if still is not None:
+            record_extraction(conn, workspace_id, file_id, reason)
 
 
 def record_extraction(
@@ -75,6 +156,8 @@ def record_extraction(
 ) -> None:
     """Store extracted text and mark the file ready, or mark it failed with the reason."""
     if isinstance(result, str):
+        # A reason can quote a hostile file's bytes; Postgres refuses NUL and lone surrogates.
+        result = clean_text(result)[:MAX_REASON_CHARS]
         conn.execute(
             "delete from search.file_text where workspace_id = %s and file_id = %s",
             (workspace_id, file_id),
@@ -135,14 +218,16 @@ def extract_pending(
 ) -> int:
     """Extract files until none is `processing` (among `only`, if given); return how many.
 
-    `workers` threads, each with its own child process, share the queue.
+    `workers` threads, each with its own child process, share the queue, taking the
+    workspaces in turn.
     """
+    rotation = Rotation()
 
     def drain() -> int:
         extractor = new_extractor(settings)
         done = 0
         try:
-            while extract_next(db, settings, extractor, only):
+            while extract_next(db, settings, extractor, only, rotation):
                 done += 1
         finally:
             extractor.close()
@@ -155,27 +240,36 @@ def extract_pending(
 
 
 class ExtractionWorker:
-    """A background thread that extracts files as they arrive. `wake()` after an upload."""
+    """Background threads (SUBSPACE_EXTRACT_WORKERS) that extract files as they arrive,
+    taking the workspaces in turn. `wake()` after an upload."""
 
     def __init__(self, db: Database, settings: Settings) -> None:
         self._db = db
         self._settings = settings
+        workers = max(1, settings.extract_workers)
+        # One worker is kept for the other workspaces while one has slow files in hand.
+        self._rotation = Rotation(per_workspace=max(1, workers - 1))
         self._wake = threading.Event()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="extraction", daemon=True)
+        self._threads = [
+            threading.Thread(target=self._run, name=f"extraction-{n}", daemon=True)
+            for n in range(workers)
+        ]
 
     def start(self) -> None:
-        self._thread.start()
+        for thread in self._threads:
+            thread.start()
 
     def wake(self) -> None:
         self._wake.set()
 
     def stop(self) -> None:
-        """Stop after the file in hand. Safe to call twice."""
+        """Stop after the files in hand. Safe to call twice."""
         self._stop.set()
         self._wake.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=self._settings.extract_timeout_s + 5)
+        for thread in self._threads:
+            if thread.is_alive():
+                thread.join(timeout=self._settings.extract_timeout_s + 5)
 
     def _run(self) -> None:
         extractor = new_extractor(self._settings)
@@ -183,7 +277,7 @@ class ExtractionWorker:
             while not self._stop.is_set():
                 try:
                     while not self._stop.is_set() and extract_next(
-                        self._db, self._settings, extractor
+                        self._db, self._settings, extractor, rotation=self._rotation
                     ):
                         pass
                 except Exception:  # keep the worker alive through a database hiccup

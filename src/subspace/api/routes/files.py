@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
 from typing import Annotated
 from urllib.parse import quote
 from uuid import UUID
@@ -14,7 +15,7 @@ from subspace import commands
 from subspace.api.auth import require_context
 from subspace.api.routes.states import add_state_routes
 from subspace.api.state import wake_extractor
-from subspace.commands.files import check_upload_size
+from subspace.commands.files import check_upload_size, upload_file_once
 from subspace.context import Context
 from subspace.db import queries
 from subspace.models import File as FileRow
@@ -27,23 +28,38 @@ class FilePatch(BaseModel):
     enabled: bool
 
 
+@dataclass
+class UploadedFile(FileRow):
+    # True when the knowledge base already held these bytes: that file is returned instead.
+    already_stored: bool = False
+
+
 @router.post("", status_code=201)
 def upload_file(
     request: Request,
+    response: Response,
     cx: CX,
     file: Annotated[UploadFile, File(description="The document to store and index.")],
     kb_id: Annotated[UUID | None, Form()] = None,
-) -> FileRow:
-    """Store a file; its text is extracted in the background (status `processing`)."""
+) -> UploadedFile:
+    """Store a file; its text is extracted in the background (status `processing`).
+
+    Bytes the knowledge base already holds are not stored twice: the answer is 200 with
+    the existing file and `already_stored: true`.
+    """
     if file.size is not None:
         check_upload_size(cx, file.size)
     # Read one byte past the limit so an oversized body is caught without reading it all.
     data = file.file.read(cx.settings.max_upload_bytes + 1)
-    stored = commands.upload_file(
+    check_upload_size(cx, len(data))
+    stored, existed = upload_file_once(
         cx, file.filename or "", data, content_type=file.content_type or "", kb_id=kb_id
     )
-    wake_extractor(request)
-    return stored
+    if existed:
+        response.status_code = 200
+    else:
+        wake_extractor(request)
+    return UploadedFile(**asdict(stored), already_stored=existed)
 
 
 @router.get("")

@@ -17,7 +17,8 @@ from subspace.commands.files import check_upload_size
 from subspace.commands.pages import resolve_kb
 from subspace.context import Context
 from subspace.db import queries
-from subspace.ingest.importer import Importer
+from subspace.errors import InvalidInput
+from subspace.ingest.importer import Importer, ImportRow
 from subspace.models import Mail
 
 router = APIRouter(prefix="/api/mail", tags=["mail"])
@@ -74,17 +75,34 @@ def import_mail(
     check_upload_size(cx, len(data))
     with cx.transaction() as conn:
         kb = resolve_kb(cx, conn, kb_id)
-    importer = Importer(cx, kb)
-    if name.lower().endswith(".mbox") or data.startswith(b"From "):
-        importer.add_mailbox(data, name)
-    else:
-        importer.add_message(data, name)
+    with Importer(cx, kb) as importer:
+        if name.lower().endswith(".mbox") or data.startswith(b"From "):
+            importer.add_mailbox(data, name)
+        else:
+            importer.add_message(data, name)
     wake_extractor(request)
+    outcomes = {r.outcome for r in importer.report.rows}
+    if not outcomes & {"imported", "duplicate"}:
+        raise InvalidInput(_nothing_imported(name, importer.report.rows))
     rows = [
         ImportedItem(source=r.source, kind=r.kind, outcome=r.outcome, detail=r.detail)
         for r in importer.report.rows
     ]
     return MailImport(counts=importer.report.counts(), rows=rows)
+
+
+def _nothing_imported(name: str, rows: list[ImportRow]) -> str:
+    failed = [r for r in rows if r.outcome == "failed"]
+    if not failed:
+        why = "it holds no messages"
+    elif len(failed) == 1:
+        why = failed[0].detail
+    else:
+        why = f"none of its {len(failed)} messages could be read (the first: {failed[0].detail})"
+    return (
+        f"Nothing was imported from {name}: {why}. Mail import accepts one message "
+        "(.eml, RFC 5322, with headers) or a mailbox (.mbox); other files go to /api/files."
+    )
 
 
 @router.get("")
