@@ -69,7 +69,8 @@ def _setup_logging(settings: Settings) -> None:
 @click.group()
 @click.version_option(package_name="subspace")
 def main() -> None:
-    """Subspace: hybrid search over your pages, files and mail."""
+    """Subspace: hybrid search over your pages, files and mail, from this command line and
+    an HTTP API (`subspace serve`)."""
 
 
 @main.command()
@@ -259,7 +260,8 @@ def search_command(
             terms = ", ".join(f"{t['leg']} 1/({t['rank']}+60)" for t in row.explain["terms"])
             table.add_row("", "", "", f"[dim]{terms}[/dim]", "", "", "")
     console.print(table)
-    footer = f"{len(response.rows)} results in {response.took_ms:.0f} ms"
+    count = len(response.rows)
+    footer = f"{count} result{'' if count == 1 else 's'} in {response.took_ms:.0f} ms"
     if response.degraded:
         footer += f"; degraded: {'; '.join(response.degraded)}"
     if response.pending_embeddings:
@@ -270,38 +272,59 @@ def search_command(
 @main.command("grep")
 @click.argument("pattern")
 @click.option("--regex", is_flag=True, help="Treat PATTERN as a Postgres regular expression.")
-@click.option("--limit", type=int, default=100)
-def grep_command(pattern: str, regex: bool, limit: int) -> None:
+@click.option("--limit", type=int, default=100, help="Most matches to print, 1 to 500.")
+@click.option("--cursor", default=None, help="Continue where an earlier grep stopped.")
+def grep_command(pattern: str, regex: bool, limit: int, cursor: str | None) -> None:
     """Every occurrence of PATTERN in bullets, file text and mail."""
-    from subspace.agents.tools import kb_grep
+    from subspace.agents.tools import GREP_MAX_RESULTS, kb_grep
 
+    if not 1 <= limit <= GREP_MAX_RESULTS:
+        raise click.BadParameter(
+            f"{limit} is outside 1 to {GREP_MAX_RESULTS}; give a number in that range, and "
+            "page through more matches with --cursor.",
+            param_hint="--limit",
+        )
     settings = _settings()
     with _database(settings) as db:
-        click.echo(kb_grep(db.default_context(settings), pattern, regex=regex,
-                           limit=limit).render())  # fmt: skip
+        result = kb_grep(
+            db.default_context(settings), pattern, regex=regex, limit=limit, cursor=cursor
+        )
+    click.echo(result.render())
+    if result.next_cursor:
+        click.echo(f"More: run again with --cursor {result.next_cursor}")
 
 
 @main.command("read")
-@click.argument("page")
-def read_command(page: str) -> None:
-    """Print a page (by id or exact title) as an outline."""
-    from subspace.agents.tools import kb_read
+@click.argument("item")
+def read_command(item: str) -> None:
+    """Print a page (by id or title, ignoring case) as an outline, or the item a ref from
+    search or grep names: node:<id>, file:<id>, file:<id>:<n>, mail:<id>."""
+    from subspace.agents.refs import parse_ref, read_ref
 
+    if not item.strip():
+        raise click.ClickException(
+            "The page title is empty. Give a title, a page id, or a ref such as node:<id> "
+            "from `subspace search` or `subspace grep`."
+        )
     settings = _settings()
     with _database(settings) as db:
         cx = db.default_context(settings)
-        page_id = _maybe_uuid(page)
-        if page_id is None:
+        ref = parse_ref(item)
+        if ref is None:
             with cx.transaction() as conn:
                 row = conn.execute(
-                    "select id from kb.pages where workspace_id = %s and title = %s "
-                    "and deleted_at is null order by updated_at desc limit 1",
-                    (cx.actor.workspace_id, page),
+                    "select id from kb.pages where workspace_id = %s "
+                    "and lower(title) = lower(%s) and deleted_at is null "
+                    "order by archived_at is not null, updated_at desc limit 1",
+                    (cx.actor.workspace_id, " ".join(item.split())),
                 ).fetchone()
             if row is None:
-                raise click.ClickException(f"No page titled {page!r}. Give its id or title.")
-            page_id = row["id"]
-        click.echo(kb_read(cx, page_id))
+                raise click.ClickException(
+                    f"No page titled {item!r}. Give its id or title, or a ref such as "
+                    "node:<id> from `subspace search` or `subspace grep`."
+                )
+            ref = ("page", row["id"], None)
+        click.echo(read_ref(cx, *ref))
 
 
 def _kb_id(cx: Any, name: str) -> UUID:
@@ -309,13 +332,6 @@ def _kb_id(cx: Any, name: str) -> UUID:
     if found is None:
         raise click.ClickException(f"No knowledge base named {name!r}.")
     return found.id
-
-
-def _maybe_uuid(text: str) -> UUID | None:
-    try:
-        return UUID(text)
-    except ValueError:
-        return None
 
 
 @main.group(invoke_without_command=True)
