@@ -208,3 +208,42 @@ def test_downloads_never_run_in_the_browser(client: TestClient) -> None:
         "notes.txt": "text/plain",
         "report.pdf": "application/pdf",
     }
+
+
+def test_page_lists_do_not_promise_bullets(client: TestClient) -> None:
+    page = client.post("/api/pages", json={"title": "Plan"}).json()
+    assert "nodes" not in page
+    client.post("/api/nodes", json={"page_id": page["id"], "text": "step one"})
+    assert "nodes" not in client.get("/api/pages").json()[0]
+    assert "nodes" not in client.patch(f"/api/pages/{page['id']}", json={"title": "P"}).json()
+    assert [n["text"] for n in client.get(f"/api/pages/{page['id']}").json()["nodes"]] == [
+        "step one"
+    ]
+    schemas = client.get("/openapi.json").json()["components"]["schemas"]
+    listed = client.get("/openapi.json").json()["paths"]["/api/pages"]["get"]["responses"]["200"]
+    item_ref = listed["content"]["application/json"]["schema"]["items"]["$ref"]
+    assert "nodes" not in schemas[item_ref.rsplit("/", 1)[1]]["properties"]
+
+
+def test_a_deleted_page_takes_no_new_bullets(client: TestClient) -> None:
+    page = client.post("/api/pages", json={"title": "Old"}).json()
+    client.delete(f"/api/pages/{page['id']}")
+    refused = client.post("/api/nodes", json={"page_id": page["id"], "text": "late"})
+    assert refused.status_code == 409
+    assert "Restore the page first" in refused.json()["error"]["message"]
+    client.post(f"/api/pages/{page['id']}/restore")
+    assert client.post("/api/nodes", json={"page_id": page["id"], "text": "ok"}).status_code == 201
+    assert [n["text"] for n in client.get(f"/api/pages/{page['id']}").json()["nodes"]] == ["ok"]
+
+
+def test_a_stale_sign_in_link_gets_a_sign_in_page(
+    database: Database, settings: Settings, client: TestClient
+) -> None:
+    browser = TestClient(client.app, follow_redirects=False)
+    for token in ("ssk_bad", f"ssk_{'0' * 32}_revokedlongago"):
+        page = browser.get("/", params={"token": token})
+        assert page.status_code == 401
+        assert page.headers["content-type"].startswith("text/html")
+        assert "subspace serve" in page.text and "subspace keys create" in page.text
+        assert "not valid any more" in page.text
+        assert "subspace_key" not in page.headers.get("set-cookie", "")

@@ -137,7 +137,12 @@ def add_node(
     encoded_props = _props(props or {})
     ws = cx.actor.workspace_id
     with cx.transaction() as conn:
-        queries.get_page(conn, ws, page_id, lock=True)
+        page = queries.get_page(conn, ws, page_id, lock=True)
+        if page.deleted_at is not None:
+            raise Conflict(
+                f"Page {page_id} is deleted, so it takes no new bullets. Restore the page "
+                f"first (POST /api/pages/{page_id}/restore), then add the bullet."
+            )
         slot = _place(conn, ws, page_id, parent_id, position)
         _open_gap(conn, ws, page_id, parent_id, slot)
         row = conn.execute(

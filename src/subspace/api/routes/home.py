@@ -16,14 +16,29 @@ from subspace.keys import authenticate
 router = APIRouter(include_in_schema=False)
 
 COOKIE_MAX_AGE = 30 * 24 * 3600  # a month; revoking the key ends the session sooner
+SIGN_IN_HELP = (
+    "<p>To get a sign-in link, run <code>subspace serve</code>: it prints one when it starts "
+    "(<code>http://…/?token=…</code>). Or create a key with <code>subspace keys create</code> "
+    "and open <code>/?token=</code> followed by the key.</p>"
+)
 
 
 @router.get("/")
 def home(request: Request, token: str | None = None) -> Response:
     db = database(request)
     if token:
-        with db.pool.connection() as conn:
-            authenticate(conn, token)
+        try:
+            with db.pool.connection() as conn:
+                authenticate(conn, token)
+        except Unauthorized:
+            return HTMLResponse(
+                _page(
+                    "Sign in",
+                    "<p>This sign-in link is not valid any more: its key was revoked or "
+                    "belongs to another database.</p>" + SIGN_IN_HELP,
+                ),
+                status_code=401,
+            )
         response = RedirectResponse("/", status_code=303)
         response.set_cookie(
             COOKIE_NAME, token, max_age=COOKIE_MAX_AGE, httponly=True, samesite="lax"
@@ -31,21 +46,15 @@ def home(request: Request, token: str | None = None) -> Response:
         return response
     key = presented_key(request)
     if not key:
-        return HTMLResponse(
-            _page(
-                "Sign in",
-                "<p>Open the sign-in link that "
-                "<code>subspace serve</code> printed, or create a key with "
-                "<code>subspace keys create</code>.</p>",
-            ),
-            status_code=401,
-        )
+        return HTMLResponse(_page("Sign in", SIGN_IN_HELP), status_code=401)
     try:
         with db.pool.connection() as conn:
             actor = authenticate(conn, key)
             pages = queries.list_pages(conn, actor.workspace_id)
     except Unauthorized as exc:
-        return HTMLResponse(_page("Sign in", f"<p>{html.escape(exc.message)}</p>"), 401)
+        return HTMLResponse(
+            _page("Sign in", f"<p>{html.escape(exc.message)}</p>" + SIGN_IN_HELP), 401
+        )
     items = "".join(f"<li>{html.escape(p.title or 'Untitled')}</li>" for p in pages)
     return HTMLResponse(
         _page(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated
 from uuid import UUID
 
@@ -19,6 +20,19 @@ router = APIRouter(prefix="/api/pages", tags=["pages"])
 CX = Annotated[Context, Depends(require_context)]
 
 
+class PageSummary(BaseModel):
+    """A page without its bullets: what lists and writes answer. `GET /api/pages/{id}`
+    answers the page with its bullets nested under `nodes`."""
+
+    id: UUID
+    kb_id: UUID
+    title: str
+    archived_at: datetime | None
+    deleted_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+
+
 class PageIn(BaseModel):
     title: str = ""
     kb_id: UUID | None = None
@@ -28,18 +42,17 @@ class PageRename(BaseModel):
     title: str
 
 
-@router.get("")
+@router.get("", response_model=list[PageSummary])
 def list_pages(cx: CX, kb_id: UUID | None = None, include_hidden: bool = False) -> list[Page]:
-    """Pages newest first; archived and deleted ones too with `include_hidden`."""
+    """Pages newest first, without their bullets; archived and deleted ones too with
+    `include_hidden`."""
     with cx.transaction() as conn:
-        if kb_id is not None:
-            queries.get_knowledge_base(conn, cx.actor.workspace_id, kb_id)
         return queries.list_pages(
             conn, cx.actor.workspace_id, kb_id=kb_id, include_hidden=include_hidden
         )
 
 
-@router.post("", status_code=201)
+@router.post("", status_code=201, response_model=PageSummary)
 def create_page(body: PageIn, cx: CX) -> Page:
     return commands.create_page(cx, body.title, kb_id=body.kb_id)
 
@@ -51,7 +64,7 @@ def get_page(page_id: UUID, cx: CX) -> Page:
         return queries.get_page_tree(conn, cx.actor.workspace_id, page_id)
 
 
-@router.patch("/{page_id}")
+@router.patch("/{page_id}", response_model=PageSummary)
 def rename_page(page_id: UUID, body: PageRename, cx: CX) -> Page:
     return commands.rename_page(cx, page_id, body.title)
 
@@ -59,7 +72,7 @@ def rename_page(page_id: UUID, body: PageRename, cx: CX) -> Page:
 add_state_routes(
     router,
     "page",
-    Page,
+    PageSummary,
     archive=commands.archive_page,
     delete=commands.delete_page,
     restore=commands.restore_page,
