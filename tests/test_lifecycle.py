@@ -169,13 +169,27 @@ def closed_by_server(sock: socket.socket, timeout: float) -> bool:
         return True
 
 
+def busy_request(port: int, token: str) -> socket.socket:
+    """A connection whose request is being answered: its body is still to come."""
+    sock = socket.create_connection(("127.0.0.1", port))
+    sock.sendall(
+        b"POST /api/pages HTTP/1.1\r\nHost: localhost\r\ncontent-type: application/json\r\n"
+        b"authorization: Bearer " + token.encode() + b"\r\ncontent-length: 100\r\n\r\n{"
+    )
+    return sock
+
+
 @pytest.mark.slow
 def test_slow_clients_are_closed_and_the_server_keeps_answering(home: Path) -> None:
     served = Served(
-        home, low_file_limit=True, SUBSPACE_HEADER_TIMEOUT_S="2", SUBSPACE_MAX_CONNECTIONS="150"
+        home,
+        low_file_limit=True,
+        SUBSPACE_HEADER_TIMEOUT_S="2",
+        SUBSPACE_KEEP_ALIVE_S="30",
+        SUBSPACE_MAX_CONNECTIONS="60",
     )
     try:
-        slow = [partial_request(served.port) for _ in range(100)]
+        slow = [partial_request(served.port) for _ in range(50)]
         # One more sends a whole request, reads the answer, then starts another and stalls.
         kept = socket.create_connection(("127.0.0.1", served.port))
         kept.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
@@ -183,6 +197,12 @@ def test_slow_clients_are_closed_and_the_server_keeps_answering(home: Path) -> N
         assert kept.recv(4096).startswith(b"HTTP/1.1 200")
         kept.sendall(b"GET /healthz HTTP/1.1\r\nHo")
         slow.append(kept)
+        # And one is answered before its body has come, which then never does.
+        unread = socket.create_connection(("127.0.0.1", served.port))
+        unread.sendall(b"POST /healthz HTTP/1.1\r\nHost: localhost\r\ncontent-length: 9\r\n\r\n{")
+        unread.settimeout(5)
+        assert unread.recv(4096).startswith(b"HTTP/1.1 405")
+        slow.append(unread)
         opened = time.monotonic()
         # Meanwhile the server answers, over and over.
         for _ in range(5):
@@ -193,16 +213,27 @@ def test_slow_clients_are_closed_and_the_server_keeps_answering(home: Path) -> N
         for sock in slow:
             sock.close()
 
-        # A connection beyond the cap is answered 503 and closed.
-        held = [partial_request(served.port) for _ in range(150)]
+        # At the cap, a new connection closes the one that has waited longest for a request.
+        held = [partial_request(served.port) for _ in range(60)]
+        time.sleep(0.3)
+        assert httpx.get(f"{served.url}/healthz", timeout=2).status_code == 200
+        held[0].settimeout(1)
+        assert held[0].recv(4096).startswith(b"HTTP/1.1 408")
+        held[1].settimeout(0.2)
+        with pytest.raises(TimeoutError):
+            held[1].recv(4096)
+        for sock in held:
+            sock.close()
+        time.sleep(0.3)
+
+        # When every connection is busy answering a request, a new one is answered 503.
+        busy = [busy_request(served.port, served.token) for _ in range(60)]
         time.sleep(0.3)
         extra = socket.create_connection(("127.0.0.1", served.port))
         extra.settimeout(5)
         assert extra.recv(4096).startswith(b"HTTP/1.1 503")
-        for sock in [*held, extra]:
+        for sock in [*busy, extra]:
             sock.close()
-        time.sleep(0.3)
-        assert httpx.get(f"{served.url}/healthz", timeout=2).status_code == 200
 
         limits = Path(f"/proc/{served.proc.pid}/limits").read_text()
         line = next(line for line in limits.splitlines() if line.startswith("Max open files"))

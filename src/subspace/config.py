@@ -61,7 +61,8 @@ SETTINGS: tuple[Setting, ...] = (
         "max_connections",
         int,
         1_000,
-        "Most connections the server keeps open; more are answered 503 and closed.",
+        "Most connections the server keeps open; past it a new connection closes the one "
+        "waiting longest for a request, or is answered 503 when all are busy.",
     ),
     Setting(
         "PROVIDERS",

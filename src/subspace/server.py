@@ -7,9 +7,8 @@ import resource
 import signal
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from typing import Any
+from typing import Any, ClassVar
 
-import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
@@ -43,10 +42,17 @@ class GuardedH11Protocol(H11Protocol):
     a client that sends a few bytes and then nothing holds its connection (and a file
     descriptor) for ever. Here each request must arrive whole within `header_timeout_s` of
     the connection opening or of the previous response.
+
+    Past `max_connections`, a new connection closes the one that has waited longest for its
+    request, so slow clients cannot lock out a health check; when every connection is busy
+    with a request, the new one is answered 503.
     """
 
     header_timeout_s: float = 10.0
     max_connections: int = 1_000
+    # Connections waiting for a request, oldest first; one dict per server (see
+    # guarded_protocol), shared by its connections.
+    waiting: ClassVar[dict[GuardedH11Protocol, None]] = {}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -55,13 +61,21 @@ class GuardedH11Protocol(H11Protocol):
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
         if len(self.connections) > self.max_connections:
+            oldest = next(iter(self.waiting), None)
+            if oldest is None:
+                log.warning(
+                    "refused a connection: %d are open and busy (SUBSPACE_MAX_CONNECTIONS)",
+                    self.max_connections,
+                )
+                self.transport.write(BUSY_RESPONSE)
+                self.transport.close()
+                return
             log.warning(
-                "refused a connection: %d are open (SUBSPACE_MAX_CONNECTIONS)",
+                "closed the connection that waited longest for a request: %d are open "
+                "(SUBSPACE_MAX_CONNECTIONS)",
                 self.max_connections,
             )
-            self.transport.write(BUSY_RESPONSE)
-            self.transport.close()
-            return
+            oldest._close_waiting()
         self._arm_header_deadline()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -70,8 +84,8 @@ class GuardedH11Protocol(H11Protocol):
 
     def handle_events(self) -> None:
         super().handle_events()
-        if self.conn.their_state is not h11.IDLE:
-            self._disarm_header_deadline()  # the request line and headers are in
+        if self._answering():
+            self._disarm_header_deadline()  # a whole request line and headers are in
 
     def on_response_complete(self) -> None:
         # Armed before the next cycle starts, so a pipelined request already buffered
@@ -82,18 +96,26 @@ class GuardedH11Protocol(H11Protocol):
     def _arm_header_deadline(self) -> None:
         self._disarm_header_deadline()
         self._header_deadline = self.loop.call_later(self.header_timeout_s, self._headers_late)
+        self.waiting[self] = None
 
     def _disarm_header_deadline(self) -> None:
+        self.waiting.pop(self, None)
         if self._header_deadline is not None:
             self._header_deadline.cancel()
             self._header_deadline = None
 
     def _headers_late(self) -> None:
         self._header_deadline = None
-        if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
-            return
-        if self.cycle is not None and not self.cycle.response_complete:
-            return
+        self.waiting.pop(self, None)
+        if not self.transport.is_closing() and not self._answering():
+            self._close_waiting()
+
+    def _answering(self) -> bool:
+        """Whether a request is being answered (its body may still be arriving)."""
+        return self.cycle is not None and not self.cycle.response_complete
+
+    def _close_waiting(self) -> None:
+        self._disarm_header_deadline()
         if self.conn.trailing_data[0]:  # part of a request arrived: say why it is dropped
             self.transport.write(TIMEOUT_RESPONSE)
         self.transport.close()
@@ -105,7 +127,11 @@ def guarded_protocol(settings: Settings) -> type[GuardedH11Protocol]:
     return type(
         "SubspaceH11Protocol",
         (GuardedH11Protocol,),
-        {"header_timeout_s": float(settings.header_timeout_s), "max_connections": limit},
+        {
+            "header_timeout_s": float(settings.header_timeout_s),
+            "max_connections": limit,
+            "waiting": {},
+        },
     )
 
 
