@@ -53,7 +53,8 @@ create function search.fold_latin(t text) returns text
 
 -- A run abc becomes " a ab bc c " (every character doubled), then the first and the last
 -- single characters are dropped: " ab bc ". Lookaround would say it in one expression but
--- costs ten times as much in Postgres's regex engine.
+-- costs ten times as much in Postgres's regex engine. The class is Han (with extensions A-F
+-- and compatibility ideographs), kana and Hangul: CJK in search/analysis.py.
 create function search.cjk_bigrams(t text) returns text
     language sql immutable parallel safe
     return case when t !~ '[\u1100-\u11ff\u3040-\u309f\u30a0-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f\U00020000-\U0002fa1f]' then t else
