@@ -8,6 +8,7 @@ import threading
 from collections import Counter
 from collections.abc import Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 from uuid import UUID
 
 from subspace.commands.outbox import append_event
@@ -91,53 +92,62 @@ def extract_next(
     """
     rotation = Rotation() if rotation is None else rotation
     ids = None if only is None else list(only)
-    with db.pool.connection() as conn, conn.transaction():
-        pending = conn.execute(
-            "select workspace_id from kb.files where status = 'processing' "
-            "and (%s::uuid[] is null or id = any(%s)) "
-            "group by workspace_id order by min(created_at)",
-            (ids, ids),
-        ).fetchall()
-    for workspace_id in rotation.order([row["workspace_id"] for row in pending]):
+    claimed: tuple[UUID, UUID] | None = None
+    try:
+        # The choice and the file in one transaction: one more query per file than a plain
+        # queue, where a transaction of its own would add three round trips.
+        with db.pool.connection() as conn, conn.transaction():
+            row = _claim(conn, rotation, ids)
+            if row is None:
+                return False
+            claimed = (row["workspace_id"], row["id"])
+            try:
+                result: Extracted | str = extractor.extract(
+                    bytes(row["data"]),
+                    row["name"],
+                    row["content_type"],
+                    extract_limits(settings),
+                    timeout_s=settings.extract_timeout_s,
+                )
+            except ExtractionFailed as exc:
+                result = exc.reason
+            record_extraction(conn, row["workspace_id"], row["id"], result)
+    except Exception as exc:
+        if claimed is None:
+            raise
+        # Left `processing`, the file would be claimed again and fail again, forever.
+        log.exception("extracting file %s failed", claimed[1])
+        _record_failure(db, *claimed, f"extraction failed ({type(exc).__name__})")
+    finally:
+        if claimed is not None:
+            rotation.end(claimed[0])
+    return True
+
+
+def _claim(conn: Conn, rotation: Rotation, ids: list[UUID] | None) -> dict[str, Any] | None:
+    """Lock the oldest pending file of the workspace whose turn it is, and take the turn."""
+    pending = conn.execute(
+        "select workspace_id from kb.files where status = 'processing' "
+        "and (%s::uuid[] is null or id = any(%s)) "
+        "group by workspace_id order by min(created_at)",
+        (ids, ids),
+    ).fetchall()
+    for workspace_id in rotation.order([p["workspace_id"] for p in pending]):
         if not rotation.begin(workspace_id):
             continue
-        claimed: UUID | None = None
-        try:
-            with db.pool.connection() as conn, conn.transaction():
-                row = conn.execute(
-                    "select f.id, f.name, f.content_type, b.data from kb.files f "
-                    "join kb.blobs b on b.workspace_id = f.workspace_id "
-                    "and b.sha256 = f.blob_sha256 "
-                    "where f.workspace_id = %s and f.status = 'processing' "
-                    "and (%s::uuid[] is null or f.id = any(%s)) "
-                    "order by f.created_at, f.id limit 1 for update of f skip locked",
-                    (workspace_id, ids, ids),
-                ).fetchone()
-                if row is None:
-                    continue  # another worker holds each of its pending files
-                claimed = row["id"]
-                rotation.served(workspace_id)
-                try:
-                    result: Extracted | str = extractor.extract(
-                        bytes(row["data"]),
-                        row["name"],
-                        row["content_type"],
-                        extract_limits(settings),
-                        timeout_s=settings.extract_timeout_s,
-                    )
-                except ExtractionFailed as exc:
-                    result = exc.reason
-                record_extraction(conn, workspace_id, row["id"], result)
-        except Exception as exc:
-            if claimed is None:
-                raise
-            # Left `processing`, the file would be claimed again and fail again, forever.
-            log.exception("extracting file %s failed", claimed)
-            _record_failure(db, workspace_id, claimed, f"extraction failed ({type(exc).__name__})")
-        finally:
-            rotation.end(workspace_id)
-        return True
-    return False
+        row = conn.execute(
+            "select f.workspace_id, f.id, f.name, f.content_type, b.data from kb.files f "
+            "join kb.blobs b on b.workspace_id = f.workspace_id and b.sha256 = f.blob_sha256 "
+            "where f.workspace_id = %s and f.status = 'processing' "
+            "and (%s::uuid[] is null or f.id = any(%s)) "
+            "order by f.created_at, f.id limit 1 for update of f skip locked",
+            (workspace_id, ids, ids),
+        ).fetchone()
+        if row is not None:
+            rotation.served(workspace_id)
+            return row
+        rotation.end(workspace_id)  # another worker holds each of its pending files
+    return None
 
 
 def _record_failure(db: Database, workspace_id: UUID, file_id: UUID, reason: str) -> None:
