@@ -129,6 +129,12 @@ def test_the_exact_identifier_ranks_above_its_look_alikes(
         assert ids(response)[0] == target.id, query
 
 
+def test_typo_correction_reads_the_folded_vocabulary(database: Database, cx: Context) -> None:
+    page = commands.create_page(cx, "Hiring")
+    target = commands.add_node(cx, page.id, "Résumé templates for the new hires")
+    assert ids(run(cx, "reusme", mode="lexical")) == [target.id]  # reusm -> resum
+
+
 def test_a_part_does_not_find_a_longer_number(database: Database, cx: Context) -> None:
     page = commands.create_page(cx, "Tickets")
     target = commands.add_node(cx, page.id, "PROJ-1234 was closed")

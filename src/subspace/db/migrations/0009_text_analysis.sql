@@ -3,12 +3,10 @@
 --     and every run of Chinese, Japanese or Korean characters becomes its overlapping
 --     character bigrams (会议记录 -> 会议 议记 记录; one character stays itself), which the
 --     default parser would otherwise keep as one unsearchable word.
---   search.identifier_parts(text): the parts of the tokens the parser keeps whole (hosts,
---     e-mail addresses, paths and file names, the -1234 of PROJ-1234), so 1234, proj, foo,
---     user, v1 and 1.2.3 find PROJ-1234, foo.bar.com, user@example.com and v1.2.3. They are
---     appended after the text, so a search for the whole identifier still matches it as one
---     phrase and outranks its look-alikes.
---   search.document_tsvector(text): the tsvector of a document: fold, then append the parts.
+--   search.identifier_parts(tsvector): the parts of the tokens the parser keeps whole (hosts,
+--     e-mail addresses, paths and file names, the -1234 of PROJ-1234), so 1234, foo, user,
+--     v1 and 1.2.3 find PROJ-1234, foo.bar.com, user@example.com and v1.2.3.
+--   search.document_tsvector(text): the tsvector of a document: folded, then its parts.
 -- The pgserver build has neither unaccent nor pg_trgm, and generated columns need immutable
 -- expressions, so these are plain SQL over translate() and regular expressions; the Python
 -- mirror of fold() (search/analysis.py) maps highlights back to the original text.
@@ -65,37 +63,43 @@ create function search.cjk_bigrams(t text) returns text
             '([\u1100-\u11ff\u3040-\u309f\u30a0-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f\U00020000-\U0002fa1f]) [\u1100-\u11ff\u3040-\u309f\u30a0-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f\U00020000-\U0002fa1f] ', '\1 ', 'g')
     end;
 
+-- Text of ASCII only (most of it) is left as it is without a regular expression.
 create function search.fold(t text) returns text
     language sql immutable parallel safe
-    return search.cjk_bigrams(search.fold_latin(t));
+    return case when octet_length(t) = length(t) then t
+        else search.cjk_bigrams(search.fold_latin(t)) end;
 
--- Parser token types (ts_token_type('default')): 4 email, 6 host, 18 url_path, 19 file, 21
--- int (only a signed one: the -1234 of PROJ-1234). 3722 is the default parser, by oid because
--- ts_parse by name is only stable. A token that starts with letters then a digit also gives
--- itself without the letters (v1.2.3 -> 1.2.3); an address also gives its domain.
-create function search.identifier_parts(t text) returns text
+-- The parser keeps some tokens whole: hosts (foo.bar.com), e-mail addresses, paths and file
+-- names (v1.2.3, snake_case_name.py), and signed numbers (the -1234 of PROJ-1234). Their
+-- lexemes are split at . @ / : _ \ and -, a part that starts with letters then a digit also
+-- gives itself without the letters (v1.2.3 -> 1.2.3), an address also gives its domain.
+-- Lexemes with no letter (3.14, 1.2.3) and hyphenated words (the parser splits those) are
+-- left alone. Reading the lexemes, not the text, costs no second parse.
+create function search.identifier_parts(v tsvector) returns text
     language sql immutable parallel safe
     return (
         select coalesce(string_agg(
-            regexp_replace(p.token, '[-./@:_\\]+', ' ', 'g')
-            || case when p.token ~ '^[[:alpha:]]+[0-9]'
-                    then ' ' || regexp_replace(p.token, '^[[:alpha:]]+', '') else '' end
-            || case when p.tokid = 4 then ' ' || split_part(p.token, '@', 2) else '' end,
+            regexp_replace(l, '[-./@:_\\]+', ' ', 'g')
+            || case when l ~ '^[[:alpha:]]+[0-9]'
+                    then ' ' || regexp_replace(l, '^[[:alpha:]]+', '') else '' end
+            || case when l like '%@%' then ' ' || split_part(l, '@', 2) else '' end,
             ' '), '')
-        from ts_parse(3722, (
-            select string_agg(w[1], ' ') from regexp_matches(t,
-                '([^[:space:]]*[[:alnum:]][-./@:_\\][[:alnum:]][^[:space:]]*)', 'g') w)) p
-        where p.tokid in (4, 6, 18, 19) or (p.tokid = 21 and p.token like '-%')
+        from unnest(tsvector_to_array(v)) l
+        where (l like '-%' and l ~ '^-[0-9]+$')
+            or ((l like '%.%' or l like '%@%' or l like '%/%' or l like '%:%' or l like '%\_%'
+                 or l like '%\\%') and l ~ '[[:alpha:]]')
     );
 
--- What is indexed is capped at 150,000 characters of folded text and parts: bigrams triple
--- a CJK text, and a tsvector holds at most 1 MB (100,000 random Han characters, the worst
--- case, come to 0.7 MB under this cap), so no write can fail however long the text is.
+-- The folded text is capped at 150,000 characters: bigrams triple a CJK text, and a tsvector
+-- holds at most 1 MB (100,000 random Han characters, the worst case, come to 0.7 MB), so no
+-- write can fail however long the text is. The parts come after the text, once per distinct
+-- identifier, so a search for the whole identifier still matches it as one phrase and
+-- outranks its look-alikes.
 create function search.document_tsvector(t text) returns tsvector
     language sql immutable parallel safe
     return (
-        select to_tsvector('english', left(f || ' ' || search.identifier_parts(f), 150000))
-        from (select search.fold(t) as f offset 0) folded  -- offset 0: fold once, not twice
+        select v || to_tsvector('english', search.identifier_parts(v))
+        from (select to_tsvector('english', left(search.fold(t), 150000)) as v offset 0) x
     );
 
 -- Every tsvector and every length that BM25 reads now comes from document_tsvector. A
