@@ -55,9 +55,14 @@ class Database:
             actor = default_actor(conn)
         return self.context(actor, settings)
 
+    @property
+    def request_pool(self) -> ConnectionPool[Conn]:
+        """The pool requests draw from (the only pool, when there is one)."""
+        return self.requests or self.pool
+
     def context(self, actor: Actor, settings: Settings) -> Context:
-        """A context on the request pool (or the only pool, when there is one)."""
-        return Context(db=self.requests or self.pool, actor=actor, settings=settings)
+        """A context on the request pool."""
+        return Context(db=self.request_pool, actor=actor, settings=settings)
 
 
 def resolve_dsn(settings: Settings) -> tuple[str, EmbeddedPostgres | None]:

@@ -34,7 +34,9 @@ def require_context(request: Request) -> Context:
     """FastAPI dependency: the caller's Context, or 401."""
     token = _required_key(request)
     db = database(request)
-    with db.pool.connection() as conn:
+    # The request pool, not the reserved one: a flood of callers waits (or gets 503) there,
+    # and cannot take the connections the indexer and the health checks depend on.
+    with db.request_pool.connection() as conn:
         actor = authenticate(conn, token)
     return db.context(actor, request.app.state.settings)
 
@@ -44,6 +46,6 @@ def require_admin(request: Request) -> Context:
     admin key (`subspace keys create --admin`)."""
     token = _required_key(request)
     db = database(request)
-    with db.pool.connection() as conn:
+    with db.request_pool.connection() as conn:
         actor = authenticate_admin(conn, token)
     return db.context(actor, request.app.state.settings)

@@ -28,7 +28,7 @@ def home(request: Request, token: str | None = None) -> Response:
     db = database(request)
     if token:
         try:
-            with db.pool.connection() as conn:
+            with db.request_pool.connection() as conn:
                 authenticate(conn, token)
         except Unauthorized:
             return HTMLResponse(
@@ -48,7 +48,7 @@ def home(request: Request, token: str | None = None) -> Response:
     if not key:
         return HTMLResponse(_page("Sign in", SIGN_IN_HELP), status_code=401)
     try:
-        with db.pool.connection() as conn:
+        with db.request_pool.connection() as conn:
             actor = authenticate(conn, key)
             pages = queries.list_pages(conn, actor.workspace_id)
     except Unauthorized as exc:
