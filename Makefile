@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: serve test check format clean
+.PHONY: serve test check format clean chromium
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -18,13 +18,24 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@ $(VENV)/.installed
 
+# The browser tests drive Debian's Chromium. Install it when it is missing and we may (root);
+# otherwise those tests skip and say how to install it.
+chromium:
+	@if ! command -v chromium >/dev/null; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+		else \
+			echo "Chromium is missing: browser tests will skip (apt-get install -y chromium)."; \
+		fi; \
+	fi
+
 serve: $(VENV)/.installed
 	$(BIN)/subspace serve
 
-test: $(VENV)/.installed-dev
+test: $(VENV)/.installed-dev chromium
 	$(BIN)/python -m pytest -q
 
-check: $(VENV)/.installed-dev
+check: $(VENV)/.installed-dev chromium
 	$(BIN)/ruff format --check src tests
 	$(BIN)/ruff check src tests
 	$(BIN)/mypy src

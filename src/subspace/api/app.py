@@ -7,15 +7,16 @@ from contextlib import asynccontextmanager
 
 import psycopg
 from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
 
 from subspace import __version__
+from subspace.api.csrf import CrossSiteCheck
 from subspace.api.errors import install_error_handlers
 from subspace.api.limits import BodyLimit
 from subspace.api.routes import (
     admin,
     files,
     health,
-    home,
     knowledge_bases,
     mail,
     nodes,
@@ -29,6 +30,7 @@ from subspace.indexer.reindex import SERVER_LOCK_KEY
 from subspace.ingest.worker import ExtractionWorker
 from subspace.providers.registry import create_provider
 from subspace.runtime import Database, open_database
+from subspace.web import routes as web
 
 
 def create_app(settings: Settings, database: Database | None = None) -> FastAPI:
@@ -74,6 +76,9 @@ def create_app(settings: Settings, database: Database | None = None) -> FastAPI:
         app.state.database = database
     install_error_handlers(app)
     app.add_middleware(BodyLimit, settings=settings)
-    for module in (health, home, knowledge_bases, pages, nodes, files, mail, tags, search, admin):
+    app.add_middleware(CrossSiteCheck)
+    for module in (health, knowledge_bases, pages, nodes, files, mail, tags, search, admin):
         app.include_router(module.router)
+    app.mount("/static", StaticFiles(directory=web.STATIC_DIR), name="static")
+    app.include_router(web.router)
     return app

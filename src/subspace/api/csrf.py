@@ -1,0 +1,57 @@
+"""Cross-site request checks for writes that a browser authenticates with the session cookie.
+
+The cookie is SameSite=Lax, which already keeps it off cross-site POSTs in current browsers;
+this check also covers older browsers and same-site attackers (another port or subdomain). A
+request carrying its key in `Authorization` is not at risk: no other site can make a browser
+send that header.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from subspace.api.auth import COOKIE_NAME
+from subspace.api.errors import error_response
+
+SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
+# Paths that need no session: signing out only forgets the cookie.
+EXEMPT_PATHS = {"/signout"}
+
+
+def _origin_matches(origin: str, host: str) -> bool:
+    parts = urlsplit(origin)
+    return bool(parts.scheme in ("http", "https") and parts.netloc and parts.netloc == host)
+
+
+class CrossSiteCheck:
+    """Refuse (403) a cookie-authenticated write whose Origin (or Referer) is another site."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            scope["type"] != "http"
+            or scope["method"] in SAFE_METHODS
+            or scope["path"] in EXEMPT_PATHS
+        ):
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        uses_cookie = "authorization" not in headers and f"{COOKIE_NAME}=" in headers.get(
+            "cookie", ""
+        )
+        if uses_cookie:
+            source = headers.get("origin") or headers.get("referer") or ""
+            if not _origin_matches(source, headers.get("host", "")):
+                response = error_response(
+                    403,
+                    "cross_site",
+                    "This write came from another site (its Origin is not this server), so it "
+                    "was refused. Use the app itself, or send an API key in Authorization.",
+                )
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)

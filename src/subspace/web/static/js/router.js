@@ -1,0 +1,69 @@
+// Client-side navigation: every view has a URL the server answers with the shell, so reload,
+// back/forward and shared links land on the same view.
+
+import { clear, h } from "./dom.js";
+
+// Each view module exports render(container, params, {signal}); it may return a cleanup function.
+const ROUTES = [
+  { pattern: /^\/$/, load: () => import("./views/home.js") },
+  { pattern: /^\/p\/(?<pageId>[0-9a-f-]{36})$/, load: () => import("./views/page.js") },
+  { pattern: /^\/files$/, load: () => import("./views/files.js") },
+  { pattern: /^\/files\/(?<fileId>[0-9a-f-]{36})$/, load: () => import("./views/file.js") },
+  { pattern: /^\/mail$/, load: () => import("./views/mail.js") },
+  { pattern: /^\/mail\/(?<mailId>[0-9a-f-]{36})$/, load: () => import("./views/message.js") },
+];
+
+const view = () => document.getElementById("view");
+let current = { cleanup: null, controller: null };
+
+export function navigate(url, { replace = false } = {}) {
+  const target = new URL(url, window.location.origin);
+  if (target.origin !== window.location.origin) {
+    window.location.assign(target.href);
+    return;
+  }
+  const same = target.pathname === window.location.pathname;
+  history[replace ? "replaceState" : "pushState"]({}, "", target.pathname + target.search + target.hash);
+  if (same && target.hash) {
+    window.dispatchEvent(new HashChangeEvent("hashchange"));
+    return;
+  }
+  render();
+}
+
+export async function render() {
+  current.controller?.abort();
+  if (typeof current.cleanup === "function") current.cleanup();
+  const controller = new AbortController();
+  current = { cleanup: null, controller };
+  const path = window.location.pathname;
+  const route = ROUTES.find((r) => r.pattern.test(path));
+  const container = view();
+  if (!route) {
+    clear(container).append(h("h1", {}, "Not found"), h("p", {}, "Nothing lives at this address. "),
+      h("a", { href: "/", "data-link": true }, "Go to the start page"));
+    return;
+  }
+  const params = path.match(route.pattern).groups || {};
+  try {
+    const module = await route.load();
+    if (controller.signal.aborted) return;
+    current.cleanup = await module.render(container, params, { signal: controller.signal });
+  } catch (error) {
+    if (error.name === "AbortError") return;
+    clear(container).append(h("h1", {}, "Something went wrong"), h("p", { class: "notice notice-error" }, error.message));
+  }
+  document.dispatchEvent(new CustomEvent("view-rendered", { detail: { path } }));
+}
+
+/** Follow same-origin links marked data-link without reloading the page. */
+export function installLinkHandling() {
+  document.addEventListener("click", (event) => {
+    const link = event.target.closest("a[data-link]");
+    if (!link || event.defaultPrevented || event.button !== 0) return;
+    if (event.metaKey || event.ctrlKey || event.shiftKey || event.altKey) return;
+    event.preventDefault();
+    navigate(link.getAttribute("href"));
+  });
+  window.addEventListener("popstate", () => render());
+}

@@ -1,0 +1,95 @@
+"""Browser tests: the app served by a real uvicorn on a free port, driven by headless Chromium.
+
+Debian's Chromium is used (`apt-get install -y chromium`; `make test` installs it when it runs
+as root). Without it these tests skip and say how to get it.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+import uvicorn
+from playwright.sync_api import Browser, Page, sync_playwright
+
+from subspace.api import create_app
+from subspace.config import Settings
+from subspace.keys import create_key
+from subspace.runtime import Database
+
+CHROMIUM = shutil.which("chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+if CHROMIUM is None:
+    pytest.skip(
+        "Chromium is missing: run `apt-get install -y chromium` (make test does when root).",
+        allow_module_level=True,
+    )
+
+
+@dataclass
+class LiveServer:
+    url: str
+    token: str
+    database: Database
+    settings: Settings
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def live(database: Database, settings: Settings) -> Iterator[LiveServer]:
+    """The whole app (API, web, indexer, extraction) on 127.0.0.1 and a free port."""
+    port = _free_port()
+    config = uvicorn.Config(
+        create_app(settings, database), host="127.0.0.1", port=port, log_level="warning"
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the test server did not start")
+        time.sleep(0.02)
+    with database.pool.connection() as conn:
+        _, token = create_key(conn, database.default_context(settings).actor, "browser")
+    yield LiveServer(f"http://127.0.0.1:{port}", token, database, settings)
+    server.should_exit = True
+    thread.join(timeout=10)
+
+
+@pytest.fixture
+def page(browser: Browser, live: LiveServer) -> Iterator[Page]:
+    """A signed-in tab: the sign-in link was opened, so the session cookie is set."""
+    context = browser.new_context(base_url=live.url)
+    tab = context.new_page()
+    tab.set_default_timeout(10_000)
+    tab.goto(f"/?token={live.token}")
+    tab.wait_for_selector("#page-list")
+    yield tab
+    context.close()
