@@ -207,3 +207,41 @@ def target_kb(conn: Conn, workspace_id: UUID, kind: str, target_id: UUID) -> UUI
         target_id,
     )
     return UUID(str(row["kb_id"]))
+
+
+def list_file_chunks(conn: Conn, workspace_id: UUID, file_id: UUID) -> list[dict[str, Any]]:
+    """The file's extracted text as the indexer chunked it: `n`, `text`, `enabled`, in order."""
+    get_file(conn, workspace_id, file_id)  # another workspace's file: 404
+    return conn.execute(
+        "select n, text, enabled from search.file_chunks where workspace_id = %s "
+        "and file_id = %s order by n",
+        (workspace_id, file_id),
+    ).fetchall()
+
+
+def list_mail_attachments(conn: Conn, workspace_id: UUID, mail_id: UUID) -> list[File]:
+    """The files that came attached to a message, deleted ones left out."""
+    get_mail(conn, workspace_id, mail_id)  # another workspace's message: 404
+    rows = conn.execute(
+        f"select {FILE_COLUMNS} from kb.files where workspace_id = %s and mail_id = %s "
+        "and deleted_at is null order by name, id",
+        (workspace_id, mail_id),
+    ).fetchall()
+    return [File(**row) for row in rows]
+
+
+def list_tag_values(
+    conn: Conn, workspace_id: UUID, target_kind: str, target_id: UUID
+) -> list[dict[str, Any]]:
+    """The tags set on a page, file or mail: `tag_id`, `name`, `type` and `value`, by name."""
+    target_kb(conn, workspace_id, target_kind, target_id)  # another workspace's item: 404
+    return conn.execute(
+        "select d.id as tag_id, d.name, d.type, "
+        "coalesce(to_jsonb(v.value_text), to_jsonb(v.value_number), "
+        "to_jsonb(to_char(v.value_date, 'YYYY-MM-DD')), to_jsonb(v.value_bool)) as value "
+        "from kb.tag_values v join kb.tag_definitions d "
+        "on d.workspace_id = v.workspace_id and d.id = v.tag_id "
+        "where v.workspace_id = %s and v.target_kind = %s and v.target_id = %s "
+        "order by d.name",
+        (workspace_id, target_kind, target_id),
+    ).fetchall()

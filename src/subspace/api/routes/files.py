@@ -9,7 +9,7 @@ from uuid import UUID
 
 from fastapi import APIRouter, Depends, File, Form, Request, UploadFile
 from fastapi.responses import Response
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from subspace import commands
 from subspace.api.auth import require_context
@@ -26,6 +26,12 @@ CX = Annotated[Context, Depends(require_context)]
 
 class FilePatch(BaseModel):
     enabled: bool
+
+
+class FileChunk(BaseModel):
+    n: int = Field(description="The chunk's number: search refs name it as file:<id>:<n>.")
+    text: str
+    enabled: bool = Field(description="False when this chunk alone is hidden from search.")
 
 
 @dataclass
@@ -72,6 +78,14 @@ def list_files(cx: CX, kb_id: UUID | None = None) -> list[FileRow]:
 def get_file(file_id: UUID, cx: CX) -> FileRow:
     with cx.transaction() as conn:
         return queries.get_file(conn, cx.actor.workspace_id, file_id)
+
+
+@router.get("/{file_id}/chunks")
+def list_chunks(file_id: UUID, cx: CX) -> list[FileChunk]:
+    """The extracted text as the indexer chunked it, in order; empty until extraction ends."""
+    with cx.transaction() as conn:
+        rows = queries.list_file_chunks(conn, cx.actor.workspace_id, file_id)
+    return [FileChunk(**row) for row in rows]
 
 
 # Types a browser shows without running anything. Any other type, whatever the uploader

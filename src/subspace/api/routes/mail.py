@@ -19,6 +19,7 @@ from subspace.context import Context
 from subspace.db import queries
 from subspace.errors import InvalidInput
 from subspace.ingest.importer import Importer, ImportRow
+from subspace.models import File as FileRow
 from subspace.models import Mail
 
 router = APIRouter(prefix="/api/mail", tags=["mail"])
@@ -115,6 +116,13 @@ def list_mail(cx: CX, kb_id: UUID | None = None) -> list[Mail]:
 def get_mail(mail_id: UUID, cx: CX) -> Mail:
     with cx.transaction() as conn:
         return queries.get_mail(conn, cx.actor.workspace_id, mail_id)
+
+
+@router.get("/{mail_id}/attachments")
+def list_attachments(mail_id: UUID, cx: CX) -> list[FileRow]:
+    """The files that came attached to the message (each one is also under /api/files)."""
+    with cx.transaction() as conn:
+        return queries.list_mail_attachments(conn, cx.actor.workspace_id, mail_id)
 
 
 add_state_routes(

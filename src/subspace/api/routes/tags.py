@@ -6,13 +6,13 @@ from typing import Annotated, Literal
 from uuid import UUID
 
 from fastapi import APIRouter, Depends
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from subspace import commands
 from subspace.api.auth import require_context
 from subspace.context import Context
 from subspace.db import queries
-from subspace.models import TagDefinition
+from subspace.models import TagDefinition, TagType
 
 router = APIRouter(tags=["tags"])
 CX = Annotated[Context, Depends(require_context)]
@@ -34,6 +34,13 @@ class Done(BaseModel):
     ok: bool
 
 
+class TagValue(BaseModel):
+    tag_id: UUID
+    name: str
+    type: TagType
+    value: bool | float | str = Field(description="Dates come as YYYY-MM-DD strings.")
+
+
 @router.get("/api/tags")
 def list_tags(cx: CX, kb_id: UUID | None = None) -> list[TagDefinition]:
     with cx.transaction() as conn:
@@ -43,6 +50,14 @@ def list_tags(cx: CX, kb_id: UUID | None = None) -> list[TagDefinition]:
 @router.post("/api/tags", status_code=201)
 def create_tag(body: TagIn, cx: CX) -> TagDefinition:
     return commands.create_tag(cx, body.name, body.type, kb_id=body.kb_id)
+
+
+@router.get("/api/tags/values/{target_kind}/{target_id}")
+def list_tag_values(target_kind: Target, target_id: UUID, cx: CX) -> list[TagValue]:
+    """The tags set on a page, file or mail, with their values, by tag name."""
+    with cx.transaction() as conn:
+        rows = queries.list_tag_values(conn, cx.actor.workspace_id, target_kind, target_id)
+    return [TagValue(**row) for row in rows]
 
 
 @router.put("/api/tags/{tag_id}/values/{target_kind}/{target_id}")
