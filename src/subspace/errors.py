@@ -85,3 +85,9 @@ class Conflict(SubspaceError):
 
     status = 409
     code = "conflict"
+
+
+class StalePage(Conflict):
+    """A write named a page version (`base_version`) that another write has since replaced."""
+
+    code = "stale_page"

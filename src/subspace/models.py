@@ -56,6 +56,8 @@ class Page:
     deleted_at: datetime | None
     created_at: datetime
     updated_at: datetime
+    # counts the writes to the page and its bullets; a write may name the version it read
+    version: int = 0
     nodes: list[Node] = field(default_factory=list)
 
 

@@ -11,8 +11,8 @@ from subspace.commands.outbox import append_event
 from subspace.context import Context
 from subspace.db import queries
 from subspace.db.pool import Conn
-from subspace.errors import Conflict, InvalidInput
-from subspace.models import Node
+from subspace.errors import Conflict, InvalidInput, StalePage
+from subspace.models import Node, Page
 from subspace.text import bounded, clean_text
 
 MAX_PROPS_BYTES = 64 * 1024  # props hold flags and small metadata, never documents
@@ -116,9 +116,24 @@ def _place(
     return position
 
 
+def check_base_version(page: Page, base_version: int | None) -> None:
+    """Refuse a write made from an older read of the page (None: the caller does not check).
+
+    Call it with the page locked, so no other write can slip in between.
+    """
+    if base_version is not None and base_version != page.version:
+        raise StalePage(
+            f"Page {page.id} changed since you read it (you sent base_version {base_version}; "
+            f"it is at version {page.version}). Read the page again (GET /api/pages/{page.id}) "
+            "and redo the change on the newer version."
+        )
+
+
 def _touch_page(conn: Conn, ws: UUID, page_id: UUID) -> None:
+    # The version moves in the writing transaction, under the page's row lock.
     conn.execute(
-        "update kb.pages set updated_at = now() where workspace_id = %s and id = %s",
+        "update kb.pages set updated_at = now(), version = version + 1 "
+        "where workspace_id = %s and id = %s",
         (ws, page_id),
     )
 
@@ -131,6 +146,7 @@ def add_node(
     parent_id: UUID | None = None,
     position: int | None = None,
     props: dict[str, Any] | None = None,
+    base_version: int | None = None,
 ) -> Node:
     """Insert a bullet under `parent_id` (None: top level) at `position` (None: last)."""
     text = node_text(cx, text)
@@ -143,6 +159,7 @@ def add_node(
                 f"Page {page_id} is deleted, so it takes no new bullets. Restore the page "
                 f"first (POST /api/pages/{page_id}/restore), then add the bullet."
             )
+        check_base_version(page, base_version)
         slot = _place(conn, ws, page_id, parent_id, position)
         _open_gap(conn, ws, page_id, parent_id, slot)
         row = conn.execute(
@@ -158,20 +175,20 @@ def add_node(
         return queries.get_node(conn, ws, row["id"])
 
 
-def _locked_node(cx: Context, conn: Conn, node_id: UUID) -> Node:
+def _locked_node(cx: Context, conn: Conn, node_id: UUID, base_version: int | None = None) -> Node:
     ws = cx.actor.workspace_id
     node = queries.get_node(conn, ws, node_id)
-    queries.get_page(conn, ws, node.page_id, lock=True)
+    check_base_version(queries.get_page(conn, ws, node.page_id, lock=True), base_version)
     # Re-read under the page lock: a concurrent move may have changed it.
     return queries.get_node(conn, ws, node_id)
 
 
-def edit_node(cx: Context, node_id: UUID, text: str) -> Node:
+def edit_node(cx: Context, node_id: UUID, text: str, *, base_version: int | None = None) -> Node:
     """Replace the bullet's text."""
     text = node_text(cx, text)
     ws = cx.actor.workspace_id
     with cx.transaction() as conn:
-        node = _locked_node(cx, conn, node_id)
+        node = _locked_node(cx, conn, node_id, base_version)
         conn.execute(
             "update kb.nodes set text = %s, updated_at = now() where workspace_id = %s and id = %s",
             (text, ws, node_id),
@@ -183,14 +200,21 @@ def edit_node(cx: Context, node_id: UUID, text: str) -> Node:
         return queries.get_node(conn, ws, node_id)
 
 
-def set_props(cx: Context, node_id: UUID, props: dict[str, Any], *, replace: bool = False) -> Node:
+def set_props(
+    cx: Context,
+    node_id: UUID,
+    props: dict[str, Any],
+    *,
+    replace: bool = False,
+    base_version: int | None = None,
+) -> Node:
     """Merge `props` into the node's props (keys set to None are removed), or replace them.
 
     A node whose `memory` prop is true is a memory item.
     """
     ws = cx.actor.workspace_id
     with cx.transaction() as conn:
-        node = _locked_node(cx, conn, node_id)
+        node = _locked_node(cx, conn, node_id, base_version)
         merged = {} if replace else dict(node.props)
         for key, value in props.items():
             if value is None:
@@ -228,12 +252,17 @@ def _subtree_ids(conn: Conn, ws: UUID, node_id: UUID) -> list[UUID]:
 
 
 def move_node(
-    cx: Context, node_id: UUID, *, parent_id: UUID | None, position: int | None = None
+    cx: Context,
+    node_id: UUID,
+    *,
+    parent_id: UUID | None,
+    position: int | None = None,
+    base_version: int | None = None,
 ) -> Node:
     """Move the node (with its subtree) under `parent_id` at `position` on the same page."""
     ws = cx.actor.workspace_id
     with cx.transaction() as conn:
-        node = _locked_node(cx, conn, node_id)
+        node = _locked_node(cx, conn, node_id, base_version)
         if parent_id is not None and parent_id in _subtree_ids(conn, ws, node_id):
             raise Conflict("A node cannot move under itself or one of its descendants.")
         _close_gap(conn, ws, node.page_id, node.parent_id, node.position)
@@ -251,11 +280,11 @@ def move_node(
         return queries.get_node(conn, ws, node_id)
 
 
-def indent_node(cx: Context, node_id: UUID) -> Node:
+def indent_node(cx: Context, node_id: UUID, *, base_version: int | None = None) -> Node:
     """Make the node the last child of its previous sibling."""
     ws = cx.actor.workspace_id
     with cx.transaction() as conn:
-        node = _locked_node(cx, conn, node_id)
+        node = _locked_node(cx, conn, node_id, base_version)
         row = conn.execute(
             "select id from kb.nodes where workspace_id = %s and page_id = %s "
             "and parent_id is not distinct from %s and position = %s",
@@ -266,11 +295,11 @@ def indent_node(cx: Context, node_id: UUID) -> Node:
         return move_node(cx.on(conn), node_id, parent_id=row["id"], position=None)
 
 
-def outdent_node(cx: Context, node_id: UUID) -> Node:
+def outdent_node(cx: Context, node_id: UUID, *, base_version: int | None = None) -> Node:
     """Make the node the next sibling of its parent."""
     ws = cx.actor.workspace_id
     with cx.transaction() as conn:
-        node = _locked_node(cx, conn, node_id)
+        node = _locked_node(cx, conn, node_id, base_version)
         if node.parent_id is None:
             raise InvalidInput("A top-level bullet cannot be outdented.")
         parent = queries.get_node(conn, ws, node.parent_id)
@@ -279,11 +308,11 @@ def outdent_node(cx: Context, node_id: UUID) -> Node:
         )
 
 
-def delete_node(cx: Context, node_id: UUID) -> list[UUID]:
+def delete_node(cx: Context, node_id: UUID, *, base_version: int | None = None) -> list[UUID]:
     """Delete the node and its subtree; return the ids deleted."""
     ws = cx.actor.workspace_id
     with cx.transaction() as conn:
-        node = _locked_node(cx, conn, node_id)
+        node = _locked_node(cx, conn, node_id, base_version)
         deleted = _subtree_ids(conn, ws, node_id)
         conn.execute("delete from kb.nodes where workspace_id = %s and id = %s", (ws, node_id))
         _close_gap(conn, ws, node.page_id, node.parent_id, node.position)

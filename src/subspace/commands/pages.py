@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from uuid import UUID, uuid4
 
-from subspace.commands.nodes import node_text
+from subspace.commands.nodes import check_base_version, node_text
 from subspace.commands.outbox import append_event
 from subspace.commands.states import ARCHIVE, DELETE, RESTORE, set_state
 from subspace.context import Context
@@ -100,13 +100,13 @@ def find_page_by_source(cx: Context, kb_id: UUID, source_sha256: str) -> Page | 
     return None if row is None else Page(**row)
 
 
-def rename_page(cx: Context, page_id: UUID, title: str) -> Page:
+def rename_page(cx: Context, page_id: UUID, title: str, *, base_version: int | None = None) -> Page:
     title = _title(cx, title)
     ws = cx.actor.workspace_id
     with cx.transaction() as conn:
-        queries.get_page(conn, ws, page_id, lock=True)
+        check_base_version(queries.get_page(conn, ws, page_id, lock=True), base_version)
         conn.execute(
-            "update kb.pages set title = %s, updated_at = now() "
+            "update kb.pages set title = %s, updated_at = now(), version = version + 1 "
             "where workspace_id = %s and id = %s",
             (title, ws, page_id),
         )
@@ -114,16 +114,27 @@ def rename_page(cx: Context, page_id: UUID, title: str) -> Page:
         return queries.get_page(conn, ws, page_id)
 
 
-def archive_page(cx: Context, page_id: UUID) -> Page:
+def _set_page_state(
+    cx: Context, page_id: UUID, assignment: str, event: str, base_version: int | None
+) -> Page:
+    with cx.transaction() as conn:
+        page = queries.get_page(conn, cx.actor.workspace_id, page_id, lock=True)
+        check_base_version(page, base_version)
+        # Archiving, deleting and restoring change what the page is, so they move its version.
+        assignment = f"{assignment}, version = version + 1"
+        return set_state(cx.on(conn), "page", page_id, assignment, event, queries.get_page)
+
+
+def archive_page(cx: Context, page_id: UUID, *, base_version: int | None = None) -> Page:
     """Hide the page from search, grep, read and RAG until it is restored."""
-    return set_state(cx, "page", page_id, ARCHIVE, "page.archived", queries.get_page)
+    return _set_page_state(cx, page_id, ARCHIVE, "page.archived", base_version)
 
 
-def delete_page(cx: Context, page_id: UUID) -> Page:
+def delete_page(cx: Context, page_id: UUID, *, base_version: int | None = None) -> Page:
     """Soft-delete the page: its rows stay so `restore_page` can bring it back."""
-    return set_state(cx, "page", page_id, DELETE, "page.deleted", queries.get_page)
+    return _set_page_state(cx, page_id, DELETE, "page.deleted", base_version)
 
 
-def restore_page(cx: Context, page_id: UUID) -> Page:
+def restore_page(cx: Context, page_id: UUID, *, base_version: int | None = None) -> Page:
     """Undo archive and delete."""
-    return set_state(cx, "page", page_id, RESTORE, "page.restored", queries.get_page)
+    return _set_page_state(cx, page_id, RESTORE, "page.restored", base_version)

@@ -9,7 +9,7 @@ from subspace.db.pool import Conn
 from subspace.errors import NotFound
 from subspace.models import File, KnowledgeBase, Mail, Node, Page, TagDefinition
 
-PAGE_COLUMNS = "id, kb_id, title, archived_at, deleted_at, created_at, updated_at"
+PAGE_COLUMNS = "id, kb_id, title, archived_at, deleted_at, created_at, updated_at, version"
 NODE_COLUMNS = "id, page_id, parent_id, position, text, props, created_at, updated_at"
 FILE_COLUMNS = (
     "id, kb_id, name, content_type, size, blob_sha256 as sha256, status, status_reason, "

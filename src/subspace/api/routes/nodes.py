@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any
 from uuid import UUID
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel
 
 from subspace import commands
 from subspace.api.auth import require_context
 from subspace.context import Context
 from subspace.db import queries
+from subspace.db.pool import Conn
 from subspace.errors import InvalidInput
 from subspace.models import Node
 
@@ -25,71 +27,132 @@ class NodeIn(BaseModel):
     parent_id: UUID | None = None
     position: int | None = None
     props: dict[str, Any] | None = None
+    # the page version the change was made from; an older one answers 409 stale_page
+    base_version: int | None = None
 
 
 class NodePatch(BaseModel):
     text: str | None = None
     # merged into the node's props; a key set to null is removed
     props: dict[str, Any] | None = None
+    base_version: int | None = None
 
 
 class NodeMove(BaseModel):
     parent_id: UUID | None = None
     position: int | None = None
+    base_version: int | None = None
+
+
+class NodeOut(BaseModel):
+    """A bullet, and the version of its page after the write (or at the read)."""
+
+    id: UUID
+    page_id: UUID
+    parent_id: UUID | None
+    position: int
+    text: str
+    props: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+    page_version: int
 
 
 class Deleted(BaseModel):
     deleted: list[UUID]
+    page_version: int
 
 
-@router.post("", status_code=201)
-def add_node(body: NodeIn, cx: CX) -> Node:
-    return commands.add_node(
-        cx,
-        body.page_id,
-        body.text,
-        parent_id=body.parent_id,
-        position=body.position,
-        props=body.props,
+BaseVersion = Annotated[
+    int | None,
+    Query(description="The page version the change was made from; an older one answers 409."),
+]
+
+
+def _out(conn: Conn, cx: Context, node: Node) -> NodeOut:
+    # Read in the writing transaction, under its page lock: the version this write made.
+    page = queries.get_page(conn, cx.actor.workspace_id, node.page_id)
+    return NodeOut(
+        id=node.id,
+        page_id=node.page_id,
+        parent_id=node.parent_id,
+        position=node.position,
+        text=node.text,
+        props=node.props,
+        created_at=node.created_at,
+        updated_at=node.updated_at,
+        page_version=page.version,
     )
 
 
-@router.get("/{node_id}")
-def get_node(node_id: UUID, cx: CX) -> Node:
+@router.post("", status_code=201)
+def add_node(body: NodeIn, cx: CX) -> NodeOut:
     with cx.transaction() as conn:
-        return queries.get_node(conn, cx.actor.workspace_id, node_id)
+        node = commands.add_node(
+            cx.on(conn),
+            body.page_id,
+            body.text,
+            parent_id=body.parent_id,
+            position=body.position,
+            props=body.props,
+            base_version=body.base_version,
+        )
+        return _out(conn, cx, node)
+
+
+@router.get("/{node_id}")
+def get_node(node_id: UUID, cx: CX) -> NodeOut:
+    with cx.transaction() as conn:
+        return _out(conn, cx, queries.get_node(conn, cx.actor.workspace_id, node_id))
 
 
 @router.patch("/{node_id}")
-def edit_node(node_id: UUID, body: NodePatch, cx: CX) -> Node:
+def edit_node(node_id: UUID, body: NodePatch, cx: CX) -> NodeOut:
     """Edit the text and/or merge props, in one transaction."""
     if body.text is None and body.props is None:
         raise InvalidInput("Nothing to change: give `text`, `props` or both.")
     with cx.transaction() as conn:
         bound = cx.on(conn)
+        base_version = body.base_version
         if body.text is not None:
-            node = commands.edit_node(bound, node_id, body.text)
+            node = commands.edit_node(bound, node_id, body.text, base_version=base_version)
+            base_version = None  # checked; the text edit itself moved the version
         if body.props is not None:
-            node = commands.set_props(bound, node_id, body.props)
-        return node
+            node = commands.set_props(bound, node_id, body.props, base_version=base_version)
+        return _out(conn, cx, node)
 
 
 @router.post("/{node_id}/move")
-def move_node(node_id: UUID, body: NodeMove, cx: CX) -> Node:
-    return commands.move_node(cx, node_id, parent_id=body.parent_id, position=body.position)
+def move_node(node_id: UUID, body: NodeMove, cx: CX) -> NodeOut:
+    with cx.transaction() as conn:
+        node = commands.move_node(
+            cx.on(conn),
+            node_id,
+            parent_id=body.parent_id,
+            position=body.position,
+            base_version=body.base_version,
+        )
+        return _out(conn, cx, node)
 
 
 @router.post("/{node_id}/indent")
-def indent_node(node_id: UUID, cx: CX) -> Node:
-    return commands.indent_node(cx, node_id)
+def indent_node(node_id: UUID, cx: CX, base_version: BaseVersion = None) -> NodeOut:
+    with cx.transaction() as conn:
+        return _out(conn, cx, commands.indent_node(cx.on(conn), node_id, base_version=base_version))
 
 
 @router.post("/{node_id}/outdent")
-def outdent_node(node_id: UUID, cx: CX) -> Node:
-    return commands.outdent_node(cx, node_id)
+def outdent_node(node_id: UUID, cx: CX, base_version: BaseVersion = None) -> NodeOut:
+    with cx.transaction() as conn:
+        node = commands.outdent_node(cx.on(conn), node_id, base_version=base_version)
+        return _out(conn, cx, node)
 
 
 @router.delete("/{node_id}")
-def delete_node(node_id: UUID, cx: CX) -> Deleted:
+def delete_node(node_id: UUID, cx: CX, base_version: BaseVersion = None) -> Deleted:
     """Delete the bullet and everything under it."""
-    return Deleted(deleted=commands.delete_node(cx, node_id))
+    with cx.transaction() as conn:
+        page_id = queries.get_node(conn, cx.actor.workspace_id, node_id).page_id
+        deleted = commands.delete_node(cx.on(conn), node_id, base_version=base_version)
+        version = queries.get_page(conn, cx.actor.workspace_id, page_id).version
+        return Deleted(deleted=deleted, page_version=version)

@@ -6,12 +6,11 @@ from datetime import datetime
 from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, Depends
-from pydantic import BaseModel
+from fastapi import APIRouter, Depends, Query
+from pydantic import BaseModel, Field
 
 from subspace import commands
 from subspace.api.auth import require_context
-from subspace.api.routes.states import add_state_routes
 from subspace.context import Context
 from subspace.db import queries
 from subspace.models import Page
@@ -31,6 +30,10 @@ class PageSummary(BaseModel):
     deleted_at: datetime | None
     created_at: datetime
     updated_at: datetime
+    version: int = Field(
+        description="Counts the writes to the page and its bullets; send it back as "
+        "`base_version` to have a write refused (409 `stale_page`) when another one came first."
+    )
 
 
 class PageIn(BaseModel):
@@ -40,6 +43,14 @@ class PageIn(BaseModel):
 
 class PageRename(BaseModel):
     title: str
+    base_version: int | None = None
+
+
+# The writes without a body take the version they were made from as a query parameter.
+BaseVersion = Annotated[
+    int | None,
+    Query(description="The page version the change was made from; an older one answers 409."),
+]
 
 
 @router.get("", response_model=list[PageSummary])
@@ -66,14 +77,35 @@ def get_page(page_id: UUID, cx: CX) -> Page:
 
 @router.patch("/{page_id}", response_model=PageSummary)
 def rename_page(page_id: UUID, body: PageRename, cx: CX) -> Page:
-    return commands.rename_page(cx, page_id, body.title)
+    return commands.rename_page(cx, page_id, body.title, base_version=body.base_version)
 
 
-add_state_routes(
-    router,
-    "page",
-    PageSummary,
-    archive=commands.archive_page,
-    delete=commands.delete_page,
-    restore=commands.restore_page,
+# Not add_state_routes: page writes take `base_version`, which files and mail do not have.
+@router.post(
+    "/{item_id}/archive",
+    response_model=PageSummary,
+    summary="Archive a page",
+    operation_id="archive_page",
 )
+def archive_page(item_id: UUID, cx: CX, base_version: BaseVersion = None) -> Page:
+    return commands.archive_page(cx, item_id, base_version=base_version)
+
+
+@router.delete(
+    "/{item_id}",
+    response_model=PageSummary,
+    summary="Soft-delete a page",
+    operation_id="delete_page",
+)
+def delete_page(item_id: UUID, cx: CX, base_version: BaseVersion = None) -> Page:
+    return commands.delete_page(cx, item_id, base_version=base_version)
+
+
+@router.post(
+    "/{item_id}/restore",
+    response_model=PageSummary,
+    summary="Restore an archived or deleted page",
+    operation_id="restore_page",
+)
+def restore_page(item_id: UUID, cx: CX, base_version: BaseVersion = None) -> Page:
+    return commands.restore_page(cx, item_id, base_version=base_version)
