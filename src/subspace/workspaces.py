@@ -11,8 +11,9 @@ from subspace.errors import Conflict, InvalidInput, NotFound
 from subspace.models import Actor
 from subspace.text import single_line
 
-# Any fixed number works: it serialises workspace creation so two names never collide.
-WORKSPACE_LOCK_KEY = 7_201_530_118
+# Serialises workspace creation so two names never collide. Any fixed number works that no
+# other lock uses: the server holds SERVER_LOCK_KEY (7_201_530_118) shared for its lifetime.
+WORKSPACE_LOCK_KEY = 7_201_530_119
 
 
 @dataclass
