@@ -11,7 +11,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 import uvicorn
@@ -64,6 +64,27 @@ def browser() -> Iterator[Browser]:
 @pytest.fixture
 def live(database: Database, settings: Settings) -> Iterator[LiveServer]:
     """The whole app (API, web, indexer, extraction) on 127.0.0.1 and a free port."""
+    yield from _serve(database, settings)
+
+
+@pytest.fixture
+def dead_provider_settings(settings: Settings) -> Settings:
+    """Settings whose embedding provider (openai) points at a closed local port."""
+    return replace(
+        settings,
+        providers="openai",
+        openai_api_key="sk-test-not-a-key",
+        openai_base_url=f"http://127.0.0.1:{_free_port()}/v1",
+    )
+
+
+@pytest.fixture
+def live_dead_provider(database: Database, dead_provider_settings: Settings) -> Iterator[LiveServer]:
+    """The whole app with an embedding provider that never answers: searches are degraded."""
+    yield from _serve(database, dead_provider_settings)
+
+
+def _serve(database: Database, settings: Settings) -> Iterator[LiveServer]:
     port = _free_port()
     config = uvicorn.Config(
         create_app(settings, database), host="127.0.0.1", port=port, log_level="warning"

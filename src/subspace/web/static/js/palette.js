@@ -1,0 +1,472 @@
+// The search palette (Ctrl-K / ⌘K, or the Search button): results as you type, typed rows grouped
+// by page, filter chips, typo corrections, notices when a leg did not run, and the fusion explained.
+
+import { post } from "./api.js";
+import { clear, h, highlighted } from "./dom.js";
+import { navigate } from "./router.js";
+import { state } from "./state.js";
+
+const DEBOUNCE_MS = 70; // below the gap between keystrokes of a fast typist, above a key repeat
+const LIMIT = 20; // rows per search: more than fit on screen, few enough to hydrate quickly
+const EXPAND_LIMIT = 100; // SUBSPACE_MAX_SEARCH_LIMIT's default: the rows fetched for "+N more"
+const KINDS = [
+  ["page", "Pages"], ["node", "Bullets"], ["memory", "Memories"], ["file", "Files"], ["mail", "Mail"],
+];
+const BADGES = { page: "Page", node: "Bullet", mem: "Memory", file: "File", mail: "Mail" };
+const LEG_NAMES = { lexical: "Keyword", vector: "Meaning" };
+// A chip typed into the query: `kind:file` or `kb:Research` followed by a space (or a known
+// kind at the end, which cannot grow into another one).
+const CHIP = /(^|\s)(kind|kb):(\S+)(?=\s|$)/gi;
+
+let palette = null; // the open palette, or null
+
+/** Open the palette, or focus its input if it is open already. */
+export function openPalette() {
+  if (palette) {
+    palette.input.focus();
+    palette.input.select();
+    return;
+  }
+  palette = build(document.activeElement);
+  document.body.append(palette.root);
+  palette.input.focus();
+  drawChips();
+  drawHint();
+}
+
+function build(returnFocus) {
+  const input = h("input", {
+    type: "text", id: "palette-input", class: "palette-input", role: "combobox",
+    "aria-expanded": "false", "aria-controls": "palette-list", "aria-autocomplete": "list",
+    "aria-label": "Search", placeholder: "Search pages, bullets, files and mail…",
+    autocomplete: "off", spellcheck: "false",
+  });
+  const list = h("ul", { id: "palette-list", class: "palette-list", role: "listbox", "aria-label": "Results" });
+  const chips = h("div", { class: "palette-chips", role: "group", "aria-label": "Filters" });
+  const notices = h("div", { class: "palette-notices", "aria-live": "polite" });
+  const explainPanel = h("div", { class: "palette-explain", id: "palette-explain", hidden: true });
+  const explainToggle = h("button", {
+    type: "button", class: "chip palette-explain-toggle", "aria-pressed": "false",
+    "aria-controls": "palette-explain", onclick: () => toggleExplain(),
+  }, "Explain");
+  const dialog = h("div", { class: "palette", role: "dialog", "aria-modal": "true", "aria-label": "Search" },
+    h("div", { class: "palette-head" }, input),
+    h("div", { class: "palette-filters" }, chips, explainToggle),
+    notices, list, explainPanel,
+    h("p", { class: "palette-keys muted" }, "↑ ↓ to move · Enter to open · Esc to close"));
+  const root = h("div", { class: "palette-backdrop", onmousedown: (event) => {
+    if (event.target === root) close();
+  } }, dialog);
+  // Clicks on rows and chips keep the focus in the input, where the keyboard works.
+  dialog.addEventListener("mousedown", (event) => {
+    if (event.target !== input && event.target.closest("[role=option], .chip")) event.preventDefault();
+  });
+  dialog.addEventListener("keydown", onKeydown);
+  input.addEventListener("input", onInput);
+  return {
+    root, dialog, input, list, chips, notices, explainPanel, explainToggle, returnFocus,
+    kinds: new Set(), kbs: new Set(), explain: false, typos: true,
+    timer: null, controller: null, response: null, options: [], active: -1, query: "",
+  };
+}
+
+function close() {
+  if (!palette) return;
+  const { root, returnFocus } = palette;
+  clearTimeout(palette.timer);
+  palette.controller?.abort();
+  palette = null;
+  root.remove();
+  const back = returnFocus && returnFocus.isConnected && returnFocus !== document.body
+    ? returnFocus : document.getElementById("view");
+  back?.focus();
+}
+
+// -- typing -------------------------------------------------------------------------------------
+
+function onInput() {
+  palette.typos = true;
+  takeChips();
+  schedule();
+}
+
+/** Move `kind:x` and `kb:name` out of the query into chips. */
+function takeChips() {
+  const { input } = palette;
+  let changed = /^\s/.test(input.value); // a space after a chip, or before any word, means nothing
+  const text = input.value.replace(CHIP, (whole, space, key, value, offset) => {
+    const end = offset + whole.length;
+    const followed = end < input.value.length;
+    if (key.toLowerCase() === "kind") {
+      const kind = kindNamed(value);
+      if (!kind) return whole;
+      palette.kinds.add(kind);
+    } else {
+      const kb = state.knowledgeBases.find((k) => k.name.toLowerCase() === value.toLowerCase());
+      if (!kb || !followed) return whole; // kb:Work may still become kb:Workshop
+      palette.kbs.add(kb.id);
+    }
+    changed = true;
+    return space;
+  });
+  if (!changed) return;
+  input.value = text.replace(/^\s+/, "");
+  drawChips();
+}
+
+function kindNamed(value) {
+  const name = value.toLowerCase().replace(/s$/, "");
+  const aliases = { bullet: "node", mem: "memory", memorie: "memory", pages: "page" };
+  const kind = aliases[name] || name;
+  return KINDS.some(([k]) => k === kind) ? kind : null;
+}
+
+/** Abort the request in flight at once, and search after a short pause in the typing. */
+function schedule() {
+  clearTimeout(palette.timer);
+  palette.controller?.abort();
+  palette.controller = null;
+  palette.timer = setTimeout(run, DEBOUNCE_MS);
+}
+
+async function run() {
+  const p = palette;
+  if (!p) return;
+  const query = p.input.value.trim();
+  if (!query && !p.kinds.size && !p.kbs.size) {
+    p.response = null;
+    drawHint();
+    return;
+  }
+  const controller = new AbortController();
+  p.controller = controller;
+  const body = {
+    query, group_by_page: true, limit: LIMIT, explain: p.explain, typos: p.typos,
+    kinds: p.kinds.size ? [...p.kinds] : null,
+    knowledge_bases: p.kbs.size ? [...p.kbs] : null,
+  };
+  try {
+    const response = await post("/api/search", body, { signal: controller.signal });
+    if (controller.signal.aborted || palette !== p) return;
+    p.controller = null;
+    p.response = response;
+    p.query = query;
+    drawResults(response, query);
+  } catch (error) {
+    if (error.name === "AbortError" || palette !== p) return;
+    // The rows of the last good search stay; the message says what to change.
+    drawNotices([h("p", { class: "notice notice-error", role: "alert" }, error.message)]);
+  }
+}
+
+// -- drawing ------------------------------------------------------------------------------------
+
+function drawChips() {
+  const p = palette;
+  const chip = (label, pressed, toggle) => h("button", {
+    type: "button", class: "chip", "aria-pressed": String(pressed), onclick: () => {
+      toggle();
+      drawChips();
+      schedule();
+    },
+  }, label);
+  const kinds = KINDS.map(([kind, label]) => chip(label, p.kinds.has(kind), () => {
+    if (!p.kinds.delete(kind)) p.kinds.add(kind);
+  }));
+  const bases = state.knowledgeBases.length > 1 ? state.knowledgeBases.map((kb) =>
+    chip(kb.name, p.kbs.has(kb.id), () => {
+      if (!p.kbs.delete(kb.id)) p.kbs.add(kb.id);
+    })) : [];
+  clear(p.chips).append(...kinds, ...(bases.length ? [h("span", { class: "chip-gap" })] : []), ...bases);
+}
+
+function drawHint() {
+  const p = palette;
+  setOptions([]);
+  clear(p.list).append(h("li", { class: "palette-empty muted", role: "presentation" },
+    "Type to search. Filter with kind:file, kind:mail … or kb:<name>."));
+  delete p.list.dataset.query;
+  drawNotices([]);
+  p.explainPanel.hidden = true;
+}
+
+function drawNotices(items) {
+  clear(palette.notices).append(...items);
+}
+
+function drawResults(response, query) {
+  const p = palette;
+  const notices = [];
+  const corrected = correctedQuery(query, response.corrections || {});
+  if (corrected) {
+    notices.push(h("p", { class: "palette-correction" }, "Showing results for ",
+      h("strong", {}, corrected), ". ",
+      h("button", { type: "button", class: "link-button chip-like", onclick: () => {
+        p.typos = false;
+        schedule();
+      } }, `Search for “${query}” instead`)));
+  }
+  for (const line of degradedNotices(response)) {
+    notices.push(h("p", { class: "notice palette-degraded", role: "status" }, line));
+  }
+  if (response.pending_embeddings > 0) {
+    const n = response.pending_embeddings;
+    notices.push(h("p", { class: "palette-pending muted" },
+      `${n} recent ${n === 1 ? "change waits" : "changes wait"} for embeddings; meaning-based results may miss ${n === 1 ? "it" : "them"} for now.`));
+  }
+  drawNotices(notices);
+  const items = [];
+  const elements = [];
+  response.rows.forEach((row) => {
+    const option = rowOption(row, items.length);
+    items.push({ el: option, open: () => openRow(row) });
+    elements.push(option);
+    if (row.more_on_page > 0) {
+      const more = moreOption(row, items.length);
+      items.push(more.item);
+      elements.push(more.el);
+    }
+  });
+  if (!elements.length) {
+    elements.push(h("li", { class: "palette-empty muted", role: "presentation" },
+      query ? `Nothing matches “${query}”${p.kinds.size || p.kbs.size ? " with these filters" : ""}.` : "Nothing matches these filters."));
+  }
+  clear(p.list).append(...elements);
+  p.list.dataset.query = query;
+  setOptions(items);
+  drawExplain();
+}
+
+function correctedQuery(query, corrections) {
+  if (!Object.keys(corrections).length) return "";
+  return query.split(/(\s+)/).map((word) => corrections[word] ?? word).join("");
+}
+
+/** What the user should know about a leg that did not run: "Keyword results only: …". */
+function degradedNotices(response) {
+  const lines = [];
+  for (const entry of response.degraded || []) {
+    const [leg, ...rest] = entry.split(": ");
+    const reason = rest.join(": ");
+    if (leg === "vector") {
+      const why = reason === "no embedding provider" ? "no embedding provider is set up"
+        : reason === "timeout" ? "the embedding provider did not answer in time"
+        : reason.startsWith("failed") ? `the vector search failed ${reason.slice(7)}`.trim()
+        : `the embedding provider did not answer (${reason})`;
+      lines.push(`Keyword results only: ${why}.`);
+    } else {
+      lines.push(`Meaning-based results only: the keyword search ${reason}.`);
+    }
+  }
+  return lines;
+}
+
+function rowOption(row, index, sub = false) {
+  const type = row.type in BADGES ? row.type : "node";
+  const parts = [h("span", { class: `badge badge-${type}` }, BADGES[type])];
+  const body = h("span", { class: "row-body" });
+  if (type === "page") {
+    body.append(h("span", { class: "row-title" }, ...highlighted(row.passage || row.title, row.highlights)));
+  } else if (type === "node" || type === "mem") {
+    const crumb = row.breadcrumb && row.breadcrumb.length ? row.breadcrumb : [row.title || "Untitled"];
+    body.append(
+      h("span", { class: "row-crumb" }, h("span", { class: "row-page" }, crumb[0]),
+        ...crumb.slice(1).flatMap((c) => [h("span", { class: "crumb-sep", "aria-hidden": "true" }, " › "), c])),
+      h("span", { class: "row-passage" }, ...highlighted(row.passage, row.highlights)));
+  } else if (type === "file") {
+    body.append(h("span", { class: "row-title" }, row.title || "Untitled file"),
+      h("span", { class: "row-passage" }, ...highlighted(row.passage, row.highlights)));
+  } else {
+    body.append(h("span", { class: "row-title" }, row.title || "(no subject)"),
+      h("span", { class: "row-sender muted" }, row.sender || ""),
+      h("span", { class: "row-passage" }, ...highlighted(row.passage, row.highlights)));
+  }
+  parts.push(body);
+  if (state.knowledgeBases.length > 1 && row.knowledge_base) {
+    parts.push(h("span", { class: "row-kb muted" }, row.knowledge_base));
+  }
+  return h("li", {
+    id: `palette-opt-${index}`, role: "option", "aria-selected": "false",
+    class: `palette-row row-${type}${sub ? " row-sub" : ""}`, dataset: { ref: row.ref },
+    onclick: () => openRow(row),
+  }, ...parts);
+}
+
+/** "+N more" under a page's best row; Enter or a click lists the others in place. */
+function moreOption(row, index) {
+  const n = row.more_on_page;
+  const el = h("li", {
+    id: `palette-opt-${index}`, role: "option", "aria-selected": "false", class: "palette-more",
+    "aria-label": `${n} more on this page`,
+  }, `+${n} more`);
+  const item = { el, open: () => expand(row, item) };
+  el.addEventListener("click", () => item.open());
+  return { el, item };
+}
+
+async function expand(row, item) {
+  const p = palette;
+  item.el.textContent = "Loading…";
+  const body = {
+    query: p.query, group_by_page: false, limit: EXPAND_LIMIT, typos: p.typos,
+    kinds: [...(p.kinds.size ? p.kinds : new Set(["page", "node", "memory"]))].filter((k) => k !== "file" && k !== "mail"),
+    knowledge_bases: p.kbs.size ? [...p.kbs] : null,
+  };
+  let response;
+  try {
+    response = await post("/api/search", body);
+  } catch (error) {
+    item.el.textContent = error.message;
+    return;
+  }
+  if (palette !== p || !item.el.isConnected) return;
+  const others = response.rows.filter((r) => r.page_id === row.page_id && r.ref !== row.ref);
+  const index = p.options.indexOf(item);
+  const added = others.map((r) => ({ row: r }));
+  const beyond = row.more_on_page - others.length;
+  const items = added.map(({ row: r }) => ({ el: rowOption(r, 0, true), open: () => openRow(r) }));
+  if (beyond > 0) {
+    const el = h("li", { role: "option", "aria-selected": "false", class: "palette-more" },
+      `${beyond} more on this page: open it`);
+    const open = () => openRow({ type: "page", page_id: row.page_id, id: row.page_id });
+    el.addEventListener("click", open);
+    items.push({ el, open });
+  }
+  item.el.replaceWith(...items.map((i) => i.el));
+  const options = [...p.options.slice(0, index), ...items, ...p.options.slice(index + 1)];
+  setOptions(options, index);
+}
+
+function setOptions(items, active = items.length ? 0 : -1) {
+  const p = palette;
+  p.options = items;
+  items.forEach((item, i) => { item.el.id = `palette-opt-${i}`; });
+  p.input.setAttribute("aria-expanded", String(items.length > 0));
+  setActive(Math.min(active, items.length - 1));
+}
+
+function setActive(index) {
+  const p = palette;
+  p.options[p.active]?.el.setAttribute("aria-selected", "false");
+  p.active = index;
+  const item = p.options[index];
+  if (!item) {
+    p.input.removeAttribute("aria-activedescendant");
+    return;
+  }
+  item.el.setAttribute("aria-selected", "true");
+  p.input.setAttribute("aria-activedescendant", item.el.id);
+  item.el.scrollIntoView({ block: "nearest" });
+}
+
+/** Where a row opens: a bullet on its page, a file at the matching passage, a mail. */
+export function rowUrl(row) {
+  if (row.type === "node" || row.type === "mem") return `/p/${row.page_id}#${row.id}`;
+  if (row.type === "page") return `/p/${row.page_id || row.id}`;
+  if (row.type === "file") {
+    const chunk = /^file:[^:]+:(\d+)$/.exec(row.ref || "");
+    return `/files/${row.file_id || row.id}${chunk ? `#c${chunk[1]}` : ""}`;
+  }
+  return `/mail/${row.mail_id || row.id}`;
+}
+
+function openRow(row) {
+  const url = rowUrl(row);
+  close();
+  navigate(url);
+}
+
+// -- keys ---------------------------------------------------------------------------------------
+
+function onKeydown(event) {
+  const p = palette;
+  if (!p) return;
+  if (event.key === "Escape") {
+    event.preventDefault();
+    event.stopPropagation();
+    close();
+  } else if ((event.key === "ArrowDown" || event.key === "ArrowUp") && event.target === p.input) {
+    event.preventDefault();
+    const n = p.options.length;
+    if (!n) return;
+    const step = event.key === "ArrowDown" ? 1 : -1;
+    setActive(p.active < 0 ? (step > 0 ? 0 : n - 1) : (p.active + step + n) % n);
+  } else if (event.key === "Enter" && event.target === p.input) {
+    event.preventDefault();
+    p.options[p.active]?.open();
+  } else if (event.key === "Backspace" && event.target === p.input && !p.input.value
+      && p.input.selectionStart === 0) {
+    removeLastChip();
+  } else if (event.key === "Tab") {
+    trapFocus(event);
+  }
+}
+
+function removeLastChip() {
+  const p = palette;
+  const last = [...p.kbs].pop();
+  if (last) p.kbs.delete(last);
+  else if (p.kinds.size) p.kinds.delete([...p.kinds].pop());
+  else return;
+  drawChips();
+  schedule();
+}
+
+function trapFocus(event) {
+  const focusable = [...palette.dialog.querySelectorAll("input, button:not([disabled])")]
+    .filter((el) => el.offsetParent !== null);
+  const first = focusable[0];
+  const last = focusable[focusable.length - 1];
+  if (event.shiftKey && document.activeElement === first) {
+    event.preventDefault();
+    last.focus();
+  } else if (!event.shiftKey && document.activeElement === last) {
+    event.preventDefault();
+    first.focus();
+  }
+}
+
+// -- explain ------------------------------------------------------------------------------------
+
+function toggleExplain() {
+  const p = palette;
+  p.explain = !p.explain;
+  p.explainToggle.setAttribute("aria-pressed", String(p.explain));
+  schedule();
+}
+
+function label(row) {
+  return row.type === "node" || row.type === "mem" ? row.passage : row.title || row.passage;
+}
+
+/** The keyword list, the meaning list and the fused list side by side, with ranks and terms. */
+function drawExplain() {
+  const p = palette;
+  const response = p.response;
+  p.explainPanel.hidden = !p.explain || !response;
+  if (p.explainPanel.hidden) return;
+  const columns = ["lexical", "vector"].map((leg) => {
+    const report = response.legs[leg];
+    const ranked = response.rows.filter((r) => r.legs[leg])
+      .sort((a, b) => a.legs[leg].rank - b.legs[leg].rank);
+    const status = !report ? "did not run in this mode"
+      : report.error ? `did not run: ${report.error}`
+      : `${report.candidates} candidates, ${report.ms} ms, weight ${report.weight}${report.ranker ? `, ${report.ranker}` : ""}`;
+    return h("section", { class: `explain-col explain-${leg}` },
+      h("h3", {}, `${LEG_NAMES[leg]} (${leg})`), h("p", { class: "muted" }, status),
+      h("ol", {}, ...ranked.map((r) => h("li", {},
+        h("span", { class: "rank" }, `#${r.legs[leg].rank}`), " ", label(r),
+        h("span", { class: "muted" }, ` ${r.legs[leg].score.toPrecision(3)}`)))));
+  });
+  const fused = h("section", { class: "explain-col explain-fused" },
+    h("h3", {}, "Fused"),
+    h("p", { class: "muted" }, response.rows[0]?.explain?.formula || "weight / (60 + rank), summed over the legs"),
+    h("ol", {}, ...response.rows.map((r) => h("li", {},
+      label(r), " ", h("span", { class: "muted" }, r.score.toFixed(4)),
+      h("ul", { class: "terms" }, ...(r.explain?.terms || []).map((t) => h("li", {},
+        `${LEG_NAMES[t.leg] || t.leg} #${t.rank}: ${t.weight} / (60 + ${t.rank}) = ${t.value.toFixed(4)}`))),
+      r.explain?.tie ? h("p", { class: "muted" }, `Tied with ${r.explain.tie.group_size - 1} other(s); decided by ${r.explain.tie.decided_by}.`) : null))));
+  clear(p.explainPanel).append(
+    h("p", { class: "muted" }, "Ranks in each leg of the rows listed above."),
+    h("div", { class: "explain-grid" }, ...columns, fused));
+}

@@ -1,0 +1,231 @@
+"""The search palette: typed rows, keyboard use, chips, degraded notices, escaping, cancelling."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from playwright.sync_api import Browser, Page, Request, Route, expect
+
+from tests.browser.conftest import LiveServer
+
+ROWS = "#palette-list [role=option]"
+
+
+def _api(live: LiveServer) -> httpx.Client:
+    return httpx.Client(base_url=live.url, headers={"authorization": f"Bearer {live.token}"})
+
+
+def _page_with_bullets(live: LiveServer, title: str, *texts: str) -> tuple[str, list[str]]:
+    """A page with a chain of bullets, each nested under the one before; their ids."""
+    with _api(live) as api:
+        page_id = api.post("/api/pages", json={"title": title}).json()["id"]
+        ids: list[str] = []
+        for text in texts:
+            body = {"page_id": page_id, "text": text, "parent_id": ids[-1] if ids else None}
+            answer = api.post("/api/nodes", json=body)
+            assert answer.status_code == 201, answer.text
+            ids.append(answer.json()["id"])
+    return page_id, ids
+
+
+def _upload(live: LiveServer, name: str, text: str) -> str:
+    with _api(live) as api:
+        answer = api.post("/api/files", files={"file": (name, text.encode(), "text/plain")})
+        assert answer.status_code in (200, 201), answer.text
+        file_id: str = answer.json()["id"]
+        deadline = time.monotonic() + 20
+        while api.get(f"/api/files/{file_id}").json()["status"] != "ready":
+            assert time.monotonic() < deadline, "the file was not extracted in time"
+            time.sleep(0.1)
+    return file_id
+
+
+def _open(page: Page) -> None:
+    page.keyboard.press("Control+k")
+    expect(page.locator("#palette-input")).to_be_focused()
+
+
+def test_a_bullet_is_found_as_you_type_and_enter_opens_it(page: Page, live: LiveServer) -> None:
+    page_id, (parent, child) = _page_with_bullets(
+        live, "Field notes", "Birds by the river", "A lone quetzalcoatlus overhead"
+    )
+    _open(page)
+    page.keyboard.type("quetzalcoatlus")
+    row = page.locator(ROWS).first
+    expect(row).to_have_attribute("data-ref", f"node:{child}")
+    expect(row.locator(".badge")).to_have_text("Bullet")
+    expect(row.locator(".row-crumb")).to_have_text("Field notes › Birds by the river")
+    expect(row.locator(".row-passage mark")).to_have_text("quetzalcoatlus")
+    combobox = page.locator("#palette-input")
+    expect(combobox).to_have_attribute("role", "combobox")
+    expect(combobox).to_have_attribute("aria-expanded", "true")
+    expect(combobox).to_have_attribute("aria-activedescendant", "palette-opt-0")
+    page.keyboard.press("Enter")
+    expect(page.locator(".palette")).to_have_count(0)
+    assert page.url.endswith(f"/p/{page_id}#{child}")
+
+
+def test_keyboard_only_moves_wraps_opens_and_esc_returns_focus(
+    page: Page, live: LiveServer
+) -> None:
+    page_id, ids = _page_with_bullets(
+        live, "Keyboard", "one xylophonist", "two xylophonist", "three xylophonist"
+    )
+    with _api(live) as api:
+        other = api.post("/api/pages", json={"title": "xylophonist club"}).json()["id"]
+    _open(page)
+    page.keyboard.type("xylophonist")
+    options = page.locator(ROWS)
+    # One page's best row, its exact "+2 more", and the other page.
+    expect(options).to_have_count(3)
+    expect(page.locator(".palette-more")).to_have_text("+2 more")
+    classes = [options.nth(i).get_attribute("class") for i in range(3)]
+    more = classes.index("palette-more")
+    for _ in range(more):
+        page.keyboard.press("ArrowDown")
+    expect(options.nth(more)).to_have_attribute("aria-selected", "true")
+    page.keyboard.press("Enter")  # "+2 more" expands in place
+    expect(options).to_have_count(4)
+    refs = {options.nth(i).get_attribute("data-ref") for i in range(4)}
+    assert refs == {f"node:{i}" for i in ids} | {f"page:{other}"}
+    active = page.locator("[role=option][aria-selected=true]")
+    expect(active).to_have_id(f"palette-opt-{more}")  # the first row the expansion added
+    for _ in range(more + 1):
+        page.keyboard.press("ArrowUp")  # past the first row: wraps to the last
+    expect(active).to_have_count(1)
+    expect(active).to_have_id("palette-opt-3")
+    page.keyboard.press("ArrowDown")
+    expect(active).to_have_id("palette-opt-0")
+    target = options.nth(0).get_attribute("data-ref")
+    page.keyboard.press("Enter")
+    expect(page.locator(".palette")).to_have_count(0)
+    assert target is not None
+    kind, ident = target.split(":")
+    assert page.url.endswith(f"/p/{page_id}#{ident}" if kind == "node" else f"/p/{ident}")
+
+    page.locator("#page-filter").focus()
+    _open(page)
+    page.keyboard.press("Escape")
+    expect(page.locator(".palette")).to_have_count(0)
+    expect(page.locator("#page-filter")).to_be_focused()
+
+
+def test_the_search_button_opens_it_and_a_kind_chip_filters(page: Page, live: LiveServer) -> None:
+    _page_with_bullets(live, "Notes", "the okapi enclosure")
+    file_id = _upload(live, "okapi.txt", "An okapi report.\n\nThe okapi is shy.")
+    page.click("#open-palette")
+    expect(page.locator("#palette-input")).to_be_focused()
+    page.keyboard.type("okapi")
+    options = page.locator(ROWS)
+    expect(options).to_have_count(2)
+    page.fill("#palette-input", "")
+    page.keyboard.type("kind:file okapi")
+    expect(page.locator("#palette-input")).to_have_value("okapi")
+    expect(page.locator(".chip[aria-pressed=true]")).to_have_text("Files")
+    expect(options).to_have_count(1)
+    expect(options.first.locator(".badge")).to_have_text("File")
+    expect(options.first.locator(".row-title")).to_have_text("okapi.txt")
+    page.keyboard.press("Enter")
+    assert page.url.endswith(f"/files/{file_id}#c0")
+
+
+def test_an_xss_title_and_bullet_render_as_text(page: Page, live: LiveServer) -> None:
+    title = "<img src=x onerror=window.__pwned=1> zanzibar"
+    bullet = "<script>window.__pwned=2</script> zanzibar <b>bold</b>"
+    _page_with_bullets(live, title, bullet)
+    _open(page)
+    page.keyboard.type("zanzibar")
+    options = page.locator(ROWS)
+    expect(options).to_have_count(2)
+    expect(page.locator(".row-page")).to_have_text(title)
+    expect(page.locator(".row-passage")).to_contain_text("<script>window.__pwned=2</script>")
+    assert page.locator("#palette-list img, #palette-list script, #palette-list b").count() == 0
+    assert page.evaluate("window.__pwned") is None
+
+
+def test_a_degraded_search_says_which_leg_did_not_run(
+    browser: Browser, live_dead_provider: LiveServer
+) -> None:
+    live = live_dead_provider
+    _page_with_bullets(live, "Degraded", "the capybara sleeps")
+    context = browser.new_context(base_url=live.url)
+    try:
+        page = context.new_page()
+        page.goto(f"/?token={live.token}")
+        page.wait_for_selector("#page-list")
+        _open(page)
+        page.keyboard.type("capybara")
+        expect(page.locator(ROWS)).to_have_count(1)
+        expect(page.locator(".palette-degraded")).to_contain_text(
+            "Keyword results only: the embedding provider did not answer"
+        )
+        expect(page.locator(".palette-pending")).to_contain_text("for embeddings")
+    finally:
+        context.close()
+
+
+def test_a_typo_is_corrected_and_the_explain_toggle_shows_both_legs(
+    page: Page, live: LiveServer
+) -> None:
+    _page_with_bullets(live, "Materials", "biomaterials for implants")
+    _open(page)
+    page.keyboard.type("biomateirals")
+    expect(page.locator(".palette-correction strong")).to_have_text("biomaterials")
+    page.click(".palette-explain-toggle")
+    panel = page.locator("#palette-explain")
+    expect(panel).to_be_visible()
+    expect(panel.locator(".explain-lexical li")).to_have_count(1)
+    expect(panel.locator(".explain-lexical li")).to_contain_text("#1 biomaterials for implants")
+    expect(panel.locator(".explain-fused .terms li").first).to_contain_text("/ (60 + ")
+    expect(page.locator("#palette-input")).to_be_focused()
+
+
+@pytest.fixture
+def held(page: Page) -> Iterator[list[Route]]:
+    """Search requests held by the test until it lets them through."""
+    routes: list[Route] = []
+    page.route("**/api/search", lambda route: routes.append(route))
+    yield routes
+    page.unroute("**/api/search")
+
+
+def test_each_keystroke_cancels_the_search_in_flight(
+    page: Page, live: LiveServer, held: list[Route]
+) -> None:
+    _page_with_bullets(live, "Cancel", "ocelot")
+    events: dict[str, list[Any]] = {"sent": [], "failed": [], "finished": []}
+
+    def searching(request: Request) -> bool:
+        return request.url.endswith("/api/search")
+
+    page.on("request", lambda r: searching(r) and events["sent"].append(r))
+    page.on("requestfailed", lambda r: searching(r) and events["failed"].append(r))
+    page.on("requestfinished", lambda r: searching(r) and events["finished"].append(r))
+    _open(page)
+    for count, key in enumerate("oce", start=1):
+        page.keyboard.type(key)
+        deadline = time.monotonic() + 5
+        while len(held) < count:  # the search for this prefix has left the page
+            assert time.monotonic() < deadline
+            page.wait_for_timeout(10)
+    expect(page.locator("#palette-list .palette-empty")).to_be_visible()  # no flicker: hint stays
+    held[-1].continue_()
+    expect(page.locator(ROWS)).to_have_count(1)
+    assert len(events["sent"]) == 3
+    assert len(events["failed"]) == 2  # the two earlier prefixes were cancelled
+    assert len(events["finished"]) == 1
+    assert (events["finished"][0].post_data_json or {})["query"] == "oce"
+
+    page.keyboard.type("lot", delay=10)  # faster than the pause: one search for the word
+    deadline = time.monotonic() + 5
+    while len(held) < 4:
+        assert time.monotonic() < deadline
+        page.wait_for_timeout(10)
+    page.wait_for_timeout(200)
+    assert len(held) == 4
+    held[-1].continue_()
+    expect(page.locator("#palette-list")).to_have_attribute("data-query", "ocelot")
