@@ -14,6 +14,7 @@ export async function installSidebar() {
   document.getElementById("new-kb").addEventListener("click", createKnowledgeBase);
   document.getElementById("new-page").addEventListener("click", createPage);
   document.getElementById("page-filter").addEventListener("input", drawPages);
+  document.getElementById("show-hidden-pages").addEventListener("change", () => loadPages());
   on("kb-changed", () => loadPages());
   on("pages-changed", () => loadPages());
   document.addEventListener("view-rendered", markCurrent);
@@ -30,7 +31,8 @@ export async function loadKnowledgeBases() {
 }
 
 async function loadPages() {
-  pages = await get(`/api/pages${query({ kb_id: state.kbId })}`);
+  const hidden = document.getElementById("show-hidden-pages").checked;
+  pages = await get(`/api/pages${query({ kb_id: state.kbId, include_hidden: hidden || null })}`);
   drawPages();
 }
 
@@ -39,8 +41,9 @@ function drawPages() {
   const list = clear(document.getElementById("page-list"));
   const shown = pages.filter((p) => !filter || (p.title || "").toLowerCase().includes(filter));
   for (const page of shown) {
+    const hiddenAs = page.deleted_at ? "deleted" : page.archived_at ? "archived" : null;
     list.append(h("li", {}, h("a", { href: `/p/${page.id}`, "data-link": true, dataset: { pageId: page.id } },
-      page.title || "Untitled")));
+      page.title || "Untitled", hiddenAs && h("span", { class: "page-state" }, hiddenAs))));
   }
   if (!shown.length) list.append(h("li", { class: "muted" }, filter ? "No page matches." : "No pages yet."));
   markCurrent();
