@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import psycopg
+from fastapi.testclient import TestClient
 
 from subspace.indexer.reindex import SERVER_LOCK_KEY
 from subspace.runtime import Database
@@ -18,3 +19,20 @@ def test_a_workspace_can_be_created_while_a_server_holds_the_database(database: 
             conn.execute("set lock_timeout = '2s'")
             actor = create_workspace(conn, "Acme")
             assert [w.name for w in list_workspaces(conn, actor.workspace_id)] == ["Acme"]
+
+
+def test_mail_fields_that_are_not_plain_ascii_headers_never_answer_500(client: TestClient) -> None:
+    # RFC 6532 allows UTF-8 in Message-IDs; the raw message stored beside the fields says so.
+    stored = client.post("/api/mail", json={"message_id": "<ø日本@example.com>", "subject": "é"})
+    assert stored.status_code == 201, stored.text
+    assert client.get(f"/api/mail/{stored.json()['id']}").json()["message_id"] == (
+        "<ø日本@example.com>"
+    )
+    # Stray quotes and brackets trip the standard library's header parser.
+    for field, value in [("message_id", "<<"), ("sender", '"'), ("recipients", '"')]:
+        body = {"message_id": "<stray@example.com>", field: value}
+        refused = client.post("/api/mail", json=body)
+        assert refused.status_code == 422, (field, refused.text)
+        message = refused.json()["error"]["message"]
+        assert "cannot be written as a mail header" in message and "example.com>" in message
+    assert [m["id"] for m in client.get("/api/mail").json()] == [stored.json()["id"]]

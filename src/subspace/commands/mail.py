@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from email.errors import HeaderParseError
 from email.message import EmailMessage
 from email.policy import default as default_policy
 from email.utils import format_datetime
@@ -19,6 +20,7 @@ from subspace.models import Mail
 from subspace.text import bounded, single_line
 
 SNIPPET_CHARS = 200  # enough for a one-line preview in a mail list
+UTF8_POLICY = default_policy.clone(utf8=True)
 
 
 def make_snippet(body_text: str) -> str:
@@ -27,6 +29,16 @@ def make_snippet(body_text: str) -> str:
     if len(flat) <= SNIPPET_CHARS:
         return flat
     return flat[:SNIPPET_CHARS].rsplit(" ", 1)[0] + "…"
+
+
+def _set_header(msg: EmailMessage, name: str, value: str, what: str, example: str) -> None:
+    try:
+        msg[name] = value
+    except (IndexError, ValueError, HeaderParseError):
+        # The standard library's header parser fails on some stray quotes and brackets.
+        raise InvalidInput(
+            f"{what} {value!r} cannot be written as a mail header. Write it like {example}."
+        ) from None
 
 
 def _synthesize_raw(
@@ -38,14 +50,17 @@ def _synthesize_raw(
     body_text: str,
 ) -> bytes:
     # A message added from fields still gets a raw blob, so every mail can be exported and
-    # re-parsed the same way as an imported one.
-    msg = EmailMessage(policy=default_policy)
-    msg["Message-ID"] = message_id
+    # re-parsed the same way as an imported one. UTF-8 headers (RFC 6532), because a
+    # Message-ID cannot be written in encoded words.
+    msg = EmailMessage(policy=UTF8_POLICY)
+    _set_header(msg, "Message-ID", message_id, "The Message-ID", "<id@example.com>")
     msg["Subject"] = subject
     if sender:
-        msg["From"] = sender
+        _set_header(msg, "From", sender, "The sender", "Ada <ada@example.com>")
     if recipients:
-        msg["To"] = recipients
+        _set_header(
+            msg, "To", recipients, "The recipients", "Ada <ada@example.com>, bo@example.com"
+        )
     if sent_at is not None:
         msg["Date"] = format_datetime(sent_at)
     msg.set_content(body_text or "")
