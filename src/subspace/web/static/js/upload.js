@@ -1,0 +1,153 @@
+// Uploading files: one progress bar per file (XMLHttpRequest reports upload progress, fetch
+// does not), from a button or from files dropped on an element.
+
+import { h } from "./dom.js";
+import { emit, state } from "./state.js";
+
+/** Human-readable size: 1536 → "1.5 KB". */
+export function formatSize(bytes) {
+  if (bytes < 1024) return `${bytes} B`;
+  const units = ["KB", "MB", "GB"];
+  let value = bytes / 1024;
+  let unit = 0;
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit += 1;
+  }
+  return `${value.toFixed(value < 10 ? 1 : 0)} ${units[unit]}`;
+}
+
+// The list the progress rows go into when the caller gives none (a drop on a page, say).
+function tray() {
+  let el = document.getElementById("upload-tray");
+  if (!el) {
+    el = h("ul", { id: "upload-tray", class: "upload-list upload-tray", "aria-live": "polite",
+      "aria-label": "Uploads" });
+    document.body.append(el);
+  }
+  return el;
+}
+
+/**
+ * POST one file as multipart to `endpoint` with a progress row in `list`; resolves with
+ * {ok, status, data, message} and never rejects (the row shows what happened).
+ */
+export function uploadOne(file, { kbId, list, endpoint = "/api/files", describe } = {}) {
+  const bar = h("progress", { max: 100, value: 0, "aria-label": `Upload of ${file.name}` });
+  const status = h("span", { class: "upload-status" }, "Uploading…");
+  const row = h("li", { class: "upload-row" }, h("span", { class: "upload-name" }, file.name), bar, status);
+  (list || tray()).append(row);
+  const form = new FormData();
+  form.append("file", file, file.name);
+  if (kbId) form.append("kb_id", kbId);
+  return new Promise((resolve) => {
+    const xhr = new XMLHttpRequest();
+    xhr.open("POST", endpoint);
+    xhr.withCredentials = true;
+    xhr.upload.addEventListener("progress", (event) => {
+      if (event.lengthComputable) bar.value = Math.round((event.loaded / event.total) * 100);
+    });
+    const finish = (ok, message, data = null) => {
+      bar.value = 100;
+      status.textContent = message;
+      row.classList.add(ok ? "upload-done" : "upload-failed");
+      resolve({ ok, status: xhr.status, data, message });
+    };
+    xhr.addEventListener("load", () => {
+      let data = null;
+      try {
+        data = JSON.parse(xhr.responseText);
+      } catch {
+        data = null;
+      }
+      if (xhr.status === 401) {
+        window.location.assign("/signin");
+        return finish(false, "Signed out. Open a sign-in link again.");
+      }
+      if (xhr.status >= 400) {
+        const message = data && data.error ? data.error.message : `The server answered ${xhr.status}.`;
+        return finish(false, message, data);
+      }
+      finish(true, describe ? describe(data) : uploadedText(data), data);
+    });
+    xhr.addEventListener("error", () => finish(false, "The upload did not reach the server. Try again."));
+    xhr.send(form);
+  });
+}
+
+function uploadedText(data) {
+  return data && data.already_stored
+    ? "Already stored: this knowledge base holds the same file."
+    : "Uploaded; extracting its text.";
+}
+
+/** Upload several files at once; resolves with every result once all are done. */
+export async function uploadAll(files, options = {}) {
+  const results = await Promise.all([...files].map((file) => uploadOne(file, options)));
+  emit(options.endpoint === "/api/mail/import" ? "mail-changed" : "files-changed");
+  return results;
+}
+
+function hasFiles(event) {
+  return [...(event.dataTransfer?.types || [])].includes("Files");
+}
+
+/**
+ * Files dropped on `element` are uploaded to the knowledge base `kbId` (a value or a
+ * function returning one; the selected base by default). Returns a function that removes
+ * the handlers. Options: `list` for the progress rows, `endpoint`, `onDone(results)`.
+ */
+export function installDropUpload(element, { kbId, list, endpoint, describe, onDone } = {}) {
+  let depth = 0;
+  const over = (event) => {
+    if (!hasFiles(event)) return;
+    event.preventDefault();
+    event.dataTransfer.dropEffect = "copy";
+  };
+  const enter = (event) => {
+    if (!hasFiles(event)) return;
+    depth += 1;
+    element.classList.add("drop-active");
+  };
+  const leave = () => {
+    depth = Math.max(0, depth - 1);
+    if (!depth) element.classList.remove("drop-active");
+  };
+  const drop = async (event) => {
+    if (!event.dataTransfer?.files?.length) return;
+    event.preventDefault();
+    depth = 0;
+    element.classList.remove("drop-active");
+    const kb = typeof kbId === "function" ? kbId() : kbId || state.kbId;
+    const results = await uploadAll(event.dataTransfer.files, { kbId: kb, list, endpoint, describe });
+    if (onDone) onDone(results);
+  };
+  element.addEventListener("dragover", over);
+  element.addEventListener("dragenter", enter);
+  element.addEventListener("dragleave", leave);
+  element.addEventListener("drop", drop);
+  return () => {
+    element.removeEventListener("dragover", over);
+    element.removeEventListener("dragenter", enter);
+    element.removeEventListener("dragleave", leave);
+    element.removeEventListener("drop", drop);
+    element.classList.remove("drop-active");
+  };
+}
+
+/** A button that opens the file picker (several files) and uploads what is chosen. */
+export function uploadButton(label, { accept, kbId, list, endpoint, describe, onDone } = {}) {
+  const input = h("input", { type: "file", multiple: true, accept, class: "visually-hidden",
+    tabindex: "-1", "aria-hidden": "true" });
+  const button = h("button", { type: "button", class: "primary", onclick: () => input.click() }, label);
+  input.addEventListener("change", async () => {
+    const files = [...input.files];
+    input.value = "";
+    if (!files.length) return;
+    const kb = typeof kbId === "function" ? kbId() : kbId || state.kbId;
+    const results = await uploadAll(files, { kbId: kb, list, endpoint, describe });
+    button.focus();
+    if (onDone) onDone(results);
+  });
+  return h("span", { class: "upload-button" }, button, input);
+}

@@ -1,0 +1,66 @@
+// The Files view: the selected knowledge base's files with their status kept live, and
+// uploads by a button or by dropping files anywhere on the view.
+
+import { get, query } from "../api.js";
+import { clear, formatDate, h } from "../dom.js";
+import { on, state } from "../state.js";
+import { formatSize, installDropUpload, uploadButton } from "../upload.js";
+
+const POLL_MS = 1000; // how often statuses are read again while a file is still processing
+
+export function statusCell(file) {
+  const label = file.status === "failed" ? "failed" : file.status;
+  return h("span", { class: `file-status status-${file.status}` }, label,
+    file.status === "failed" && file.status_reason ? h("span", { class: "status-reason" }, `: ${file.status_reason}`) : null);
+}
+
+function fileRow(file) {
+  return h("tr", { dataset: { fileId: file.id } },
+    h("td", {}, h("a", { href: `/files/${file.id}`, "data-link": true, class: "file-name" }, file.name)),
+    h("td", { class: "muted" }, file.content_type || "unknown"),
+    h("td", { class: "num" }, formatSize(file.size)),
+    h("td", {}, statusCell(file), file.enabled ? null : h("span", { class: "badge" }, "disabled"),
+      file.archived_at ? h("span", { class: "badge" }, "archived") : null),
+    h("td", { class: "muted" }, formatDate(file.created_at)));
+}
+
+export async function render(container, _params, { signal }) {
+  document.title = "Files · Subspace";
+  const uploads = h("ul", { class: "upload-list", "aria-live": "polite", "aria-label": "Uploads" });
+  const table = h("div", { class: "file-table-wrap" });
+  let timer = null;
+
+  async function load() {
+    clearTimeout(timer);
+    const files = await get(`/api/files${query({ kb_id: state.kbId })}`, { signal });
+    if (signal.aborted) return;
+    if (!files.length) {
+      clear(table).append(h("p", { class: "muted empty" }, "No files yet: upload some, or drop them here."));
+    } else {
+      clear(table).append(h("table", { class: "file-table" },
+        h("thead", {}, h("tr", {}, ["Name", "Type", "Size", "Status", "Added"].map((t) => h("th", { scope: "col" }, t)))),
+        h("tbody", {}, files.map(fileRow))));
+    }
+    clearTimeout(timer);
+    if (files.some((f) => f.status === "processing")) timer = setTimeout(reload, POLL_MS);
+  }
+  const reload = () => load().catch(() => {});
+
+  clear(container).append(
+    h("div", { class: "view-head" }, h("h1", {}, "Files"),
+      uploadButton("Upload files", { list: uploads })),
+    h("p", { class: "muted drop-hint" }, "Drop files anywhere on this view to upload them."),
+    uploads,
+    table,
+  );
+  await load();
+  const undrop = installDropUpload(container, { list: uploads });
+  const offKb = on("kb-changed", () => { uploads.replaceChildren(); reload(); });
+  const offFiles = on("files-changed", reload);
+  return () => {
+    clearTimeout(timer);
+    undrop();
+    offKb();
+    offFiles();
+  };
+}

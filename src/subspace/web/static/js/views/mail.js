@@ -1,0 +1,70 @@
+// The Mail view: the selected knowledge base's messages, newest first, and importing .eml
+// messages or .mbox mailboxes by a button or a drop, with a report of each import.
+
+import { get, query } from "../api.js";
+import { clear, formatDate, h } from "../dom.js";
+import { on, state } from "../state.js";
+import { installDropUpload, uploadButton } from "../upload.js";
+
+const IMPORT = "/api/mail/import";
+
+// How each import outcome is said in the one-line summary.
+const OUTCOMES = { imported: "imported", duplicate: "already stored", skipped: "skipped", failed: "failed" };
+
+/** One line for an import's answer: "2 imported, 1 already stored, 1 failed". */
+function describeImport(data) {
+  const counts = Object.entries(data?.counts || {}).map(([outcome, n]) => `${n} ${OUTCOMES[outcome] || outcome}`);
+  return counts.length ? counts.join(", ") : "Nothing imported.";
+}
+
+function importReport(results) {
+  const rows = results.flatMap((result) => (result.data?.rows || []).filter((r) => r.outcome !== "imported"));
+  if (!rows.length) return null;
+  return h("details", { class: "import-report", open: true },
+    h("summary", {}, "Skipped or failed"),
+    h("ul", {}, rows.map((r) => h("li", {}, h("span", { class: `outcome outcome-${r.outcome}` }, OUTCOMES[r.outcome] || r.outcome), " ",
+      r.source, r.detail ? ` — ${r.detail}` : ""))));
+}
+
+export async function render(container, _params, { signal }) {
+  document.title = "Mail · Subspace";
+  const uploads = h("ul", { class: "upload-list", "aria-live": "polite", "aria-label": "Imports" });
+  const report = h("div", { class: "import-reports" });
+  const list = h("div", { class: "mail-list-wrap" });
+
+  async function load() {
+    const mail = await get(`/api/mail${query({ kb_id: state.kbId })}`, { signal });
+    if (signal.aborted) return;
+    if (!mail.length) {
+      clear(list).append(h("p", { class: "muted empty" }, "No mail yet: import an .eml or .mbox file, or drop one here."));
+      return;
+    }
+    clear(list).append(h("table", { class: "mail-table" },
+      h("thead", {}, h("tr", {}, ["From", "Subject", "Date"].map((t) => h("th", { scope: "col" }, t)))),
+      h("tbody", {}, mail.map((m) => h("tr", { dataset: { mailId: m.id } },
+        h("td", { class: "mail-from" }, m.sender),
+        h("td", {}, h("a", { href: `/mail/${m.id}`, "data-link": true, class: "mail-subject" }, m.subject || "(no subject)")),
+        h("td", { class: "muted" }, formatDate(m.sent_at)))))));
+  }
+  const reload = () => load().catch(() => {});
+  const imported = (results) => {
+    const el = importReport(results);
+    report.replaceChildren(...(el ? [el] : []));
+  };
+  const options = { list: uploads, endpoint: IMPORT, describe: describeImport, onDone: imported };
+
+  clear(container).append(
+    h("div", { class: "view-head" }, h("h1", {}, "Mail"),
+      uploadButton("Import mail", { ...options, accept: ".eml,.mbox,message/rfc822,application/mbox" })),
+    h("p", { class: "muted drop-hint" }, "Drop .eml or .mbox files anywhere on this view to import them."),
+    uploads, report, list);
+  await load();
+  const undrop = installDropUpload(container, options);
+  const offKb = on("kb-changed", () => { uploads.replaceChildren(); report.replaceChildren(); reload(); });
+  const offMail = on("mail-changed", reload);
+  return () => {
+    undrop();
+    offKb();
+    offMail();
+  };
+}
