@@ -36,3 +36,14 @@ def test_mail_fields_that_are_not_plain_ascii_headers_never_answer_500(client: T
         message = refused.json()["error"]["message"]
         assert "cannot be written as a mail header" in message and "example.com>" in message
     assert [m["id"] for m in client.get("/api/mail").json()] == [stored.json()["id"]]
+
+
+def test_an_unknown_tool_name_is_answered_with_the_tools_there_are(client: TestClient) -> None:
+    missing = client.post("/api/tools/search", json={"arguments": {"query": "x"}})
+    assert missing.status_code == 404
+    assert missing.json()["error"]["message"] == (
+        "No tool is named 'search'. The tools are kb.search, kb.grep, kb.read and kb.node.read "
+        "(GET /api/tools)."
+    )
+    long = client.post("/api/tools/" + "x" * 5000, json={})
+    assert long.status_code == 404 and len(long.json()["error"]["message"]) < 300

@@ -76,8 +76,15 @@ class NotFound(SubspaceError):
     status = 404
     code = "not_found"
 
-    def __init__(self, kind: str, ident: object, *, scope: str = "in this workspace") -> None:
-        super().__init__(f"No {kind} with id {ident} {scope}.")
+    def __init__(
+        self,
+        kind: str,
+        ident: object,
+        *,
+        scope: str = "in this workspace",
+        message: str | None = None,
+    ) -> None:
+        super().__init__(message or f"No {kind} with id {ident} {scope}.")
 
 
 class Conflict(SubspaceError):

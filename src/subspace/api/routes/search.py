@@ -139,7 +139,14 @@ def call_tool(name: str, body: ToolCall, request: Request, cx: CX) -> ToolOut:
     args = body.arguments
     spec = next((s for s in tools.TOOLS if s.name == name), None)
     if spec is None:
-        raise NotFound("tool", name)
+        names = [s.name for s in tools.TOOLS]
+        known = ", ".join(names[:-1]) + " and " + names[-1]
+        shown = name if len(name) <= 100 else name[:100] + "…"
+        raise NotFound(
+            "tool",
+            name,
+            message=f"No tool is named {shown!r}. The tools are {known} (GET /api/tools).",
+        )
     if name == "kb.search":
         found = _arguments(tools.SearchArgs, args)
         text = tools.kb_search(cx, request.app.state.provider, found.query,
