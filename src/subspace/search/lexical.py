@@ -406,7 +406,8 @@ def lexical_leg(
             source: [i for i in range(len(tsq.lexemes)) if params[f"idf_{source}_{i}"]]
             for source in SOURCES
         }
-        if not any(scored.values()):
+        # Only the sources the kinds ask for count: with none of them left there is no query.
+        if not any(scored[source.kind] for source in _sources(scope)):
             return []
     sql = lexical_sql(scope, tsq, ranker, cap=cap, bounded=bool(params.pop("bounded", False)),
                       scored=scored)  # fmt: skip
