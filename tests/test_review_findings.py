@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from click.testing import CliRunner
 
 from subspace import commands
+from subspace.cli import main
+from subspace.config import Settings
 from subspace.context import Context
 from subspace.runtime import Database
 from tests.search_helpers import index, run
@@ -33,3 +36,23 @@ def test_a_kind_filter_that_leaves_out_every_match_answers_empty_not_degraded(
     assert response.degraded == []
     assert response.legs["lexical"].ran
     assert [row.type for row in response.rows] == found
+
+
+def test_search_explain_on_the_command_line_shows_each_legs_weight(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, database: Database, cx: Context
+) -> None:
+    # Under the fake provider the vector leg weighs 0.01; the explain line printed
+    # "vector 1/(2+60)" beside a score of 0.0002, a sum the reader could not make.
+    monkeypatch.setenv("SUBSPACE_DATABASE_URL", settings.database_url)
+    monkeypatch.setenv("SUBSPACE_HOME", str(settings.home))
+    monkeypatch.setenv("PROVIDERS", "fake")
+    monkeypatch.setenv("COLUMNS", "200")
+    page = commands.create_page(cx, "Harbour")
+    commands.add_node(cx, page.id, "ferry")
+    commands.add_node(cx, page.id, "ferries")
+    index(database, cx)
+    result = CliRunner().invoke(main, ["search", "ferry", "--explain", "--kind", "node"])
+    assert result.exit_code == 0, result.output
+    shown = result.stdout
+    assert "vector 0.01/(1+60)" in shown and "vector 0.01/(2+60)" in shown, shown
+    assert "lexical 1/(1+60)" in shown and "vector 1/(" not in shown, shown

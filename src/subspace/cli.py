@@ -257,7 +257,9 @@ def search_command(
             f"{row.score:.4f}",
         )
         if explain and row.explain:
-            terms = ", ".join(f"{t['leg']} 1/({t['rank']}+60)" for t in row.explain["terms"])
+            terms = ", ".join(
+                f"{t['leg']} {t['weight']:g}/({t['rank']}+60)" for t in row.explain["terms"]
+            )
             table.add_row("", "", "", f"[dim]{terms}[/dim]", "", "", "")
     console.print(table)
     count = len(response.rows)
