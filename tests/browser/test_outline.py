@@ -138,3 +138,168 @@ def test_the_keyboard_edits_the_outline(page: Page, live: LiveServer) -> None:
     assert _focused_text(page) == "B"
     _saved(page)
     assert _tree(live, pid)[2] == ("B", [])
+
+
+def _node(live: LiveServer, node_id: str) -> Node:
+    with live.database.pool.connection() as conn:
+        ws = live.database.default_context(live.settings).actor.workspace_id
+        return queries.get_node(conn, ws, UUID(node_id))
+
+
+def test_memory_toggle_persists(page: Page, live: LiveServer) -> None:
+    pid, (a, b) = _seed(live, "Memory", ["remember the milk", "plain"])
+    page.goto(f"/p/{pid}")
+    first = page.locator(BULLETS).nth(0)
+    first.locator(".memory-toggle").click()
+    expect(first).to_have_class("bullet is-memory")
+    expect(first.locator(".memory-toggle")).to_have_attribute("aria-pressed", "true")
+    page.locator(TEXTS).nth(1).focus()
+    page.keyboard.press("Alt+m")  # the keyboard way
+    _saved(page)
+    assert _node(live, a).props == {"memory": True}
+    assert _node(live, b).props == {"memory": True}
+    page.reload()
+    expect(page.locator(".outline li.is-memory")).to_have_count(2)
+    page.locator(BULLETS).nth(1).locator(".memory-toggle").click()
+    _saved(page)
+    assert _node(live, b).props == {}
+    page.reload()
+    expect(page.locator(".outline li.is-memory")).to_have_count(1)
+
+
+def test_hostile_text_renders_as_text(page: Page, live: LiveServer) -> None:
+    xss = "<img src=x onerror=window.__pwned=1>"
+    link = "javascript:alert(1)"
+    pid, _ = _seed(live, xss, [xss, link])
+    page.on("dialog", lambda dialog: dialog.dismiss())
+    page.goto(f"/p/{pid}")
+    expect(page.locator(TEXTS).nth(0)).to_have_value(xss)
+    expect(page.locator(TEXTS).nth(1)).to_have_value(link)
+    expect(page.locator(".page-title")).to_have_value(xss)
+    page.locator(TEXTS).nth(1).focus()
+    page.keyboard.press("End")
+    page.keyboard.press("Enter")
+    page.keyboard.type(xss)  # typed, it is saved and shown as text too
+    _saved(page)
+    page.reload()
+    expect(page.locator(TEXTS).nth(2)).to_have_value(xss)
+    assert page.locator("#view img, #sidebar img").count() == 0
+    assert page.locator("#view a[href^='javascript']").count() == 0
+    assert page.evaluate("window.__pwned") is None
+
+
+def test_a_link_to_a_bullet_opens_its_ancestors_and_highlights_it(
+    page: Page, live: LiveServer
+) -> None:
+    cx = live.database.default_context(live.settings)
+    made = commands.create_page(cx, "Deep")
+    top = commands.add_node(cx, made.id, "top")
+    mid = commands.add_node(cx, made.id, "mid", parent_id=top.id)
+    leaf = commands.add_node(cx, made.id, "leaf", parent_id=mid.id)
+    other = commands.add_node(cx, made.id, "other")
+    page.goto(f"/p/{made.id}")
+    # fold the top bullet; the fold is remembered for this page
+    page.locator(f"[id='{top.id}'] > .bullet-row .bullet-toggle").click()
+    expect(page.locator(f"[id='{leaf.id}']")).to_be_hidden()
+    page.reload()
+    expect(page.locator(f"[id='{top.id}']")).to_have_attribute("aria-expanded", "false")
+    expect(page.locator(f"[id='{leaf.id}']")).to_be_hidden()
+
+    page.goto(f"/p/{made.id}#{leaf.id}")
+    target = page.locator(f"[id='{leaf.id}']")
+    expect(target).to_be_visible()
+    expect(target).to_have_class("bullet is-flashed")
+    expect(target.locator(".bullet-text")).to_be_focused()
+    expect(target).not_to_have_class("bullet is-flashed", timeout=5000)
+    # a hash change on the same page does the same
+    page.evaluate(f"location.hash = '{other.id}'")
+    expect(page.locator(f"[id='{other.id}']")).to_have_class("bullet is-flashed")
+
+
+def test_two_windows_never_overwrite_each_other(page: Page, live: LiveServer) -> None:
+    pid, (a, _) = _seed(live, "Shared", ["draft", "second"])
+    page.goto(f"/p/{pid}")
+    other = page.context.new_page()
+    other.goto(f"/p/{pid}")
+    theirs = other.locator(TEXTS).nth(0)
+    theirs.fill("their version")
+    _saved(other)
+
+    mine = page.locator(TEXTS).nth(0)
+    mine.focus()
+    page.keyboard.press("End")
+    page.keyboard.type(" with my words")
+    notice = page.locator(".stale-notice")
+    expect(notice).to_contain_text(
+        "This page changed in another window; reloaded the newer version"
+    )
+    expect(notice.locator(".refused-text")).to_have_value("draft with my words")
+    expect(page.locator(TEXTS).nth(0)).to_have_value("their version")
+    assert _node(live, a).text == "their version"
+    _saved(page)
+
+    # the reloaded window goes on saving from the newer version
+    page.locator(TEXTS).nth(1).fill("second, edited here")
+    _saved(page)
+    expect(page.locator(".stale-notice")).to_have_count(1)
+    assert [t for t, _ in _tree(live, pid)] == ["their version", "second, edited here"]
+    other.close()
+
+
+def test_a_failed_save_shows_it_and_saves_on_retry(page: Page, live: LiveServer) -> None:
+    pid, (a,) = _seed(live, "Flaky", ["before"])
+    page.goto(f"/p/{pid}")
+    failed: list[str] = []
+
+    def refuse_first_patch(route: Route) -> None:
+        if route.request.method == "PATCH" and not failed:
+            failed.append(route.request.url)
+            route.abort()
+        else:
+            route.continue_()
+
+    page.route("**/api/nodes/**", refuse_first_patch)
+    page.locator(TEXTS).nth(0).fill("after")
+    expect(page.locator(".save-state")).to_have_text("Not saved — retrying")
+    expect(page.locator(TEXTS).nth(0)).to_have_value("after")
+    _saved(page)
+    assert failed == [f"{live.url}/api/nodes/{a}"]
+    assert _node(live, a).text == "after"
+
+
+def test_archive_delete_and_restore_from_the_header(page: Page, live: LiveServer) -> None:
+    pid, _ = _seed(live, "Old notes", ["kept"])
+    page.goto(f"/p/{pid}")
+    sidebar = page.locator("#page-list a", has_text="Old notes")
+    expect(sidebar).to_be_visible()
+    page.click(".page-actions >> text=Archive")
+    expect(page.locator(".page-banner")).to_contain_text("archived")
+    expect(sidebar).to_have_count(0)
+    page.click(".page-actions >> text=Delete")
+    expect(page.locator(".page-banner")).to_contain_text("deleted")
+    expect(page.locator(TEXTS).nth(0)).to_have_attribute("readonly", "")
+
+    page.goto("/")
+    page.check("#show-hidden-pages")
+    hidden = page.locator("#page-list a", has_text="Old notes")
+    expect(hidden).to_contain_text("deleted")
+    hidden.click()
+    page.click(".page-actions >> text=Restore")
+    expect(page.locator(".page-banner")).to_be_empty()
+    expect(page.locator(TEXTS).nth(0)).not_to_have_attribute("readonly", "")
+    page.uncheck("#show-hidden-pages")
+    expect(page.locator("#page-list a", has_text="Old notes")).to_have_text("Old notes")
+    with live.database.pool.connection() as conn:
+        ws = live.database.default_context(live.settings).actor.workspace_id
+        restored = queries.get_page(conn, ws, UUID(pid))
+    assert restored.archived_at is None and restored.deleted_at is None
+    assert restored.version == 4  # a bullet, archive, delete, restore
+
+
+def test_renaming_updates_the_sidebar(page: Page, live: LiveServer) -> None:
+    pid, _ = _seed(live, "Before", ["x"])
+    page.goto(f"/p/{pid}")
+    page.locator(".page-title").fill("After")
+    expect(page.locator("#page-list a", has_text="After")).to_be_visible()
+    _saved(page)
+    expect(page).to_have_title("After · Subspace")
