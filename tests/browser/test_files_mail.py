@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from playwright.sync_api import Page, expect
 from subspace import commands
 from subspace.demo import __file__ as demo_init
 from tests.browser.conftest import LiveServer
+from tests.samples import make_email
 
 DEMO = Path(demo_init).parent / "files"
 PDF = DEMO / "office-field-guide.pdf"
@@ -152,7 +154,28 @@ def test_imported_mail_is_listed_newest_first_and_links_its_attachment(
     expect(page.locator(".import-report li").first).to_contain_text("already stored")
     expect(subjects).to_have_count(3)
 
+    # A dropped message joins the list in date order; a file that is no mail is refused.
+    newer = make_email(
+        "<b>Markup</b> in the subject",
+        "<script>window.__pwned = 1</script> stays text.",
+        message_id="<newer@x>",
+        date=datetime(2026, 11, 30, 8, 0, tzinfo=UTC),
+    )
+    drop_files(page, "#view", [("newer.eml", "message/rfc822", newer)])
+    expect(subjects).to_have_count(4)
+    expect(subjects.first).to_have_text("<b>Markup</b> in the subject")
+    drop_files(page, "#view", [("notes.txt", "text/plain", b"just some notes")])
+    refused = page.locator(".upload-failed .upload-status")
+    expect(refused).to_contain_text("Nothing was imported from notes.txt")
+    expect(subjects).to_have_count(4)
     subjects.first.click()
+    expect(page.locator(".mail-body")).to_have_text(
+        "<script>window.__pwned = 1</script> stays text."
+    )
+    assert page.evaluate("window.__pwned") is None
+    page.go_back()
+
+    subjects.nth(1).click()
     expect(page.locator("h1.mail-title")).to_have_text("Vendor invoice INV-20931")
     expect(page.locator(".mail-headers")).to_contain_text("To")
     attachment = page.locator(".attachments a")
@@ -230,3 +253,24 @@ def test_a_file_name_with_markup_renders_as_text(page: Page, live: LiveServer) -
     expect(page.locator("h1.file-title")).to_have_text(name)
     assert page.evaluate("window.__pwned") is None
     assert page.locator("#view img, #upload-tray img").count() == 0
+
+
+def test_install_drop_upload_lets_another_view_take_dropped_files(
+    page: Page, live: LiveServer
+) -> None:
+    page.goto("/")
+    page.evaluate(
+        """async () => {
+          const { installDropUpload } = await import("/static/js/upload.js");
+          installDropUpload(document.getElementById("view"), {});
+        }"""
+    )
+    drop_files(page, "#view", [("dropped.txt", "text/plain", b"dropped on the start page")])
+    tray = page.locator("#upload-tray")
+    expect(tray.locator(".upload-status")).to_have_text("Uploaded; extracting its text.")
+    with api(live) as client:
+        files = client.get("/api/files").json()
+    assert [f["name"] for f in files] == ["dropped.txt"]
+    expect(tray.locator(".upload-name a")).to_have_attribute("href", f"/files/{files[0]['id']}")
+    tray.locator("text=Close").click()
+    expect(tray).to_have_count(0)

@@ -19,13 +19,15 @@ export function formatSize(bytes) {
 
 // The list the progress rows go into when the caller gives none (a drop on a page, say).
 function tray() {
-  let el = document.getElementById("upload-tray");
-  if (!el) {
-    el = h("ul", { id: "upload-tray", class: "upload-list upload-tray", "aria-live": "polite",
-      "aria-label": "Uploads" });
-    document.body.append(el);
+  let list = document.querySelector("#upload-tray .upload-list");
+  if (!list) {
+    list = h("ul", { class: "upload-list", "aria-live": "polite", "aria-label": "Uploads" });
+    const close = h("button", { type: "button", class: "link-button", onclick: () => panel.remove() }, "Close");
+    const panel = h("section", { id: "upload-tray", class: "upload-tray", "aria-label": "Uploads" },
+      h("div", { class: "upload-tray-head" }, h("strong", {}, "Uploads"), close), list);
+    document.body.append(panel);
   }
-  return el;
+  return list;
 }
 
 /**
@@ -35,7 +37,8 @@ function tray() {
 export function uploadOne(file, { kbId, list, endpoint = "/api/files", describe } = {}) {
   const bar = h("progress", { max: 100, value: 0, "aria-label": `Upload of ${file.name}` });
   const status = h("span", { class: "upload-status" }, "Uploading…");
-  const row = h("li", { class: "upload-row" }, h("span", { class: "upload-name" }, file.name), bar, status);
+  const name = h("span", { class: "upload-name" }, file.name);
+  const row = h("li", { class: "upload-row" }, name, bar, status);
   (list || tray()).append(row);
   const form = new FormData();
   form.append("file", file, file.name);
@@ -67,6 +70,10 @@ export function uploadOne(file, { kbId, list, endpoint = "/api/files", describe 
       if (xhr.status >= 400) {
         const message = data && data.error ? data.error.message : `The server answered ${xhr.status}.`;
         return finish(false, message, data);
+      }
+      if (endpoint === "/api/files" && data && data.id) {
+        // The stored file (or the one already holding these bytes) opens from its row.
+        name.replaceChildren(h("a", { href: `/files/${data.id}`, "data-link": true }, data.name));
       }
       finish(true, describe ? describe(data) : uploadedText(data), data);
     });
