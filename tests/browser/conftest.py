@@ -79,7 +79,9 @@ def dead_provider_settings(settings: Settings) -> Settings:
 
 
 @pytest.fixture
-def live_dead_provider(database: Database, dead_provider_settings: Settings) -> Iterator[LiveServer]:
+def live_dead_provider(
+    database: Database, dead_provider_settings: Settings
+) -> Iterator[LiveServer]:
     """The whole app with an embedding provider that never answers: searches are degraded."""
     yield from _serve(database, dead_provider_settings)
 

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
@@ -50,7 +49,7 @@ def _open(page: Page) -> None:
 
 
 def test_a_bullet_is_found_as_you_type_and_enter_opens_it(page: Page, live: LiveServer) -> None:
-    page_id, (parent, child) = _page_with_bullets(
+    page_id, (_, child) = _page_with_bullets(
         live, "Field notes", "Birds by the river", "A lone quetzalcoatlus overhead"
     )
     _open(page)
@@ -197,14 +196,18 @@ def test_each_keystroke_cancels_the_search_in_flight(
     page: Page, live: LiveServer, held: list[Route]
 ) -> None:
     _page_with_bullets(live, "Cancel", "ocelot")
-    events: dict[str, list[Any]] = {"sent": [], "failed": [], "finished": []}
+    events: dict[str, list[Request]] = {"sent": [], "failed": [], "finished": []}
 
-    def searching(request: Request) -> bool:
-        return request.url.endswith("/api/search")
+    def counter(name: str) -> Callable[[Request], None]:
+        def count(request: Request) -> None:
+            if request.url.endswith("/api/search"):
+                events[name].append(request)
 
-    page.on("request", lambda r: searching(r) and events["sent"].append(r))
-    page.on("requestfailed", lambda r: searching(r) and events["failed"].append(r))
-    page.on("requestfinished", lambda r: searching(r) and events["finished"].append(r))
+        return count
+
+    page.on("request", counter("sent"))
+    page.on("requestfailed", counter("failed"))
+    page.on("requestfinished", counter("finished"))
     _open(page)
     for count, key in enumerate("oce", start=1):
         page.keyboard.type(key)
