@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from click.testing import CliRunner
+from fastapi.testclient import TestClient
 
 from subspace import commands
 from subspace.cli import main
@@ -56,3 +57,25 @@ def test_search_explain_on_the_command_line_shows_each_legs_weight(
     shown = result.stdout
     assert "vector 0.01/(1+60)" in shown and "vector 0.01/(2+60)" in shown, shown
     assert "lexical 1/(1+60)" in shown and "vector 1/(" not in shown, shown
+
+
+def test_a_grep_limit_outside_its_range_is_refused_not_quietly_changed(
+    client: TestClient, cx: Context
+) -> None:
+    # The CLI refused --limit 0 and 501, while GET /api/grep answered limit=0 with one match
+    # and "stopped at the result limit", and limit=100000 as if it were 500.
+    page = commands.create_page(cx, "Log")
+    for n in range(3):
+        commands.add_node(cx, page.id, f"kettle number {n}")
+    for limit in (0, -1, 501, 100_000):
+        refused = client.get("/api/grep", params={"pattern": "kettle", "limit": limit})
+        assert refused.status_code == 422, (limit, refused.text)
+        assert "1 to 500" in refused.json()["error"]["message"]
+    tool = client.post(
+        "/api/tools/kb.grep", json={"arguments": {"pattern": "kettle", "limit": 501}}
+    )
+    assert tool.status_code == 422, tool.text
+    for limit, found in ((1, 1), (500, 3)):
+        answered = client.get("/api/grep", params={"pattern": "kettle", "limit": limit})
+        assert answered.status_code == 200, answered.text
+        assert len(answered.json()["matches"]) == found

@@ -157,7 +157,11 @@ def kb_grep(
         raise InvalidInput(f"The pattern is longer than {MAX_PATTERN_CHARS} characters.")
     if not is_clean(pattern, MAX_PATTERN_CHARS):
         raise InvalidInput("The pattern contains a NUL byte or a lone surrogate; remove it.")
-    limit = max(1, min(limit, GREP_MAX_RESULTS))
+    if not 1 <= limit <= GREP_MAX_RESULTS:
+        raise InvalidInput(
+            f"The grep limit must be 1 to {GREP_MAX_RESULTS}, got {limit}. Give a number in "
+            "that range, and page through more matches with the cursor."
+        )
     deadline = time.monotonic() + cx.settings.grep_timeout_ms / 1000
     result = GrepResult()
     with cx.transaction() as conn:
