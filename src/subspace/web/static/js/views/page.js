@@ -20,7 +20,10 @@ export async function render(container, { pageId }, { signal }) {
   const page = await get(`/api/pages/${pageId}`, { signal });
   const view = new PageView(container, page);
   view.draw();
-  view.revealHash();
+  if (!view.revealHash() && !page.nodes.length && page.title === "Untitled") {
+    view.title.focus(); // a new page: type its title first
+    view.title.select();
+  }
   return () => view.close();
 }
 
@@ -83,6 +86,17 @@ class PageView {
     );
     this.drawState();
     this.outline.fitAll();
+    this.installDrop();
+  }
+
+  /** Files dropped on the page are uploaded to its knowledge base (when the upload module is there). */
+  installDrop() {
+    import("../upload.js")
+      .then(({ installDropUpload }) => {
+        if (this.closed || !installDropUpload) return;
+        this.removeDrop = installDropUpload(this.container, { kbId: this.page.kb_id });
+      })
+      .catch(() => {}); // pages work without it
   }
 
   makeOutline(page) {
@@ -179,6 +193,7 @@ class PageView {
     ];
     const kept = [...new Set(texts.filter((text) => text && text.trim()))];
     this.outline.dropTimers();
+    this.outline.setReadOnly(true); // nothing typed while the newer version loads gets lost
     if (this.titleTimer !== null) {
       clearTimeout(this.titleTimer);
       this.titleTimer = null;
@@ -187,7 +202,12 @@ class PageView {
     const notice = this.staleNotice(kept);
     this.notices.replaceChildren(notice);
     const hadFocus = this.container.contains(document.activeElement);
-    await this.reload();
+    this.title.readOnly = true;
+    try {
+      await this.reload();
+    } catch (error) {
+      notice.append(h("p", {}, `The newer version did not load (${error.message}). Reload the page.`));
+    }
     if (hadFocus) notice.focus();
   }
 
@@ -230,10 +250,12 @@ class PageView {
 
   revealHash() {
     const id = decodeURIComponent(window.location.hash.slice(1));
-    if (id) this.outline.reveal(id);
+    return Boolean(id) && this.outline.reveal(id);
   }
 
   close() {
+    this.closed = true;
+    if (typeof this.removeDrop === "function") this.removeDrop();
     // Leaving the page: what was typed is saved now rather than dropped with the view.
     this.outline.flushAll();
     this.flushTitle();
