@@ -105,6 +105,7 @@ def test_disable_archive_and_delete_hide_a_file_from_search_and_restore_brings_i
     file_id = str(file.id)
     page.goto(f"/files/{file_id}")
     expect(page.locator("#c0")).to_contain_text("espresso")  # the view polls until extracted
+    expect(page.locator("#view")).not_to_contain_text("null")
     eventually(lambda: found(live, PHRASE, file_id))
 
     page.click(".file-actions >> text=Disable")
@@ -173,6 +174,8 @@ def test_imported_mail_is_listed_newest_first_and_links_its_attachment(
         "<script>window.__pwned = 1</script> stays text."
     )
     assert page.evaluate("window.__pwned") is None
+    expect(page.locator(".attachments")).to_have_count(0)
+    expect(page.locator("#view")).not_to_contain_text("null")
     page.go_back()
 
     subjects.nth(1).click()

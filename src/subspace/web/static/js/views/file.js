@@ -2,7 +2,7 @@
 // (ids c0, c1, …) so a search result's `/files/<id>#c<n>` lands on its passage.
 
 import { get, patch, post, del } from "../api.js";
-import { clear, formatDate, h, toast } from "../dom.js";
+import { append, clear, formatDate, h, toast } from "../dom.js";
 import { renderTagsPanel } from "../tags.js";
 import { formatSize } from "../upload.js";
 import { statusCell } from "./files.js";
@@ -79,11 +79,12 @@ export async function render(container, { fileId }, { signal }) {
     } else {
       text = h("p", { class: "muted" }, file.status === "failed" ? "No text: the extraction failed." : "This file holds no text.");
     }
-    clear(container).append(
+    // append() from dom.js, not Element.append: it leaves out the parts that are null.
+    append(clear(container), [
       h("p", {}, h("a", { href: "/files", "data-link": true }, "← Files")),
       h("h1", { class: "file-title" }, file.name),
       stateLine(file), actions, meta, tags,
-      h("h2", {}, "Text"), text);
+      h("h2", {}, "Text"), text]);
     await renderTagsPanel(tags, { kind: "file", id: file.id, kbId: file.kb_id });
     if (focusAction) {
       // The button pressed may have turned into its opposite (Disable → Enable): focus that.
