@@ -10,6 +10,7 @@ from subspace import commands
 from subspace.cli import main
 from subspace.config import Settings
 from subspace.context import Context
+from subspace.errors import ConfigError
 from subspace.runtime import Database
 from tests.search_helpers import index, run
 
@@ -79,3 +80,28 @@ def test_a_grep_limit_outside_its_range_is_refused_not_quietly_changed(
         answered = client.get("/api/grep", params={"pattern": "kettle", "limit": limit})
         assert answered.status_code == 200, answered.text
         assert len(answered.json()["matches"]) == found
+
+
+@pytest.mark.parametrize(
+    ("variable", "raw", "named"),
+    [
+        ("SUBSPACE_LOG_LEVEL", "loud", "debug, info, warning, error"),
+        ("SUBSPACE_LEXICAL_RANKER", "bm26", "bm25, ts_rank_cd"),
+        ("SUBSPACE_PORT", "99999", "65535"),
+    ],
+)
+def test_a_setting_outside_its_values_is_a_clear_error(variable: str, raw: str, named: str) -> None:
+    # Each was accepted, then crashed with a traceback: `serve` on the log level ("Unknown
+    # level: 'LOUD'") and the port ("bind(): port must be 0-65535"), `search` on the ranker.
+    with pytest.raises(ConfigError) as refused:
+        Settings.from_env({variable: raw})
+    assert variable in refused.value.message and named in refused.value.message
+    assert refused.value.message.endswith("Fix or unset it.")
+
+
+def test_settings_with_fixed_values_take_them_in_any_case() -> None:
+    settings = Settings.from_env({"SUBSPACE_LOG_LEVEL": "DEBUG", "SUBSPACE_PORT": "65535"})
+    assert (settings.log_level, settings.port) == ("debug", 65535)
+    assert Settings.from_env({"SUBSPACE_LEXICAL_RANKER": "ts_rank_cd"}).lexical_ranker == (
+        "ts_rank_cd"
+    )

@@ -22,6 +22,8 @@ class Setting:
     type: type
     default: Any
     help: str
+    choices: tuple[str, ...] = ()  # a text setting's only values, taken in any case
+    maximum: int | None = None
 
 
 SETTINGS: tuple[Setting, ...] = (
@@ -40,8 +42,15 @@ SETTINGS: tuple[Setting, ...] = (
         "Postgres URL (>= 15 with pgvector >= 0.8). Empty starts the embedded server.",
     ),
     Setting("SUBSPACE_HOST", "host", str, "127.0.0.1", "Address the server listens on."),
-    Setting("SUBSPACE_PORT", "port", int, 8765, "Port the server listens on."),
-    Setting("SUBSPACE_LOG_LEVEL", "log_level", str, "info", "debug, info, warning or error."),
+    Setting("SUBSPACE_PORT", "port", int, 8765, "Port the server listens on.", maximum=65_535),
+    Setting(
+        "SUBSPACE_LOG_LEVEL",
+        "log_level",
+        str,
+        "info",
+        "debug, info, warning or error.",
+        choices=("debug", "info", "warning", "error"),
+    ),
     Setting(
         "SUBSPACE_HEADER_TIMEOUT_S",
         "header_timeout_s",
@@ -226,6 +235,7 @@ SETTINGS: tuple[Setting, ...] = (
         str,
         "bm25",
         "Ranker of the lexical leg: bm25 (computed in Postgres) or ts_rank_cd.",
+        choices=("bm25", "ts_rank_cd"),
     ),
     Setting("SUBSPACE_MAX_QUERY_CHARS", "max_query_chars", int, 2_000, "Longest search query."),
     Setting(
@@ -332,9 +342,20 @@ def _parse(setting: Setting, raw: str) -> Any:
             ) from None
         if value < 0:
             raise ConfigError(f"{setting.env} must not be negative, got {value}. Fix or unset it.")
+        if setting.maximum is not None and value > setting.maximum:
+            raise ConfigError(
+                f"{setting.env} must be at most {setting.maximum}, got {value}. Fix or unset it."
+            )
         return value
     if setting.type is Path:
         return Path(raw).expanduser()
+    if setting.choices:
+        if raw.lower() not in setting.choices:
+            raise ConfigError(
+                f"{setting.env} must be one of {', '.join(setting.choices)}; got {raw!r}. "
+                "Fix or unset it."
+            )
+        return raw.lower()
     return raw
 
 
