@@ -202,8 +202,15 @@ def test_a_link_to_a_bullet_opens_its_ancestors_and_highlights_it(
     page.locator(f"[id='{top.id}'] > .bullet-row .bullet-toggle").click()
     expect(page.locator(f"[id='{leaf.id}']")).to_be_hidden()
     page.reload()
-    expect(page.locator(f"[id='{top.id}']")).to_have_attribute("aria-expanded", "false")
+    expect(page.locator(f"[id='{top.id}'] > .bullet-row .bullet-toggle")).to_have_attribute(
+        "aria-expanded", "false"
+    )
     expect(page.locator(f"[id='{leaf.id}']")).to_be_hidden()
+    toggle = page.locator(f"[id='{top.id}'] > .bullet-row .bullet-toggle")
+    toggle.click()  # unfolded, the bullets that were hidden show their text at full height
+    box = page.locator(f"[id='{leaf.id}'] .bullet-text").bounding_box()
+    assert box is not None and box["height"] > 10
+    toggle.click()
 
     page.goto(f"/p/{made.id}#{leaf.id}")
     target = page.locator(f"[id='{leaf.id}']")

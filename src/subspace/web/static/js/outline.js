@@ -22,7 +22,7 @@ export class Outline {
     this.byId = new Map();
     this.timers = new Map(); // node → pending text save
     this.collapsed = new Set(loadCollapsed(pageId));
-    this.el = h("ul", { class: "outline", role: "tree", "aria-label": "Bullets" });
+    this.el = h("ul", { class: "outline", "aria-label": "Bullets" });
     this.root.childrenEl = this.el;
     for (const data of nodes) this.adopt(this.root, data, null);
     if (!this.root.children.length) this.insert(this.placeholder(), this.root, 0);
@@ -84,8 +84,8 @@ export class Outline {
       disabled: this.readOnly,
       onclick: () => this.toggleMemory(node),
     }, "memory");
-    node.childrenEl = h("ul", { class: "outline-children", role: "group" });
-    node.el = h("li", { class: "bullet", role: "treeitem" },
+    node.childrenEl = h("ul", { class: "outline-children" });
+    node.el = h("li", { class: "bullet" },
       h("div", { class: "bullet-row" }, node.toggle, h("span", { class: "bullet-dot", "aria-hidden": "true" }),
         node.input, node.memory),
       node.childrenEl);
@@ -109,9 +109,11 @@ export class Outline {
     node.toggle.setAttribute("aria-hidden", String(!hasChildren));
     node.toggle.setAttribute("aria-label", collapsed ? "Expand" : "Collapse");
     node.toggle.textContent = collapsed ? "▸" : "▾";
-    if (hasChildren) node.el.setAttribute("aria-expanded", String(!collapsed));
-    else node.el.removeAttribute("aria-expanded");
+    if (hasChildren) node.toggle.setAttribute("aria-expanded", String(!collapsed));
+    else node.toggle.removeAttribute("aria-expanded");
+    const opening = node.childrenEl.hidden && !collapsed;
     node.childrenEl.hidden = collapsed;
+    if (opening) this.fitAll(node.children); // fields hidden while folded had no height to fit
   }
 
   insert(node, parent, index) {
@@ -440,20 +442,22 @@ export class Outline {
     return true;
   }
 
-  fitAll() {
+  /** Fit every field under `list` to its text: all writes, then all reads, then all writes. */
+  fitAll(list = this.root.children) {
     const all = [];
-    const walk = (list) => list.forEach((n) => { all.push(n); walk(n.children); });
-    walk(this.root.children);
+    const walk = (nodes) => nodes.forEach((n) => { all.push(n); walk(n.children); });
+    walk(list);
     for (const node of all) node.input.style.height = "auto";
     const heights = all.map((node) => node.input.scrollHeight);
-    all.forEach((node, i) => { node.input.style.height = `${heights[i]}px`; });
+    all.forEach((node, i) => { node.input.style.height = heights[i] ? `${heights[i]}px` : ""; });
   }
 }
 
 /** Grow a bullet's field to its text: bullets are read, not scrolled. */
 function fit(input) {
   input.style.height = "auto";
-  input.style.height = `${input.scrollHeight}px`;
+  // a field inside a folded bullet has no layout: it keeps its one row until unfolded
+  input.style.height = input.scrollHeight ? `${input.scrollHeight}px` : "";
 }
 
 function collapsedKey(pageId) {

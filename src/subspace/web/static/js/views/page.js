@@ -200,7 +200,7 @@ class PageView {
       this.queue.pendingText -= 1;
     }
     const notice = this.staleNotice(kept);
-    this.notices.replaceChildren(notice);
+    this.notices.prepend(notice); // an earlier notice keeps its text until dismissed
     const hadFocus = this.container.contains(document.activeElement);
     this.title.readOnly = true;
     try {
