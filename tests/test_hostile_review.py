@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import psycopg
+import pytest
 from fastapi.testclient import TestClient
 
 from subspace.indexer.reindex import SERVER_LOCK_KEY
@@ -47,3 +48,17 @@ def test_an_unknown_tool_name_is_answered_with_the_tools_there_are(client: TestC
     )
     long = client.post("/api/tools/" + "x" * 5000, json={})
     assert long.status_code == 404 and len(long.json()["error"]["message"]) < 300
+
+
+@pytest.mark.parametrize(
+    ("body", "where"),
+    [(b"{", "character 1: Expecting property name enclosed in double quotes"),
+     (b'{"title": }', "character 10: Expecting value"),
+     (b"{'title': 'x'}", "character 1: Expecting property name enclosed in double quotes")],
+)  # fmt: skip
+def test_a_body_that_is_not_json_is_told_so(client: TestClient, body: bytes, where: str) -> None:
+    answer = client.post("/api/pages", content=body, headers={"content-type": "application/json"})
+    assert answer.status_code == 422
+    assert answer.json()["error"]["message"] == (
+        f"The request body is not valid JSON (at {where}). Send a JSON object."
+    )

@@ -22,6 +22,17 @@ def error_response(status: int, code: str, message: str) -> JSONResponse:
 
 
 def _describe(errors: list[dict[str, object]]) -> str:
+    for error in errors:
+        if error.get("type") == "json_invalid":
+            # Its location is a character offset, not a field: "1: JSON decode error" misled.
+            loc = error.get("loc", ())
+            offset = loc[-1] if isinstance(loc, tuple) and loc else "?"
+            ctx = error.get("ctx")
+            why = ctx.get("error") if isinstance(ctx, dict) else None
+            return (
+                f"The request body is not valid JSON (at character {offset}: {why}). "
+                "Send a JSON object."
+            )
     parts = []
     for error in errors[:5]:
         loc = ".".join(str(p) for p in error.get("loc", ()) if p != "body")  # type: ignore[attr-defined]
