@@ -539,3 +539,23 @@ def test_typo_corrections_come_from_the_callers_workspace_only(
     # The owner of the word gets the correction (the test can fail).
     assert run(theirs, "tamarnid", mode="lexical").corrections == {"tamarnid": "tamarind"}
     assert ids(run(theirs, "tamarnid", mode="lexical")) == [found.id]
+
+
+def test_explain_lists_each_legs_own_rows_beside_the_fused_ones(
+    database: Database, cx: Context
+) -> None:
+    page = commands.create_page(cx, "Birds")
+    texts = ("an osprey over the long grey lake at dawn", "the osprey carried a fish to the bay",
+             "the old osprey nest on the radio mast")  # fmt: skip
+    lexical = [commands.add_node(cx, page.id, t).id for t in texts]
+    spelled_alike = commands.add_node(cx, page.id, "ospreyx").id  # no word of the query
+    index(database, cx)
+    response = run(cx, "osprey", limit=3, explain=True)
+    assert set(ids(response)) == set(lexical)
+    by_leg = response.leg_rows
+    assert [r.legs["lexical"].rank for r in by_leg["lexical"]] == [1, 2, 3]
+    assert {r.id for r in by_leg["lexical"]} == set(lexical)
+    assert [r.legs["vector"].rank for r in by_leg["vector"]] == [1, 2, 3]
+    assert spelled_alike in {r.id for r in by_leg["vector"]}  # in a leg's list, not in the rows
+    assert all(r.explain is not None and r.explain["terms"] for r in by_leg["vector"])
+    assert run(cx, "osprey", limit=3).leg_rows == {}

@@ -179,6 +179,7 @@ def test_a_typo_is_corrected_and_the_explain_toggle_shows_both_legs(
     expect(panel).to_be_visible()
     expect(panel.locator(".explain-lexical li")).to_have_count(1)
     expect(panel.locator(".explain-lexical li")).to_contain_text("#1 biomaterials for implants")
+    expect(panel.locator(".explain-lexical li")).to_contain_text("fused 0.0")
     expect(panel.locator(".explain-fused .terms li").first).to_contain_text("/ (60 + ")
     expect(page.locator("#palette-input")).to_be_focused()
 

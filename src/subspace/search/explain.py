@@ -31,6 +31,28 @@ def row_explain(item: Fused) -> dict[str, Any]:
     }
 
 
+def leg_lists(
+    conn: Conn, scope: Scope, legs: list[Leg], fused: list[Fused], limit: int, any_words: str
+) -> dict[str, list[Row]]:
+    """Each leg's own first `limit` targets as rows, in that leg's order, each with its
+    fusion terms: what the fused list is made of, shown beside it.
+
+    `fused` holds every candidate (before grouping by page), so each hit has its fused row.
+    """
+    by_target = {item.target: item for item in fused}
+    lists: dict[str, list[Row]] = {}
+    for leg in legs:
+        if not leg.ran:
+            continue
+        items = [by_target[hit.target] for hit in dedupe(leg.hits)[:limit]]
+        rows = hydrate(conn, scope, items, any_words)
+        explained = {item.target: row_explain(item) for item in items}
+        for row in rows:
+            row.explain = explained.get(({"mem": "node"}.get(row.type, row.type), row.id))
+        lists[leg.name] = rows
+    return lists
+
+
 def page_of(item: Fused) -> UUID | None:
     if item.target[0] == "node":
         return item.best_hit.item_id

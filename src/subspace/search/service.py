@@ -111,6 +111,8 @@ class SearchResponse:
     notes: list[str] = field(default_factory=list)
     # Each corrected word as the user typed it -> the word searched for instead.
     corrections: dict[str, str] = field(default_factory=dict)
+    # With explain: each leg's own first `limit` rows, in its order (the fused list's parts).
+    leg_rows: dict[str, list[Row]] = field(default_factory=dict)
 
 
 def default_weights(provider: EmbeddingProvider | None) -> dict[str, float]:
@@ -299,9 +301,13 @@ def search(
             counts = {f.target: getattr(f, "more_on_page", 0) for f in page}
             for row in rows:
                 row.more_on_page = counts.get(_row_target(row), 0)
+        leg_rows: dict[str, list[Row]] = {}
         if request.explain:
             for row, item in zip(rows, [f for f in page if _visible(f, rows)], strict=False):
                 row.explain = explaining.row_explain(item)
+            leg_rows = explaining.leg_lists(
+                conn, scope, legs, candidates, request.limit, tsq.any_words
+            )
         absent = None
         if request.explain_target:
             absent = explaining.explain_target(
@@ -343,6 +349,7 @@ def search(
         took_ms=_ms(started),
         notes=notes,
         corrections=corrections,
+        leg_rows=leg_rows,
     )
 
 

@@ -447,8 +447,7 @@ function drawExplain() {
   if (p.explainPanel.hidden) return;
   const columns = ["lexical", "vector"].map((leg) => {
     const report = response.legs[leg];
-    const ranked = response.rows.filter((r) => r.legs[leg])
-      .sort((a, b) => a.legs[leg].rank - b.legs[leg].rank);
+    const ranked = response.leg_rows?.[leg] || [];
     const status = !report ? "did not run in this mode"
       : report.error ? `did not run: ${report.error}`
       : `${report.candidates} candidates, ${report.ms} ms, weight ${report.weight}${report.ranker ? `, ${report.ranker}` : ""}`;
@@ -456,7 +455,10 @@ function drawExplain() {
       h("h3", {}, `${LEG_NAMES[leg]} (${leg})`), h("p", { class: "muted" }, status),
       h("ol", {}, ...ranked.map((r) => h("li", {},
         h("span", { class: "rank" }, `#${r.legs[leg].rank}`), " ", label(r),
-        h("span", { class: "muted" }, ` ${r.legs[leg].score.toPrecision(3)}`)))));
+        h("span", { class: "muted" }, ` ${r.legs[leg].score.toPrecision(3)}`,
+          ...Object.entries(r.legs).filter(([other]) => other !== leg)
+            .map(([other, s]) => ` · ${LEG_NAMES[other] || other} #${s.rank}`),
+          ` · fused ${r.score.toFixed(4)}`)))));
   });
   const fused = h("section", { class: "explain-col explain-fused" },
     h("h3", {}, "Fused"),
@@ -467,6 +469,6 @@ function drawExplain() {
         `${LEG_NAMES[t.leg] || t.leg} #${t.rank}: ${t.weight} / (60 + ${t.rank}) = ${t.value.toFixed(4)}`))),
       r.explain?.tie ? h("p", { class: "muted" }, `Tied with ${r.explain.tie.group_size - 1} other(s); decided by ${r.explain.tie.decided_by}.`) : null))));
   clear(p.explainPanel).append(
-    h("p", { class: "muted" }, "Ranks in each leg of the rows listed above."),
+    h("p", { class: "muted" }, "Each leg's own first rows, and the fused list the palette shows."),
     h("div", { class: "explain-grid" }, ...columns, fused));
 }
