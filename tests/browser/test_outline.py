@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 from uuid import UUID
 
@@ -310,3 +311,25 @@ def test_renaming_updates_the_sidebar(page: Page, live: LiveServer) -> None:
     expect(page.locator("#page-list a", has_text="After")).to_be_visible()
     _saved(page)
     expect(page).to_have_title("After · Subspace")
+
+
+def test_a_bullet_typed_into_while_it_is_created_keeps_its_text(
+    page: Page, live: LiveServer
+) -> None:
+    pid, _ = _seed(live, "Fast", ["first"])
+    page.goto(f"/p/{pid}")
+
+    def slow_create(route: Route) -> None:
+        if route.request.method == "POST":
+            time.sleep(0.6)  # the bullet's text is typed before the server made it
+        route.continue_()
+
+    page.route("**/api/nodes", slow_create)
+    page.locator(TEXTS).nth(0).focus()
+    page.keyboard.press("End")
+    page.keyboard.press("Enter")
+    page.keyboard.type("typed at once")
+    page.keyboard.press("Enter")
+    page.keyboard.type("and another")
+    _saved(page)
+    assert [t for t, _ in _tree(live, pid)] == ["first", "typed at once", "and another"]
