@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import socket
+import time
+from pathlib import Path
+
+import httpx
 import psycopg
 import pytest
 from fastapi.testclient import TestClient
@@ -9,6 +14,7 @@ from fastapi.testclient import TestClient
 from subspace.indexer.reindex import SERVER_LOCK_KEY
 from subspace.runtime import Database
 from subspace.workspaces import create_workspace, list_workspaces
+from tests.test_lifecycle import Served, busy_request, closed_by_server, home  # noqa: F401
 
 
 def test_a_workspace_can_be_created_while_a_server_holds_the_database(database: Database) -> None:
@@ -62,3 +68,35 @@ def test_a_body_that_is_not_json_is_told_so(client: TestClient, body: bytes, whe
     assert answer.json()["error"]["message"] == (
         f"The request body is not valid JSON (at {where}). Send a JSON object."
     )
+
+
+@pytest.mark.slow
+def test_a_request_body_that_stops_coming_is_closed_and_frees_its_connection(
+    home: Path,  # noqa: F811
+) -> None:
+    served = Served(home, SUBSPACE_HEADER_TIMEOUT_S="2", SUBSPACE_MAX_CONNECTIONS="20")
+    try:
+        body = b'{"title": "slow"}'
+        dripping = socket.create_connection(("127.0.0.1", served.port))
+        dripping.sendall(
+            b"POST /api/pages HTTP/1.1\r\nHost: localhost\r\ncontent-type: application/json\r\n"
+            b"authorization: Bearer " + served.token.encode() + b"\r\n"
+            b"content-length: " + str(len(body)).encode() + b"\r\n\r\n"
+        )
+        # Every other connection the cap allows sends its headers and a byte of its body.
+        stalled = [busy_request(served.port, served.token) for _ in range(19)]
+        started = time.monotonic()
+        for part in (body[:4], body[4:8], body[8:12], body[12:]):
+            time.sleep(1)  # slower than the deadline in all, but never silent for as long
+            dripping.sendall(part)
+        dripping.settimeout(5)
+        assert dripping.recv(4096).startswith(b"HTTP/1.1 201")
+        assert time.monotonic() - started >= 4
+        # The silent ones were closed at the deadline and their connections freed.
+        for sock in stalled:
+            sock.settimeout(1)
+            assert sock.recv(4096).startswith(b"HTTP/1.1 408")
+            assert closed_by_server(sock, timeout=1)
+        assert httpx.get(f"{served.url}/healthz", timeout=2).status_code == 200
+    finally:
+        assert served.stop() == 0, served.output

@@ -56,7 +56,8 @@ SETTINGS: tuple[Setting, ...] = (
         "header_timeout_s",
         int,
         10,
-        "Seconds a connection has to send a request's line and headers before it is closed.",
+        "Seconds a connection has to send a request's line and headers, and the longest silence"
+        " allowed within its body, before it is closed.",
     ),
     Setting(
         "SUBSPACE_KEEP_ALIVE_S",

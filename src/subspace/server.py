@@ -43,6 +43,9 @@ class GuardedH11Protocol(H11Protocol):
     descriptor) for ever. Here each request must arrive whole within `header_timeout_s` of
     the connection opening or of the previous response.
 
+    A request's body must keep coming too: a connection that sends none of it for
+    `header_timeout_s` is closed.
+
     Past `max_connections`, a new connection closes the one that has waited longest for its
     request, so slow clients cannot lock out a health check; when every connection is busy
     with a request, the new one is answered 503.
@@ -57,6 +60,7 @@ class GuardedH11Protocol(H11Protocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._header_deadline: Any = None  # an asyncio.TimerHandle while armed
+        self._body_deadline: Any = None  # likewise, while a request's body is arriving
 
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
@@ -80,12 +84,19 @@ class GuardedH11Protocol(H11Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm_header_deadline()
+        self._disarm_body_deadline()
         super().connection_lost(exc)
 
     def handle_events(self) -> None:
         super().handle_events()
         if self._answering():
             self._disarm_header_deadline()  # a whole request line and headers are in
+            assert self.cycle is not None
+            if self.cycle.more_body:
+                # Each arrival restarts it: a body may come slowly, but not stop coming.
+                self._arm_body_deadline()
+            else:
+                self._disarm_body_deadline()
 
     def on_response_complete(self) -> None:
         # Armed before the next cycle starts, so a pipelined request already buffered
@@ -109,6 +120,29 @@ class GuardedH11Protocol(H11Protocol):
         self.waiting.pop(self, None)
         if not self.transport.is_closing() and not self._answering():
             self._close_waiting()
+
+    def _arm_body_deadline(self) -> None:
+        self._disarm_body_deadline()
+        self._body_deadline = self.loop.call_later(self.header_timeout_s, self._body_late)
+
+    def _disarm_body_deadline(self) -> None:
+        if self._body_deadline is not None:
+            self._body_deadline.cancel()
+            self._body_deadline = None
+
+    def _body_late(self) -> None:
+        """No byte of the body for `header_timeout_s`: the connection, busy for ever, would
+        count against the cap and lock out every other client."""
+        self._body_deadline = None
+        cycle = self.cycle
+        if self.transport.is_closing() or cycle is None or not cycle.more_body:
+            return
+        if self.flow.read_paused:  # the app has not read what came; the wait is ours
+            self._arm_body_deadline()
+            return
+        if not cycle.response_started:
+            self.transport.write(TIMEOUT_RESPONSE)
+        self.transport.close()
 
     def _answering(self) -> bool:
         """Whether a request is being answered (its body may still be arriving)."""
