@@ -11,6 +11,8 @@ import psycopg
 import pytest
 from fastapi.testclient import TestClient
 
+from subspace import commands
+from subspace.context import Context
 from subspace.indexer.reindex import SERVER_LOCK_KEY
 from subspace.runtime import Database
 from subspace.workspaces import create_workspace, list_workspaces
@@ -100,3 +102,14 @@ def test_a_request_body_that_stops_coming_is_closed_and_frees_its_connection(
         assert httpx.get(f"{served.url}/healthz", timeout=2).status_code == 200
     finally:
         assert served.stop() == 0, served.output
+
+
+def test_json_nested_too_deeply_is_told_so(client: TestClient, cx: Context) -> None:
+    page = commands.create_page(cx, "Deep")
+    props = '{"a":' * 100_000 + "1" + "}" * 100_000
+    body = f'{{"page_id": "{page.id}", "text": "deep", "props": {props}}}'
+    answer = client.post("/api/nodes", content=body, headers={"content-type": "application/json"})
+    assert answer.status_code == 400
+    assert answer.json()["error"]["message"] == (
+        "The request body is JSON nested too deeply to read. Send a flatter document."
+    )

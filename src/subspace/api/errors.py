@@ -68,7 +68,10 @@ def install_error_handlers(app: FastAPI) -> None:
     async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
         message = str(exc.detail)
-        if exc.status_code == 400 and exc.__cause__ is not None:
+        if exc.status_code == 400 and isinstance(exc.__cause__, RecursionError):
+            code = "unparsable_body"
+            message = "The request body is JSON nested too deeply to read. Send a flatter document."
+        elif exc.status_code == 400 and exc.__cause__ is not None:
             # FastAPI's body parser failed on bytes that are not UTF-8 or not a form.
             code = "unparsable_body"
             message = (
