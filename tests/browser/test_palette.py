@@ -9,6 +9,7 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, Page, Request, Route, expect
 
+from subspace import commands
 from tests.browser.conftest import LiveServer
 
 ROWS = "#palette-list [role=option]"
@@ -233,3 +234,42 @@ def test_each_keystroke_cancels_the_search_in_flight(
     assert len(held) == 4
     held[-1].continue_()
     expect(page.locator("#palette-list")).to_have_attribute("data-query", "ocelot")
+
+
+def test_memory_and_mail_rows_are_marked_and_open_where_they_live(
+    page: Page, live: LiveServer
+) -> None:
+    _, (bullet,) = _page_with_bullets(live, "Zoo", "the wombat prefers carrots")
+    with _api(live) as api:
+        assert api.patch(f"/api/nodes/{bullet}", json={"props": {"memory": True}}).is_success
+    cx = live.database.default_context(live.settings)
+    mail = commands.add_mail(
+        cx,
+        message_id="<wombat@example.com>",
+        subject="Wombat feeding rota",
+        sender="Ada <ada@example.com>",
+        body_text="Who feeds the wombat on Sunday?",
+    )
+    _open(page)
+    page.keyboard.type("wombat")
+    memory = page.locator(".row-mem")
+    expect(memory.locator(".badge")).to_have_text("Memory")
+    expect(memory.locator(".row-passage mark")).to_have_text("wombat")
+    letter = page.locator(".row-mail")
+    expect(letter.locator(".row-title")).to_have_text("Wombat feeding rota")
+    expect(letter.locator(".row-sender")).to_contain_text("ada@example.com")
+    chips = page.locator(".palette-filters .chip")
+    chips.filter(has_text="Memories").click()  # the focus stays in the input
+    expect(page.locator("#palette-input")).to_be_focused()
+    expect(page.locator(ROWS)).to_have_count(1)
+    page.keyboard.press("Tab")  # to the first chip (Pages), pressed from the keyboard
+    expect(chips.first).to_be_focused()
+    page.keyboard.press("Enter")
+    expect(chips.first).to_have_attribute("aria-pressed", "true")
+    expect(page.locator("#palette-input")).to_be_focused()
+    for pressed in ("Pages", "Memories"):
+        chips.filter(has_text=pressed).click()
+    expect(letter).to_be_visible()
+    letter.click()
+    expect(page.locator(".palette")).to_have_count(0)
+    assert page.url.endswith(f"/mail/{mail.id}")

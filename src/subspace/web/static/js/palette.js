@@ -57,9 +57,13 @@ function build(returnFocus) {
   const root = h("div", { class: "palette-backdrop", onmousedown: (event) => {
     if (event.target === root) close();
   } }, dialog);
-  // Clicks on rows and chips keep the focus in the input, where the keyboard works.
+  // Clicks on rows and buttons keep the focus in the input, where the keyboard works.
   dialog.addEventListener("mousedown", (event) => {
-    if (event.target !== input && event.target.closest("[role=option], .chip")) event.preventDefault();
+    if (event.target !== input && event.target.closest("[role=option], button")) event.preventDefault();
+  });
+  // A button pressed from the keyboard is redrawn by what it does: the focus goes back to the input.
+  dialog.addEventListener("click", (event) => {
+    if (event.target.closest("button") && palette) palette.input.focus();
   });
   dialog.addEventListener("keydown", onKeydown);
   input.addEventListener("input", onInput);
@@ -201,7 +205,7 @@ function drawResults(response, query) {
   if (corrected) {
     notices.push(h("p", { class: "palette-correction" }, "Showing results for ",
       h("strong", {}, corrected), ". ",
-      h("button", { type: "button", class: "link-button chip-like", onclick: () => {
+      h("button", { type: "button", class: "link-button", onclick: () => {
         p.typos = false;
         schedule();
       } }, `Search for “${query}” instead`)));
