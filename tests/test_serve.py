@@ -105,8 +105,11 @@ def test_serve_from_an_empty_home_then_ctrl_c(home: Path) -> None:
             assert time.monotonic() < deadline, indexed
             time.sleep(0.3)
         assert indexed["model"] == "fake-trigram-256" and indexed["dead_letters"] == 0
-        signed_in = httpx.get(url, follow_redirects=True)
-        assert signed_in.status_code == 200 and "Welcome to Subspace" in signed_in.text
+        browser = httpx.Client(follow_redirects=True)
+        signed_in = browser.get(url)
+        assert signed_in.status_code == 200 and "/static/js/app.js" in signed_in.text
+        assert "?token" not in str(signed_in.url)  # the key leaves the address bar
+        assert browser.get(f"http://127.0.0.1:{port}/static/js/app.js").status_code == 200
     finally:
         proc.send_signal(signal.SIGINT)
         output, _ = proc.communicate(timeout=30)
