@@ -273,3 +273,33 @@ def test_memory_and_mail_rows_are_marked_and_open_where_they_live(
     letter.click()
     expect(page.locator(".palette")).to_have_count(0)
     assert page.url.endswith(f"/mail/{mail.id}")
+
+
+def test_a_kb_chip_typed_in_the_query_keeps_to_that_knowledge_base(
+    page: Page, live: LiveServer
+) -> None:
+    with _api(live) as api:
+        research = api.post("/api/knowledge-bases", json={"name": "Research"}).json()["id"]
+        theirs = api.post("/api/pages", json={"title": "pangolin scales", "kb_id": research})
+        ours = api.post("/api/pages", json={"title": "pangolin sightings"})
+    page.reload()
+    page.wait_for_selector("#page-list")
+    _open(page)
+    page.keyboard.type("pangolin")
+    options = page.locator(ROWS)
+    expect(options).to_have_count(2)
+    expect(options.first.locator(".row-kb")).to_be_visible()  # two bases: rows say which
+    page.fill("#palette-input", "")
+    page.keyboard.type("kb:research")  # taken when the typing pauses
+    expect(page.locator("#palette-input")).to_have_value("")
+    expect(page.locator(".chip[aria-pressed=true]")).to_have_text("Research")
+    page.keyboard.type("pangolin")
+    expect(options).to_have_count(1)
+    expect(options.first).to_have_attribute("data-ref", f"page:{theirs.json()['id']}")
+    page.keyboard.press("Control+a")
+    page.keyboard.press("Delete")
+    page.keyboard.press("Backspace")  # on the empty input: the last chip goes
+    expect(page.locator(".chip[aria-pressed=true]")).to_have_count(0)
+    page.keyboard.type("pangolin")
+    expect(options).to_have_count(2)
+    assert ours.status_code == 201

@@ -14,8 +14,8 @@ const KINDS = [
 ];
 const BADGES = { page: "Page", node: "Bullet", mem: "Memory", file: "File", mail: "Mail" };
 const LEG_NAMES = { lexical: "Keyword", vector: "Meaning" };
-// A chip typed into the query: `kind:file` or `kb:Research` followed by a space (or a known
-// kind at the end, which cannot grow into another one).
+// A chip typed into the query: `kind:file` or `kb:Research`, taken when a space follows it or
+// when the typing pauses (kind:page may still become kind:pages, kb:Work kb:Workshop).
 const CHIP = /(^|\s)(kind|kb):(\S+)(?=\s|$)/gi;
 
 let palette = null; // the open palette, or null
@@ -90,24 +90,23 @@ function close() {
 
 function onInput() {
   palette.typos = true;
-  takeChips();
+  takeChips(false);
   schedule();
 }
 
-/** Move `kind:x` and `kb:name` out of the query into chips. */
-function takeChips() {
+/** Move `kind:x` and `kb:name` out of the query into chips; one at the end only if `atEnd`. */
+function takeChips(atEnd) {
   const { input } = palette;
   let changed = /^\s/.test(input.value); // a space after a chip, or before any word, means nothing
   const text = input.value.replace(CHIP, (whole, space, key, value, offset) => {
-    const end = offset + whole.length;
-    const followed = end < input.value.length;
+    if (!atEnd && offset + whole.length === input.value.length) return whole;
     if (key.toLowerCase() === "kind") {
       const kind = kindNamed(value);
       if (!kind) return whole;
       palette.kinds.add(kind);
     } else {
       const kb = state.knowledgeBases.find((k) => k.name.toLowerCase() === value.toLowerCase());
-      if (!kb || !followed) return whole; // kb:Work may still become kb:Workshop
+      if (!kb) return whole;
       palette.kbs.add(kb.id);
     }
     changed = true;
@@ -120,7 +119,7 @@ function takeChips() {
 
 function kindNamed(value) {
   const name = value.toLowerCase().replace(/s$/, "");
-  const aliases = { bullet: "node", mem: "memory", memorie: "memory", pages: "page" };
+  const aliases = { bullet: "node", memorie: "memory" };
   const kind = aliases[name] || name;
   return KINDS.some(([k]) => k === kind) ? kind : null;
 }
@@ -136,6 +135,7 @@ function schedule() {
 async function run() {
   const p = palette;
   if (!p) return;
+  takeChips(true);
   const query = p.input.value.trim();
   if (!query && !p.kinds.size && !p.kbs.size) {
     p.response = null;
