@@ -9,11 +9,16 @@ from pathlib import Path
 import httpx
 import psycopg
 import pytest
+from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
 from subspace import commands
+from subspace.cli import main
+from subspace.config import Settings
 from subspace.context import Context
+from subspace.db import queries
 from subspace.indexer.reindex import SERVER_LOCK_KEY
+from subspace.keys import create_key
 from subspace.runtime import Database
 from subspace.workspaces import create_workspace, list_workspaces
 from tests.test_lifecycle import Served, busy_request, closed_by_server, home  # noqa: F401
@@ -113,3 +118,50 @@ def test_json_nested_too_deeply_is_told_so(client: TestClient, cx: Context) -> N
     assert answer.json()["error"]["message"] == (
         "The request body is JSON nested too deeply to read. Send a flatter document."
     )
+
+
+def test_key_names_are_cleaned_like_every_other_name(
+    database: Database, cx: Context, client: TestClient
+) -> None:
+    with database.pool.connection() as conn:
+        _, token = create_key(conn, cx.actor, "operator", admin=True)
+    admin = TestClient(client.app, headers={"authorization": f"Bearer {token}"})
+    url = f"/api/admin/workspaces/{cx.actor.workspace_id}/keys"
+    raw = '{"name": "ci\\u0000 \\ud800 key"}'
+    made = admin.post(url, content=raw, headers={"content-type": "application/json"})
+    assert made.status_code == 201, made.text
+    assert made.json()["key"]["name"] == "ci \ufffd key"
+    long = admin.post(url, json={"name": "k" * 100_000})
+    assert long.status_code == 413
+    assert "the limit is 200" in long.json()["error"]["message"]
+
+
+@pytest.fixture
+def runner(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
+    monkeypatch.setenv("SUBSPACE_DATABASE_URL", settings.database_url)
+    monkeypatch.setenv("SUBSPACE_HOME", str(settings.home))
+    return CliRunner()
+
+
+def test_cli_names_with_undecodable_bytes_are_looked_up_cleaned(
+    runner: CliRunner, cx: Context, tmp_path: Path
+) -> None:
+    # A byte that is not UTF-8 reaches Python as a lone surrogate (surrogateescape).
+    for args, said in [
+        (["keys", "create", "--workspace", "\udcff"], "No workspace is named '\ufffd'"),
+        (["kb", "list", "--workspace", "\udcff"], "No workspace is named '\ufffd'"),
+        (["read", "\udcff"], "No page titled"),
+        (["keys", "create", "--name", "\udcff"], "Created key"),
+    ]:
+        result = runner.invoke(main, args)
+        assert said in result.output, (args, result.output, result.exception)
+        assert not isinstance(result.exception, UnicodeEncodeError), args
+    # A name is found as it is stored: cleaned, spaces trimmed.
+    commands.create_knowledge_base(cx, "Research")
+    note = tmp_path / "note.md"
+    note.write_text("# Note\n\n- a bullet\n")
+    imported = runner.invoke(main, ["import", str(note), "--kb", " Research "])
+    assert imported.exit_code == 0, imported.output
+    with cx.transaction() as conn:
+        names = [kb.name for kb in queries.list_knowledge_bases(conn, cx.actor.workspace_id)]
+    assert sorted(names) == ["Default", "Research"]

@@ -302,6 +302,7 @@ def read_command(item: str) -> None:
     """Print a page (by id or title, ignoring case) as an outline, or the item a ref from
     search or grep names: node:<id>, file:<id>, file:<id>:<n>, mail:<id>."""
     from subspace.agents.refs import parse_ref, read_ref
+    from subspace.text import clean_text
 
     if not item.strip():
         raise click.ClickException(
@@ -318,7 +319,7 @@ def read_command(item: str) -> None:
                     "select id from kb.pages where workspace_id = %s "
                     "and lower(title) = lower(%s) and deleted_at is null "
                     "order by archived_at is not null, updated_at desc limit 1",
-                    (cx.actor.workspace_id, " ".join(item.split())),
+                    (cx.actor.workspace_id, " ".join(clean_text(item).split())),
                 ).fetchone()
             if row is None:
                 raise click.ClickException(

@@ -9,6 +9,7 @@ from uuid import UUID
 from subspace.db.pool import Conn
 from subspace.errors import Forbidden, InvalidInput, NotFound, Unauthorized
 from subspace.models import Actor, ApiKey
+from subspace.text import single_line
 
 # The workspace id travels inside the key so a lookup never has to leave its workspace
 # (the keys table stays distributable by workspace_id).
@@ -39,6 +40,9 @@ def create_key(
 
     An `admin` key is an operator's: it may also manage workspaces over /api/admin.
     """
+    name = single_line(
+        name, what="A key name", limit=200, setting="a fixed limit of 200", required=False
+    )
     token = f"{KEY_PREFIX}_{actor.workspace_id.hex}_{secrets.token_urlsafe(32)}"
     row = conn.execute(
         "insert into kb.api_keys (workspace_id, user_id, name, key_prefix, key_hash, admin) "

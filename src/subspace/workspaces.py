@@ -9,7 +9,7 @@ from uuid import UUID
 from subspace.db.pool import Conn
 from subspace.errors import Conflict, InvalidInput, NotFound
 from subspace.models import Actor
-from subspace.text import single_line
+from subspace.text import clean_text, single_line
 
 # Serialises workspace creation so two names never collide. Any fixed number works that no
 # other lock uses: the server holds SERVER_LOCK_KEY (7_201_530_118) shared for its lifetime.
@@ -84,7 +84,7 @@ def list_workspaces(conn: Conn, workspace_id: UUID | None = None) -> list[Worksp
 
 def find_workspace(conn: Conn, spec: str) -> UUID:
     """The workspace `spec` names: its id, or its name ignoring case."""
-    wanted = spec.strip()
+    wanted = " ".join(clean_text(spec).split())  # as names are stored
     if not wanted:
         raise InvalidInput(
             "The workspace is empty. Give its name or id (see `subspace workspaces list`)."

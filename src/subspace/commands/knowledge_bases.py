@@ -7,7 +7,7 @@ from subspace.context import Context
 from subspace.db import queries
 from subspace.errors import Conflict
 from subspace.models import KnowledgeBase
-from subspace.text import single_line
+from subspace.text import clean_text, single_line
 
 
 def create_knowledge_base(cx: Context, name: str) -> KnowledgeBase:
@@ -33,7 +33,8 @@ def create_knowledge_base(cx: Context, name: str) -> KnowledgeBase:
 
 
 def find_knowledge_base(cx: Context, name: str) -> KnowledgeBase | None:
-    """The knowledge base called `name`, or None."""
+    """The knowledge base called `name` (cleaned and trimmed as names are stored), or None."""
+    name = " ".join(clean_text(name).split())
     with cx.transaction() as conn:
         for kb in queries.list_knowledge_bases(conn, cx.actor.workspace_id):
             if kb.name == name:
