@@ -105,3 +105,17 @@ def test_settings_with_fixed_values_take_them_in_any_case() -> None:
     assert Settings.from_env({"SUBSPACE_LEXICAL_RANKER": "ts_rank_cd"}).lexical_ranker == (
         "ts_rank_cd"
     )
+
+
+def test_an_unknown_knowledge_base_on_the_command_line_says_where_the_names_are(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `search --kb` said only "No knowledge base named 'Nope'."; `reindex --kb` sent the user
+    # to the HTTP API, though `subspace kb list` prints the names.
+    monkeypatch.setenv("SUBSPACE_DATABASE_URL", settings.database_url)
+    monkeypatch.setenv("SUBSPACE_HOME", str(settings.home))
+    monkeypatch.setenv("PROVIDERS", "fake")
+    for command in (["search", "quince", "--kb", "Nope"], ["reindex", "--kb", "Nope"]):
+        missing = CliRunner().invoke(main, command)
+        assert missing.exit_code == 1, missing.output
+        assert "No knowledge base named 'Nope'. See `subspace kb list`" in missing.output

@@ -333,7 +333,9 @@ def read_command(item: str) -> None:
 def _kb_id(cx: Any, name: str) -> UUID:
     found = commands.find_knowledge_base(cx, name)
     if found is None:
-        raise click.ClickException(f"No knowledge base named {name!r}.")
+        raise click.ClickException(
+            f"No knowledge base named {name!r}. See `subspace kb list` for their names."
+        )
     return found.id
 
 
@@ -396,13 +398,7 @@ def reindex(kb_name: str | None) -> None:
         provider = _provider(settings)
         kb_id = None
         if kb_name is not None:
-            cx = db.default_context(settings)
-            found = commands.find_knowledge_base(cx, kb_name)
-            if found is None:
-                raise click.ClickException(
-                    f"No knowledge base named {kb_name!r}. See `GET /api/knowledge-bases`."
-                )
-            kb_id = found.id
+            kb_id = _kb_id(db.default_context(settings), kb_name)
         with Progress(console=err_console) as progress:
             files = progress.add_task("Extracting file text", total=None)
             ready, failed = reextract_files(
