@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import time
 from pathlib import Path
@@ -21,6 +22,7 @@ from subspace.indexer.reindex import SERVER_LOCK_KEY
 from subspace.keys import create_key
 from subspace.runtime import Database
 from subspace.workspaces import create_workspace, list_workspaces
+from tests.conftest import make_client
 from tests.test_lifecycle import Served, busy_request, closed_by_server, home  # noqa: F401
 
 
@@ -165,3 +167,28 @@ def test_cli_names_with_undecodable_bytes_are_looked_up_cleaned(
     with cx.transaction() as conn:
         names = [kb.name for kb in queries.list_knowledge_bases(conn, cx.actor.workspace_id)]
     assert sorted(names) == ["Default", "Research"]
+
+
+def mailbox(count: int) -> bytes:
+    return b"".join(
+        b"From a@example.com Mon Jan  1 00:00:00 2024\nFrom: a@example.com\n"
+        b"Subject: m%d\nMessage-ID: <m%d@example.com>\n\nbody %d\n\n" % (i, i, i)
+        for i in range(count)
+    )
+
+
+def test_a_mailbox_over_the_message_limit_is_refused_whole(
+    database: Database, settings: Settings, cx: Context
+) -> None:
+    # 100,000 messages took about 28 minutes in one request; the client gave up long before.
+    capped = dataclasses.replace(settings, max_mailbox_messages=3)
+    client = make_client(database, capped, cx.actor)
+    refused = client.post("/api/mail/import", files={"file": ("big.mbox", mailbox(4))})
+    assert refused.status_code == 413
+    assert refused.json()["error"]["message"] == (
+        "big.mbox holds 4 messages; the limit for one upload is 3 (SUBSPACE_MAX_MAILBOX_MESSAGES). "
+        "Split the mailbox, import it with `subspace import`, or raise the limit."
+    )
+    assert client.get("/api/mail").json() == []
+    taken = client.post("/api/mail/import", files={"file": ("small.mbox", mailbox(3))})
+    assert taken.status_code == 200 and taken.json()["counts"] == {"imported": 3}

@@ -14,7 +14,7 @@ from subspace import commands
 from subspace.commands.files import check_upload_size
 from subspace.config import Settings
 from subspace.context import Context
-from subspace.errors import Conflict, SubspaceError
+from subspace.errors import Conflict, SubspaceError, TooLarge
 from subspace.ingest.extract import HTML_SUFFIXES, MARKDOWN_SUFFIXES, ExtractionFailed, decode_text
 from subspace.ingest.isolation import IsolatedExtractor
 from subspace.ingest.mail import ParsedMail, parse_message, split_mbox
@@ -213,8 +213,9 @@ class Importer:
                 ImportRow(f"{label} (attachment)", "file", "imported", file_id=file_id)
             )
 
-    def add_mailbox(self, data: bytes, label: str) -> None:
-        """Import every message of an mbox; a malformed one fails alone."""
+    def add_mailbox(self, data: bytes, label: str, *, max_messages: int | None = None) -> None:
+        """Import every message of an mbox; a malformed one fails alone. Over `max_messages`,
+        raise TooLarge before importing any."""
         try:
             messages = self._isolated().run(
                 split_mbox, (data,), self.cx.settings.extract_timeout_s, task="reading the mailbox"
@@ -222,6 +223,12 @@ class Importer:
         except ExtractionFailed as exc:
             self.report.rows.append(ImportRow(label, "mail", "failed", exc.reason))
             return
+        if max_messages is not None and len(messages) > max_messages:
+            raise TooLarge(
+                f"{label} holds {len(messages):,} messages; the limit for one upload is "
+                f"{max_messages:,} (SUBSPACE_MAX_MAILBOX_MESSAGES). Split the mailbox, import it "
+                "with `subspace import`, or raise the limit."
+            )
         for index, raw in enumerate(messages, start=1):
             try:
                 self.add_message(raw, f"{label}#{index}")

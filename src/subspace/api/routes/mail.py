@@ -78,7 +78,7 @@ def import_mail(
         kb = resolve_kb(cx, conn, kb_id)
     with Importer(cx, kb) as importer:
         if name.lower().endswith(".mbox") or data.startswith(b"From "):
-            importer.add_mailbox(data, name)
+            importer.add_mailbox(data, name, max_messages=cx.settings.max_mailbox_messages)
         else:
             importer.add_message(data, name)
     wake_extractor(request)
