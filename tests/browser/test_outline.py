@@ -333,3 +333,23 @@ def test_a_bullet_typed_into_while_it_is_created_keeps_its_text(
     page.keyboard.type("and another")
     _saved(page)
     assert [t for t, _ in _tree(live, pid)] == ["first", "typed at once", "and another"]
+
+
+def test_a_refused_text_stays_marked_until_it_saves(page: Page, live: LiveServer) -> None:
+    pid, (a,) = _seed(live, "Limits", ["short"])
+    page.goto(f"/p/{pid}")
+    bullet = page.locator(BULLETS).nth(0)
+    too_long = "x" * (live.settings.max_node_chars + 1)
+    bullet.locator(".bullet-text").fill(too_long)
+    expect(page.locator(".save-state")).to_have_text("Not saved")
+    expect(bullet).to_have_class("bullet is-unsaved")
+    expect(page.locator("#toast")).to_contain_text("SUBSPACE_MAX_NODE_CHARS")
+    expect(bullet.locator(".bullet-text")).to_have_value(too_long)  # kept in the editor
+    # another change that goes through does not pass the refused text off as saved
+    page.locator(".page-title").fill("Limits, renamed")
+    page.wait_for_timeout(800)
+    expect(page.locator(".save-state")).to_have_text("Not saved")
+    bullet.locator(".bullet-text").fill("short again")
+    _saved(page)
+    expect(bullet).to_have_class("bullet")
+    assert _node(live, a).text == "short again"

@@ -211,6 +211,8 @@ export class Outline {
         node.textQueued = false;
         if (!node.id) return null;
         const out = await patch(`/api/nodes/${node.id}`, { text: node.text, base_version: base });
+        node.el.classList.remove("is-unsaved");
+        node.input.title = "";
         return out.page_version;
       },
     });
@@ -253,6 +255,8 @@ export class Outline {
         const out = await post("/api/nodes", body);
         node.id = out.id;
         this.byId.set(node.id, node);
+        node.el.classList.remove("is-unsaved");
+        node.input.title = "";
         this.paint(node);
         // typed while the bullet was being created: the text save that follows carries it
         if (out.text !== node.text && !this.timers.has(node)) this.scheduleText(node);

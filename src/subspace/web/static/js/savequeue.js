@@ -29,11 +29,14 @@ export class SaveQueue {
     this.running = false;
     this.pendingText = 0; // edits waiting for the typing pause, counted as unsaved
     this.stopped = false;
-    this.failure = null;
+    this.failure = null; // the error being retried
+    this.rejected = new Map(); // bullet (or "title") → why its text was refused for good
   }
 
   /**
-   * Queue `op`: {run(baseVersion) → new version (or null to keep it), refused() → text or null}.
+   * Queue `op`: {run(baseVersion) → new version (or null to keep it), refused() → text or null,
+   * node (the bullet it writes, if any), kind}. A "text", "create" or "title" op that goes
+   * through clears an earlier refusal of the same text.
    */
   push(op) {
     if (this.stopped) return;
@@ -52,11 +55,16 @@ export class SaveQueue {
     this.version = version;
     this.stopped = false;
     this.failure = null;
+    this.rejected.clear();
     this.report();
   }
 
   report() {
     if (this.failure) return;
+    if (this.rejected.size) {
+      this.onState("error", [...this.rejected.values()][0]);
+      return;
+    }
     this.onState(this.idle ? "saved" : "saving");
   }
 
@@ -70,9 +78,8 @@ export class SaveQueue {
         if (typeof version === "number") this.version = version;
         this.ops.shift();
         attempt = 0;
-        if (this.failure) {
-          this.failure = null;
-        }
+        this.failure = null;
+        if (["text", "create", "title"].includes(op.kind)) this.rejected.delete(op.node || op.kind);
       } catch (error) {
         if (error instanceof ApiError && error.code === "stale_page") {
           const refused = this.ops;
@@ -91,8 +98,8 @@ export class SaveQueue {
           continue;
         }
         this.ops.shift();
-        this.failure = error;
-        this.onState("error", error.message);
+        this.failure = null;
+        this.rejected.set(op.node || op.kind, error.message);
         this.onRejected(op, error);
       }
       this.report();

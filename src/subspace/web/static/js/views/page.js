@@ -38,7 +38,7 @@ class PageView {
       version: page.version,
       onState: (state, message) => this.showState(state, message),
       onStale: (refused) => this.stale(refused),
-      onRejected: (_op, error) => toast(`Not saved: ${error.message}`, { error: true }),
+      onRejected: (op, error) => this.rejected(op, error),
     });
     this.onHash = () => this.revealHash();
     this.onUnload = (event) => {
@@ -171,11 +171,23 @@ class PageView {
       run: async (base) => {
         const out = await patch(`/api/pages/${this.page.id}`, { title: this.title.value, base_version: base });
         this.page.title = out.title;
+        this.title.classList.remove("is-unsaved");
+        this.title.title = "";
         document.title = `${out.title || "Untitled"} · Subspace`;
         emit("pages-changed");
         return out.version;
       },
     });
+  }
+
+  /** The server refused a write for good: say why, and mark the text that is not saved. */
+  rejected(op, error) {
+    toast(`Not saved: ${error.message}`, { error: true });
+    const field = op.kind === "title" ? this.title : op.node?.input;
+    if (["text", "create", "title"].includes(op.kind) && field) {
+      (op.kind === "title" ? field : op.node.el).classList.add("is-unsaved");
+      field.title = `Not saved: ${error.message}`;
+    }
   }
 
   showState(state, message) {
