@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
@@ -119,3 +121,20 @@ def test_an_unknown_knowledge_base_on_the_command_line_says_where_the_names_are(
         missing = CliRunner().invoke(main, command)
         assert missing.exit_code == 1, missing.output
         assert "No knowledge base named 'Nope'. See `subspace kb list`" in missing.output
+
+
+def test_serve_on_a_port_in_use_says_so_before_printing_a_sign_in_link(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A second `make serve` printed a sign-in link, then uvicorn's "address already in use"
+    # and exit status 3, with nothing saying which setting to change.
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        monkeypatch.setenv("SUBSPACE_DATABASE_URL", settings.database_url)
+        monkeypatch.setenv("SUBSPACE_HOME", str(settings.home))
+        monkeypatch.setenv("SUBSPACE_PORT", str(port))
+        monkeypatch.setenv("PROVIDERS", "fake")
+        result = CliRunner().invoke(main, ["serve", "--no-demo"])
+    assert result.exit_code == 1, result.output
+    assert f"127.0.0.1:{port} is already in use" in result.output
+    assert "SUBSPACE_PORT" in result.output and "Sign in" not in result.output

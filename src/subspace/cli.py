@@ -80,11 +80,17 @@ def serve(no_demo: bool) -> None:
     the server and the embedded Postgres."""
     from subspace.api import create_app
     from subspace.first_start import initialize_workspace, signin_token, signin_url
-    from subspace.server import check_server_settings, serve_app, stop_on_sigterm
+    from subspace.server import (
+        check_address_free,
+        check_server_settings,
+        serve_app,
+        stop_on_sigterm,
+    )
 
     settings = _settings()
     try:
         check_server_settings(settings)
+        check_address_free(settings)
     except SubspaceError as exc:
         raise click.ClickException(exc.message) from None
     _setup_logging(settings)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import resource
 import signal
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from typing import Any, ClassVar
@@ -178,6 +180,30 @@ def check_server_settings(settings: Settings) -> None:
     ):
         if value < 1:
             raise ConfigError(f"{env} must be at least 1, got {value}. Fix or unset it.")
+
+
+def check_address_free(settings: Settings) -> None:
+    """Raise ConfigError when nothing could listen on SUBSPACE_HOST:SUBSPACE_PORT.
+
+    Checked before Postgres starts and the sign-in link is printed: otherwise uvicorn finds
+    out last and exits with its own message. A server taking the port in between still fails
+    in uvicorn, as before.
+    """
+    address = f"{settings.host}:{settings.port}"
+    try:
+        # The host's own family, so an IPv6 address such as ::1 is checked as uvicorn binds it.
+        family = socket.getaddrinfo(settings.host, settings.port, type=socket.SOCK_STREAM)[0][0]
+        socket.create_server((settings.host, settings.port), family=family).close()
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise ConfigError(
+                f"{address} is already in use, perhaps by another `subspace serve`. Stop that "
+                "server, or set SUBSPACE_PORT to a free port."
+            ) from None
+        raise ConfigError(
+            f"Cannot listen on {address}: {exc.strerror or exc}. Fix SUBSPACE_HOST or "
+            "SUBSPACE_PORT."
+        ) from None
 
 
 def raise_open_file_limit() -> int:
