@@ -57,6 +57,9 @@ def test_type_a_page_and_read_it_back(page: Page, live: LiveServer) -> None:
     page.locator(TEXTS).nth(1).focus()
     page.keyboard.press("Tab")
     _saved(page)
+    page.locator(TEXTS).nth(0).focus()
+    page.keyboard.press("ArrowUp")  # from the first bullet back to the title
+    expect(title).to_be_focused()
     expect(page.locator("#page-list a", has_text="Launch plan")).to_be_visible()
 
     page.reload()

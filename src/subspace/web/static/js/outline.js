@@ -14,8 +14,9 @@ let nextKey = 0;
  * `readOnly` for a deleted page (it takes no edits until restored).
  */
 export class Outline {
-  constructor({ pageId, nodes, queue, readOnly = false }) {
+  constructor({ pageId, nodes, queue, readOnly = false, onTop = null }) {
     this.pageId = pageId;
+    this.onTop = onTop; // ↑ on the first bullet: back to the title
     this.queue = queue;
     this.readOnly = readOnly;
     this.root = { id: null, children: [], parent: null, isRoot: true };
@@ -415,9 +416,10 @@ export class Outline {
     } else if (key === "ArrowUp" && !event.shiftKey && !node.input.value.slice(0, node.input.selectionStart).includes("\n")) {
       const shown = this.visible();
       const prev = shown[shown.indexOf(node) - 1];
-      if (prev) {
+      if (prev || this.onTop) {
         event.preventDefault();
-        this.focus(prev, node.input.selectionStart);
+        if (prev) this.focus(prev, node.input.selectionStart);
+        else this.onTop();
       }
     } else if (key === "ArrowDown" && !event.shiftKey && !node.input.value.slice(node.input.selectionEnd).includes("\n")) {
       const shown = this.visible();

@@ -105,6 +105,7 @@ class PageView {
       nodes: page.nodes,
       queue: this.queue,
       readOnly: Boolean(page.deleted_at),
+      onTop: () => this.title.focus(),
     });
   }
 
