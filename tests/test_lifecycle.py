@@ -36,7 +36,7 @@ def postgres_pids(pgdata: Path) -> list[int]:
         if not entry.name.isdigit():
             continue
         try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
         if "postgres" in cmdline and str(pgdata.resolve()) in cmdline:
