@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 
 import pytest
@@ -138,3 +139,26 @@ def test_serve_on_a_port_in_use_says_so_before_printing_a_sign_in_link(
     assert result.exit_code == 1, result.output
     assert f"127.0.0.1:{port} is already in use" in result.output
     assert "SUBSPACE_PORT" in result.output and "Sign in" not in result.output
+
+
+def test_search_on_the_command_line_can_filter_a_tag_between_two_values(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, database: Database, cx: Context
+) -> None:
+    # `--tag NAME OP VALUE` takes one value, so `between` (documented for numbers and dates)
+    # always failed with "needs two values" and no way to give the second.
+    monkeypatch.setenv("SUBSPACE_DATABASE_URL", settings.database_url)
+    monkeypatch.setenv("SUBSPACE_HOME", str(settings.home))
+    monkeypatch.setenv("PROVIDERS", "fake")
+    due = commands.create_tag(cx, "due", "date")
+    for title, day in (("Ferry in December", "2026-12-24"), ("Ferry in March", "2027-03-01")):
+        page = commands.create_page(cx, title)
+        commands.set_tag(cx, due.id, "page", page.id, day)
+    index(database, cx)
+    runner = CliRunner()
+    args = ["search", "ferry", "--mode", "lexical", "--json", "--tag", "due", "between"]
+    found = runner.invoke(main, [*args, "2026-12-01..2026-12-31"])
+    assert found.exit_code == 0, found.output
+    assert [row["title"] for row in json.loads(found.stdout)["rows"]] == ["Ferry in December"]
+    one_value = runner.invoke(main, [*args, "2026-12-01"])
+    assert one_value.exit_code == 2  # click's usage error
+    assert "--tag due between LOW..HIGH" in one_value.output, one_value.output

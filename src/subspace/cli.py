@@ -24,6 +24,7 @@ from subspace.runtime import Database, open_database
 
 if TYPE_CHECKING:  # the importer pulls in every extractor; only `import` needs it
     from subspace.ingest.importer import ImportReport
+    from subspace.search.filters import TagFilter
 
 SHORT_ID_CHARS = 8  # of a key id in `keys list`; `keys revoke` takes any unique start
 console = Console()
@@ -193,7 +194,8 @@ def _print_import_report(report: ImportReport) -> None:
     multiple=True,
     nargs=3,
     metavar="NAME OP VALUE",
-    help="Tag filter, e.g. --tag status eq draft (repeatable).",
+    help="Tag filter, e.g. --tag status eq draft or --tag due between 2026-12-01..2026-12-31 "
+    "(repeatable).",
 )
 @click.option(
     "--ranker",
@@ -215,15 +217,14 @@ def search_command(
     as_json: bool,
 ) -> None:
     """Search pages, bullets, memory, files and mail."""
-    from subspace.search.filters import TagFilter
     from subspace.search.service import SearchRequest, search
 
+    filters = [_tag_filter(name, op, value) for name, op, value in tags]
     settings = _settings()
     provider = _provider(settings) if mode != "lexical" else None
     with _database(settings) as db:
         cx = db.default_context(settings)
         kb_ids = [_kb_id(cx, name) for name in kb_names] or None
-        filters = [TagFilter(name, op, value) for name, op, value in tags]
         response = search(
             cx,
             provider,
@@ -334,6 +335,22 @@ def read_command(item: str) -> None:
                 )
             ref = ("page", row["id"], None)
         click.echo(read_ref(cx, *ref))
+
+
+def _tag_filter(name: str, op: str, value: str) -> TagFilter:
+    """One --tag; `between` takes its two values as LOW..HIGH in the one VALUE."""
+    from subspace.search.filters import TagFilter
+
+    if op != "between":
+        return TagFilter(name, op, value)
+    low, dots, high = value.partition("..")
+    if not (dots and low and high):
+        raise click.BadParameter(
+            f"between needs two values; write them as --tag {name} between LOW..HIGH, "
+            "e.g. 2026-12-01..2026-12-31.",
+            param_hint="--tag",
+        )
+    return TagFilter(name, op, low, high)
 
 
 def _kb_id(cx: Any, name: str) -> UUID:
