@@ -192,3 +192,28 @@ def test_a_mailbox_over_the_message_limit_is_refused_whole(
     assert client.get("/api/mail").json() == []
     taken = client.post("/api/mail/import", files={"file": ("small.mbox", mailbox(3))})
     assert taken.status_code == 200 and taken.json()["counts"] == {"imported": 3}
+
+
+def test_the_bullets_of_a_deleted_page_take_no_writes_until_it_is_restored(
+    client: TestClient, cx: Context
+) -> None:
+    page = commands.create_page(cx, "Trash")
+    first = commands.add_node(cx, page.id, "first")
+    second = commands.add_node(cx, page.id, "second")
+    commands.delete_page(cx, page.id)
+    writes = [
+        ("PATCH", f"/api/nodes/{first.id}", {"text": "edited"}),
+        ("PATCH", f"/api/nodes/{first.id}", {"props": {"x": 1}}),
+        ("POST", f"/api/nodes/{second.id}/move", {"position": 0}),
+        ("POST", f"/api/nodes/{second.id}/indent", None),
+        ("DELETE", f"/api/nodes/{second.id}", None),
+    ]
+    for method, url, body in writes:
+        refused = client.request(method, url, json=body)
+        assert refused.status_code == 409, (method, url, refused.text)
+        assert "is deleted" in refused.json()["error"]["message"]
+        assert f"/api/pages/{page.id}/restore" in refused.json()["error"]["message"]
+    commands.restore_page(cx, page.id)
+    tree = client.get(f"/api/pages/{page.id}").json()["nodes"]
+    assert [(n["text"], n["props"]) for n in tree] == [("first", {}), ("second", {})]
+    assert client.patch(f"/api/nodes/{first.id}", json={"text": "edited"}).status_code == 200

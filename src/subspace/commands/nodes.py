@@ -154,11 +154,7 @@ def add_node(
     ws = cx.actor.workspace_id
     with cx.transaction() as conn:
         page = queries.get_page(conn, ws, page_id, lock=True)
-        if page.deleted_at is not None:
-            raise Conflict(
-                f"Page {page_id} is deleted, so it takes no new bullets. Restore the page "
-                f"first (POST /api/pages/{page_id}/restore), then add the bullet."
-            )
+        _refuse_if_deleted(page, "takes no new bullets", "add the bullet")
         check_base_version(page, base_version)
         slot = _place(conn, ws, page_id, parent_id, position)
         _open_gap(conn, ws, page_id, parent_id, slot)
@@ -175,10 +171,22 @@ def add_node(
         return queries.get_node(conn, ws, row["id"])
 
 
+def _refuse_if_deleted(page: Page, refused: str, then: str) -> None:
+    if page.deleted_at is not None:
+        raise Conflict(
+            f"Page {page.id} is deleted, so it {refused}. Restore the page first "
+            f"(POST /api/pages/{page.id}/restore), then {then}."
+        )
+
+
 def _locked_node(cx: Context, conn: Conn, node_id: UUID, base_version: int | None = None) -> Node:
+    """The node, re-read with its page locked; Conflict when the page is deleted."""
     ws = cx.actor.workspace_id
     node = queries.get_node(conn, ws, node_id)
-    check_base_version(queries.get_page(conn, ws, node.page_id, lock=True), base_version)
+    page = queries.get_page(conn, ws, node.page_id, lock=True)
+    # A deleted page is kept as it was, so restoring it brings back what was deleted.
+    _refuse_if_deleted(page, "takes no changes to its bullets", "make the change")
+    check_base_version(page, base_version)
     # Re-read under the page lock: a concurrent move may have changed it.
     return queries.get_node(conn, ws, node_id)
 
