@@ -225,13 +225,14 @@ def test_each_keystroke_cancels_the_search_in_flight(
     assert len(events["finished"]) == 1
     assert (events["finished"][0].post_data_json or {})["query"] == "oce"
 
-    page.keyboard.type("lot", delay=10)  # faster than the pause: one search for the word
+    page.keyboard.type("lot", delay=10)  # faster than the pause: fewer searches than keys
     deadline = time.monotonic() + 5
-    while len(held) < 4:
+    while (held[-1].request.post_data_json or {}).get("query") != "ocelot":
         assert time.monotonic() < deadline
         page.wait_for_timeout(10)
     page.wait_for_timeout(200)
-    assert len(held) == 4
+    # One search for the word; two when a busy machine stretched a gap past the pause.
+    assert 1 <= len(held) - 3 < 3
     held[-1].continue_()
     expect(page.locator("#palette-list")).to_have_attribute("data-query", "ocelot")
 
