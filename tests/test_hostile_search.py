@@ -9,6 +9,7 @@ import json
 import tracemalloc
 import zlib
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 from fastapi.testclient import TestClient
@@ -20,7 +21,7 @@ from subspace.context import Context
 from subspace.db.pool import open_pool
 from subspace.errors import InvalidCursor
 from subspace.models import Actor
-from subspace.runtime import RESERVED_CONNECTIONS, Database, open_database
+from subspace.runtime import Database, open_database, reserved_connections
 from subspace.search import service
 from subspace.search.cursors import MAC_BYTES, workspace_secret
 from subspace.search.filters import TagFilter
@@ -267,7 +268,7 @@ def test_a_served_database_keeps_connections_out_of_the_requests_reach(
     database = open_database(settings, pool_size=3)
     try:
         assert database.requests is not None and database.requests is not database.pool
-        assert database.pool.max_size == RESERVED_CONNECTIONS
+        assert database.pool.max_size == reserved_connections(settings)
         assert database.default_context(settings).db is database.requests
         held = [database.requests.getconn() for _ in range(3)]
         try:
@@ -396,3 +397,23 @@ def test_browsing_files_or_mail_alone(cx: Context, client: TestClient, kinds: li
     assert refs == ([f"mail:{mail.json()['id']}"] if "mail" in kinds else [])
     status, text = call(client, "kb.search", query="", kinds=kinds)
     assert status == 200 and ("Browse me" in text) == ("mail" in kinds)
+
+
+def test_each_extraction_worker_gets_a_reserved_connection_of_its_own(
+    settings: Settings,
+) -> None:
+    # An extraction worker holds its connection for as long as a file takes (up to
+    # SUBSPACE_EXTRACT_TIMEOUT_S): more workers must not squeeze the indexer and /readyz.
+    few, many = (replace(settings, extract_workers=n) for n in (1, 6))
+    assert reserved_connections(many) - reserved_connections(few) == 5
+    database = open_database(many, pool_size=2)
+    try:
+        held = [database.pool.getconn() for _ in range(6)]  # every worker busy
+        try:
+            with database.pool.connection(timeout=1) as conn:  # the indexer still gets one
+                conn.execute("select 1")
+        finally:
+            for conn in held:
+                database.pool.putconn(conn)
+    finally:
+        database.close()

@@ -18,9 +18,17 @@ from subspace.models import Actor
 log = logging.getLogger(__name__)
 
 
-# Connections kept out of the requests' reach: the indexer (a listener and a worker), the
-# extraction worker, /readyz and key checks. Searches cannot starve them however many run.
-RESERVED_CONNECTIONS = 5
+# Connections kept out of the requests' reach, besides one per extraction worker (each holds
+# its own for as long as a file takes): the indexer's listener and worker, /readyz, and one
+# spare. Searches cannot starve them however many run.
+RESERVED_CONNECTIONS = 4
+
+
+def reserved_connections(settings: Settings) -> int:
+    """The size of the pool kept for background work and health checks."""
+    return RESERVED_CONNECTIONS + settings.extract_workers
+
+
 # How long a request waits for a connection before it answers 503 with Retry-After. Longer
 # than any healthy search (tens of ms), far shorter than a client's patience: a 30 s queue
 # behind slow searches only multiplies the requests waiting in threads.
@@ -77,14 +85,14 @@ def resolve_dsn(settings: Settings) -> tuple[str, EmbeddedPostgres | None]:
 
 def open_database(settings: Settings, *, pool_size: int = 10) -> Database:
     """Start or reach Postgres, apply pending migrations and open the pools: `pool_size`
-    connections for requests, RESERVED_CONNECTIONS more for everything else."""
+    connections for requests, `reserved_connections()` more for everything else."""
     dsn, embedded = resolve_dsn(settings)
     pool: ConnectionPool[Conn] | None = None
     try:
         applied = migrate(dsn)
         for migration in applied:
             log.info("applied migration %04d_%s", migration.version, migration.name)
-        pool = open_pool(dsn, max_size=RESERVED_CONNECTIONS, name="subspace-reserved")
+        pool = open_pool(dsn, max_size=reserved_connections(settings), name="subspace-reserved")
         requests = open_pool(
             dsn, max_size=pool_size, timeout=REQUEST_CONNECTION_WAIT_S, name="subspace-requests"
         )
