@@ -9,7 +9,9 @@ import pytest
 from click.testing import CliRunner
 
 from subspace.cli import main
+from subspace.commands.files import upload_file_once
 from subspace.config import Settings
+from subspace.context import Context
 from subspace.db import queries
 from subspace.runtime import Database
 from tests.samples import make_docx, make_email, make_mbox, make_pdf
@@ -141,3 +143,21 @@ def test_plain_text_keeps_its_lines_and_markdown_its_paragraphs(
         prose = queries.get_page_tree(conn, cx.actor.workspace_id, pages["prose"].id)
     assert [n.text for n in text.nodes] == ["milk", "eggs", "bread", "TODO: call the bakery"]
     assert [n.text for n in prose.nodes] == ["one line of the same paragraph", "another"]
+
+
+def test_the_same_bytes_are_one_file_whatever_the_name_or_the_way_in(
+    runner: CliRunner, database: Database, cx: Context, tmp_path: Path
+) -> None:
+    data = make_docx(["Ferry timetable for the winter season"])
+    first = tmp_path / "one"
+    first.mkdir()
+    (first / "timetable.docx").write_bytes(data)
+    assert runner.invoke(main, ["import", str(first)]).exit_code == 0
+    renamed = tmp_path / "two"
+    renamed.mkdir()
+    (renamed / "timetable (copy).docx").write_bytes(data)
+    result = runner.invoke(main, ["import", str(renamed), "--json"])
+    assert json.loads(result.output)["counts"]["duplicate"] == 1
+    stored, existed = upload_file_once(cx, "another-name.docx", data)
+    assert existed and stored.name == "timetable.docx"
+    assert counts(database)["files"] == 1

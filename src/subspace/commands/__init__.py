@@ -4,6 +4,7 @@ from subspace.commands.exclusions import exclude, include
 from subspace.commands.files import (
     archive_file,
     delete_file,
+    find_stored_file,
     restore_file,
     set_file_enabled,
     upload_file,
@@ -49,6 +50,7 @@ __all__ = [
     "exclude",
     "find_knowledge_base",
     "find_page_by_source",
+    "find_stored_file",
     "include",
     "indent_node",
     "move_node",

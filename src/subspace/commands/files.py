@@ -11,6 +11,7 @@ from subspace.commands.pages import resolve_kb
 from subspace.commands.states import ARCHIVE, DELETE, RESTORE, set_state
 from subspace.context import Context
 from subspace.db import queries
+from subspace.db.pool import Conn
 from subspace.errors import InvalidInput, TooLarge
 from subspace.models import File
 from subspace.text import single_line
@@ -73,6 +74,22 @@ def upload_file(
         return queries.get_file(conn, ws, row["id"])
 
 
+def find_stored_file(
+    conn: Conn, workspace_id: UUID, kb_id: UUID, sha256: str, *, include_archived: bool = False
+) -> File | None:
+    """The oldest file of the knowledge base holding exactly these bytes (by SHA-256), if any.
+
+    Deleted files never count; archived ones only with `include_archived` (re-importing a
+    folder must not bring back what someone archived, but an upload should be visible).
+    """
+    row = conn.execute(
+        "select id from kb.files where workspace_id = %s and kb_id = %s and blob_sha256 = %s "
+        "and deleted_at is null and (%s or archived_at is null) order by created_at, id limit 1",
+        (workspace_id, kb_id, sha256, include_archived),
+    ).fetchone()
+    return None if row is None else queries.get_file(conn, workspace_id, row["id"])
+
+
 def upload_file_once(
     cx: Context,
     name: str,
@@ -93,14 +110,9 @@ def upload_file_once(
             "select pg_advisory_xact_lock(hashtextextended(%s, 0))",
             (f"upload:{cx.actor.workspace_id}:{kb}:{sha256}",),
         )
-        row = conn.execute(
-            "select id from kb.files where workspace_id = %s and kb_id = %s "
-            "and blob_sha256 = %s and deleted_at is null and archived_at is null "
-            "order by created_at, id limit 1",
-            (cx.actor.workspace_id, kb, sha256),
-        ).fetchone()
-        if row is not None:
-            return queries.get_file(conn, cx.actor.workspace_id, row["id"]), True
+        found = find_stored_file(conn, cx.actor.workspace_id, kb, sha256)
+        if found is not None:
+            return found, True
         bound = cx.on(conn)
         return upload_file(bound, name, data, content_type=content_type, kb_id=kb), False
 

@@ -164,16 +164,13 @@ class Importer:
         data = path.read_bytes()
         sha256 = hashlib.sha256(data).hexdigest()
         with self.cx.transaction() as conn:
-            existing = conn.execute(
-                "select id, status, status_reason from kb.files where workspace_id = %s "
-                "and kb_id = %s and blob_sha256 = %s and name = %s and deleted_at is null "
-                "order by created_at, id limit 1",
-                (self.cx.actor.workspace_id, self.kb_id, sha256, path.name),
-            ).fetchone()
-        if existing is not None and existing["status"] == "failed":
+            existing = commands.find_stored_file(
+                conn, self.cx.actor.workspace_id, self.kb_id, sha256, include_archived=True
+            )
+        if existing is not None and existing.status == "failed":
             # Stored before, but its text still cannot be read: that is what to report.
             self.report.rows.append(
-                ImportRow(label, "file", "failed", existing["status_reason"] or "")
+                ImportRow(label, "file", "failed", existing.status_reason or "")
             )
             return
         if existing is not None:
