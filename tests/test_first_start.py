@@ -7,7 +7,9 @@ from subspace.db import queries
 from subspace.first_start import initialize_workspace, signin_token, signin_url
 from subspace.ingest.worker import extract_pending
 from subspace.keys import authenticate, list_keys, revoke_key
+from subspace.providers.fake import FakeProvider
 from subspace.runtime import Database
+from subspace.search.service import SearchRequest, search
 
 
 def test_demo_is_seeded_once(database: Database, settings: Settings) -> None:
@@ -77,3 +79,17 @@ def test_signin_token_is_reused_and_replaced_when_revoked(
     with database.pool.connection() as conn:
         assert authenticate(conn, second).workspace_id == ws
     assert signin_url(settings, second) == f"http://127.0.0.1:8765/?token={second}"
+
+
+def test_the_demo_holds_memory_items_that_search_finds(
+    database: Database, settings: Settings
+) -> None:
+    initialize_workspace(database, settings, demo=True)
+    cx = database.default_context(settings)
+    response = search(
+        cx,
+        FakeProvider(),
+        SearchRequest(query="window seat train", mode="lexical", kinds=["memory"]),
+    )
+    assert [row.type for row in response.rows] == ["mem"]
+    assert response.rows[0].title == "Welcome to Subspace"

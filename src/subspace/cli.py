@@ -77,7 +77,7 @@ def main() -> None:
 @main.command()
 @click.option("--no-demo", is_flag=True, help="Do not seed the demo pages on first start.")
 def serve(no_demo: bool) -> None:
-    """Start Postgres, migrate, and serve the HTTP API and a sign-in page. Ctrl-C or SIGTERM stops
+    """Start Postgres, migrate, and serve the web app and the HTTP API. Ctrl-C or SIGTERM stops
     the server and the embedded Postgres."""
     from subspace.api import create_app
     from subspace.first_start import initialize_workspace, signin_token, signin_url

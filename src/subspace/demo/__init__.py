@@ -11,6 +11,13 @@ from subspace.ingest.importer import CONTENT_TYPES, Importer
 from subspace.ingest.outline import parse_outline
 from subspace.models import Page
 
+# Memory items of the demo: bullets marked to be remembered, under the welcome page's "Memory".
+MEMORIES = (
+    "Prefers the window seat on long train rides",
+    "On-call handover is on Mondays at 10:00; the runbook is the incident review page",
+    "Recipes on this workspace use grams and degrees Celsius",
+)
+
 
 def seed_demo(cx: Context) -> list[Page]:
     """Create the demo pages, files and mail in the default knowledge base, in one transaction.
@@ -26,6 +33,7 @@ def seed_demo(cx: Context) -> list[Page]:
                 continue
             outline = parse_outline(entry.read_text(encoding="utf-8"), fallback_title=entry.name)
             pages.append(commands.create_page_from_outline(bound, outline.title, outline.items))
+        _add_memories(bound, pages[0])
         kb = queries.default_knowledge_base(conn, cx.actor.workspace_id)
         importer = Importer(bound, kb.id)
         for entry in sorted((demo / "files").iterdir(), key=lambda e: e.name):
@@ -37,3 +45,11 @@ def seed_demo(cx: Context) -> list[Page]:
                     bound, entry.name, entry.read_bytes(), content_type=CONTENT_TYPES[suffix]
                 )
     return pages
+
+
+def _add_memories(cx: Context, welcome: Page) -> None:
+    with cx.transaction() as conn:
+        tree = queries.get_page_tree(conn, cx.actor.workspace_id, welcome.id)
+    heading = next(node for node in tree.nodes if node.text == "Memory")
+    for text in MEMORIES:
+        commands.add_node(cx, welcome.id, text, parent_id=heading.id, props={"memory": True})
