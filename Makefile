@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: serve test check format clean chromium
+.PHONY: serve test check format clean chromium screenshots
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,10 @@ check: $(VENV)/.installed-dev chromium
 	$(BIN)/ruff check src tests
 	$(BIN)/mypy src
 	$(BIN)/python -m pytest -q
+
+# docs/screenshots/: the palette, a page and the explain view, light and dark.
+screenshots: $(VENV)/.installed-dev chromium
+	$(BIN)/python scripts/screenshots.py
 
 format: $(VENV)/.installed-dev
 	$(BIN)/ruff format src tests
