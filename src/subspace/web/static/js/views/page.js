@@ -6,6 +6,8 @@ import { clear, formatDate, h, toast } from "../dom.js";
 import { Outline } from "../outline.js";
 import { SaveQueue } from "../savequeue.js";
 import { emit } from "../state.js";
+import { renderTagsPanel } from "../tags.js";
+import { installDropUpload } from "../upload.js";
 
 const TYPING_PAUSE_MS = 400; // the title is saved once typing stops this long
 const STATE_TEXT = {
@@ -72,6 +74,7 @@ class PageView {
     this.banner = h("div", { class: "page-banner" });
     this.outline = this.makeOutline(page);
     this.outlineSlot = h("div", { class: "outline-slot" }, this.outline.el);
+    this.tags = h("div", { class: "page-tags" });
     clear(this.container).append(
       h("article", { class: "outline-page" },
         h("header", { class: "page-head" },
@@ -79,6 +82,7 @@ class PageView {
           h("div", { class: "page-tools" }, this.saveState, this.actions)),
         this.banner,
         this.notices,
+        this.tags,
         this.outlineSlot,
         h("p", { class: "outline-help muted" },
           "Enter: new bullet · Tab / Shift-Tab: indent / outdent · Alt-↑ / Alt-↓: move · ",
@@ -86,17 +90,10 @@ class PageView {
     );
     this.drawState();
     this.outline.fitAll();
-    this.installDrop();
-  }
-
-  /** Files dropped on the page are uploaded to its knowledge base (when the upload module is there). */
-  installDrop() {
-    import("../upload.js")
-      .then(({ installDropUpload }) => {
-        if (this.closed || !installDropUpload) return;
-        this.removeDrop = installDropUpload(this.container, { kbId: this.page.kb_id });
-      })
-      .catch(() => {}); // pages work without it
+    // Files dropped on the page are uploaded to its knowledge base.
+    this.removeDrop = installDropUpload(this.container, { kbId: this.page.kb_id });
+    renderTagsPanel(this.tags, { kind: "page", id: page.id, kbId: page.kb_id })
+      .catch((error) => toast(error.message, { error: true }));
   }
 
   makeOutline(page) {
