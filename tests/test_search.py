@@ -383,7 +383,7 @@ def test_a_slow_provider_degrades_to_lexical_within_the_timeout(
     assert response.degraded == ["vector: timeout"]
     assert ids(response) == [node.id]
     broken = run(cx, "lexical answers", BrokenProvider())
-    assert broken.degraded == ["vector: RuntimeError: connection refused"]
+    assert broken.degraded == ["vector: error"]  # a message is not a refused connection
     assert ids(broken) == [node.id]
 
 

@@ -15,11 +15,13 @@ EmbedResult = Sequence[Sequence[float]] | Vectors
 
 
 class ProviderError(Exception):
-    """An embedding call failed. `retryable` says whether trying again later may help."""
+    """An embedding call failed. `retryable` says whether trying again later may help;
+    `reason` (refused, timeout or error), when known, says why, for degraded searches."""
 
-    def __init__(self, message: str, *, retryable: bool = True) -> None:
+    def __init__(self, message: str, *, retryable: bool = True, reason: str | None = None) -> None:
         super().__init__(message)
         self.retryable = retryable
+        self.reason = reason
 
 
 class EmbeddingProvider(Protocol):

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from subspace.providers.base import ProviderError
+from subspace.providers.breaker import failure_reason
 
 log = logging.getLogger(__name__)
 
@@ -105,12 +106,20 @@ class OpenAIProvider:
                     ) from exc
                 error, delay = exc, _backoff(attempt)
             except (openai.APITimeoutError, openai.APIConnectionError) as exc:
+                if failure_reason(exc) == "refused":
+                    # Nothing listens at the address: backing off within this call only
+                    # delays the failure (the indexer retries the event later anyway).
+                    raise ProviderError(
+                        f"openai refused the connection: {exc}", reason="refused"
+                    ) from exc
                 error, delay = exc, _backoff(attempt)
             if attempt == MAX_ATTEMPTS:
                 break
             log.warning("embedding call failed (%s); retrying in %.1f s", error, delay)
             self._sleep(delay)
-        raise ProviderError(f"openai failed after {MAX_ATTEMPTS} attempts: {error}")
+        raise ProviderError(
+            f"openai failed after {MAX_ATTEMPTS} attempts: {error}", reason=failure_reason(error)
+        )
 
 
 def _backoff(attempt: int) -> float:

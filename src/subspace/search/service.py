@@ -454,8 +454,8 @@ def _run_vector(conn: Conn, tsq: TsQueries, job: VectorJob) -> Leg:
     try:
         query_vector = embed_query(provider, parsed.text, timeout_s=job.timeout_ms / 1000)
     except EmbeddingUnavailable as exc:
-        log.warning("query embedding failed: %s", exc)
-        leg.error = "timeout" if str(exc).startswith("timeout") else str(exc)
+        log.warning("query embedding failed (%s): %s", exc.reason, exc)
+        leg.error = exc.reason
         leg.ms = _ms(started)
         return leg
     try:

@@ -19,6 +19,7 @@ from pgvector import HalfVector
 
 from subspace.db.pool import Conn
 from subspace.providers.base import EmbeddingProvider, ProviderError, checked_vectors
+from subspace.providers.breaker import breaker_for, failure_reason
 from subspace.search.filters import Scope, embedding_not_excluded, embedding_visible
 from subspace.search.fusion import Hit
 
@@ -38,30 +39,48 @@ _large_bases: dict[tuple[str, UUID], tuple[float, int]] = {}
 
 
 class EmbeddingUnavailable(Exception):
-    """The query could not be embedded in time; the search goes on without the vector leg."""
+    """The query could not be embedded in time; the search goes on without the vector leg.
+
+    `reason` is refused, timeout or error (see providers/breaker.py).
+    """
+
+    def __init__(self, message: str, *, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 def embed_query(provider: EmbeddingProvider, text: str, *, timeout_s: float) -> HalfVector:
-    """The query's vector, from the cache or the provider within `timeout_s`."""
+    """The query's vector, from the cache or the provider within `timeout_s`.
+
+    While the provider's circuit is open (it failed FAILURES_TO_OPEN times in a row), the
+    provider is not called at all and the last failure's reason is raised at once.
+    """
     key = (provider.model, text)
     with _cache_lock:
         if key in _cache:
             _cache.move_to_end(key)
             return _cache[key]
+    breaker = breaker_for(provider)
+    if not breaker.allow():
+        reason = breaker.last_reason or "error"
+        raise EmbeddingUnavailable(
+            f"circuit open after {breaker.failures_in_a_row} failures ({reason})", reason=reason
+        )
+    started = time.perf_counter()
     future = _embedder_pool.submit(provider.embed, [text])
     try:
         raw = future.result(timeout=timeout_s)
+        vector = checked_vectors(raw, count=1, model=provider.model, dimensions=provider.dimensions)
     except FutureTimeout:
         future.cancel()
-        raise EmbeddingUnavailable(f"timeout after {timeout_s:g} s") from None
-    except ProviderError as exc:
-        raise EmbeddingUnavailable(str(exc)) from None
+        breaker.record_failure("timeout", time.perf_counter() - started)
+        raise EmbeddingUnavailable(f"timeout after {timeout_s:g} s", reason="timeout") from None
     except Exception as exc:  # any provider failure degrades the search, never breaks it
-        raise EmbeddingUnavailable(f"{type(exc).__name__}: {exc}") from None
-    try:
-        vector = checked_vectors(raw, count=1, model=provider.model, dimensions=provider.dimensions)
-    except ProviderError as exc:
-        raise EmbeddingUnavailable(str(exc)) from None
+        reason = failure_reason(exc)
+        breaker.record_failure(reason, time.perf_counter() - started)
+        message = str(exc) if isinstance(exc, ProviderError) else f"{type(exc).__name__}: {exc}"
+        raise EmbeddingUnavailable(message, reason=reason) from None
+    breaker.record_success(time.perf_counter() - started)
     half = HalfVector(vector[0])
     with _cache_lock:
         _cache[key] = half
