@@ -285,7 +285,8 @@ def search_command(
 @click.option("--cursor", default=None, help="Continue where an earlier grep stopped.")
 def grep_command(pattern: str, regex: bool, limit: int, cursor: str | None) -> None:
     """Every occurrence of PATTERN in bullets, file text and mail."""
-    from subspace.agents.tools import GREP_MAX_RESULTS, kb_grep
+    from subspace.agents.tools import kb_grep
+    from subspace.search.options import GREP_MAX_RESULTS
 
     if not 1 <= limit <= GREP_MAX_RESULTS:
         raise click.BadParameter(

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Any
 from uuid import UUID
 
 import psycopg
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 from subspace.context import Context
 from subspace.db import queries
@@ -24,11 +25,15 @@ from subspace.models import Node
 from subspace.providers.base import EmbeddingProvider
 from subspace.search.cursors import is_clean, seal, unseal, workspace_secret
 from subspace.search.filters import file_visible, mail_visible, page_visible
+from subspace.search.options import (
+    DEFAULT_GREP_LIMIT,
+    DEFAULT_SEARCH_LIMIT,
+    GREP_MAX_RESULTS,
+    Kind,
+)
 from subspace.search.service import SearchRequest, search
 
-SEARCH_TOOL_LIMIT = 10
 GREP_BATCH_ROWS = 5_000  # rows scanned per statement, so a timeout still leaves results
-GREP_MAX_RESULTS = 500
 SNIPPET_CHARS = 160
 MAX_PATTERN_CHARS = 500
 # A grep cursor is a source number and one row key (a uuid, or a uuid and a chunk number):
@@ -38,44 +43,71 @@ MAX_GREP_CURSOR_INFLATED_BYTES = 256
 _GREP_KEY = re.compile(r"[0-9a-f-]{36}(:[0-9]{8})?")
 
 
-@dataclass(frozen=True)
-class ToolSpec:
-    name: str
-    description: str
-    needs_approval: bool
-
-
-TOOLS = (
-    ToolSpec("kb.search", "Hybrid search over pages, bullets, memory, files and mail; "
-             "returns up to 10 ranked hits with refs.", needs_approval=False),
-    ToolSpec("kb.grep", "Every occurrence of an exact string or a regex in bullets, file "
-             "text and mail, exhaustively, page by page.", needs_approval=False),
-    ToolSpec("kb.read", "A whole page as an indented outline, with node refs.",
-             needs_approval=False),
-    ToolSpec("kb.node.read", "One bullet and everything under it.", needs_approval=False),
-)  # fmt: skip
-
-
 class SearchArgs(BaseModel):
     """The arguments of `kb.search`. JSON types are taken as they are: "5" is not a number,
     "file" is not a list of kinds."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
-    query: StrictStr = ""
-    kinds: list[StrictStr] | None = None
-    limit: Annotated[StrictInt, Field(ge=1)] = SEARCH_TOOL_LIMIT
+    query: str = Field(
+        default="",
+        description='What to look for: words, "an exact phrase", -excluded words, or a question.',
+    )
+    kinds: list[Kind] | None = Field(
+        default=None,
+        description="Only these kinds of item; all kinds when absent.",
+    )
+    limit: int = Field(
+        default=DEFAULT_SEARCH_LIMIT,
+        ge=1,
+        description="Most hits to return, 1 to the server's SUBSPACE_MAX_SEARCH_LIMIT (100 unless "
+        "changed).",
+    )
 
 
 class GrepArgs(BaseModel):
     """The arguments of `kb.grep`; `regex` must be a JSON boolean, not "false"."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
-    pattern: StrictStr = ""
-    regex: StrictBool = False
-    limit: Annotated[StrictInt, Field(ge=1)] = 100
-    cursor: Any = None  # checked by the cursor's own reader, which answers 400 for any shape
+    pattern: str = Field(default="", description="The exact text (any case) or the regex.")
+    regex: bool = Field(
+        default=False,
+        description="true: pattern is a Postgres regular expression (prefix (?i) to ignore case).",
+    )
+    limit: int = Field(
+        default=DEFAULT_GREP_LIMIT,
+        ge=1,
+        le=GREP_MAX_RESULTS,
+        description=f"Most matches to return, 1 to {GREP_MAX_RESULTS}.",
+    )
+    # Any shape is taken here: the cursor's own reader answers 400 for one it did not sign.
+    cursor: Any = Field(
+        default=None, description="The cursor a previous kb.grep printed, to continue from it."
+    )
+
+
+class ReadArgs(BaseModel):
+    """The arguments of `kb.read`: a ref from kb.search or kb.grep (`page_id` is its old name)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    ref: str = Field(
+        validation_alias=AliasChoices("ref", "page_id"),
+        description="A ref as kb.search and kb.grep print them: page:<id>, node:<id>, "
+        "file:<id> or file:<id>:<n>, mail:<id>, or a bare page id.",
+    )
+
+
+class NodeReadArgs(BaseModel):
+    """The arguments of `kb.node.read` (`node_id` is its old name)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    ref: str = Field(
+        validation_alias=AliasChoices("ref", "node_id"),
+        description="A bullet's ref, node:<id>, or its bare id.",
+    )
 
 
 def kb_search(
@@ -84,7 +116,7 @@ def kb_search(
     query: str,
     *,
     kinds: list[str] | None = None,
-    limit: int = SEARCH_TOOL_LIMIT,
+    limit: int = DEFAULT_SEARCH_LIMIT,
 ) -> str:
     """Ranked hits as text, one per line: type, title › breadcrumb, passage, and ref.
 
@@ -143,7 +175,12 @@ _GREP_SOURCES = (
 
 
 def kb_grep(
-    cx: Context, pattern: str, *, regex: bool = False, limit: int = 100, cursor: str | None = None
+    cx: Context,
+    pattern: str,
+    *,
+    regex: bool = False,
+    limit: int = DEFAULT_GREP_LIMIT,
+    cursor: str | None = None,
 ) -> GrepResult:
     """Every visible bullet, file chunk and mail containing `pattern`, in a stable order.
 
@@ -353,3 +390,170 @@ def _find(nodes: list[Node], node_id: UUID) -> Node | None:
         if found is not None:
             return found
     return None
+
+
+# -- the tools as data: what MCP, the HTTP API and the chat agents list and call -----------
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """One agent tool: its name, a description written for a model, the strict pydantic model
+    of its arguments (whose JSON schema is the tool's input schema), whether it only reads,
+    and the function that runs it on validated arguments."""
+
+    name: str
+    description: str
+    args: type[BaseModel]
+    read_only: bool
+    run: Callable[[Context, EmbeddingProvider | None, BaseModel], str]
+
+    @property
+    def needs_approval(self) -> bool:
+        """Tools that change nothing run without asking the user first."""
+        return not self.read_only
+
+    def input_schema(self) -> dict[str, Any]:
+        return self.args.model_json_schema()
+
+
+def _run_search(cx: Context, provider: EmbeddingProvider | None, args: BaseModel) -> str:
+    assert isinstance(args, SearchArgs)
+    kinds: list[str] | None = None if args.kinds is None else list(args.kinds)
+    return kb_search(cx, provider, args.query, kinds=kinds, limit=args.limit)
+
+
+def _run_grep(cx: Context, provider: EmbeddingProvider | None, args: BaseModel) -> str:
+    assert isinstance(args, GrepArgs)
+    return kb_grep(
+        cx, args.pattern, regex=args.regex, limit=args.limit, cursor=args.cursor
+    ).render()
+
+
+def _run_read(cx: Context, provider: EmbeddingProvider | None, args: BaseModel) -> str:
+    assert isinstance(args, ReadArgs)
+    from subspace.agents.refs import parse_ref, read_ref  # refs imports this module
+
+    parsed = parse_ref(args.ref)
+    if parsed is None:
+        raise InvalidInput(
+            f"ref: {_shown(args.ref)} is not a ref. Give one as kb.search or kb.grep print "
+            "them, such as page:<id>, node:<id>, file:<id>:<n> or mail:<id>."
+        )
+    return read_ref(cx, *parsed)
+
+
+def _run_node_read(cx: Context, provider: EmbeddingProvider | None, args: BaseModel) -> str:
+    assert isinstance(args, NodeReadArgs)
+    from subspace.agents.refs import parse_ref  # refs imports this module
+
+    parsed = parse_ref(args.ref)
+    bare = parsed is not None and ":" not in args.ref.strip()
+    if parsed is None or not (bare or parsed[0] in ("node", "mem", "memory")):
+        raise InvalidInput(
+            f"ref: {_shown(args.ref)} is not a bullet's ref. Give node:<id> (or the bare id); "
+            "read pages, files and mail with kb.read."
+        )
+    return kb_node_read(cx, parsed[1])
+
+
+def _shown(text: str) -> str:
+    return repr(text if len(text) <= 80 else text[:80] + "…")
+
+
+TOOLS: tuple[ToolSpec, ...] = (
+    ToolSpec(
+        "kb.search",
+        "Search the knowledge base by meaning and by words (hybrid ranking) over pages, "
+        "bullets, memory items, file text and mail. Returns the best hits, one per line: "
+        "[kind] page › breadcrumb — passage (ref). Use it to find where something is "
+        "discussed; follow a ref with kb.read or kb.node.read to see the whole item. For "
+        "every occurrence of an exact string, use kb.grep instead.",
+        SearchArgs,
+        read_only=True,
+        run=_run_search,
+    ),
+    ToolSpec(
+        "kb.grep",
+        "Find every occurrence of an exact string (any case) or a regular expression in "
+        "bullets, file text and mail, exhaustively and in a stable order. Returns one line "
+        "per item: ref (title) ×count: snippet. When it stops at the limit or the time "
+        "limit it says so; pass its cursor back to continue.",
+        GrepArgs,
+        read_only=True,
+        run=_run_grep,
+    ),
+    ToolSpec(
+        "kb.read",
+        "Read one item whole by the ref kb.search or kb.grep printed: a page as an indented "
+        "outline with a node ref on every bullet, a bullet with everything under it, a "
+        "file's text (or one chunk of it), or a mail.",
+        ReadArgs,
+        read_only=True,
+        run=_run_read,
+    ),
+    ToolSpec(
+        "kb.node.read",
+        "Read one bullet and everything nested under it, by its node:<id> ref, with the "
+        "title of its page.",
+        NodeReadArgs,
+        read_only=True,
+        run=_run_node_read,
+    ),
+)
+_BY_NAME = {spec.name: spec for spec in TOOLS}
+
+
+def tool_named(name: str) -> ToolSpec:
+    """The tool called `name`; NotFound naming the tools there are otherwise."""
+    spec = _BY_NAME.get(name)
+    if spec is None:
+        names = [s.name for s in TOOLS]
+        known = ", ".join(names[:-1]) + " and " + names[-1]
+        shown = name if len(name) <= 100 else name[:100] + "…"
+        raise NotFound(
+            "tool",
+            name,
+            message=f"No tool is named {shown!r}. The tools are {known} (GET /api/tools).",
+        )
+    return spec
+
+
+def validate_arguments(spec: ToolSpec, arguments: object) -> BaseModel:
+    """The tool's arguments checked against its model; InvalidInput naming each wrong field
+    and what it should be otherwise."""
+    if not isinstance(arguments, dict):
+        raise InvalidInput(
+            f"The arguments of {spec.name} must be a JSON object of named values, "
+            f"got {type(arguments).__name__}."
+        )
+    try:
+        return spec.args.model_validate(arguments)
+    except ValidationError as exc:
+        raise InvalidInput(_describe(spec.name, exc)) from None
+
+
+def call_tool(
+    cx: Context, provider: EmbeddingProvider | None, name: str, arguments: dict[str, Any]
+) -> str:
+    """The text an agent reads after calling tool `name` with `arguments` (a JSON object).
+
+    >>> call_tool(cx, provider, "kb.read", {"ref": "page:6f1c0a4e-2b9d-4c53-9a51-0d6f3c1e8b27"})
+    '# Runbook (page:6f1c0a4e-...)\\n- Drain the node ...'
+    """
+    spec = tool_named(name)
+    return spec.run(cx, provider, validate_arguments(spec, arguments))
+
+
+def _describe(tool: str, exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors()[:5]:
+        where = ".".join(str(p) for p in error["loc"]) or "arguments"
+        message = str(error["msg"])
+        if error["type"] == "extra_forbidden":
+            message = "is not an argument of this tool"
+        parts.append(f"{where}: {message}")
+    more = f" (and {exc.error_count() - 5} more)" if exc.error_count() > 5 else ""
+    return (
+        f"Invalid arguments for {tool}: {'; '.join(parts)}{more}. Fix these fields and retry; "
+        "GET /api/tools gives each tool's schema."
+    )

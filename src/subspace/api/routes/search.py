@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.exceptions import RequestValidationError
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
 from subspace.agents import tools
 from subspace.api.auth import require_context
 from subspace.context import Context
-from subspace.errors import InvalidInput, NotFound
 from subspace.search.filters import TagFilter
 from subspace.search.service import SearchRequest, SearchResponse, search
 
 router = APIRouter(tags=["search"])
-ArgsT = TypeVar("ArgsT", bound=BaseModel)
 CX = Annotated[Context, Depends(require_context)]
 
 
@@ -123,56 +120,39 @@ class ToolCall(BaseModel):
 
 class ToolOut(BaseModel):
     tool: str
+    read_only: bool
     needs_approval: bool
     text: str
 
 
+class ToolInfo(BaseModel):
+    name: str
+    description: str
+    read_only: bool
+    needs_approval: bool
+    input_schema: dict[str, Any]
+
+
 @router.get("/api/tools")
-def list_tools(cx: CX) -> list[dict[str, Any]]:
-    """The agent tools and whether each needs approval."""
-    return [vars(spec) for spec in tools.TOOLS]
+def list_tools(cx: CX) -> list[ToolInfo]:
+    """The agent tools: what each does, whether it needs approval, and its arguments' schema."""
+    return [
+        ToolInfo(
+            name=spec.name,
+            description=spec.description,
+            read_only=spec.read_only,
+            needs_approval=spec.needs_approval,
+            input_schema=spec.input_schema(),
+        )
+        for spec in tools.TOOLS
+    ]
 
 
 @router.post("/api/tools/{name}")
 def call_tool(name: str, body: ToolCall, request: Request, cx: CX) -> ToolOut:
     """Call an agent tool by name; the answer is the text an agent would read."""
-    args = body.arguments
-    spec = next((s for s in tools.TOOLS if s.name == name), None)
-    if spec is None:
-        names = [s.name for s in tools.TOOLS]
-        known = ", ".join(names[:-1]) + " and " + names[-1]
-        shown = name if len(name) <= 100 else name[:100] + "…"
-        raise NotFound(
-            "tool",
-            name,
-            message=f"No tool is named {shown!r}. The tools are {known} (GET /api/tools).",
-        )
-    if name == "kb.search":
-        found = _arguments(tools.SearchArgs, args)
-        text = tools.kb_search(cx, request.app.state.provider, found.query,
-                               kinds=found.kinds, limit=found.limit)  # fmt: skip
-    elif name == "kb.grep":
-        grep_args = _arguments(tools.GrepArgs, args)
-        text = tools.kb_grep(cx, grep_args.pattern, regex=grep_args.regex,
-                             limit=grep_args.limit, cursor=grep_args.cursor).render()  # fmt: skip
-    elif name == "kb.read":
-        text = tools.kb_read(cx, _uuid(args, "page_id"))
-    else:
-        text = tools.kb_node_read(cx, _uuid(args, "node_id"))
-    return ToolOut(tool=name, needs_approval=spec.needs_approval, text=text)
-
-
-def _arguments(model: type[ArgsT], args: dict[str, Any]) -> ArgsT:
-    """The tool's arguments checked against its model; a mismatch is a 422 naming the field."""
-    try:
-        return model.model_validate(args)
-    except ValidationError as exc:
-        errors = [{**e, "loc": ("arguments", *e["loc"])} for e in exc.errors()]
-        raise RequestValidationError(errors) from None
-
-
-def _uuid(args: dict[str, Any], name: str) -> UUID:
-    try:
-        return UUID(str(args.get(name)))
-    except ValueError:
-        raise InvalidInput(f"`{name}` must be an id such as a ref's uuid.") from None
+    spec = tools.tool_named(name)
+    text = tools.call_tool(cx, request.app.state.provider, name, body.arguments)
+    return ToolOut(
+        tool=name, read_only=spec.read_only, needs_approval=spec.needs_approval, text=text
+    )
