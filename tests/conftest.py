@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -38,14 +40,18 @@ def with_dbname(dsn: str, dbname: str) -> str:
 
 
 @pytest.fixture(scope="session")
-def server_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def server_dsn() -> Iterator[str]:
     external = os.environ.get("SUBSPACE_TEST_DATABASE_URL")
     if external:
         yield external
         return
-    embedded = start_embedded(tmp_path_factory.mktemp("pg") / "data")
+    # Outside pytest's temporary folders: a concurrent pytest run prunes old ones, which would
+    # delete this server's data under it.
+    folder = Path(tempfile.mkdtemp(prefix="subspace-test-pg-"))
+    embedded = start_embedded(folder / "data")
     yield embedded.dsn
     embedded.stop()
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
