@@ -524,6 +524,26 @@ def migrate() -> None:
     click.echo("The database is at the newest schema.")
 
 
+@main.command("mcp")
+def mcp_command() -> None:
+    """Serve the agent tools (kb.search, kb.grep, kb.read, kb.node.read) over MCP on stdin
+    and stdout, for a desktop agent. Acts as the API key in SUBSPACE_API_KEY, with exactly
+    that key's rights."""
+    from subspace.mcp.stdio import serve_stdio
+
+    settings = _settings()
+    if not settings.api_key:
+        raise click.ClickException(
+            "SUBSPACE_API_KEY is not set. Create a key with `subspace keys create` and set "
+            "SUBSPACE_API_KEY to it in the agent's configuration."
+        )
+    # stdout carries the protocol, so logs go to stderr only.
+    _setup_logging(settings)
+    provider = _provider(settings)
+    with _database(settings) as db:
+        serve_stdio(db, settings, provider)
+
+
 def _workspace_context(db: Database, settings: Settings, workspace: str | None) -> Context:
     """Acting as the owner of `workspace` (a name or an id), or of the default workspace."""
     from subspace.workspaces import find_workspace, workspace_owner

@@ -276,6 +276,14 @@ SETTINGS: tuple[Setting, ...] = (
         2_000,
         "Longest time one grep (exact or regex scan) may run.",
     ),
+    Setting(
+        "SUBSPACE_API_KEY",
+        "api_key",
+        str,
+        "",
+        "The API key `subspace mcp` acts as, with exactly its rights (create one with "
+        "`subspace keys create`).",
+    ),
 )
 
 
@@ -325,6 +333,7 @@ class Settings:
     max_knowledge_bases: int = field(default=_DEFAULTS["max_knowledge_bases"])
     max_tag_filters: int = field(default=_DEFAULTS["max_tag_filters"])
     grep_timeout_ms: int = field(default=_DEFAULTS["grep_timeout_ms"])
+    api_key: str = field(default=_DEFAULTS["api_key"], repr=False)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:

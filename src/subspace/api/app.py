@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 import psycopg
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
+from starlette.routing import Route
 
 from subspace import __version__
 from subspace.api.csrf import CrossSiteCheck
@@ -28,6 +29,8 @@ from subspace.config import Settings
 from subspace.indexer.consumer import start_indexer
 from subspace.indexer.reindex import SERVER_LOCK_KEY
 from subspace.ingest.worker import ExtractionWorker
+from subspace.mcp.http import PATH as MCP_PATH
+from subspace.mcp.http import McpEndpoint, run_mcp
 from subspace.providers.registry import create_provider
 from subspace.runtime import Database, open_database
 from subspace.web import routes as web
@@ -50,7 +53,8 @@ def create_app(settings: Settings, database: Database | None = None) -> FastAPI:
         app.state.extractor = extractor
         indexer, indexer_thread = start_indexer(db, settings, app.state.provider)
         try:
-            yield
+            async with run_mcp(app):
+                yield
         finally:
             indexer.stop()
             extractor.stop()
@@ -79,6 +83,7 @@ def create_app(settings: Settings, database: Database | None = None) -> FastAPI:
     app.add_middleware(CrossSiteCheck)
     for module in (health, knowledge_bases, pages, nodes, files, mail, tags, search, admin):
         app.include_router(module.router)
+    app.router.routes.append(Route(MCP_PATH, McpEndpoint(), methods=["GET", "POST", "DELETE"]))
     app.mount("/static", StaticFiles(directory=web.STATIC_DIR), name="static")
     app.include_router(web.router)
     return app

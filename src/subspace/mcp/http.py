@@ -1,0 +1,108 @@
+"""`/mcp`: the MCP server over streamable HTTP inside the FastAPI app, behind an API key."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from mcp.server.context import ServerRequestContext
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from psycopg_pool import PoolTimeout
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.types import Receive, Scope, Send
+
+from subspace.api.errors import error_response
+from subspace.api.state import database
+from subspace.context import Context
+from subspace.errors import Busy, SubspaceError, Unauthorized
+from subspace.keys import authenticate
+from subspace.mcp.server import build_server
+from subspace.providers.base import EmbeddingProvider
+
+PATH = "/mcp"
+_CONTEXT_KEY = "subspace.context"  # the caller's Context, set on the ASGI scope per request
+
+
+def presented_key(request: Request) -> str | None:
+    """The key of `Authorization: Bearer <key>` or `X-API-Key: <key>`. The web app's cookie
+    is not taken: MCP clients send a header, and a browser cannot be made to."""
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() == "bearer" and token.strip():
+        return token.strip()
+    return request.headers.get("x-api-key", "").strip() or None
+
+
+def _resolve(ctx: ServerRequestContext[Any, Any]) -> tuple[Context, EmbeddingProvider | None]:
+    request = ctx.request
+    if not isinstance(request, Request) or _CONTEXT_KEY not in request.scope:
+        raise Unauthorized("No API key. Send `Authorization: Bearer <key>` or `X-API-Key`.")
+    provider: EmbeddingProvider | None = request.app.state.provider
+    return request.scope[_CONTEXT_KEY], provider
+
+
+@asynccontextmanager
+async def run_mcp(app: FastAPI) -> AsyncIterator[None]:
+    """Serve `/mcp` for as long as the app runs (a session manager lives once, so each
+    lifespan makes its own). Stateless JSON: every POST carries its own key and answer."""
+    manager = StreamableHTTPSessionManager(
+        build_server(_resolve), json_response=True, stateless=True
+    )
+    async with manager.run():
+        app.state.mcp = manager
+        try:
+            yield
+        finally:
+            app.state.mcp = None
+
+
+class McpEndpoint:
+    """The ASGI endpoint of `/mcp`: 401 without a valid key, else the MCP transport."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope)
+        token = presented_key(request)
+        if not token:
+            response = error_response(
+                401,
+                Unauthorized.code,
+                "No API key. Send `Authorization: Bearer <key>` or `X-API-Key: <key>`; create a "
+                "key with `subspace keys create`.",
+            )
+            response.headers["WWW-Authenticate"] = "Bearer"
+            await response(scope, receive, send)
+            return
+        manager: StreamableHTTPSessionManager | None = getattr(request.app.state, "mcp", None)
+        try:
+            cx = await run_in_threadpool(_context, request, token)
+        except SubspaceError as exc:
+            await error_response(exc.status, exc.code, exc.message)(scope, receive, send)
+            return
+        except PoolTimeout:
+            busy = error_response(
+                Busy.status,
+                Busy.code,
+                "The server is busy: every database connection is in use. "
+                f"Retry in {Busy.retry_after_s} s.",
+            )
+            busy.headers["Retry-After"] = str(Busy.retry_after_s)
+            await busy(scope, receive, send)
+            return
+        if manager is None:
+            await error_response(
+                503,
+                "mcp_not_running",
+                "The MCP endpoint runs with the server's lifespan, which has not started. "
+                "Start the server with `subspace serve`.",
+            )(scope, receive, send)
+            return
+        await manager.handle_request({**scope, _CONTEXT_KEY: cx}, receive, send)
+
+
+def _context(request: Request, token: str) -> Context:
+    db = database(request)
+    with db.request_pool.connection() as conn:
+        actor = authenticate(conn, token)
+    return db.context(actor, request.app.state.settings)

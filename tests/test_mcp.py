@@ -1,0 +1,215 @@
+"""The MCP server: the agent tools over an in-memory session, `subspace mcp` on stdio, and
+`/mcp` over HTTP, each acting as one API key with exactly its rights."""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from click.testing import CliRunner
+from fastapi.testclient import TestClient
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.shared.exceptions import MCPError
+
+from subspace import commands
+from subspace.api import create_app
+from subspace.cli import main
+from subspace.config import Settings
+from subspace.context import Context
+from subspace.keys import create_key, revoke_key
+from subspace.mcp.server import build_server
+from subspace.providers.fake import FakeProvider
+from subspace.runtime import Database
+from subspace.workspaces import create_workspace
+from tests.search_helpers import index
+
+TOOL_NAMES = {"kb.search", "kb.grep", "kb.read", "kb.node.read"}
+_NODE_REF = re.compile(r"\((node:[0-9a-f-]{36})\)")
+
+
+def _text(result: types.CallToolResult) -> str:
+    return "\n".join(c.text for c in result.content if isinstance(c, types.TextContent))
+
+
+def _corpus(database: Database, cx: Context) -> dict[str, Any]:
+    page = commands.create_page(cx, "Runbook")
+    step = commands.add_node(cx, page.id, "Drain the zeppelin before the upgrade")
+    child = commands.add_node(cx, page.id, "Then cordon it", parent_id=step.id)
+    index(database, cx)
+    return {"page": page, "step": step, "child": child}
+
+
+async def _exercise(client: Client, corpus: dict[str, Any]) -> None:
+    """What every transport must do: list the tools, call each, follow a ref, and answer a
+    bad argument with a tool error the session survives."""
+    listed = await client.list_tools()
+    assert {tool.name for tool in listed.tools} == TOOL_NAMES
+    for tool in listed.tools:
+        assert tool.annotations is not None and tool.annotations.read_only_hint is True
+        assert tool.description
+        assert tool.input_schema["type"] == "object"
+    search_schema = next(t for t in listed.tools if t.name == "kb.search").input_schema
+    assert {"query", "kinds", "limit"} <= set(search_schema["properties"])
+
+    found = await client.call_tool("kb.search", {"query": "zeppelin", "kinds": ["node"]})
+    assert not found.is_error, _text(found)
+    ref = _NODE_REF.search(_text(found))
+    assert ref is not None, _text(found)
+    assert ref.group(1) == f"node:{corpus['step'].id}"
+
+    read = await client.call_tool("kb.read", {"ref": ref.group(1)})
+    assert not read.is_error, _text(read)
+    assert "Drain the zeppelin before the upgrade" in _text(read)
+
+    page = await client.call_tool("kb.read", {"ref": f"page:{corpus['page'].id}"})
+    assert _text(page).splitlines()[0] == f"# Runbook (page:{corpus['page'].id})"
+
+    subtree = await client.call_tool("kb.node.read", {"ref": f"node:{corpus['step'].id}"})
+    assert f"Then cordon it (node:{corpus['child'].id})" in _text(subtree)
+
+    grep = await client.call_tool("kb.grep", {"pattern": "cordon"})
+    assert _text(grep).startswith(f"node:{corpus['child'].id} (Runbook) ×1:"), _text(grep)
+
+    bad = await client.call_tool("kb.search", {"query": "zeppelin", "limit": "5"})
+    assert bad.is_error
+    assert "limit" in _text(bad)
+    too_many = await client.call_tool("kb.search", {"query": "zeppelin", "limit": 100_000})
+    assert too_many.is_error
+    assert "between 1 and 100" in _text(too_many)
+    with pytest.raises(MCPError, match=r"kb\.search"):
+        await client.call_tool("kb.delete", {})
+    again = await client.call_tool("kb.grep", {"pattern": "zeppelin"})
+    assert not again.is_error
+
+
+def _run(test: Callable[[], Awaitable[None]]) -> None:
+    anyio.run(test)
+
+
+def test_in_memory_session_lists_calls_and_follows_refs(database: Database, cx: Context) -> None:
+    corpus = _corpus(database, cx)
+    server = build_server(lambda _request: (cx, FakeProvider()))
+
+    async def session() -> None:
+        async with Client(server, mode="legacy") as client:
+            await _exercise(client, corpus)
+
+    _run(session)
+
+
+def test_tools_see_only_the_callers_workspace(database: Database, cx: Context) -> None:
+    corpus = _corpus(database, cx)
+    with database.pool.connection() as conn:
+        theirs = database.context(create_workspace(conn, "Other company"), cx.settings)
+    server = build_server(lambda _request: (theirs, FakeProvider()))
+
+    async def session() -> None:
+        async with Client(server) as client:
+            read = await client.call_tool("kb.read", {"ref": f"page:{corpus['page'].id}"})
+            assert read.is_error
+            assert _text(read) == f"No page with id {corpus['page'].id} in this workspace."
+            found = await client.call_tool("kb.search", {"query": "zeppelin"})
+            assert _text(found) == "No results."
+
+    _run(session)
+
+
+def _environment(settings: Settings, token: str) -> dict[str, str]:
+    return {
+        "SUBSPACE_HOME": str(settings.home),
+        "SUBSPACE_DATABASE_URL": settings.database_url,
+        "PROVIDERS": "fake",
+        "SUBSPACE_API_KEY": token,
+    }
+
+
+@pytest.mark.slow
+def test_subspace_mcp_over_stdio(
+    database: Database, cx: Context, settings: Settings, tmp_path: Path
+) -> None:
+    corpus = _corpus(database, cx)
+    with database.pool.connection() as conn:
+        key, token = create_key(conn, cx.actor, "desktop agent")
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "subspace", "mcp"], env=_environment(settings, token)
+    )
+    errors = tmp_path / "stderr.txt"
+
+    async def session() -> None:
+        with errors.open("w") as errlog:
+            async with Client(stdio_client(params, errlog=errlog)) as client:
+                await _exercise(client, corpus)
+                with database.pool.connection() as conn:
+                    revoke_key(conn, cx.actor.workspace_id, key.id)
+                after = await client.call_tool("kb.search", {"query": "zeppelin"})
+                assert after.is_error
+                assert "unknown or revoked" in _text(after)
+
+    try:
+        _run(session)
+    except BaseException:
+        print(errors.read_text())
+        raise
+
+
+def test_subspace_mcp_needs_a_live_key(database: Database, cx: Context, settings: Settings) -> None:
+    runner = CliRunner()
+    without = runner.invoke(main, ["mcp"], env=_environment(settings, ""))
+    assert without.exit_code == 1
+    assert "SUBSPACE_API_KEY is not set" in without.output
+    assert "subspace keys create" in without.output
+    with database.pool.connection() as conn:
+        key, token = create_key(conn, cx.actor, "gone")
+        revoke_key(conn, cx.actor.workspace_id, key.id)
+    revoked = runner.invoke(main, ["mcp"], env=_environment(settings, token))
+    assert revoked.exit_code == 1
+    assert "unknown or revoked" in revoked.output
+
+
+MCP_HEADERS = {"accept": "application/json, text/event-stream"}
+
+
+def _rpc(method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": 1, "method": method, "params": params or {}}
+
+
+def test_mcp_over_http_needs_a_key(database: Database, cx: Context, settings: Settings) -> None:
+    corpus = _corpus(database, cx)
+    with database.pool.connection() as conn:
+        _, token = create_key(conn, cx.actor, "agent")
+        _, theirs = create_key(conn, create_workspace(conn, "Other company"), "theirs")
+    with TestClient(create_app(settings, database)) as live:
+        refused = live.post("/mcp", json=_rpc("tools/list"), headers=MCP_HEADERS)
+        assert refused.status_code == 401
+        assert "subspace keys create" in refused.json()["error"]["message"]
+        wrong = live.post(
+            "/mcp", json=_rpc("tools/list"), headers={**MCP_HEADERS, "x-api-key": "ssk_x_y"}
+        )
+        assert wrong.status_code == 401
+
+        listed = live.post(
+            "/mcp", json=_rpc("tools/list"), headers={**MCP_HEADERS, "x-api-key": token}
+        )
+        assert listed.status_code == 200, listed.text
+        tools = listed.json()["result"]["tools"]
+        assert {t["name"] for t in tools} == TOOL_NAMES
+        assert all(t["annotations"]["readOnlyHint"] is True for t in tools)
+
+        call = _rpc("tools/call", {"name": "kb.read", "arguments": {"ref": str(corpus["page"].id)}})
+        bearer = {**MCP_HEADERS, "authorization": f"Bearer {token}"}
+        read = live.post("/mcp", json=call, headers=bearer)
+        assert read.status_code == 200, read.text
+        result = read.json()["result"]
+        assert result["isError"] is False
+        assert "Drain the zeppelin" in result["content"][0]["text"]
+
+        other = live.post("/mcp", json=call, headers={**MCP_HEADERS, "x-api-key": theirs})
+        assert other.json()["result"]["isError"] is True
+        assert "No page with id" in other.json()["result"]["content"][0]["text"]
