@@ -64,7 +64,7 @@ def _provider(settings: Settings) -> EmbeddingProvider:
 def _setup_logging(settings: Settings) -> None:
     from subspace.logs import configure_logging
 
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, settings.log_format)
 
 
 @click.group()

@@ -52,6 +52,16 @@ SETTINGS: tuple[Setting, ...] = (
         choices=("debug", "info", "warning", "error"),
     ),
     Setting(
+        "SUBSPACE_LOG_FORMAT",
+        "log_format",
+        str,
+        "text",
+        "text, or json: one JSON object per line, and one line per HTTP request with its id,"
+        " route, status and duration (a search's mode, legs and timings; its query only at"
+        " debug level).",
+        choices=("text", "json"),
+    ),
+    Setting(
         "SUBSPACE_HEADER_TIMEOUT_S",
         "header_timeout_s",
         int,
@@ -299,6 +309,7 @@ class Settings:
     host: str = field(default=_DEFAULTS["host"])
     port: int = field(default=_DEFAULTS["port"])
     log_level: str = field(default=_DEFAULTS["log_level"])
+    log_format: str = field(default=_DEFAULTS["log_format"])
     header_timeout_s: int = field(default=_DEFAULTS["header_timeout_s"])
     keep_alive_s: int = field(default=_DEFAULTS["keep_alive_s"])
     max_connections: int = field(default=_DEFAULTS["max_connections"])

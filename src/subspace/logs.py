@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import sys
@@ -9,6 +10,8 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
 
 REDACTED = "[redacted]"
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -127,8 +130,35 @@ class RepeatFilter(logging.Filter):
         record.msg, record.args = record.getMessage() + note, None
 
 
-def configure_logging(level: str) -> None:
-    """Log to stderr at `level`, redacted and rate-limited.
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message, the record's `fields` extra
+    (a request's id, route, status and timings) and the traceback, if any.
+
+    >>> record = logging.makeLogRecord({"msg": "ok", "fields": {"status": 200}})
+    >>> json.loads(JsonFormatter().format(record))["status"]
+    200
+    """
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        fields = getattr(record, "fields", None)
+        if isinstance(fields, dict):
+            line |= {k: v for k, v in fields.items() if k not in line}
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        if record.exc_text:
+            line["traceback"] = record.exc_text
+        # Redacted here too: the fields are not part of the message RedactFilter rewrites.
+        return redact(json.dumps(line, default=str, ensure_ascii=False))
+
+
+def configure_logging(level: str, log_format: str = "text") -> None:
+    """Log to stderr at `level`, redacted and rate-limited, as text or JSON lines.
 
     Leaves a root logger that already has handlers (a test runner's) as it is. Safe to call
     twice.
@@ -136,7 +166,7 @@ def configure_logging(level: str) -> None:
     root = logging.getLogger()
     if not root.handlers:
         handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter(FORMAT))
+        handler.setFormatter(JsonFormatter() if log_format == "json" else logging.Formatter(FORMAT))
         # Redact first, so a message is counted as repeated however its credentials differ.
         handler.addFilter(RedactFilter())
         handler.addFilter(RepeatFilter())

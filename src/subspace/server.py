@@ -265,6 +265,8 @@ def serve_app(app: Any, settings: Settings) -> None:
         port=settings.port,
         log_level=settings.log_level,
         log_config=None,  # records go to our handler, which redacts and rate-limits them
+        # JSON logs carry each request's own line (api/observe.py), with its id.
+        access_log=settings.log_format != "json",
         http=guarded_protocol(settings),
         timeout_keep_alive=settings.keep_alive_s,
         timeout_graceful_shutdown=GRACEFUL_STOP_S,

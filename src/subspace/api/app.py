@@ -14,6 +14,9 @@ from subspace import __version__
 from subspace.api.csrf import CrossSiteCheck
 from subspace.api.errors import install_error_handlers
 from subspace.api.limits import BodyLimit
+from subspace.api.metrics import Metrics
+from subspace.api.metrics import router as metrics_router
+from subspace.api.observe import RequestObserver
 from subspace.api.routes import (
     admin,
     files,
@@ -81,6 +84,12 @@ def create_app(settings: Settings, database: Database | None = None) -> FastAPI:
     install_error_handlers(app)
     app.add_middleware(BodyLimit, settings=settings)
     app.add_middleware(CrossSiteCheck)
+    # Outermost, so a request refused by the checks above is still counted and logged.
+    app.state.metrics = Metrics(app.state)
+    app.add_middleware(
+        RequestObserver, metrics=app.state.metrics, json_lines=settings.log_format == "json"
+    )
+    app.include_router(metrics_router)
     for module in (health, knowledge_bases, pages, nodes, files, mail, tags, search, admin):
         app.include_router(module.router)
     app.router.routes.append(Route(MCP_PATH, McpEndpoint(), methods=["GET", "POST", "DELETE"]))

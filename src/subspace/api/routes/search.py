@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 
 from subspace.agents import tools
 from subspace.api.auth import require_context
+from subspace.api.metrics import observe_search
 from subspace.context import Context
 from subspace.search.filters import TagFilter
 from subspace.search.service import SearchRequest, SearchResponse, search
@@ -45,7 +46,7 @@ class SearchIn(BaseModel):
 
 def _run(request: Request, cx: Context, body: SearchIn) -> SearchResponse:
     tags = [TagFilter(t.tag, t.op, t.value, t.value2) for t in body.tags or []]
-    return search(
+    response = search(
         cx,
         request.app.state.provider,
         SearchRequest(
@@ -64,6 +65,7 @@ def _run(request: Request, cx: Context, body: SearchIn) -> SearchResponse:
             typos=body.typos,
         ),
     )
+    return observe_search(request, response)
 
 
 @router.post("/api/search")

@@ -1,0 +1,206 @@
+"""Prometheus metrics: one registry per app, fed by requests and searches, plus the indexer's
+backlog and the query embedding's calls, read when /metrics is scraped."""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+)
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    Metric,
+    SummaryMetricFamily,
+)
+from prometheus_client.registry import Collector
+
+from subspace.api.auth import require_admin
+from subspace.indexer.status import indexer_status
+from subspace.providers.breaker import OPEN, REASONS, breaker_for
+from subspace.search.service import SearchResponse
+
+log = logging.getLogger(__name__)
+
+# Seconds. Searches answer in milliseconds; the top buckets catch a provider timeout (2 s).
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+RESULT_BUCKETS = (0, 1, 5, 10, 20, 50, 100)  # rows a search returned (limit is at most 100)
+UNMATCHED = "unmatched"  # the route label of a 404 for no route: paths would be unbounded
+
+router = APIRouter()
+
+
+class Metrics:
+    """The app's metrics. Built by create_app and kept on app.state.metrics."""
+
+    def __init__(self, app_state: Any) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.http_requests = Counter(
+            "subspace_http_requests",
+            "HTTP requests answered, by method, route template and status.",
+            ["method", "route", "status"],
+            registry=r,
+        )
+        self.http_seconds = Histogram(
+            "subspace_http_request_duration_seconds",
+            "Time to answer an HTTP request, by method and route template.",
+            ["method", "route"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.search_seconds = Histogram(
+            "subspace_search_duration_seconds",
+            "End-to-end time of a search, by mode.",
+            ["mode"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.leg_seconds = Histogram(
+            "subspace_search_leg_duration_seconds",
+            "Time of one leg of a search (the vector leg includes the query embedding).",
+            ["leg"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.degraded = Counter(
+            "subspace_search_degraded",
+            "Searches answered without one of their legs, by leg and reason.",
+            ["leg", "reason"],
+            registry=r,
+        )
+        self.results = Histogram(
+            "subspace_search_results",
+            "Rows a search returned.",
+            buckets=RESULT_BUCKETS,
+            registry=r,
+        )
+        r.register(_ScrapeTime(app_state))
+
+    def observe_search(self, response: SearchResponse) -> None:
+        self.search_seconds.labels(response.mode).observe(response.took_ms / 1000)
+        self.results.observe(len(response.rows))
+        for name, leg in response.legs.items():
+            if leg.ran or leg.error:
+                self.leg_seconds.labels(name).observe(leg.ms / 1000)
+            if leg.error:
+                reason = leg.error if leg.error in REASONS else "failed"
+                self.degraded.labels(name, reason).inc()
+
+
+class _ScrapeTime(Collector):
+    """What is read when /metrics is scraped: the indexer's backlog from the outbox, and the
+    query embedding's calls from the provider's circuit breaker."""
+
+    def __init__(self, app_state: Any) -> None:
+        self.state = app_state
+
+    def collect(self) -> Iterator[Metric]:
+        provider = getattr(self.state, "provider", None)
+        if provider is None:
+            return
+        labels = [provider.name, provider.model]
+        yield from self._indexer(provider.name, provider.model)
+        breaker = breaker_for(provider)
+        stats = breaker.stats
+        seconds = SummaryMetricFamily(
+            "subspace_provider_query_embedding_seconds",
+            "Time of query embedding calls to the provider (failed ones included).",
+            labels=["provider", "model"],
+        )
+        seconds.add_metric(labels, count_value=stats.calls, sum_value=stats.seconds)
+        yield seconds
+        errors = CounterMetricFamily(
+            "subspace_provider_query_embedding_errors",
+            "Query embedding calls that failed, by reason.",
+            labels=["provider", "model", "reason"],
+        )
+        for reason, count in sorted(stats.failures.items()):
+            errors.add_metric([*labels, reason], count)
+        yield errors
+        skipped = CounterMetricFamily(
+            "subspace_provider_query_embedding_skipped",
+            "Searches that did not ask the provider because its circuit was open.",
+            labels=["provider", "model"],
+        )
+        skipped.add_metric(labels, stats.skipped)
+        yield skipped
+        circuit = GaugeMetricFamily(
+            "subspace_provider_circuit_open",
+            "1 while searches skip the provider (circuit open), else 0.",
+            labels=["provider", "model"],
+        )
+        circuit.add_metric(labels, 1 if breaker.state == OPEN else 0)
+        yield circuit
+
+    def _indexer(self, provider_name: str, model: str) -> Iterator[Metric]:
+        database = getattr(self.state, "database", None)
+        if database is None:
+            return
+        try:
+            # The reserved pool: a scrape must answer while requests hold every connection.
+            with database.pool.connection(timeout=2) as conn:
+                status = indexer_status(conn, provider_name, model)
+        except Exception as exc:  # a scrape reports what it can; the gauge's absence says it
+            log.warning("indexer status unavailable for /metrics: %s", exc)
+            return
+        for name, help_text, value in (
+            ("indexer_backlog", "Outbox events not yet indexed.", status.backlog),
+            ("indexer_lag_seconds", "Age of the oldest event not yet indexed.", status.lag_seconds),
+            ("indexer_retrying", "Events waiting for a retry after a failure.", status.retrying),
+            ("indexer_dead_letters", "Events that failed for good.", status.dead_letters),
+            ("indexer_waiting_items", "Items with writes not yet embedded.", status.waiting_items),
+        ):
+            gauge = GaugeMetricFamily(f"subspace_{name}", help_text)
+            gauge.add_metric([], value)
+            yield gauge
+
+
+def observe_search(request: Request, response: SearchResponse) -> SearchResponse:
+    """Count a search in the app's metrics and note it for the request's log line."""
+    metrics: Metrics | None = getattr(request.app.state, "metrics", None)
+    if metrics is not None:
+        metrics.observe_search(response)
+    request.state.search = {
+        "mode": response.mode,
+        "rows": len(response.rows),
+        "took_ms": response.took_ms,
+        "legs": {
+            name: {"ran": leg.ran, "ms": leg.ms, "candidates": leg.candidates, "error": leg.error}
+            for name, leg in response.legs.items()
+        },
+        "degraded": response.degraded,
+    }
+    if request.app.state.settings.log_level == "debug":
+        # What people search for is theirs: it reaches the logs only when asked for.
+        request.state.search["query"] = response.query
+    return response
+
+
+def is_loopback(request: Request) -> bool:
+    host = request.client.host if request.client else ""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped.is_loopback  # ::ffff:127.0.0.1 from a dual-stack socket
+    return address.is_loopback
+
+
+@router.get("/metrics", include_in_schema=False)
+def metrics(request: Request) -> Response:
+    """Prometheus text format. Open to clients on loopback; others need an admin key."""
+    if not is_loopback(request):
+        require_admin(request)
+    registry: CollectorRegistry = request.app.state.metrics.registry
+    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
