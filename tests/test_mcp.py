@@ -213,3 +213,27 @@ def test_mcp_over_http_needs_a_key(database: Database, cx: Context, settings: Se
         other = live.post("/mcp", json=call, headers={**MCP_HEADERS, "x-api-key": theirs})
         assert other.json()["result"]["isError"] is True
         assert "No page with id" in other.json()["result"]["content"][0]["text"]
+
+
+def test_the_sdk_client_over_http(database: Database, cx: Context, settings: Settings) -> None:
+    """A real MCP client (protocol negotiation and all) against `/mcp` in the app."""
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    corpus = _corpus(database, cx)
+    with database.pool.connection() as conn:
+        _, token = create_key(conn, cx.actor, "agent")
+    app = create_app(settings, database)
+
+    async def session() -> None:
+        async with (
+            app.router.lifespan_context(app),
+            httpx2.AsyncClient(
+                transport=httpx2.ASGITransport(app=app),
+                headers={"authorization": f"Bearer {token}"},
+            ) as http,
+            Client(streamable_http_client("http://testserver/mcp", http_client=http)) as client,
+        ):
+            await _exercise(client, corpus)
+
+    _run(session)
