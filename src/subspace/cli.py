@@ -21,6 +21,15 @@ from subspace.context import Context
 from subspace.errors import SubspaceError
 from subspace.providers.base import EmbeddingProvider, ProviderError
 from subspace.runtime import Database, open_database
+from subspace.search.options import (
+    DEFAULT_GREP_LIMIT,
+    DEFAULT_SEARCH_LIMIT,
+    GREP_MAX_RESULTS,
+    KIND_ALIASES,
+    KINDS,
+    MODES,
+    RANKERS,
+)
 
 if TYPE_CHECKING:  # the importer pulls in every extractor; only `import` needs it
     from subspace.ingest.importer import ImportReport
@@ -184,10 +193,10 @@ def _print_import_report(report: ImportReport) -> None:
     "--kind",
     "kinds",
     multiple=True,
-    type=click.Choice(["page", "node", "memory", "mem", "file", "mail"]),
+    type=click.Choice([*KINDS, *KIND_ALIASES]),
 )
-@click.option("--mode", type=click.Choice(["hybrid", "lexical", "vector"]), default="hybrid")
-@click.option("--limit", type=int, default=10)
+@click.option("--mode", type=click.Choice(MODES), default="hybrid")
+@click.option("--limit", type=int, default=DEFAULT_SEARCH_LIMIT)
 @click.option(
     "--tag",
     "tags",
@@ -199,7 +208,7 @@ def _print_import_report(report: ImportReport) -> None:
 )
 @click.option(
     "--ranker",
-    type=click.Choice(["bm25", "ts_rank_cd"]),
+    type=click.Choice(RANKERS),
     default=None,
     help="Lexical ranker (default: SUBSPACE_LEXICAL_RANKER).",
 )
@@ -281,12 +290,16 @@ def search_command(
 @main.command("grep")
 @click.argument("pattern")
 @click.option("--regex", is_flag=True, help="Treat PATTERN as a Postgres regular expression.")
-@click.option("--limit", type=int, default=100, help="Most matches to print, 1 to 500.")
+@click.option(
+    "--limit",
+    type=int,
+    default=DEFAULT_GREP_LIMIT,
+    help=f"Most matches to print, 1 to {GREP_MAX_RESULTS}.",
+)
 @click.option("--cursor", default=None, help="Continue where an earlier grep stopped.")
 def grep_command(pattern: str, regex: bool, limit: int, cursor: str | None) -> None:
     """Every occurrence of PATTERN in bullets, file text and mail."""
     from subspace.agents.tools import kb_grep
-    from subspace.search.options import GREP_MAX_RESULTS
 
     if not 1 <= limit <= GREP_MAX_RESULTS:
         raise click.BadParameter(

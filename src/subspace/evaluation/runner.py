@@ -33,7 +33,7 @@ from subspace.indexer.reindex import VECTOR_INDEX_SQL
 from subspace.ingest.importer import import_path
 from subspace.providers.base import EmbeddingProvider, EmbedResult
 from subspace.runtime import Database, resolve_dsn
-from subspace.search.lexical import RANKERS
+from subspace.search.options import RANKERS
 from subspace.search.service import SearchRequest, search
 
 log = logging.getLogger(__name__)

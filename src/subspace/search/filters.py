@@ -15,13 +15,10 @@ from subspace.commands.tags import coerce_tag_value
 from subspace.db.pool import Conn
 from subspace.errors import InvalidInput, NotFound, TooLarge
 from subspace.models import TagDefinition
+from subspace.search.options import KIND_ALIASES as KIND_ALIASES
+from subspace.search.options import KINDS as KINDS
+from subspace.search.options import OPS_BY_TYPE as OPS_BY_TYPE
 
-KINDS = ("page", "node", "memory", "file", "mail")
-KIND_ALIASES = {"mem": "memory", "nodes": "node", "pages": "page", "files": "file"}
-
-TEXT_OPS = ("eq", "neq", "contains", "not_contains", "starts_with", "ends_with")
-ORDERED_OPS = ("eq", "neq", "gt", "gte", "lt", "lte", "between")
-OPS_BY_TYPE = {"text": TEXT_OPS, "number": ORDERED_OPS, "date": ORDERED_OPS, "boolean": ("eq",)}
 _COMPARISONS = {"eq": "=", "neq": "<>", "gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
 _COLUMNS = {"text": "value_text", "number": "value_number", "date": "value_date",
             "boolean": "value_bool"}  # fmt: skip

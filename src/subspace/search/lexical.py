@@ -16,6 +16,7 @@ from uuid import UUID
 from subspace.db.pool import Conn
 from subspace.search.filters import Scope, file_visible, mail_visible, page_visible, tag_predicates
 from subspace.search.fusion import Hit
+from subspace.search.options import RANKERS
 from subspace.search.query import ParsedQuery
 from subspace.search.typos import correct_lexemes
 
@@ -113,7 +114,6 @@ def either(tsqueries: Iterable[str]) -> str:
     return " | ".join(f"( {q} )" for q in tsqueries if q)
 
 
-RANKERS = ("bm25", "ts_rank_cd")
 BM25_K1 = 1.2  # term-frequency saturation (Lucene's default)
 BM25_B = 0.75  # strength of document-length normalisation
 ALL_WORDS_CLAUSES = 3  # up to this many clauses, documents with every word rank first

@@ -28,13 +28,13 @@ from subspace.search.filters import Scope, TagFilter, resolve_scope
 from subspace.search.fusion import RRF_K, Fused, Leg, fuse
 from subspace.search.hydrate import Row, hydrate
 from subspace.search.lexical import CONFIG as LEXICAL_CONFIG
-from subspace.search.lexical import RANKERS, TsQueries, build_tsqueries, lexical_leg
+from subspace.search.lexical import TsQueries, build_tsqueries, lexical_leg
+from subspace.search.options import MODES, RANKERS
 from subspace.search.query import ParsedQuery, parse_query
 from subspace.search.vector import EmbeddingUnavailable, embed_query, vector_leg
 
 log = logging.getLogger(__name__)
 
-MODES = ("hybrid", "lexical", "vector")
 # Default weight of the vector leg, by provider, from `subspace eval --sweep` on SciFact (see
 # docs/benchmarks.md). Trigram vectors only know spelling: at 0.01 the vector leg cannot move
 # a row of the lexical top ten (adjacent ranks there are at least 1/70 - 1/71 = 0.0002 apart,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 from uuid import UUID
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -13,6 +13,7 @@ from subspace.api.auth import require_context
 from subspace.api.metrics import observe_search
 from subspace.context import Context
 from subspace.search.filters import TagFilter
+from subspace.search.options import KIND_ALIASES, KINDS, TAG_OPS, Mode, Ranker
 from subspace.search.service import SearchRequest, SearchResponse, search
 
 router = APIRouter(tags=["search"])
@@ -21,7 +22,9 @@ CX = Annotated[Context, Depends(require_context)]
 
 class TagFilterIn(BaseModel):
     tag: str
-    op: str
+    # Checked by the search against the tag's type (OPS_BY_TYPE), whose message names the
+    # operators that fit; the schema lists them all.
+    op: str = Field(json_schema_extra={"enum": list(TAG_OPS)})
     value: bool | float | str
     value2: bool | float | str | None = None
 
@@ -29,9 +32,12 @@ class TagFilterIn(BaseModel):
 class SearchIn(BaseModel):
     query: str = ""
     knowledge_bases: list[UUID] | None = None
-    kinds: list[str] | None = None
+    kinds: list[str] | None = Field(
+        default=None,
+        description=f"Any of {', '.join(KINDS)} (also {', '.join(KIND_ALIASES)}); all when absent.",
+    )
     tags: list[TagFilterIn] | None = None
-    mode: Literal["hybrid", "lexical", "vector"] = "hybrid"
+    mode: Mode = "hybrid"
     limit: int = 10
     weights: dict[str, float] | None = None
     explain: bool = False
@@ -40,7 +46,7 @@ class SearchIn(BaseModel):
     )
     group_by_page: bool = False
     cursor: str | None = None
-    ranker: Literal["bm25", "ts_rank_cd"] | None = None
+    ranker: Ranker | None = None
     typos: bool = True
 
 
@@ -81,7 +87,7 @@ def search_get(
     q: str = "",
     kb: Annotated[list[UUID] | None, Query()] = None,
     kind: Annotated[list[str] | None, Query()] = None,
-    mode: Literal["hybrid", "lexical", "vector"] = "hybrid",
+    mode: Mode = "hybrid",
     limit: int = 10,
     explain: bool = False,
     group_by_page: bool = False,
