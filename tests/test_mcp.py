@@ -237,3 +237,25 @@ def test_the_sdk_client_over_http(database: Database, cx: Context, settings: Set
             await _exercise(client, corpus)
 
     _run(session)
+
+
+def test_grep_prints_the_cursor_that_continues_it(database: Database, cx: Context) -> None:
+    """A grep stopped at its limit says how to go on; a model can only pass back what it read."""
+    page = commands.create_page(cx, "Kettles")
+    first = commands.add_node(cx, page.id, "kettle one")
+    second = commands.add_node(cx, page.id, "kettle two")
+    server = build_server(lambda _request: (cx, FakeProvider()))
+
+    async def session() -> None:
+        async with Client(server) as client:
+            stopped = _text(await client.call_tool("kb.grep", {"pattern": "kettle", "limit": 1}))
+            cursor = re.search(r'"cursor": "([^"]+)"', stopped)
+            assert cursor is not None, stopped
+            rest = await client.call_tool(
+                "kb.grep", {"pattern": "kettle", "limit": 5, "cursor": cursor[1]}
+            )
+            refs = {f"node:{first.id}", f"node:{second.id}"}
+            assert {stopped.split(" ")[0], _text(rest).split(" ")[0]} == refs
+            assert '"cursor"' not in _text(rest)
+
+    _run(session)

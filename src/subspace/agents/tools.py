@@ -424,9 +424,14 @@ def _run_search(cx: Context, provider: EmbeddingProvider | None, args: BaseModel
 
 def _run_grep(cx: Context, provider: EmbeddingProvider | None, args: BaseModel) -> str:
     assert isinstance(args, GrepArgs)
-    return kb_grep(
-        cx, args.pattern, regex=args.regex, limit=args.limit, cursor=args.cursor
-    ).render()
+    result = kb_grep(cx, args.pattern, regex=args.regex, limit=args.limit, cursor=args.cursor)
+    if result.next_cursor is None:
+        return result.render()
+    # The model can pass back only what it read: the cursor goes into the text.
+    return (
+        f"{result.render()}\nTo continue, call kb.grep again with the same pattern and "
+        f'"cursor": "{result.next_cursor}".'
+    )
 
 
 def _run_read(cx: Context, provider: EmbeddingProvider | None, args: BaseModel) -> str:
