@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 from subspace import commands
 from subspace.agents.tools import TOOLS, call_tool
 from subspace.cli import main
+from subspace.config import SETTINGS
 from subspace.context import Context
 from subspace.errors import InvalidInput, NotFound
 from subspace.ingest.worker import extract_pending
@@ -149,4 +150,9 @@ def test_every_surface_lists_exactly_the_declared_options(client: TestClient) ->
     search_tool = next(t for t in TOOLS if t.name == "kb.search").input_schema()
     assert search_tool["properties"]["kinds"]["anyOf"][0]["items"]["enum"] == list(options.KINDS)
     assert filters.KINDS is options.KINDS and filters.OPS_BY_TYPE is options.OPS_BY_TYPE
+    ranker_setting = next(s for s in SETTINGS if s.env == "SUBSPACE_LEXICAL_RANKER")
+    assert ranker_setting.choices == options.RANKERS
+    defaults = client.get("/openapi.json").json()["paths"]["/api/grep"]["get"]["parameters"]
+    limit = next(p for p in defaults if p["name"] == "limit")
+    assert limit["schema"]["default"] == options.DEFAULT_GREP_LIMIT
     assert set(options.TAG_OPS) == {op for ops in options.OPS_BY_TYPE.values() for op in ops}

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from subspace.errors import ConfigError
+from subspace.search.options import RANKERS
 
 MiB = 1024 * 1024
 
@@ -255,7 +256,7 @@ SETTINGS: tuple[Setting, ...] = (
         str,
         "bm25",
         "Ranker of the lexical leg: bm25 (computed in Postgres) or ts_rank_cd.",
-        choices=("bm25", "ts_rank_cd"),
+        choices=RANKERS,
     ),
     Setting("SUBSPACE_MAX_QUERY_CHARS", "max_query_chars", int, 2_000, "Longest search query."),
     Setting(

@@ -13,7 +13,15 @@ from subspace.api.auth import require_context
 from subspace.api.metrics import observe_search
 from subspace.context import Context
 from subspace.search.filters import TagFilter
-from subspace.search.options import KIND_ALIASES, KINDS, TAG_OPS, Mode, Ranker
+from subspace.search.options import (
+    DEFAULT_GREP_LIMIT,
+    DEFAULT_SEARCH_LIMIT,
+    KIND_ALIASES,
+    KINDS,
+    TAG_OPS,
+    Mode,
+    Ranker,
+)
 from subspace.search.service import SearchRequest, SearchResponse, search
 
 router = APIRouter(tags=["search"])
@@ -38,7 +46,7 @@ class SearchIn(BaseModel):
     )
     tags: list[TagFilterIn] | None = None
     mode: Mode = "hybrid"
-    limit: int = 10
+    limit: int = DEFAULT_SEARCH_LIMIT
     weights: dict[str, float] | None = None
     explain: bool = False
     explain_target: str | None = Field(
@@ -88,7 +96,7 @@ def search_get(
     kb: Annotated[list[UUID] | None, Query()] = None,
     kind: Annotated[list[str] | None, Query()] = None,
     mode: Mode = "hybrid",
-    limit: int = 10,
+    limit: int = DEFAULT_SEARCH_LIMIT,
     explain: bool = False,
     group_by_page: bool = False,
     cursor: str | None = None,
@@ -109,7 +117,11 @@ class GrepOut(BaseModel):
 
 @router.get("/api/grep")
 def grep(
-    cx: CX, pattern: str, regex: bool = False, limit: int = 100, cursor: str | None = None
+    cx: CX,
+    pattern: str,
+    regex: bool = False,
+    limit: int = DEFAULT_GREP_LIMIT,
+    cursor: str | None = None,
 ) -> GrepOut:
     """Every occurrence of `pattern` in visible bullets, file text and mail."""
     result = tools.kb_grep(cx, pattern, regex=regex, limit=limit, cursor=cursor)
