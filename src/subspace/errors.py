@@ -34,6 +34,14 @@ class InvalidInput(SubspaceError):
     code = "invalid_input"
 
 
+class BadRequest(InvalidInput):
+    """The body does not fit the schema of an API that answers such bodies with 400 (the
+    Sim-compatible knowledge search)."""
+
+    status = 400
+    code = "bad_request"
+
+
 class InvalidCursor(SubspaceError):
     """A paging cursor that this server did not issue, was altered, or is malformed."""
 

@@ -22,6 +22,7 @@ from subspace.api.routes import (
     files,
     health,
     knowledge_bases,
+    knowledge_search,
     mail,
     nodes,
     pages,
@@ -92,6 +93,7 @@ def create_app(settings: Settings, database: Database | None = None) -> FastAPI:
     app.include_router(metrics_router)
     for module in (health, knowledge_bases, pages, nodes, files, mail, tags, search, admin):
         app.include_router(module.router)
+    app.include_router(knowledge_search.router)
     app.router.routes.append(Route(MCP_PATH, McpEndpoint(), methods=["GET", "POST", "DELETE"]))
     app.mount("/static", StaticFiles(directory=web.STATIC_DIR), name="static")
     app.include_router(web.router)

@@ -17,6 +17,10 @@ def presented_key(request: Request) -> str | None:
     scheme, _, token = header.partition(" ")
     if scheme.lower() == "bearer" and token.strip():
         return token.strip()
+    # Clients written against other knowledge APIs send their key in X-API-Key.
+    api_key = request.headers.get("x-api-key", "").strip()
+    if api_key:
+        return api_key
     return request.cookies.get(COOKIE_NAME)
 
 
@@ -24,8 +28,8 @@ def _required_key(request: Request) -> str:
     token = presented_key(request)
     if not token:
         raise Unauthorized(
-            "No API key. Send `Authorization: Bearer <key>`; create a key with "
-            "`subspace keys create`."
+            "No API key. Send `Authorization: Bearer <key>` (or `X-API-Key: <key>`); create a "
+            "key with `subspace keys create`."
         )
     return token
 

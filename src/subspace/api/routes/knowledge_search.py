@@ -1,0 +1,322 @@
+"""POST /api/v1/knowledge/search: the hybrid search in the shape Sim's knowledge API answers.
+
+Clients written against that API send `knowledgeBaseIds`, `query`, `topK` and `tagFilters`
+and read `{"success": true, "data": {"results": [...]}}`. Files are its documents and their
+chunks its chunks; pages (by their bullets) and mail appear as documents too. Every error,
+including a missing key and a malformed body, answers `{"success": false, "error": "..."}`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Coroutine
+from typing import Annotated, Any, Literal
+from uuid import UUID
+
+from fastapi import APIRouter, Depends, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
+from pgvector import HalfVector
+from psycopg_pool import PoolTimeout
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
+from starlette.exceptions import HTTPException
+
+from subspace.api.auth import require_context
+from subspace.context import Context
+from subspace.errors import BadRequest, Busy, SubspaceError
+from subspace.providers.base import EmbeddingProvider
+from subspace.search.filters import TagFilter
+from subspace.search.hydrate import Row
+from subspace.search.options import OPS_BY_TYPE
+from subspace.search.service import SearchRequest, SearchResponse, search
+from subspace.search.vector import EmbeddingUnavailable, embed_query
+
+log = logging.getLogger(__name__)
+
+MAX_TOP_K = 100  # Sim's own cap on topK
+# Sim's operator names -> ours (search/options.py). Most are the same word; Sim's date filters
+# also say before/after, and a boolean's neq is our eq with the other value.
+OPERATORS = {
+    "eq": "eq",
+    "neq": "neq",
+    "contains": "contains",
+    "not_contains": "not_contains",
+    "starts_with": "starts_with",
+    "ends_with": "ends_with",
+    "gt": "gt",
+    "gte": "gte",
+    "lt": "lt",
+    "lte": "lte",
+    "between": "between",
+    "after": "gt",
+    "before": "lt",
+}
+ROW_KINDS = {"mem": "memory"}  # a row's type -> the kind shown in metadata
+
+
+class SimTagFilter(BaseModel):
+    """One of Sim's tag filters; `tagSlot` (its storage column) means nothing here."""
+
+    tagName: StrictStr
+    tagSlot: StrictStr | None = None
+    fieldType: Literal["text", "number", "date", "boolean"] = "text"
+    operator: StrictStr = "eq"
+    value: StrictBool | StrictInt | StrictFloat | StrictStr
+    valueTo: StrictBool | StrictInt | StrictFloat | StrictStr | None = None
+
+
+class SimSearchIn(BaseModel):
+    """Sim's knowledge search body. The reranker fields are accepted; enabling it is refused."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    knowledgeBaseIds: StrictStr | list[StrictStr]
+    query: StrictStr | None = None
+    topK: StrictInt = Field(default=10, ge=1, le=MAX_TOP_K)
+    tagFilters: list[SimTagFilter] | None = None
+    searchMode: Literal["vector", "hybrid"] | None = None
+    rerankerEnabled: StrictBool | None = None
+    rerankerModel: StrictStr | None = None
+    rerankerInputCount: StrictInt | None = None
+    rerankerApiKey: StrictStr | None = None
+
+
+class SimResult(BaseModel):
+    documentId: str
+    documentName: str
+    sourceUrl: str | None
+    content: str
+    chunkIndex: int | None
+    metadata: dict[str, Any]
+    similarity: float | None
+    rankScore: float
+    rank: int
+
+
+class SimData(BaseModel):
+    results: list[SimResult]
+    query: str
+    knowledgeBaseIds: list[str]
+    knowledgeBaseId: str
+    topK: int
+    totalResults: int
+
+
+class SimSearchOut(BaseModel):
+    success: bool = True
+    data: SimData
+
+
+def failure(status: int, message: str) -> JSONResponse:
+    """Sim's error shape: {"success": false, "error": "<message>"}."""
+    return JSONResponse({"success": False, "error": message}, status_code=status)
+
+
+def _describe(errors: list[Any]) -> str:
+    """A sentence naming each field the body got wrong, as the client spelled it."""
+    parts = []
+    for error in errors[:5]:
+        if error.get("type") == "json_invalid":
+            return "The request body is not valid JSON. Send a JSON object."
+        loc = ".".join(str(p) for p in error.get("loc", ()) if p != "body")
+        parts.append(f"{loc or 'body'}: {error.get('msg')}")
+    more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
+    return "Invalid request: " + "; ".join(parts) + more + ". Fix these fields and retry."
+
+
+class SimRoute(APIRoute):
+    """A route whose every error, raised anywhere (the key, the body, the search), answers in
+    Sim's shape instead of the app's {"error": {...}}."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def sim_handler(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except SubspaceError as exc:
+                return failure(exc.status, exc.message)
+            except RequestValidationError as exc:
+                # Sim answers 400 to a body that does not fit its schema.
+                return failure(400, _describe(list(exc.errors())))
+            except HTTPException as exc:
+                if exc.status_code == 400:
+                    return failure(400, "The request body could not be parsed. Send UTF-8 JSON.")
+                return failure(exc.status_code, str(exc.detail))
+            except PoolTimeout:
+                response = failure(
+                    Busy.status,
+                    "The server is busy: every database connection is in use. "
+                    f"Retry in {Busy.retry_after_s} s.",
+                )
+                response.headers["Retry-After"] = str(Busy.retry_after_s)
+                return response
+
+        return sim_handler
+
+
+router = APIRouter(tags=["sim"], route_class=SimRoute)
+CX = Annotated[Context, Depends(require_context)]
+
+
+@router.post("/api/v1/knowledge/search")
+def knowledge_search(request: Request, body: SimSearchIn, cx: CX) -> SimSearchOut:
+    """Search knowledge bases as Sim's `POST /api/v1/knowledge/search` does."""
+    kb_ids = _knowledge_base_ids(body.knowledgeBaseIds)
+    if body.rerankerEnabled:
+        raise BadRequest(
+            "rerankerEnabled is not supported: this server has no reranker. Send "
+            "rerankerEnabled false, or leave it out."
+        )
+    query = body.query or ""
+    tags = [_tag_filter(f) for f in body.tagFilters or []]
+    if not query.strip() and not tags:
+        raise BadRequest("query is required unless tagFilters are given. Send a query.")
+    mode = body.searchMode or "hybrid"
+    provider: EmbeddingProvider | None = request.app.state.provider
+    found = search(
+        cx,
+        provider,
+        SearchRequest(query=query, kb_ids=kb_ids, tags=tags, mode=mode, limit=body.topK),
+    )
+    vector = _query_vector(cx, provider, found)
+    details = _chunk_details(cx, found.rows, vector, provider)
+    results = []
+    for rank, row in enumerate(found.rows, start=1):
+        similarity, content = details.get(row.ref, (None, None))
+        if not found.query.strip():
+            similarity = 1.0  # a tag-only match fits the filters exactly
+        score = similarity if mode == "vector" and similarity is not None else row.score
+        results.append(_result(row, rank, content or row.passage, similarity, score))
+    ids = [str(k) for k in kb_ids]
+    data = SimData(
+        results=results,
+        query=query,
+        knowledgeBaseIds=ids,
+        knowledgeBaseId=ids[0],
+        topK=body.topK,
+        totalResults=len(results),
+    )
+    return SimSearchOut(data=data)
+
+
+def _knowledge_base_ids(raw: str | list[str]) -> list[UUID]:
+    listed = [raw] if isinstance(raw, str) else raw
+    if not listed:
+        raise BadRequest("knowledgeBaseIds is empty. Send at least one knowledge base id.")
+    ids = []
+    for value in listed:
+        try:
+            ids.append(UUID(value))
+        except ValueError:
+            shown = value if len(value) <= 60 else value[:60] + "…"
+            raise BadRequest(
+                f"knowledgeBaseIds holds {shown!r}, which is not a knowledge base id. "
+                "Send the ids GET /api/knowledge-bases lists."
+            ) from None
+    return list(dict.fromkeys(ids))
+
+
+def _tag_filter(wanted: SimTagFilter) -> TagFilter:
+    allowed = [op for op, ours in OPERATORS.items() if ours in OPS_BY_TYPE[wanted.fieldType]]
+    if wanted.fieldType == "boolean":
+        allowed.append("neq")
+    if wanted.operator not in allowed:
+        raise BadRequest(
+            f"Operator {wanted.operator!r} does not fit tag {wanted.tagName!r} of fieldType "
+            f"{wanted.fieldType}. Use one of: {', '.join(allowed)}."
+        )
+    op, value = OPERATORS[wanted.operator], wanted.value
+    if wanted.fieldType == "boolean" and op == "neq":
+        if not isinstance(value, bool):
+            raise BadRequest(f"The value of boolean tag {wanted.tagName!r} must be true or false.")
+        op, value = "eq", not value
+    if op == "between" and wanted.valueTo is None:
+        raise BadRequest(
+            f"Operator 'between' on tag {wanted.tagName!r} needs valueTo. Send both bounds."
+        )
+    return TagFilter(wanted.tagName, op, value, wanted.valueTo if op == "between" else None)
+
+
+def _query_vector(
+    cx: Context, provider: EmbeddingProvider | None, found: SearchResponse
+) -> HalfVector | None:
+    """The query's embedding, as the vector leg used it (from the query cache); None when the
+    search had no query or the vector leg could not embed it (asking again would only wait)."""
+    if provider is None or not found.query.strip():
+        return None
+    leg = found.legs.get("vector")
+    if leg is not None and leg.error:
+        return None
+    try:
+        return embed_query(provider, found.query, timeout_s=cx.settings.embed_timeout_ms / 1000)
+    except EmbeddingUnavailable as exc:
+        log.warning("query embedding for similarities failed: %s", exc)
+        return None
+
+
+def _chunk_details(
+    cx: Context, rows: list[Row], vector: HalfVector | None, provider: EmbeddingProvider | None
+) -> dict[str, tuple[float | None, str | None]]:
+    """ref -> (1 - cosine distance to the query, the whole chunk or bullet text), in one query."""
+    if not rows:
+        return {}
+    refs = [row.ref for row in rows]
+    files = [row.id if row.type == "file" else None for row in rows]
+    chunks = [_chunk_index(row) for row in rows]
+    nodes = [row.id if row.type in ("node", "mem") else None for row in rows]
+    with cx.transaction() as conn:
+        found = conn.execute(
+            "select r.ref, "
+            "(select 1 - (e.vec <=> %(q)s::halfvec) from search.embeddings e "
+            " where e.workspace_id = %(ws)s and e.model = %(model)s and e.ref = r.ref) as sim, "
+            "coalesce((select c.text from search.file_chunks c where c.workspace_id = %(ws)s "
+            " and c.file_id = r.file_id and c.n = r.n), (select n.text from kb.nodes n "
+            " where n.workspace_id = %(ws)s and n.id = r.node_id)) as content "
+            "from unnest(%(refs)s::text[], %(files)s::uuid[], %(ns)s::int[], %(nodes)s::uuid[]) "
+            "as r(ref, file_id, n, node_id)",
+            {
+                "q": vector,
+                "ws": cx.actor.workspace_id,
+                "model": provider.model if provider is not None else "",
+                "refs": refs,
+                "files": files,
+                "ns": chunks,
+                "nodes": nodes,
+            },
+        ).fetchall()
+    return {
+        r["ref"]: (float(r["sim"]) if r["sim"] is not None else None, r["content"]) for r in found
+    }
+
+
+def _chunk_index(row: Row) -> int | None:
+    """n of a file row's ref file:<id>:<n>; None for the other kinds."""
+    if row.type != "file":
+        return None
+    try:
+        return int(row.ref.rsplit(":", 1)[1])
+    except (IndexError, ValueError):
+        return None
+
+
+def _result(row: Row, rank: int, content: str, similarity: float | None, score: float) -> SimResult:
+    kind = ROW_KINDS.get(row.type, row.type)
+    document = row.page_id if row.type in ("node", "mem", "page") else row.id
+    return SimResult(
+        documentId=str(document),
+        documentName=row.title,
+        sourceUrl=None,
+        content=content,
+        chunkIndex=_chunk_index(row),
+        metadata={
+            "kind": kind,
+            "ref": row.ref,
+            "knowledgeBaseId": str(row.kb_id),
+            "knowledgeBase": row.knowledge_base,
+        },
+        similarity=similarity,
+        rankScore=score,
+        rank=rank,
+    )
