@@ -114,6 +114,10 @@ def test_a_success_resets_the_count_of_failures_in_a_row() -> None:
     assert breaker.state == CLOSED
 
 
+class ReadTimeout(Exception):
+    """Named like httpx.ReadTimeout, which does not derive from TimeoutError."""
+
+
 def _raised_from(cause: BaseException) -> Exception:
     try:
         try:
@@ -131,6 +135,7 @@ def _raised_from(cause: BaseException) -> Exception:
         (_raised_from(ConnectionRefusedError(111, "Connection refused")), "refused"),
         (TimeoutError("read timed out"), "timeout"),
         (_raised_from(TimeoutError()), "timeout"),
+        (ReadTimeout("timed out"), "timeout"),  # httpx's timeouts are not TimeoutErrors
         (RuntimeError("connection refused"), "error"),  # words are not a refusal
         (ValueError("bad vector"), "error"),
     ],

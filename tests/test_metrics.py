@@ -52,6 +52,11 @@ def loopback_client(database: Database, settings: Settings, actor: Actor) -> Tes
     return client
 
 
+class RefusingProvider(FakeProvider):
+    def embed(self, texts: Sequence[str]) -> EmbedResult:
+        raise ConnectionRefusedError(111, "Connection refused")
+
+
 def test_requests_and_searches_are_counted_by_route_template(
     database: Database, settings: Settings, cx: Context
 ) -> None:
@@ -74,8 +79,10 @@ def test_requests_and_searches_are_counted_by_route_template(
     assert sample(text, "subspace_search_leg_duration_seconds_count", leg="vector") == 1
     assert sample(text, "subspace_search_results_sum") == 1
     assert sample(text, "subspace_indexer_backlog") == 0
-    assert sample(text, "subspace_provider_query_embedding_seconds_count", provider="fake",
-                  model=FakeProvider.model) == 1  # fmt: skip
+    fake = {"provider": "fake", "model": FakeProvider.model}
+    assert sample(text, "subspace_provider_embedding_seconds_count", **fake, use="query") == 1
+    # The app's own provider did no indexing; the test's indexer used another.
+    assert sample(text, "subspace_provider_embedding_seconds_count", **fake, use="index") == 0
     # A second app keeps its own counts.
     fresh = loopback_client(database, settings, cx.actor).get("/metrics").text
     assert sample(fresh, "subspace_http_requests_total", **route) is None
@@ -91,13 +98,22 @@ def test_the_indexer_backlog_is_read_when_scraped(
     backlog = sample(text, "subspace_indexer_backlog")
     assert backlog is not None and backlog >= 2
     assert sample(text, "subspace_indexer_waiting_items") == 1
-    index(database, cx)
-    assert sample(client.get("/metrics").text, "subspace_indexer_backlog") == 0
-
-
-class RefusingProvider(FakeProvider):
-    def embed(self, texts: Sequence[str]) -> EmbedResult:
-        raise ConnectionRefusedError(111, "Connection refused")
+    refusing = RefusingProvider()
+    client.app.state.provider = refusing  # type: ignore[attr-defined]
+    index(database, cx, refusing)
+    text = client.get("/metrics").text
+    fake = {"provider": "fake", "model": FakeProvider.model}
+    assert sample(text, "subspace_provider_embedding_errors_total", **fake, use="index",
+                  reason="refused") == 1  # fmt: skip
+    retrying = sample(text, "subspace_indexer_retrying")
+    assert retrying is not None and retrying >= 1
+    client.app.state.provider = provider = FakeProvider()  # type: ignore[attr-defined]
+    with database.pool.connection() as conn:  # the retry is due now, not after its backoff
+        conn.execute("update kb.outbox set retry_at = now() where indexed_at is null")
+    index(database, cx, provider)
+    text = client.get("/metrics").text
+    assert sample(text, "subspace_indexer_backlog") == 0
+    assert sample(text, "subspace_provider_embedding_seconds_count", **fake, use="index") == 1
 
 
 def test_degraded_searches_are_counted_by_reason(
@@ -112,7 +128,7 @@ def test_degraded_searches_are_counted_by_reason(
     assert sample(text, "subspace_search_degraded_total", leg="vector", reason="refused") == 4
     labels = {"provider": "fake", "model": FakeProvider.model}
     # Three calls failed and opened the circuit; the fourth search skipped the provider.
-    assert sample(text, "subspace_provider_query_embedding_errors_total", **labels,
+    assert sample(text, "subspace_provider_embedding_errors_total", **labels, use="query",
                   reason="refused") == 3  # fmt: skip
     assert sample(text, "subspace_provider_query_embedding_skipped_total", **labels) == 1
     assert sample(text, "subspace_provider_circuit_open", **labels) == 1

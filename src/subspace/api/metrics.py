@@ -26,7 +26,7 @@ from prometheus_client.registry import Collector
 
 from subspace.api.auth import require_admin
 from subspace.indexer.status import indexer_status
-from subspace.providers.breaker import OPEN, REASONS, breaker_for
+from subspace.providers.breaker import OPEN, REASONS, breaker_for, index_stats_for
 from subspace.search.service import SearchResponse
 
 log = logging.getLogger(__name__)
@@ -111,28 +111,30 @@ class _ScrapeTime(Collector):
         labels = [provider.name, provider.model]
         yield from self._indexer(provider.name, provider.model)
         breaker = breaker_for(provider)
-        stats = breaker.stats
+        uses = (("query", breaker.stats), ("index", index_stats_for(provider)))
         seconds = SummaryMetricFamily(
-            "subspace_provider_query_embedding_seconds",
-            "Time of query embedding calls to the provider (failed ones included).",
-            labels=["provider", "model"],
+            "subspace_provider_embedding_seconds",
+            "Time of embedding calls to the provider (failed ones included), by use: a query's"
+            " embedding for a search, or a batch of chunks for the indexer.",
+            labels=["provider", "model", "use"],
         )
-        seconds.add_metric(labels, count_value=stats.calls, sum_value=stats.seconds)
-        yield seconds
         errors = CounterMetricFamily(
-            "subspace_provider_query_embedding_errors",
-            "Query embedding calls that failed, by reason.",
-            labels=["provider", "model", "reason"],
+            "subspace_provider_embedding_errors",
+            "Embedding calls that failed, by use and reason (refused, timeout, error).",
+            labels=["provider", "model", "use", "reason"],
         )
-        for reason, count in sorted(stats.failures.items()):
-            errors.add_metric([*labels, reason], count)
+        for use, stats in uses:
+            seconds.add_metric([*labels, use], count_value=stats.calls, sum_value=stats.seconds)
+            for reason, count in sorted(stats.failures.items()):
+                errors.add_metric([*labels, use, reason], count)
+        yield seconds
         yield errors
         skipped = CounterMetricFamily(
             "subspace_provider_query_embedding_skipped",
             "Searches that did not ask the provider because its circuit was open.",
             labels=["provider", "model"],
         )
-        skipped.add_metric(labels, stats.skipped)
+        skipped.add_metric(labels, breaker.stats.skipped)
         yield skipped
         circuit = GaugeMetricFamily(
             "subspace_provider_circuit_open",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -11,6 +12,7 @@ from subspace.indexer import sources, store
 from subspace.indexer.chunking import Chunk
 from subspace.indexer.sources import Target
 from subspace.providers.base import EmbeddingProvider, checked_vectors
+from subspace.providers.breaker import failure_reason, index_stats_for
 
 
 @dataclass
@@ -120,8 +122,15 @@ def _reconcile_workspace(
     groups = list(fresh.values())
     for start in range(0, len(groups), batch_size):
         batch = groups[start : start + batch_size]
+        stats, started = index_stats_for(provider), time.perf_counter()
+        try:
+            raw = provider.embed([group[0].text for group in batch])
+        except Exception as exc:
+            stats.record(time.perf_counter() - started, failure_reason(exc))
+            raise
+        stats.record(time.perf_counter() - started)
         vectors = checked_vectors(
-            provider.embed([group[0].text for group in batch]),
+            raw,
             count=len(batch),
             model=model,
             dimensions=provider.dimensions,

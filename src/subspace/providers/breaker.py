@@ -13,6 +13,7 @@ COOL_DOWN_S = 30.0  # how long an open circuit refuses before one probe is let t
 REASONS = ("refused", "timeout", "error")  # why a query embedding failed, as searches report it
 
 CLOSED, OPEN, HALF_OPEN = "closed", "open", "half_open"
+_TIMEOUT_NAMES = ("Timeout", "TimeoutError", "TimeoutException")
 
 
 def failure_reason(exc: BaseException) -> str:
@@ -28,7 +29,8 @@ def failure_reason(exc: BaseException) -> str:
             isinstance(current, OSError) and current.errno == errno.ECONNREFUSED
         ):
             return "refused"
-        if isinstance(current, TimeoutError):
+        # httpx's and openai's timeouts do not derive from TimeoutError.
+        if isinstance(current, TimeoutError) or type(current).__name__.endswith(_TIMEOUT_NAMES):
             return "timeout"
         current = current.__cause__ or current.__context__
     return "error"
@@ -42,6 +44,14 @@ class CallStats:
     seconds: float = 0.0
     failures: dict[str, int] = field(default_factory=lambda: dict.fromkeys(REASONS, 0))
     skipped: int = 0  # searches that did not call the provider because the circuit was open
+
+    def record(self, seconds: float, reason: str | None = None) -> None:
+        """Count one call; `reason` is None for a success. Callers hold whatever lock
+        serialises their calls (the breaker's, or the indexer's single thread)."""
+        self.calls += 1
+        self.seconds += seconds
+        if reason is not None:
+            self.failures[reason] = self.failures.get(reason, 0) + 1
 
 
 class CircuitBreaker:
@@ -79,16 +89,13 @@ class CircuitBreaker:
 
     def record_success(self, seconds: float) -> None:
         with self._lock:
-            self.stats.calls += 1
-            self.stats.seconds += seconds
+            self.stats.record(seconds)
             self.state = CLOSED
             self.failures_in_a_row = 0
 
     def record_failure(self, reason: str, seconds: float) -> None:
         with self._lock:
-            self.stats.calls += 1
-            self.stats.seconds += seconds
-            self.stats.failures[reason] = self.stats.failures.get(reason, 0) + 1
+            self.stats.record(seconds, reason)
             self.failures_in_a_row += 1
             self.last_reason = reason
             if self.state == HALF_OPEN or self.failures_in_a_row >= self.failures_to_open:
@@ -111,3 +118,17 @@ def breaker_for(provider: object) -> CircuitBreaker:
             breaker = CircuitBreaker()
             provider.query_breaker = breaker  # type: ignore[attr-defined]
         return breaker
+
+
+def index_stats_for(provider: object) -> CallStats:
+    """The provider's indexing calls (batches of chunks), kept on the provider like its
+    breaker; the indexer records into it and /metrics reads it."""
+    stats = getattr(provider, "index_call_stats", None)
+    if isinstance(stats, CallStats):
+        return stats
+    with _attach_lock:
+        stats = getattr(provider, "index_call_stats", None)
+        if not isinstance(stats, CallStats):
+            stats = CallStats()
+            provider.index_call_stats = stats  # type: ignore[attr-defined]
+        return stats
