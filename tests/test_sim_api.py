@@ -382,3 +382,20 @@ def test_keys_missing_malformed_or_revoked_answer_401(
         assert answer["success"] is False and "subspace keys create" in answer["error"], name
     assert "X-API-Key" in cases["missing"].json()["error"]
     assert "revoked" in cases["revoked"].json()["error"]
+
+
+def test_similarity_is_null_until_the_chunk_is_embedded(
+    database: Database, cx: Context, client: TestClient
+) -> None:
+    page = commands.create_page(cx, "Ops")
+    node = commands.add_node(cx, page.id, "The lighthouse keeper rotates the lamp")
+    body = {"knowledgeBaseIds": default_kb(client), "query": "lighthouse keeper"}
+    # Not indexed yet: only the lexical leg can find the bullet, and it has no embedding.
+    before = client.post(PATH, json=body).json()["data"]["results"]
+    assert [(r["metadata"]["ref"], r["similarity"]) for r in before] == [(f"node:{node.id}", None)]
+    check_types(before[0])
+    index(database, cx)
+    after = client.post(PATH, json=body).json()["data"]["results"]
+    found = next(r for r in after if r["metadata"]["ref"] == f"node:{node.id}")
+    expected = stored_similarity(database, "lighthouse keeper", f"node:{node.id}")
+    assert found["similarity"] == pytest.approx(expected, abs=2e-3)
