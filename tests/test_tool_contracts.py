@@ -4,6 +4,7 @@ read, and every surface listing exactly the declared search options."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any
 
 import click
@@ -13,13 +14,15 @@ from fastapi.testclient import TestClient
 from subspace import commands
 from subspace.agents.tools import TOOLS, call_tool
 from subspace.cli import main
-from subspace.config import SETTINGS
+from subspace.config import SETTINGS, Settings
 from subspace.context import Context
 from subspace.errors import InvalidInput, NotFound
 from subspace.ingest.worker import extract_pending
+from subspace.models import Actor
 from subspace.providers.fake import FakeProvider
 from subspace.runtime import Database
 from subspace.search import filters, options
+from tests.conftest import make_client
 from tests.search_helpers import index
 
 REF_AT_END = re.compile(r"\(((?:page|node|mem|file|mail):[0-9a-f-]{36}(?::\d+)?)\)$")
@@ -156,3 +159,17 @@ def test_every_surface_lists_exactly_the_declared_options(client: TestClient) ->
     limit = next(p for p in defaults if p["name"] == "limit")
     assert limit["schema"]["default"] == options.DEFAULT_GREP_LIMIT
     assert set(options.TAG_OPS) == {op for ops in options.OPS_BY_TYPE.values() for op in ops}
+
+
+def test_kb_search_limit_stops_at_the_setting_and_says_so(
+    database: Database, settings: Settings, actor: Actor
+) -> None:
+    client = make_client(database, replace(settings, max_search_limit=25), actor)
+    listed = {t["name"]: t for t in client.get("/api/tools").json()}
+    assert listed["kb.search"]["input_schema"]["properties"]["limit"]["maximum"] == 25
+    assert "maximum" not in listed["kb.read"]["input_schema"]["properties"]["ref"]
+    status, message = tool(client, "kb.search", query="x", limit=26)
+    assert status == 422
+    assert message == (
+        "limit must be between 1 and 25 (SUBSPACE_MAX_SEARCH_LIMIT), got 26. Ask for at most 25."
+    )

@@ -17,6 +17,7 @@ from uuid import UUID
 import psycopg
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
+from subspace.config import Settings
 from subspace.context import Context
 from subspace.db import queries
 from subspace.db.pool import Conn
@@ -412,8 +413,13 @@ class ToolSpec:
         """Tools that change nothing run without asking the user first."""
         return not self.read_only
 
-    def input_schema(self) -> dict[str, Any]:
-        return self.args.model_json_schema()
+    def input_schema(self, settings: Settings | None = None) -> dict[str, Any]:
+        """The JSON schema of the arguments; with `settings`, kb.search's `limit` also carries
+        its maximum, SUBSPACE_MAX_SEARCH_LIMIT (a setting, so not part of the static model)."""
+        schema = self.args.model_json_schema()
+        if settings is not None and self.args is SearchArgs:
+            schema["properties"]["limit"]["maximum"] = settings.max_search_limit
+        return schema
 
 
 def _run_search(cx: Context, provider: EmbeddingProvider | None, args: BaseModel) -> str:

@@ -156,7 +156,9 @@ def validate(request: SearchRequest, cx: Context) -> ParsedQuery:
         raise InvalidInput(f"Unknown mode {request.mode!r}. Use one of: {', '.join(MODES)}.")
     if not 1 <= request.limit <= settings.max_search_limit:
         raise InvalidInput(
-            f"limit must be between 1 and {settings.max_search_limit}, got {request.limit}."
+            f"limit must be between 1 and {settings.max_search_limit} "
+            f"(SUBSPACE_MAX_SEARCH_LIMIT), got {request.limit}. Ask for at most "
+            f"{settings.max_search_limit}."
         )
     for leg, weight in (request.weights or {}).items():
         if leg not in LEGS:

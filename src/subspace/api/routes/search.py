@@ -162,7 +162,7 @@ def list_tools(cx: CX) -> list[ToolInfo]:
             description=spec.description,
             read_only=spec.read_only,
             needs_approval=spec.needs_approval,
-            input_schema=spec.input_schema(),
+            input_schema=spec.input_schema(cx.settings),
         )
         for spec in tools.TOOLS
     ]
