@@ -52,6 +52,7 @@ def test_each_tool_lists_its_schema_and_needs_no_approval(client: TestClient) ->
         "integer", 1, 10,
     )  # fmt: skip
     grep = listed["kb.grep"]["input_schema"]
+    assert grep["properties"]["cursor"]["type"] == ["string", "null"]
     assert grep["properties"]["pattern"]["type"] == "string"
     assert grep["properties"]["regex"] == {**grep["properties"]["regex"], "type": "boolean"}
     assert (grep["properties"]["limit"]["minimum"], grep["properties"]["limit"]["maximum"]) == (

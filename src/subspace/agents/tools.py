@@ -84,7 +84,9 @@ class GrepArgs(BaseModel):
     )
     # Any shape is taken here: the cursor's own reader answers 400 for one it did not sign.
     cursor: Any = Field(
-        default=None, description="The cursor a previous kb.grep printed, to continue from it."
+        default=None,
+        description="The cursor a previous kb.grep printed, to continue from it.",
+        json_schema_extra={"type": ["string", "null"]},  # what a model should send
     )
 
 
