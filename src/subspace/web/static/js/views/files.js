@@ -53,8 +53,14 @@ export async function render(container, _params, { signal }) {
     uploads,
     table,
   );
-  await load();
+  // Ready for drops as soon as the view shows, before its list has loaded.
   const undrop = installDropUpload(container, { list: uploads });
+  try {
+    await load();
+  } catch (error) {
+    undrop();
+    throw error;
+  }
   const offKb = on("kb-changed", () => { uploads.replaceChildren(); reload(); });
   const offFiles = on("files-changed", reload);
   return () => {

@@ -58,8 +58,14 @@ export async function render(container, _params, { signal }) {
       uploadButton("Import mail", { ...options, accept: ".eml,.mbox,message/rfc822,application/mbox" })),
     h("p", { class: "muted drop-hint" }, "Drop .eml or .mbox files anywhere on this view to import them."),
     uploads, report, list);
-  await load();
+  // Ready for drops as soon as the view shows, before its list has loaded.
   const undrop = installDropUpload(container, options);
+  try {
+    await load();
+  } catch (error) {
+    undrop();
+    throw error;
+  }
   const offKb = on("kb-changed", () => { uploads.replaceChildren(); report.replaceChildren(); reload(); });
   const offMail = on("mail-changed", reload);
   return () => {
