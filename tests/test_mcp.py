@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -90,7 +91,10 @@ async def _exercise(client: Client, corpus: dict[str, Any]) -> None:
 
 
 def _run(test: Callable[[], Awaitable[None]]) -> None:
-    anyio.run(test)
+    # In a thread of its own: an earlier test (the browser's) may leave an event loop
+    # running in this one, and anyio.run refuses to start a second.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pool.submit(anyio.run, test).result()
 
 
 def test_in_memory_session_lists_calls_and_follows_refs(database: Database, cx: Context) -> None:
