@@ -58,6 +58,7 @@ async def _exercise(client: Client, corpus: dict[str, Any]) -> None:
         assert tool.input_schema["type"] == "object"
     search_schema = next(t for t in listed.tools if t.name == "kb.search").input_schema
     assert {"query", "kinds", "limit"} <= set(search_schema["properties"])
+    assert search_schema["properties"]["limit"]["maximum"] == 100  # SUBSPACE_MAX_SEARCH_LIMIT
 
     found = await client.call_tool("kb.search", {"query": "zeppelin", "kinds": ["node"]})
     assert not found.is_error, _text(found)
@@ -99,7 +100,7 @@ def _run(test: Callable[[], Awaitable[None]]) -> None:
 
 def test_in_memory_session_lists_calls_and_follows_refs(database: Database, cx: Context) -> None:
     corpus = _corpus(database, cx)
-    server = build_server(lambda _request: (cx, FakeProvider()))
+    server = build_server(lambda _request: (cx, FakeProvider()), cx.settings)
 
     async def session() -> None:
         async with Client(server, mode="legacy") as client:
@@ -112,7 +113,7 @@ def test_tools_see_only_the_callers_workspace(database: Database, cx: Context) -
     corpus = _corpus(database, cx)
     with database.pool.connection() as conn:
         theirs = database.context(create_workspace(conn, "Other company"), cx.settings)
-    server = build_server(lambda _request: (theirs, FakeProvider()))
+    server = build_server(lambda _request: (theirs, FakeProvider()), cx.settings)
 
     async def session() -> None:
         async with Client(server) as client:
@@ -248,7 +249,7 @@ def test_grep_prints_the_cursor_that_continues_it(database: Database, cx: Contex
     page = commands.create_page(cx, "Kettles")
     first = commands.add_node(cx, page.id, "kettle one")
     second = commands.add_node(cx, page.id, "kettle two")
-    server = build_server(lambda _request: (cx, FakeProvider()))
+    server = build_server(lambda _request: (cx, FakeProvider()), cx.settings)
 
     async def session() -> None:
         async with Client(server) as client:

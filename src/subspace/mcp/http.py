@@ -48,7 +48,7 @@ async def run_mcp(app: FastAPI) -> AsyncIterator[None]:
     """Serve `/mcp` for as long as the app runs (a session manager lives once, so each
     lifespan makes its own). Stateless JSON: every POST carries its own key and answer."""
     manager = StreamableHTTPSessionManager(
-        build_server(_resolve), json_response=True, stateless=True
+        build_server(_resolve, app.state.settings), json_response=True, stateless=True
     )
     async with manager.run():
         app.state.mcp = manager

@@ -20,6 +20,7 @@ from psycopg_pool import PoolTimeout
 
 from subspace import __version__
 from subspace.agents import tools
+from subspace.config import Settings
 from subspace.context import Context
 from subspace.errors import Busy, NotFound, SubspaceError
 from subspace.providers.base import EmbeddingProvider
@@ -37,13 +38,14 @@ INSTRUCTIONS = (
 )
 
 
-def list_tools() -> list[types.Tool]:
-    """The agent tools as MCP tools: name, description, JSON schema and read-only hint."""
+def list_tools(settings: Settings | None = None) -> list[types.Tool]:
+    """The agent tools as MCP tools: name, description, JSON schema (with the limits the
+    settings give) and read-only hint."""
     return [
         types.Tool(
             name=spec.name,
             description=spec.description,
-            input_schema=spec.args.model_json_schema(),
+            input_schema=spec.input_schema(settings),
             annotations=types.ToolAnnotations(
                 read_only_hint=spec.read_only, destructive_hint=not spec.read_only
             ),
@@ -52,13 +54,13 @@ def list_tools() -> list[types.Tool]:
     ]
 
 
-def build_server(resolve: Resolver) -> Server[Any]:
+def build_server(resolve: Resolver, settings: Settings | None = None) -> Server[Any]:
     """An MCP server whose tool calls act as whoever `resolve` names for each request."""
 
     async def on_list_tools(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=list_tools())
+        return types.ListToolsResult(tools=list_tools(settings))
 
     async def on_call_tool(
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
