@@ -18,7 +18,7 @@ from subspace.cli import main
 from subspace.config import Settings
 from subspace.context import Context
 from subspace.db import queries
-from subspace.indexer.reindex import SERVER_LOCK_KEY
+from subspace.db.locks import SERVER_LOCK_KEY
 from subspace.keys import create_key
 from subspace.runtime import Database
 from subspace.workspaces import create_workspace, list_workspaces

@@ -14,8 +14,9 @@ from subspace import commands
 from subspace.cli import main
 from subspace.config import Settings
 from subspace.context import Context
+from subspace.db.locks import SERVER_LOCK_KEY
 from subspace.indexer.consumer import Indexer
-from subspace.indexer.reindex import SERVER_LOCK_KEY, reembed
+from subspace.indexer.reindex import reembed
 from subspace.indexer.status import indexer_status
 from subspace.ingest.importer import Importer
 from subspace.ingest.worker import extract_pending

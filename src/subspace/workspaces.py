@@ -6,14 +6,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
 
+from subspace.db.locks import WORKSPACE_LOCK_KEY
 from subspace.db.pool import Conn
 from subspace.errors import Conflict, InvalidInput, NotFound
 from subspace.models import Actor
 from subspace.text import clean_text, single_line
-
-# Serialises workspace creation so two names never collide. Any fixed number works that no
-# other lock uses: the server holds SERVER_LOCK_KEY (7_201_530_118) shared for its lifetime.
-WORKSPACE_LOCK_KEY = 7_201_530_119
 
 
 @dataclass

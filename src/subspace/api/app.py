@@ -30,8 +30,8 @@ from subspace.api.routes import (
     tags,
 )
 from subspace.config import Settings
+from subspace.db.locks import SERVER_LOCK_KEY
 from subspace.indexer.consumer import start_indexer
-from subspace.indexer.reindex import SERVER_LOCK_KEY
 from subspace.ingest.worker import ExtractionWorker
 from subspace.mcp.http import PATH as MCP_PATH
 from subspace.mcp.http import McpEndpoint, run_mcp

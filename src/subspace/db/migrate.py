@@ -9,10 +9,8 @@ from typing import Any
 
 import psycopg
 
+from subspace.db.locks import MIGRATION_LOCK_KEY
 from subspace.db.pool import check_pgvector, connect
-
-# Any fixed number works; it only has to be the same in every process that migrates.
-MIGRATION_LOCK_KEY = 7_201_530_117
 
 _FILE_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 

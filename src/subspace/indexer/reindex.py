@@ -8,6 +8,7 @@ from typing import Any
 from uuid import UUID
 
 from subspace.config import Settings
+from subspace.db.locks import SERVER_LOCK_KEY
 from subspace.db.pool import Conn
 from subspace.errors import Conflict
 from subspace.indexer.consumer import target_of
@@ -25,8 +26,6 @@ VECTOR_INDEX_SQL = (
     "using hnsw (vec halfvec_cosine_ops)"
 )
 
-# Held by `subspace serve` for its lifetime; reindex refuses to run while it is taken.
-SERVER_LOCK_KEY = 7_201_530_118
 TARGETS_PER_TRANSACTION = 200
 
 

@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 FAILURES_TO_OPEN = 3  # failures in a row before searches stop asking the provider
 COOL_DOWN_S = 30.0  # how long an open circuit refuses before one probe is let through
@@ -104,31 +105,29 @@ class CircuitBreaker:
 
 
 _attach_lock = threading.Lock()
+T = TypeVar("T")
+
+
+def _attached(provider: object, name: str, kind: type[T]) -> T:
+    """The `kind` object kept on the provider under `name`, created on first use, so each app
+    (and each test) that builds its own provider starts afresh."""
+    found = getattr(provider, name, None)
+    if isinstance(found, kind):
+        return found
+    with _attach_lock:
+        found = getattr(provider, name, None)
+        if not isinstance(found, kind):
+            found = kind()
+            setattr(provider, name, found)
+        return found
 
 
 def breaker_for(provider: object) -> CircuitBreaker:
-    """The provider's breaker, created on first use and kept on the provider object, so
-    each app (and each test) that builds its own provider starts with a closed circuit."""
-    breaker = getattr(provider, "query_breaker", None)
-    if isinstance(breaker, CircuitBreaker):
-        return breaker
-    with _attach_lock:
-        breaker = getattr(provider, "query_breaker", None)
-        if not isinstance(breaker, CircuitBreaker):
-            breaker = CircuitBreaker()
-            provider.query_breaker = breaker  # type: ignore[attr-defined]
-        return breaker
+    """The provider's breaker for query embeddings."""
+    return _attached(provider, "query_breaker", CircuitBreaker)
 
 
 def index_stats_for(provider: object) -> CallStats:
-    """The provider's indexing calls (batches of chunks), kept on the provider like its
-    breaker; the indexer records into it and /metrics reads it."""
-    stats = getattr(provider, "index_call_stats", None)
-    if isinstance(stats, CallStats):
-        return stats
-    with _attach_lock:
-        stats = getattr(provider, "index_call_stats", None)
-        if not isinstance(stats, CallStats):
-            stats = CallStats()
-            provider.index_call_stats = stats  # type: ignore[attr-defined]
-        return stats
+    """The provider's indexing calls (batches of chunks): the indexer records into it and
+    /metrics reads it."""
+    return _attached(provider, "index_call_stats", CallStats)

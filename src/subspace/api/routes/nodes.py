@@ -6,11 +6,12 @@ from datetime import datetime
 from typing import Annotated, Any
 from uuid import UUID
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends
 from pydantic import BaseModel
 
 from subspace import commands
 from subspace.api.auth import require_context
+from subspace.api.routes.states import BaseVersion
 from subspace.context import Context
 from subspace.db import queries
 from subspace.db.pool import Conn
@@ -61,12 +62,6 @@ class NodeOut(BaseModel):
 class Deleted(BaseModel):
     deleted: list[UUID]
     page_version: int
-
-
-BaseVersion = Annotated[
-    int | None,
-    Query(description="The page version the change was made from; an older one answers 409."),
-]
 
 
 def _out(conn: Conn, cx: Context, node: Node) -> NodeOut:

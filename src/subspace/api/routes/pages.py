@@ -6,11 +6,12 @@ from datetime import datetime
 from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends
 from pydantic import BaseModel, Field
 
 from subspace import commands
 from subspace.api.auth import require_context
+from subspace.api.routes.states import add_state_routes
 from subspace.context import Context
 from subspace.db import queries
 from subspace.models import Page
@@ -47,10 +48,6 @@ class PageRename(BaseModel):
 
 
 # The writes without a body take the version they were made from as a query parameter.
-BaseVersion = Annotated[
-    int | None,
-    Query(description="The page version the change was made from; an older one answers 409."),
-]
 
 
 @router.get("", response_model=list[PageSummary])
@@ -80,32 +77,12 @@ def rename_page(page_id: UUID, body: PageRename, cx: CX) -> Page:
     return commands.rename_page(cx, page_id, body.title, base_version=body.base_version)
 
 
-# Not add_state_routes: page writes take `base_version`, which files and mail do not have.
-@router.post(
-    "/{item_id}/archive",
-    response_model=PageSummary,
-    summary="Archive a page",
-    operation_id="archive_page",
+add_state_routes(
+    router,
+    "page",
+    PageSummary,
+    archive=commands.archive_page,
+    delete=commands.delete_page,
+    restore=commands.restore_page,
+    versioned=True,
 )
-def archive_page(item_id: UUID, cx: CX, base_version: BaseVersion = None) -> Page:
-    return commands.archive_page(cx, item_id, base_version=base_version)
-
-
-@router.delete(
-    "/{item_id}",
-    response_model=PageSummary,
-    summary="Soft-delete a page",
-    operation_id="delete_page",
-)
-def delete_page(item_id: UUID, cx: CX, base_version: BaseVersion = None) -> Page:
-    return commands.delete_page(cx, item_id, base_version=base_version)
-
-
-@router.post(
-    "/{item_id}/restore",
-    response_model=PageSummary,
-    summary="Restore an archived or deleted page",
-    operation_id="restore_page",
-)
-def restore_page(item_id: UUID, cx: CX, base_version: BaseVersion = None) -> Page:
-    return commands.restore_page(cx, item_id, base_version=base_version)

@@ -1,0 +1,10 @@
+"""The advisory lock keys Subspace takes, declared together so no two uses share a number."""
+
+from __future__ import annotations
+
+# Taken by every process that migrates, for the length of the migration.
+MIGRATION_LOCK_KEY = 7_201_530_117
+# Held shared by `subspace serve` for its lifetime; `subspace reindex` refuses while it is taken.
+SERVER_LOCK_KEY = 7_201_530_118
+# Serialises workspace creation, so two names never collide.
+WORKSPACE_LOCK_KEY = 7_201_530_119
