@@ -88,6 +88,38 @@ def test_requests_and_searches_are_counted_by_route_template(
     assert sample(fresh, "subspace_http_requests_total", **route) is None
 
 
+def test_searches_from_every_surface_are_counted(
+    database: Database, settings: Settings, cx: Context
+) -> None:
+    """Agents' searches (/api/tools, /mcp) and the Sim-compatible endpoint's count as
+    searches too, not only /api/search's."""
+    page = commands.create_page(cx, "Metrics")
+    commands.add_node(cx, page.id, "counted words")
+    index(database, cx)
+    mcp_headers = {"accept": "application/json, text/event-stream"}
+    with loopback_client(database, settings, cx.actor) as client:
+        kb = client.get("/api/knowledge-bases").json()[0]["id"]
+        assert client.post(
+            "/api/tools/kb.search", json={"arguments": {"query": "counted"}}
+        ).is_success
+        sim = client.post(
+            "/api/v1/knowledge/search", json={"knowledgeBaseIds": kb, "query": "counted"}
+        )
+        assert sim.is_success, sim.text
+        call = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "kb.search", "arguments": {"query": "counted words"}},
+        }
+        mcp = client.post("/mcp", json=call, headers=mcp_headers)
+        assert mcp.json()["result"]["isError"] is False, mcp.text
+        text = client.get("/metrics").text
+    assert sample(text, "subspace_search_duration_seconds_count", mode="hybrid") == 3
+    tools_route = {"method": "POST", "route": "/api/tools/{name}", "status": "200"}
+    assert sample(text, "subspace_http_requests_total", **tools_route) == 1
+
+
 def test_the_indexer_backlog_is_read_when_scraped(
     database: Database, settings: Settings, cx: Context
 ) -> None:

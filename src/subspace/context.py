@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from psycopg_pool import ConnectionPool
 
 from subspace.config import Settings
 from subspace.db.pool import Conn
 from subspace.models import Actor
+
+if TYPE_CHECKING:
+    from subspace.search.service import SearchResponse
 
 
 @dataclass(frozen=True)
@@ -24,6 +28,9 @@ class Context:
     db: ConnectionPool[Conn] | Conn
     actor: Actor
     settings: Settings
+    # Called with every search's response: the server counts searches in its metrics, from
+    # whichever surface they come.
+    on_search: Callable[[SearchResponse], None] | None = None
 
     @contextmanager
     def transaction(self) -> Iterator[Conn]:

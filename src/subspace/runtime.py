@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from psycopg_pool import ConnectionPool
 
@@ -14,6 +16,9 @@ from subspace.db.migrate import migrate
 from subspace.db.pool import Conn, open_pool
 from subspace.keys import default_actor
 from subspace.models import Actor
+
+if TYPE_CHECKING:
+    from subspace.search.service import SearchResponse
 
 log = logging.getLogger(__name__)
 
@@ -68,9 +73,14 @@ class Database:
         """The pool requests draw from (the only pool, when there is one)."""
         return self.requests or self.pool
 
-    def context(self, actor: Actor, settings: Settings) -> Context:
+    def context(
+        self,
+        actor: Actor,
+        settings: Settings,
+        on_search: Callable[[SearchResponse], None] | None = None,
+    ) -> Context:
         """A context on the request pool."""
-        return Context(db=self.request_pool, actor=actor, settings=settings)
+        return Context(db=self.request_pool, actor=actor, settings=settings, on_search=on_search)
 
 
 def resolve_dsn(settings: Settings) -> tuple[str, EmbeddedPostgres | None]:

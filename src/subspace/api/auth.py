@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import Request
 
+from subspace.api.search_observer import search_observer
 from subspace.api.state import database
 from subspace.context import Context
 from subspace.errors import Unauthorized
@@ -42,7 +43,7 @@ def require_context(request: Request) -> Context:
     # and cannot take the connections the indexer and the health checks depend on.
     with db.request_pool.connection() as conn:
         actor = authenticate(conn, token)
-    return db.context(actor, request.app.state.settings)
+    return db.context(actor, request.app.state.settings, on_search=search_observer(request))
 
 
 def require_admin(request: Request) -> Context:

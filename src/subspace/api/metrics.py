@@ -167,27 +167,6 @@ class _ScrapeTime(Collector):
             yield gauge
 
 
-def observe_search(request: Request, response: SearchResponse) -> SearchResponse:
-    """Count a search in the app's metrics and note it for the request's log line."""
-    metrics: Metrics | None = getattr(request.app.state, "metrics", None)
-    if metrics is not None:
-        metrics.observe_search(response)
-    request.state.search = {
-        "mode": response.mode,
-        "rows": len(response.rows),
-        "took_ms": response.took_ms,
-        "legs": {
-            name: {"ran": leg.ran, "ms": leg.ms, "candidates": leg.candidates, "error": leg.error}
-            for name, leg in response.legs.items()
-        },
-        "degraded": response.degraded,
-    }
-    if request.app.state.settings.log_level == "debug":
-        # What people search for is theirs: it reaches the logs only when asked for.
-        request.state.search["query"] = response.query
-    return response
-
-
 def is_loopback(request: Request) -> bool:
     host = request.client.host if request.client else ""
     try:

@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
 from subspace.api.errors import error_response
+from subspace.api.search_observer import search_observer
 from subspace.api.state import database
 from subspace.context import Context
 from subspace.errors import Busy, SubspaceError, Unauthorized
@@ -105,4 +106,4 @@ def _context(request: Request, token: str) -> Context:
     db = database(request)
     with db.request_pool.connection() as conn:
         actor = authenticate(conn, token)
-    return db.context(actor, request.app.state.settings)
+    return db.context(actor, request.app.state.settings, on_search=search_observer(request))

@@ -226,6 +226,15 @@ def search(
     cx: Context, provider: EmbeddingProvider | None, request: SearchRequest
 ) -> SearchResponse:
     """Run one search; see SearchRequest for the options and SearchResponse for the answer."""
+    response = _search(cx, provider, request)
+    if cx.on_search is not None:
+        cx.on_search(response)
+    return response
+
+
+def _search(
+    cx: Context, provider: EmbeddingProvider | None, request: SearchRequest
+) -> SearchResponse:
     started = time.perf_counter()
     parsed = validate(request, cx)
     weights = default_weights(provider) | (request.weights or {})

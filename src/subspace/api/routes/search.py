@@ -6,11 +6,11 @@ from typing import Annotated, Any
 from uuid import UUID
 
 from fastapi import APIRouter, Depends, Query, Request
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from subspace.agents import tools
 from subspace.api.auth import require_context
-from subspace.api.metrics import observe_search
+from subspace.api.openapi import KEYED, error_responses
 from subspace.context import Context
 from subspace.search.filters import TagFilter
 from subspace.search.options import (
@@ -24,7 +24,8 @@ from subspace.search.options import (
 )
 from subspace.search.service import SearchRequest, SearchResponse, search
 
-router = APIRouter(tags=["search"])
+# 400 for a cursor this server did not issue; 404 for a tool given an unknown id or name.
+router = APIRouter(tags=["search"], responses=error_responses(*KEYED, 400, 404))
 CX = Annotated[Context, Depends(require_context)]
 
 
@@ -38,6 +39,21 @@ class TagFilterIn(BaseModel):
 
 
 class SearchIn(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {"query": "launch date", "limit": 10},
+                {
+                    "query": "beta",
+                    "kinds": ["node", "file"],
+                    "tags": [{"tag": "due", "op": "lt", "value": "2026-12-31"}],
+                    "mode": "hybrid",
+                    "explain": True,
+                },
+            ]
+        }
+    )
+
     query: str = ""
     knowledge_bases: list[UUID] | None = None
     kinds: list[str] | None = Field(
@@ -60,7 +76,7 @@ class SearchIn(BaseModel):
 
 def _run(request: Request, cx: Context, body: SearchIn) -> SearchResponse:
     tags = [TagFilter(t.tag, t.op, t.value, t.value2) for t in body.tags or []]
-    response = search(
+    return search(
         cx,
         request.app.state.provider,
         SearchRequest(
@@ -79,7 +95,6 @@ def _run(request: Request, cx: Context, body: SearchIn) -> SearchResponse:
             typos=body.typos,
         ),
     )
-    return observe_search(request, response)
 
 
 @router.post("/api/search")
@@ -108,6 +123,25 @@ def search_get(
 
 
 class GrepOut(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "matches": [
+                        {
+                            "ref": "node:7e1a9f3c-2b4d-4c6e-8f0a-1b2c3d4e5f60",
+                            "line": "Ship the beta on Friday",
+                        }
+                    ],
+                    "next_cursor": None,
+                    "timed_out": False,
+                    "capped": False,
+                    "message": "1 match.",
+                }
+            ]
+        }
+    )
+
     matches: list[dict[str, Any]]
     next_cursor: str | None
     timed_out: bool
@@ -135,10 +169,28 @@ def grep(
 
 
 class ToolCall(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"arguments": {"query": "launch date", "limit": 5}}]}
+    )
+
     arguments: dict[str, Any] = Field(default_factory=dict)
 
 
 class ToolOut(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "tool": "kb.search",
+                    "read_only": True,
+                    "needs_approval": False,
+                    "text": "1. Launch plan (node:7e1a9f3c-2b4d-4c6e-8f0a-1b2c3d4e5f60)\n"
+                    "   Ship the beta on Friday",
+                }
+            ]
+        }
+    )
+
     tool: str
     read_only: bool
     needs_approval: bool

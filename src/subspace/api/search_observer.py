@@ -1,0 +1,44 @@
+"""Every search a request runs, whichever surface ran it (/api/search, the Sim-compatible
+endpoint, /api/tools, /mcp), is counted in the app's metrics and noted for the request's log
+line. The request's Context carries the observer, so `search()` reports to it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from starlette.requests import Request
+
+if TYPE_CHECKING:
+    from subspace.api.metrics import Metrics
+    from subspace.search.service import SearchResponse
+
+
+def search_observer(request: Request) -> Callable[[SearchResponse], None]:
+    """What `search()` calls with each response it gives for `request`."""
+
+    def observe(response: SearchResponse) -> None:
+        metrics: Metrics | None = getattr(request.app.state, "metrics", None)
+        if metrics is not None:
+            metrics.observe_search(response)
+        noted: dict[str, object] = {
+            "mode": response.mode,
+            "rows": len(response.rows),
+            "took_ms": response.took_ms,
+            "legs": {
+                name: {
+                    "ran": leg.ran,
+                    "ms": leg.ms,
+                    "candidates": leg.candidates,
+                    "error": leg.error,
+                }
+                for name, leg in response.legs.items()
+            },
+            "degraded": response.degraded,
+        }
+        if request.app.state.settings.log_level == "debug":
+            # What people search for is theirs: it reaches the logs only when asked for.
+            noted["query"] = response.query
+        request.state.search = noted
+
+    return observe
