@@ -129,6 +129,14 @@ def test_the_search_button_opens_it_and_a_kind_chip_filters(page: Page, live: Li
     expect(options).to_have_count(1)
     expect(options.first.locator(".badge")).to_have_text("File")
     expect(options.first.locator(".row-title")).to_have_text("okapi.txt")
+    # The spellings the server declares (search/options.py) work as chips too.
+    page.fill("#palette-input", "")
+    page.keyboard.type("kind:bullets okapi")
+    expect(page.locator(".chip[aria-pressed=true]")).to_have_text(["Bullets", "Files"])
+    expect(options).to_have_count(2)
+    page.get_by_role("button", name="Bullets").click()
+    expect(options).to_have_count(1)
+    page.locator("#palette-input").focus()
     page.keyboard.press("Enter")
     assert page.url.endswith(f"/files/{file_id}#c0")
 

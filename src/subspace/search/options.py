@@ -17,8 +17,12 @@ RANKERS: tuple[Ranker, ...] = get_args(Ranker)
 Kind = Literal["page", "node", "memory", "file", "mail"]
 KINDS: tuple[Kind, ...] = get_args(Kind)
 # Spellings people type for a kind (the palette's kind:pages, the CLI's --kind mem).
-KIND_ALIASES: dict[str, Kind] = {"mem": "memory", "nodes": "node", "pages": "page",
-                                 "files": "file"}  # fmt: skip
+KIND_ALIASES: dict[str, Kind] = {"mem": "memory", "memories": "memory", "nodes": "node",
+                                 "bullet": "node", "bullets": "node", "pages": "page",
+                                 "files": "file", "mails": "mail"}  # fmt: skip
+# What the web app's filter chips call each kind.
+KIND_LABELS: dict[Kind, str] = {"page": "Pages", "node": "Bullets", "memory": "Memories",
+                                "file": "Files", "mail": "Mail"}  # fmt: skip
 
 TextOp = Literal["eq", "neq", "contains", "not_contains", "starts_with", "ends_with"]
 OrderedOp = Literal["eq", "neq", "gt", "gte", "lt", "lte", "between"]

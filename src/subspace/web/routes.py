@@ -19,6 +19,7 @@ from subspace.api.state import database
 from subspace.errors import Unauthorized
 from subspace.keys import authenticate
 from subspace.models import Actor
+from subspace.search.options import KIND_ALIASES, KIND_LABELS, KINDS
 
 HERE = Path(__file__).parent
 STATIC_DIR = HERE / "static"
@@ -78,7 +79,16 @@ def shell(request: Request, token: str | None = None) -> Response:
         actor = _actor(request, key)
     except Unauthorized as exc:
         return _signin(request, exc.message)
-    context: dict[str, Any] = {"version": __version__, "workspace_id": str(actor.workspace_id)}
+    context: dict[str, Any] = {
+        "version": __version__,
+        "workspace_id": str(actor.workspace_id),
+        # The palette's chips and limits come from the one declaration of the search options.
+        "search_options": {
+            "kinds": [[kind, KIND_LABELS[kind]] for kind in KINDS],
+            "aliases": KIND_ALIASES,
+            "max_limit": request.app.state.settings.max_search_limit,
+        },
+    }
     return templates.TemplateResponse(request, "shell.html", context)
 
 

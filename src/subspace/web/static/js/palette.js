@@ -8,10 +8,10 @@ import { state } from "./state.js";
 
 const DEBOUNCE_MS = 70; // below the gap between keystrokes of a fast typist, above a key repeat
 const LIMIT = 20; // rows per search: more than fit on screen, few enough to hydrate quickly
-const EXPAND_LIMIT = 100; // SUBSPACE_MAX_SEARCH_LIMIT's default: the rows fetched for "+N more"
-const KINDS = [
-  ["page", "Pages"], ["node", "Bullets"], ["memory", "Memories"], ["file", "Files"], ["mail", "Mail"],
-];
+// The server's declaration of the search options (search/options.py), in the page's shell.
+const OPTIONS = JSON.parse(document.getElementById("search-options").textContent);
+const EXPAND_LIMIT = OPTIONS.max_limit; // SUBSPACE_MAX_SEARCH_LIMIT: the rows fetched for "+N more"
+const KINDS = OPTIONS.kinds;
 const BADGES = { page: "Page", node: "Bullet", mem: "Memory", file: "File", mail: "Mail" };
 const LEG_NAMES = { lexical: "Keyword", vector: "Meaning" };
 // A chip typed into the query: `kind:file` or `kb:Research`, taken when a space follows it or
@@ -118,9 +118,8 @@ function takeChips(atEnd) {
 }
 
 function kindNamed(value) {
-  const name = value.toLowerCase().replace(/s$/, "");
-  const aliases = { bullet: "node", memorie: "memory" };
-  const kind = aliases[name] || name;
+  const name = value.toLowerCase();
+  const kind = OPTIONS.aliases[name] || name;
   return KINDS.some(([k]) => k === kind) ? kind : null;
 }
 
