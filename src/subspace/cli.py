@@ -537,6 +537,15 @@ def migrate() -> None:
     click.echo("The database is at the newest schema.")
 
 
+@main.command("openapi")
+def openapi_command() -> None:
+    """Print the HTTP API's OpenAPI document as docs/openapi.json holds it (default settings,
+    keys sorted): `subspace openapi > docs/openapi.json`."""
+    from subspace.api.openapi import pinned_schema
+
+    click.echo(pinned_schema(), nl=False)
+
+
 @main.command("mcp")
 def mcp_command() -> None:
     """Serve the agent tools (kb.search, kb.grep, kb.read, kb.node.read) over MCP on stdin

@@ -17,6 +17,7 @@ from subspace.api.limits import BodyLimit
 from subspace.api.metrics import Metrics
 from subspace.api.metrics import router as metrics_router
 from subspace.api.observe import RequestObserver
+from subspace.api.openapi import install_docs
 from subspace.api.routes import (
     admin,
     files,
@@ -72,8 +73,12 @@ def create_app(settings: Settings, database: Database | None = None) -> FastAPI:
         title="Subspace",
         version=__version__,
         summary="Hybrid search over pages, files and mail.",
+        description="Every route under /api takes an API key (`subspace keys create`) as "
+        "`Authorization: Bearer <key>` or `X-API-Key: <key>`. Errors answer "
+        '`{"error": {"code", "message", "status"}}`; the Sim-compatible search answers '
+        '`{"success": false, "error"}`.',
         lifespan=lifespan,
-        # The interactive docs pages load scripts from a CDN; only the schema is served.
+        # Served by install_docs from assets shipped in the package, not from a CDN.
         docs_url=None,
         redoc_url=None,
     )
@@ -83,6 +88,7 @@ def create_app(settings: Settings, database: Database | None = None) -> FastAPI:
     if database is not None:
         app.state.database = database
     install_error_handlers(app)
+    install_docs(app)
     app.add_middleware(BodyLimit, settings=settings)
     app.add_middleware(CrossSiteCheck)
     # Outermost, so a request refused by the checks above is still counted and logged.

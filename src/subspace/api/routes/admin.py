@@ -6,23 +6,30 @@ from typing import Annotated
 from uuid import UUID
 
 from fastapi import APIRouter, Depends
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from subspace.api.auth import require_admin
+from subspace.api.openapi import KEYED, error_responses
 from subspace.context import Context
 from subspace.keys import create_key
 from subspace.models import ApiKey
 from subspace.workspaces import Workspace, create_workspace, list_workspaces, workspace_owner
 
-router = APIRouter(prefix="/api/admin", tags=["admin"])
+router = APIRouter(
+    prefix="/api/admin", tags=["admin"], responses=error_responses(*KEYED, 403, 404, 409)
+)
 Admin = Annotated[Context, Depends(require_admin)]
 
 
 class WorkspaceIn(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{"name": "Acme"}]})
+
     name: str = Field(description="Unique on the server, ignoring case.")
 
 
 class KeyIn(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{"name": "ci"}]})
+
     name: str = Field("", description="A label to recognise the key by.")
 
 

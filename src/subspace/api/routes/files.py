@@ -9,10 +9,11 @@ from uuid import UUID
 
 from fastapi import APIRouter, Depends, File, Form, Request, UploadFile
 from fastapi.responses import Response
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from subspace import commands
 from subspace.api.auth import require_context
+from subspace.api.openapi import BY_ID, error_responses
 from subspace.api.routes.states import add_state_routes
 from subspace.api.state import wake_extractor
 from subspace.commands.files import check_upload_size, upload_file_once
@@ -20,11 +21,13 @@ from subspace.context import Context
 from subspace.db import queries
 from subspace.models import File as FileRow
 
-router = APIRouter(prefix="/api/files", tags=["files"])
+router = APIRouter(prefix="/api/files", tags=["files"], responses=error_responses(*BY_ID))
 CX = Annotated[Context, Depends(require_context)]
 
 
 class FilePatch(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{"enabled": False}]})
+
     enabled: bool
 
 
@@ -40,13 +43,25 @@ class UploadedFile(FileRow):
     already_stored: bool = False
 
 
-@router.post("", status_code=201)
+@router.post(
+    "",
+    status_code=201,
+    responses={
+        200: {
+            "model": UploadedFile,
+            "description": "The knowledge base already held these bytes: the file stored "
+            "before, with `already_stored: true`.",
+        }
+    },
+)
 def upload_file(
     request: Request,
     response: Response,
     cx: CX,
-    file: Annotated[UploadFile, File(description="The document to store and index.")],
-    kb_id: Annotated[UUID | None, Form()] = None,
+    file: Annotated[
+        UploadFile, File(description="The document to store and index.", examples=["report.pdf"])
+    ],
+    kb_id: Annotated[UUID | None, Form(examples=["3f2b9c1e-8d4a-4e57-9a0b-6c1d2e3f4a5b"])] = None,
 ) -> UploadedFile:
     """Store a file; its text is extracted in the background (status `processing`).
 
@@ -119,7 +134,20 @@ def download_type(content_type: str) -> str:
     return base if base in SAFE_DOWNLOAD_TYPES else "application/octet-stream"
 
 
-@router.get("/{file_id}/content")
+@router.get(
+    "/{file_id}/content",
+    response_class=Response,
+    responses={
+        200: {
+            "description": "The bytes, as an attachment named like the file.",
+            "content": {
+                "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
+                **{t: {"schema": {"type": "string", "format": "binary"}}
+                   for t in sorted(SAFE_DOWNLOAD_TYPES)},
+            },
+        }
+    },
+)  # fmt: skip
 def download_file(file_id: UUID, cx: CX) -> Response:
     """The file's bytes as uploaded, always as an attachment; types a browser could run
     (HTML, SVG, scripts) come as application/octet-stream."""

@@ -6,6 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
 
 from subspace.api.state import database
 from subspace.db.migrate import pending_migrations
@@ -14,13 +15,42 @@ from subspace.db.pool import check_pgvector
 router = APIRouter(tags=["health"])
 
 
-@router.get("/healthz")
+class Alive(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{"status": "ok"}]})
+
+    status: str
+
+
+class Readiness(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "status": "ready",
+                    "checks": {"database": "ok", "pgvector": "0.8.0", "migrations": "at head"},
+                }
+            ]
+        }
+    )
+
+    status: str = Field(description="`ready`, or `not ready` (with status 503).")
+    checks: dict[str, str] = Field(
+        description="database, pgvector and migrations, or the error that stopped the checks."
+    )
+
+
+@router.get("/healthz", summary="The process answers", response_model=Alive)
 async def healthz() -> dict[str, str]:
     # On the event loop, not the worker threads: it answers even when every thread is busy.
     return {"status": "ok"}
 
 
-@router.get("/readyz", response_model=None)
+@router.get(
+    "/readyz",
+    summary="The server can serve: database, pgvector and migrations",
+    response_model=Readiness,
+    responses={503: {"model": Readiness, "description": "A check failed; `checks` says which."}},
+)
 def readyz(request: Request) -> dict[str, Any] | JSONResponse:
     checks: dict[str, str] = {}
     ready = True

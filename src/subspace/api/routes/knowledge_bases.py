@@ -5,19 +5,26 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from subspace import commands
 from subspace.api.auth import require_context
+from subspace.api.openapi import KEYED, error_responses
 from subspace.context import Context
 from subspace.db import queries
 from subspace.models import KnowledgeBase
 
-router = APIRouter(prefix="/api/knowledge-bases", tags=["knowledge bases"])
+router = APIRouter(
+    prefix="/api/knowledge-bases",
+    tags=["knowledge bases"],
+    responses=error_responses(*KEYED, 409),
+)
 CX = Annotated[Context, Depends(require_context)]
 
 
 class KnowledgeBaseIn(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{"name": "Engineering"}]})
+
     name: str
 
 

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, Stri
 from starlette.exceptions import HTTPException
 
 from subspace.api.auth import require_context
+from subspace.api.openapi import SimErrorOut, error_responses
 from subspace.context import Context
 from subspace.errors import BadRequest, Busy, SubspaceError
 from subspace.providers.base import EmbeddingProvider
@@ -69,7 +70,22 @@ class SimTagFilter(BaseModel):
 class SimSearchIn(BaseModel):
     """Sim's knowledge search body. The reranker fields are accepted; enabling it is refused."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(
+        extra="ignore",
+        json_schema_extra={
+            "examples": [
+                {
+                    "knowledgeBaseIds": ["3f2b9c1e-8d4a-4e57-9a0b-6c1d2e3f4a5b"],
+                    "query": "launch date",
+                    "topK": 5,
+                    "tagFilters": [
+                        {"tagName": "due", "fieldType": "date", "operator": "before",
+                         "value": "2026-12-31"}
+                    ],
+                }
+            ]
+        },
+    )  # fmt: skip
 
     knowledgeBaseIds: StrictStr | list[StrictStr]
     query: StrictStr | None = None
@@ -104,6 +120,41 @@ class SimData(BaseModel):
 
 
 class SimSearchOut(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "success": True,
+                    "data": {
+                        "results": [
+                            {
+                                "documentId": "0b5c2d71-3e9f-4a8b-b6c4-1d2e3f4a5b6c",
+                                "documentName": "Launch plan",
+                                "sourceUrl": None,
+                                "content": "Ship the beta on Friday",
+                                "chunkIndex": None,
+                                "metadata": {
+                                    "kind": "node",
+                                    "ref": "node:7e1a9f3c-2b4d-4c6e-8f0a-1b2c3d4e5f60",
+                                    "knowledgeBaseId": "3f2b9c1e-8d4a-4e57-9a0b-6c1d2e3f4a5b",
+                                    "knowledgeBase": "Engineering",
+                                },
+                                "similarity": 0.82,
+                                "rankScore": 0.0328,
+                                "rank": 1,
+                            }
+                        ],
+                        "query": "launch date",
+                        "knowledgeBaseIds": ["3f2b9c1e-8d4a-4e57-9a0b-6c1d2e3f4a5b"],
+                        "knowledgeBaseId": "3f2b9c1e-8d4a-4e57-9a0b-6c1d2e3f4a5b",
+                        "topK": 5,
+                        "totalResults": 1,
+                    },
+                }
+            ]
+        }
+    )
+
     success: bool = True
     data: SimData
 
@@ -156,7 +207,11 @@ class SimRoute(APIRoute):
         return sim_handler
 
 
-router = APIRouter(tags=["sim"], route_class=SimRoute)
+router = APIRouter(
+    tags=["sim"],
+    route_class=SimRoute,
+    responses=error_responses(400, 401, 404, 413, 422, 503, model=SimErrorOut),
+)
 CX = Annotated[Context, Depends(require_context)]
 
 

@@ -7,10 +7,11 @@ from typing import Annotated
 from uuid import UUID
 
 from fastapi import APIRouter, Depends, File, Form, Request, UploadFile
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from subspace import commands
 from subspace.api.auth import require_context
+from subspace.api.openapi import BY_ID, error_responses
 from subspace.api.routes.states import add_state_routes
 from subspace.api.state import wake_extractor
 from subspace.commands.files import check_upload_size
@@ -22,11 +23,26 @@ from subspace.ingest.importer import Importer, ImportRow
 from subspace.models import File as FileRow
 from subspace.models import Mail
 
-router = APIRouter(prefix="/api/mail", tags=["mail"])
+router = APIRouter(prefix="/api/mail", tags=["mail"], responses=error_responses(*BY_ID))
 CX = Annotated[Context, Depends(require_context)]
 
 
 class MailIn(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "message_id": "<launch-42@example.com>",
+                    "subject": "Launch date",
+                    "sender": "Ada <ada@example.com>",
+                    "recipients": "team@example.com",
+                    "sent_at": "2026-11-30T08:00:00Z",
+                    "body_text": "We ship the beta on Friday.",
+                }
+            ]
+        }
+    )
+
     message_id: str
     subject: str = ""
     sender: str = Field("", description="The From header.")
@@ -67,8 +83,11 @@ class MailImport(BaseModel):
 def import_mail(
     request: Request,
     cx: CX,
-    file: Annotated[UploadFile, File(description="An .eml message or an .mbox mailbox.")],
-    kb_id: Annotated[UUID | None, Form()] = None,
+    file: Annotated[
+        UploadFile,
+        File(description="An .eml message or an .mbox mailbox.", examples=["inbox.mbox"]),
+    ],
+    kb_id: Annotated[UUID | None, Form(examples=["3f2b9c1e-8d4a-4e57-9a0b-6c1d2e3f4a5b"])] = None,
 ) -> MailImport:
     """Import a message or a mailbox; duplicates (same Message-ID) are skipped."""
     name = file.filename or "upload"

@@ -7,10 +7,11 @@ from typing import Annotated, Any
 from uuid import UUID
 
 from fastapi import APIRouter, Depends
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from subspace import commands
 from subspace.api.auth import require_context
+from subspace.api.openapi import BY_ID, error_responses
 from subspace.api.routes.states import BaseVersion
 from subspace.context import Context
 from subspace.db import queries
@@ -18,11 +19,23 @@ from subspace.db.pool import Conn
 from subspace.errors import InvalidInput
 from subspace.models import Node
 
-router = APIRouter(prefix="/api/nodes", tags=["nodes"])
+router = APIRouter(prefix="/api/nodes", tags=["nodes"], responses=error_responses(*BY_ID))
 CX = Annotated[Context, Depends(require_context)]
 
 
 class NodeIn(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "page_id": "0b5c2d71-3e9f-4a8b-b6c4-1d2e3f4a5b6c",
+                    "text": "Ship the beta on Friday",
+                    "base_version": 4,
+                }
+            ]
+        }
+    )
+
     page_id: UUID
     text: str
     parent_id: UUID | None = None
@@ -33,6 +46,12 @@ class NodeIn(BaseModel):
 
 
 class NodePatch(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [{"text": "Ship the beta on Monday", "props": {"done": True}}]
+        }
+    )
+
     text: str | None = None
     # merged into the node's props; a key set to null is removed
     props: dict[str, Any] | None = None
@@ -40,6 +59,12 @@ class NodePatch(BaseModel):
 
 
 class NodeMove(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [{"parent_id": "7e1a9f3c-2b4d-4c6e-8f0a-1b2c3d4e5f60", "position": 0}]
+        }
+    )
+
     parent_id: UUID | None = None
     position: int | None = None
     base_version: int | None = None
@@ -47,6 +72,24 @@ class NodeMove(BaseModel):
 
 class NodeOut(BaseModel):
     """A bullet, and the version of its page after the write (or at the read)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "id": "7e1a9f3c-2b4d-4c6e-8f0a-1b2c3d4e5f60",
+                    "page_id": "0b5c2d71-3e9f-4a8b-b6c4-1d2e3f4a5b6c",
+                    "parent_id": None,
+                    "position": 0,
+                    "text": "Ship the beta on Friday",
+                    "props": {},
+                    "created_at": "2026-11-30T09:12:00Z",
+                    "updated_at": "2026-11-30T09:12:00Z",
+                    "page_version": 5,
+                }
+            ]
+        }
+    )
 
     id: UUID
     page_id: UUID

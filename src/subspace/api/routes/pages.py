@@ -7,22 +7,40 @@ from typing import Annotated
 from uuid import UUID
 
 from fastapi import APIRouter, Depends
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from subspace import commands
 from subspace.api.auth import require_context
+from subspace.api.openapi import BY_ID, error_responses
 from subspace.api.routes.states import add_state_routes
 from subspace.context import Context
 from subspace.db import queries
 from subspace.models import Page
 
-router = APIRouter(prefix="/api/pages", tags=["pages"])
+router = APIRouter(prefix="/api/pages", tags=["pages"], responses=error_responses(*BY_ID))
 CX = Annotated[Context, Depends(require_context)]
 
 
 class PageSummary(BaseModel):
     """A page without its bullets: what lists and writes answer. `GET /api/pages/{id}`
     answers the page with its bullets nested under `nodes`."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "id": "0b5c2d71-3e9f-4a8b-b6c4-1d2e3f4a5b6c",
+                    "kb_id": "3f2b9c1e-8d4a-4e57-9a0b-6c1d2e3f4a5b",
+                    "title": "Launch plan",
+                    "archived_at": None,
+                    "deleted_at": None,
+                    "created_at": "2026-11-30T09:12:00Z",
+                    "updated_at": "2026-11-30T09:40:00Z",
+                    "version": 4,
+                }
+            ]
+        }
+    )
 
     id: UUID
     kb_id: UUID
@@ -38,11 +56,21 @@ class PageSummary(BaseModel):
 
 
 class PageIn(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [{"title": "Launch plan", "kb_id": "3f2b9c1e-8d4a-4e57-9a0b-6c1d2e3f4a5b"}]
+        }
+    )
+
     title: str = ""
     kb_id: UUID | None = None
 
 
 class PageRename(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"title": "Launch plan (final)", "base_version": 4}]}
+    )
+
     title: str
     base_version: int | None = None
 

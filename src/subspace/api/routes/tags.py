@@ -6,26 +6,31 @@ from typing import Annotated, Literal
 from uuid import UUID
 
 from fastapi import APIRouter, Depends
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from subspace import commands
 from subspace.api.auth import require_context
+from subspace.api.openapi import BY_ID, error_responses
 from subspace.context import Context
 from subspace.db import queries
 from subspace.models import TagDefinition, TagType
 
-router = APIRouter(tags=["tags"])
+router = APIRouter(tags=["tags"], responses=error_responses(*BY_ID))
 CX = Annotated[Context, Depends(require_context)]
 Target = Literal["page", "file", "mail"]
 
 
 class TagIn(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{"name": "due", "type": "date"}]})
+
     name: str
     type: Literal["text", "number", "date", "boolean"]
     kb_id: UUID | None = None
 
 
 class TagValueIn(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{"value": "2026-12-24"}]})
+
     # Dates arrive as "YYYY-MM-DD" strings; the tag's type decides how a value is read.
     value: bool | float | str
 
