@@ -172,3 +172,20 @@ def test_malformed_fields_are_422(client: TestClient, path: str, body: object, s
     response = client.post(path, json=body)
     assert response.status_code == status, response.text
     assert response.json()["error"]["message"]
+
+
+def test_a_body_that_cannot_be_parsed_answers_the_declared_400(client: TestClient) -> None:
+    garbled = client.post("/api/pages", content=b'{"title": "\xff"}', headers=RAW_JSON)
+    assert garbled.status_code == 400, garbled.text
+    assert garbled.json()["error"]["code"] == "unparsable_body"
+    # Every operation that takes a body may answer so, and says so in the schema.
+    schema = client.get("/openapi.json").json()
+    bodies = [
+        (method, path)
+        for path, operations in schema["paths"].items()
+        for method, operation in operations.items()
+        if "requestBody" in operation
+    ]
+    assert len(bodies) >= 15
+    for method, path in bodies:
+        assert "400" in schema["paths"][path][method]["responses"], (method, path)

@@ -328,6 +328,9 @@ def test_uploading_the_same_bytes_again_returns_the_stored_file(
     assert again.status_code == 200, again.text
     assert again.json()["already_stored"] is True
     assert again.json()["id"] == first.json()["id"]
+    # The 200 is documented next to the 201, with the same shape.
+    declared = client.get("/openapi.json").json()["paths"]["/api/files"]["post"]["responses"]
+    assert declared["200"]["content"] == declared["201"]["content"]
     assert [f["name"] for f in client.get("/api/files").json()] == ["report.txt"]
     # Another knowledge base is another collection: it gets its own copy.
     kb = client.post("/api/knowledge-bases", json={"name": "Archive"}).json()
