@@ -59,6 +59,10 @@ def test_docs_pages_load_only_assets_this_server_serves(settings: Settings) -> N
         assert "http" not in client.get(page).text, page
     # Swagger UI's default validator fetches a badge from its own host.
     assert '"validatorUrl": null' in client.get("/docs").text
+    # And the browser is told so: whatever a bundle would fetch (ReDoc's logo) stays unfetched.
+    for page in ("/docs", "/redoc"):
+        policy = client.get(page).headers["content-security-policy"]
+        assert "default-src 'self'" in policy and "http" not in policy, page
 
 
 def test_pinned_schema_matches_the_code(settings: Settings) -> None:
