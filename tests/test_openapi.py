@@ -4,23 +4,31 @@ declares (its answer, its errors, its key, an example body)."""
 from __future__ import annotations
 
 import json
+import pkgutil
 import re
 from dataclasses import replace
+from importlib import import_module
 from pathlib import Path
 from typing import Any
 
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
+from pydantic import BaseModel, TypeAdapter
 
+from subspace.api import openapi
+from subspace.api import routes as route_package
 from subspace.api.app import create_app
 from subspace.api.openapi import REGENERATE, ErrorOut, SimErrorOut, pinned_schema
+from subspace.api.routes import search as search_routes
 from subspace.cli import main
 from subspace.config import Settings
+from subspace.search.service import SearchResponse
 
 PINNED = Path(__file__).resolve().parent.parent / "docs" / "openapi.json"
 # Answer without a key: they are documentation, or tell a load balancer the process is up.
 OPEN_PATHS = {"/healthz", "/readyz"}
 SIM_PATH = "/api/v1/knowledge/search"
+ROUTE_MODULES = list(pkgutil.iter_modules(route_package.__path__))
 # src="…", href="…", spec-url="…" and Swagger UI's url: '…'
 ASSET_URL = re.compile(r"""(?:src|href|spec-url)="([^"]+)"|\burl:\s*'([^']+)'""")
 
@@ -144,3 +152,19 @@ def test_openapi_command_prints_the_pinned_schema() -> None:
     result = CliRunner().invoke(main, ["openapi"])
     assert result.exit_code == 0, result.output
     assert result.output == pinned_schema()
+
+
+def test_every_example_is_valid_for_its_model() -> None:
+    """An example the server would refuse, or could not answer, misleads: each example on an
+    API model, and the search's answer, validates against its model."""
+    checked = 0
+    modules = [openapi, *(import_module(f"subspace.api.routes.{m.name}") for m in ROUTE_MODULES)]
+    for module in modules:
+        for model in vars(module).values():
+            if isinstance(model, type) and issubclass(model, BaseModel) and model is not BaseModel:
+                for example in model.model_json_schema().get("examples", []):
+                    model.model_validate(example)
+                    checked += 1
+    answer = search_routes.SEARCH_ANSWER[200]["content"]["application/json"]["example"]
+    TypeAdapter(SearchResponse).validate_python(answer)
+    assert checked >= 20

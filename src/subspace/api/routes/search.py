@@ -27,6 +27,49 @@ from subspace.search.service import SearchRequest, SearchResponse, search
 # 400 for a cursor this server did not issue; 404 for a tool given an unknown id or name.
 router = APIRouter(tags=["search"], responses=error_responses(*KEYED, 400, 404))
 CX = Annotated[Context, Depends(require_context)]
+# What one search answers, for the docs (SearchResponse is the service's dataclass).
+SEARCH_ANSWER: dict[int | str, Any] = {
+    200: {
+        "content": {
+            "application/json": {
+                "example": {
+                    "query": "launch date",
+                    "mode": "hybrid",
+                    "rows": [
+                        {
+                            "type": "node",
+                            "id": "7e1a9f3c-2b4d-4c6e-8f0a-1b2c3d4e5f60",
+                            "ref": "node:7e1a9f3c-2b4d-4c6e-8f0a-1b2c3d4e5f60",
+                            "title": "Launch plan",
+                            "passage": "Launch date: ship the beta on Friday",
+                            "highlights": [[0, 6], [7, 11]],
+                            "kb_id": "3f2b9c1e-8d4a-4e57-9a0b-6c1d2e3f4a5b",
+                            "knowledge_base": "Engineering",
+                            "score": 0.0328,
+                            "legs": {
+                                "lexical": {"rank": 1, "score": 0.61},
+                                "vector": {"rank": 1, "score": 0.82},
+                            },
+                            "created_at": "2026-11-30T09:12:00Z",
+                            "updated_at": "2026-11-30T09:12:00Z",
+                            "breadcrumb": ["Launch plan"],
+                            "page_id": "0b5c2d71-3e9f-4a8b-b6c4-1d2e3f4a5b6c",
+                        }
+                    ],
+                    "legs": {
+                        "lexical": {"ran": True, "candidates": 1, "ms": 2.1, "weight": 1.0},
+                        "vector": {"ran": True, "candidates": 12, "ms": 4.3, "weight": 1.0},
+                    },
+                    "degraded": [],
+                    "pending_embeddings": 0,
+                    "is_question": False,
+                    "next_cursor": None,
+                    "took_ms": 9.8,
+                }
+            }
+        }
+    }
+}
 
 
 class TagFilterIn(BaseModel):
@@ -97,13 +140,13 @@ def _run(request: Request, cx: Context, body: SearchIn) -> SearchResponse:
     )
 
 
-@router.post("/api/search")
+@router.post("/api/search", responses=SEARCH_ANSWER)
 def search_post(request: Request, body: SearchIn, cx: CX) -> SearchResponse:
     """The hybrid search, with every option."""
     return _run(request, cx, body)
 
 
-@router.get("/api/search")
+@router.get("/api/search", responses=SEARCH_ANSWER)
 def search_get(
     request: Request,
     cx: CX,
