@@ -50,6 +50,7 @@ def test_serve_from_an_empty_home_then_ctrl_c(home: Path) -> None:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SUBSPACE_", "PROVIDERS"))}
     env.update({"SUBSPACE_HOME": str(home), "SUBSPACE_PORT": str(port), "PROVIDERS": "fake"})
+    env["SUBSPACE_DB_POOL_SIZE"] = "7"
     proc = subprocess.Popen(
         [sys.executable, "-m", "subspace", "serve"],
         env=env,
@@ -71,6 +72,9 @@ def test_serve_from_an_empty_home_then_ctrl_c(home: Path) -> None:
         assert url == f"http://127.0.0.1:{port}/?token={token}"
         assert wait_for(f"http://127.0.0.1:{port}/healthz", 30).json() == {"status": "ok"}
         assert httpx.get(f"http://127.0.0.1:{port}/readyz").status_code == 200
+        # Requests share SUBSPACE_DB_POOL_SIZE connections, as /metrics reports (open on loopback).
+        metrics = httpx.get(f"http://127.0.0.1:{port}/metrics").text
+        assert 'subspace_db_pool_size{pool="requests"} 7.0' in metrics.splitlines()
         pages = httpx.get(
             f"http://127.0.0.1:{port}/api/pages", headers={"authorization": f"Bearer {token}"}
         ).json()

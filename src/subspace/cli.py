@@ -48,9 +48,10 @@ def _settings() -> Settings:
 
 
 @contextmanager
-def _database(settings: Settings) -> Iterator[Database]:
+def _database(settings: Settings, *, pool_size: int = 2) -> Iterator[Database]:
+    """The database for a command: two connections do for one, the server takes its setting."""
     try:
-        db = open_database(settings, pool_size=2)
+        db = open_database(settings, pool_size=pool_size)
     except SubspaceError as exc:
         raise click.ClickException(exc.message) from None
     try:
@@ -106,7 +107,7 @@ def serve(no_demo: bool) -> None:
     _setup_logging(settings)
     with stop_on_sigterm():
         try:
-            with _database(settings) as db:
+            with _database(settings, pool_size=settings.db_pool_size) as db:
                 if initialize_workspace(db, settings, demo=not no_demo):
                     click.echo(
                         "Prepared the default workspace" + ("." if no_demo else " with demo pages.")

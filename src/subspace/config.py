@@ -86,6 +86,15 @@ SETTINGS: tuple[Setting, ...] = (
         "waiting longest for a request, or is answered 503 when all are busy.",
     ),
     Setting(
+        "SUBSPACE_DB_POOL_SIZE",
+        "db_pool_size",
+        int,
+        10,
+        "Database connections the server's requests share (a hybrid search holds two). A"
+        " request waits up to 2 s for one, then gets 503 with Retry-After.",
+        maximum=500,
+    ),
+    Setting(
         "PROVIDERS",
         "providers",
         str,
@@ -314,6 +323,7 @@ class Settings:
     header_timeout_s: int = field(default=_DEFAULTS["header_timeout_s"])
     keep_alive_s: int = field(default=_DEFAULTS["keep_alive_s"])
     max_connections: int = field(default=_DEFAULTS["max_connections"])
+    db_pool_size: int = field(default=_DEFAULTS["db_pool_size"])
     providers: str = field(default=_DEFAULTS["providers"])
     openai_api_key: str = field(default=_DEFAULTS["openai_api_key"], repr=False)
     openai_base_url: str = field(default=_DEFAULTS["openai_base_url"])

@@ -177,6 +177,7 @@ def check_server_settings(settings: Settings) -> None:
         ("SUBSPACE_HEADER_TIMEOUT_S", settings.header_timeout_s),
         ("SUBSPACE_KEEP_ALIVE_S", settings.keep_alive_s),
         ("SUBSPACE_MAX_CONNECTIONS", settings.max_connections),
+        ("SUBSPACE_DB_POOL_SIZE", settings.db_pool_size),
     ):
         if value < 1:
             raise ConfigError(f"{env} must be at least 1, got {value}. Fix or unset it.")

@@ -98,8 +98,8 @@ class Metrics:
 
 
 class _ScrapeTime(Collector):
-    """What is read when /metrics is scraped: the indexer's backlog from the outbox, and the
-    query embedding's calls from the provider's circuit breaker."""
+    """What is read when /metrics is scraped: the database pools' use, the indexer's backlog
+    from the outbox, and the query embedding's calls from the provider's circuit breaker."""
 
     def __init__(self, app_state: Any) -> None:
         self.state = app_state
@@ -109,6 +109,7 @@ class _ScrapeTime(Collector):
         if provider is None:
             return
         labels = [provider.name, provider.model]
+        yield from self._pools()
         yield from self._indexer(provider.name, provider.model)
         breaker = breaker_for(provider)
         uses = (("query", breaker.stats), ("index", index_stats_for(provider)))
@@ -143,6 +144,23 @@ class _ScrapeTime(Collector):
         )
         circuit.add_metric(labels, 1 if breaker.state == OPEN else 0)
         yield circuit
+
+    def _pools(self) -> Iterator[Metric]:
+        database = getattr(self.state, "database", None)
+        if database is None:
+            return
+        pools = {"requests": database.request_pool, "reserved": database.pool}
+        for name, help_text, stat in (
+            ("size", "Most connections the pool may open.", "pool_max"),
+            ("available", "Connections open and idle in the pool.", "pool_available"),
+            ("waiting", "Requests waiting for a connection.", "requests_waiting"),
+        ):
+            gauge = GaugeMetricFamily(f"subspace_db_pool_{name}", help_text, labels=["pool"])
+            for pool_name, pool in pools.items():
+                stats = pool.get_stats()
+                value = pool.max_size if stat == "pool_max" else stats.get(stat, 0)
+                gauge.add_metric([pool_name], value)
+            yield gauge
 
     def _indexer(self, provider_name: str, model: str) -> Iterator[Metric]:
         database = getattr(self.state, "database", None)
