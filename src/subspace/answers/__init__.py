@@ -1,0 +1,1 @@
+"""Answering questions from the workspace: chat providers, strategies and runs."""

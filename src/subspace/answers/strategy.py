@@ -1,0 +1,53 @@
+"""The interface every answering strategy implements, and what a run hands it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from subspace.answers.chat import ChatProvider
+from subspace.config import Settings
+from subspace.context import Context
+from subspace.providers.base import EmbeddingProvider
+
+
+@dataclass(frozen=True)
+class AnswerBullet:
+    text: str
+    refs: list[str]  # refs the run retrieved, as node:<id>, file:<id>:<n>, mail:<id>, page:<id>
+
+
+class Progress(Protocol):
+    """Where a strategy reports as it goes; the run engine records and streams it."""
+
+    def step(self, kind: str, summary: str, data: dict[str, Any]) -> None:
+        """A tool call and its short result (kind "tool"), or another visible step."""
+
+    def bullet(self, bullet: AnswerBullet) -> None:
+        """An answer bullet, its refs checked, ready to be written."""
+
+    def cancelled(self) -> bool:
+        """Whether the run was cancelled: stop at the next step or bullet."""
+
+
+@dataclass
+class Job:
+    cx: Context
+    embedder: EmbeddingProvider | None
+    chat: ChatProvider
+    question: str
+    settings: Settings
+    progress: Progress
+
+
+@dataclass
+class Answer:
+    found: bool
+    bullets: list[AnswerBullet] = field(default_factory=list)
+    closest: list[str] = field(default_factory=list)  # when not found: the closest hits' refs
+
+
+class Strategy(Protocol):
+    name: str
+
+    def answer(self, job: Job) -> Answer: ...
