@@ -297,6 +297,20 @@ SETTINGS: tuple[Setting, ...] = (
         "Longest time one grep (exact or regex scan) may run.",
     ),
     Setting(
+        "SUBSPACE_RAG_MAX_STEPS",
+        "rag_max_steps",
+        int,
+        8,
+        "Most tool calls (search, grep, read) one /rag answer may make before it answers.",
+    ),
+    Setting(
+        "SUBSPACE_RAG_MAX_CONTEXT_CHARS",
+        "rag_max_context_chars",
+        int,
+        24_000,
+        "Most characters of retrieved text one answer sends to the chat model.",
+    ),
+    Setting(
         "SUBSPACE_API_KEY",
         "api_key",
         str,
@@ -355,6 +369,8 @@ class Settings:
     max_knowledge_bases: int = field(default=_DEFAULTS["max_knowledge_bases"])
     max_tag_filters: int = field(default=_DEFAULTS["max_tag_filters"])
     grep_timeout_ms: int = field(default=_DEFAULTS["grep_timeout_ms"])
+    rag_max_steps: int = field(default=_DEFAULTS["rag_max_steps"])
+    rag_max_context_chars: int = field(default=_DEFAULTS["rag_max_context_chars"])
     api_key: str = field(default=_DEFAULTS["api_key"], repr=False)
 
     @classmethod
