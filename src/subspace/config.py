@@ -111,6 +111,21 @@ SETTINGS: tuple[Setting, ...] = (
         "Base URL of an OpenAI-compatible server (Ollama, vLLM). Empty uses OpenAI.",
     ),
     Setting(
+        "SUBSPACE_CHAT_MODEL",
+        "chat_model",
+        str,
+        "gpt-4o-mini",
+        "Chat model the openai provider answers questions with (on Ollama or vLLM, the served"
+        " model's name; answers that search as they go need one with tool calling).",
+    ),
+    Setting(
+        "SUBSPACE_CHAT_TIMEOUT_S",
+        "chat_timeout_s",
+        int,
+        60,
+        "Seconds one chat call may take to connect and between streamed pieces before it fails.",
+    ),
+    Setting(
         "SUBSPACE_LOCAL_MODEL",
         "local_model",
         str,
@@ -341,6 +356,8 @@ class Settings:
     providers: str = field(default=_DEFAULTS["providers"])
     openai_api_key: str = field(default=_DEFAULTS["openai_api_key"], repr=False)
     openai_base_url: str = field(default=_DEFAULTS["openai_base_url"])
+    chat_model: str = field(default=_DEFAULTS["chat_model"])
+    chat_timeout_s: int = field(default=_DEFAULTS["chat_timeout_s"])
     local_model: str = field(default=_DEFAULTS["local_model"])
     index_debounce_ms: int | None = field(default=_DEFAULTS["index_debounce_ms"])
     index_max_wait_ms: int = field(default=_DEFAULTS["index_max_wait_ms"])
