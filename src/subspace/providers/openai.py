@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import logging
-import random
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
 
 from subspace.providers.base import ProviderError
 from subspace.providers.breaker import failure_reason
+from subspace.providers.retry import backoff, retry_after
 
 log = logging.getLogger(__name__)
 
@@ -23,8 +22,6 @@ FALLBACK_INPUT_CHARS = 8_000
 MAX_BATCH_INPUTS = 256  # the API accepts 2,048; smaller batches fail and retry cheaper
 MAX_BATCH_CHARS = 400_000  # keeps a request well under the API's 300,000-token limit
 MAX_ATTEMPTS = 4
-BACKOFF_BASE_S = 0.5
-BACKOFF_MAX_S = 20.0
 
 
 def batches(texts: Sequence[str]) -> Iterator[list[str]]:
@@ -98,13 +95,13 @@ class OpenAIProvider:
                 ) from exc
             except openai.RateLimitError as exc:
                 error: Exception = exc
-                delay = _retry_after(exc) or _backoff(attempt)
+                delay = retry_after(exc) or backoff(attempt)
             except openai.APIStatusError as exc:
                 if exc.status_code < 500:
                     raise ProviderError(
                         f"openai answered {exc.status_code}: {exc}", retryable=False
                     ) from exc
-                error, delay = exc, _backoff(attempt)
+                error, delay = exc, backoff(attempt)
             except (openai.APITimeoutError, openai.APIConnectionError) as exc:
                 if failure_reason(exc) == "refused":
                     # Nothing listens at the address: backing off within this call only
@@ -112,7 +109,7 @@ class OpenAIProvider:
                     raise ProviderError(
                         f"openai refused the connection: {exc}", reason="refused"
                     ) from exc
-                error, delay = exc, _backoff(attempt)
+                error, delay = exc, backoff(attempt)
             if attempt == MAX_ATTEMPTS:
                 break
             log.warning("embedding call failed (%s); retrying in %.1f s", error, delay)
@@ -120,16 +117,3 @@ class OpenAIProvider:
         raise ProviderError(
             f"openai failed after {MAX_ATTEMPTS} attempts: {error}", reason=failure_reason(error)
         )
-
-
-def _backoff(attempt: int) -> float:
-    return float(min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2 ** (attempt - 1)) * random.uniform(0.5, 1))
-
-
-def _retry_after(exc: Any) -> float | None:
-    headers = getattr(getattr(exc, "response", None), "headers", None) or {}
-    value = headers.get("retry-after")
-    try:
-        return min(BACKOFF_MAX_S, max(0.0, float(value))) if value is not None else None
-    except ValueError:
-        return None
