@@ -268,6 +268,14 @@ SETTINGS: tuple[Setting, ...] = (
         "workspaces in turn.",
     ),
     Setting(
+        "SUBSPACE_MAX_RUNS",
+        "max_runs",
+        int,
+        2,
+        "Questions (/rag, /rag-pageindex, /rag-direct) the server answers at once; more wait "
+        "in a queue.",
+    ),
+    Setting(
         "SUBSPACE_EMBED_TIMEOUT_MS",
         "embed_timeout_ms",
         int,
@@ -379,6 +387,7 @@ class Settings:
     extract_timeout_s: int = field(default=_DEFAULTS["extract_timeout_s"])
     extract_memory_mb: int = field(default=_DEFAULTS["extract_memory_mb"])
     extract_workers: int = field(default=_DEFAULTS["extract_workers"])
+    max_runs: int = field(default=_DEFAULTS["max_runs"])
     embed_timeout_ms: int = field(default=_DEFAULTS["embed_timeout_ms"])
     lexical_ranker: str = field(default=_DEFAULTS["lexical_ranker"])
     max_query_chars: int = field(default=_DEFAULTS["max_query_chars"])
