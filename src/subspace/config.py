@@ -123,7 +123,8 @@ SETTINGS: tuple[Setting, ...] = (
         "chat_timeout_s",
         int,
         60,
-        "Seconds one chat call may take to connect and between streamed pieces before it fails.",
+        "Seconds one chat call may take to connect and between streamed pieces before it fails"
+        " (0: no limit).",
     ),
     Setting(
         "SUBSPACE_LOCAL_MODEL",
