@@ -1,0 +1,173 @@
+"""What a run retrieved (the refs it may cite), its context budget, and the answer parser.
+
+An answer is checked line by line as it streams: a bullet keeps only refs the run retrieved,
+a bullet left with no ref is dropped, and what remains is plain text (no images, no links to
+other hosts, no HTML), since answers are stored as bullets and shown as text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from subspace.answers.prompts import NOTHING_FOUND
+from subspace.answers.strategy import AnswerBullet
+
+_UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+REF = re.compile(rf"\b(?:page|node|mem|file|mail):{_UUID}(?::\d+)?\b", re.IGNORECASE)
+# A citation: refs in square brackets, alone or several separated by commas or semicolons.
+_CITATION = re.compile(
+    rf"\[\s*((?:{REF.pattern})(?:\s*[,;]?\s*(?:{REF.pattern}))*)\s*\]", re.IGNORECASE
+)
+_CLOSING_REF = re.compile(rf"\(({REF.pattern})\)$")
+_OPENING_REF = re.compile(rf"^({REF.pattern})(?= \()")
+_IMAGE = re.compile(r"!\[([^\]]*)\]\(([^)]*)\)")
+_LINK = re.compile(r"\[([^\]]+)\]\(([^)\s]*)[^)]*\)")
+_AUTOLINK = re.compile(r"<((?:https?|ftp|mailto):[^>\s]*)>", re.IGNORECASE)
+_TAG = re.compile(r"</?[A-Za-z!][^>]*>")
+_BULLET_MARK = re.compile(r"^\s*(?:[-*•+]|\d{1,3}[.)])\s+")
+MAX_BULLET_CHARS = 2_000  # a claim, not an essay: longer lines are cut
+
+
+@dataclass
+class Evidence:
+    """The refs a run retrieved, with a title for each, and what is left of its budget of
+    quoted characters (SUBSPACE_RAG_MAX_CONTEXT_CHARS)."""
+
+    budget: int
+    titles: dict[str, str] = field(default_factory=dict)  # ref -> title, in retrieval order
+
+    def take(self, text: str) -> str:
+        """The part of `text` the budget still allows (all of it, a cut prefix, or "");
+        the budget shrinks by what is returned."""
+        if self.budget <= 0:
+            return ""
+        if len(text) > self.budget:
+            cut = text[: self.budget]
+            # Cut at a line end when one is near, so no ref is cut in half.
+            line_end = cut.rfind("\n")
+            text = cut[:line_end] if line_end > len(cut) // 2 else cut
+        self.budget -= len(text)
+        return text
+
+    def add(self, ref: str, title: str = "") -> None:
+        ref = ref.lower()
+        if ref not in self.titles or not self.titles[ref]:
+            self.titles[ref] = title
+
+    def add_text(self, text: str) -> None:
+        """The refs a tool's result printed become citable: the one closing a line in
+        parentheses (search hits, outline bullets, headings) or opening it (grep matches).
+        Refs inside stored text were not retrieved and stay uncitable; a line's text up to
+        its ref serves as the ref's title for "Closest" bullets."""
+        for line in text.splitlines():
+            line = line.rstrip()
+            closing = _CLOSING_REF.search(line)
+            if closing is not None:
+                self.add(closing.group(1), _title_of(line, closing.start()))
+                continue
+            opening = _OPENING_REF.match(line)
+            if opening is not None:
+                title = re.match(r"\s*\((.*)\) ×", line[opening.end() :])
+                self.add(opening.group(1), title.group(1) if title else "")
+
+    def has(self, ref: str) -> bool:
+        return ref.lower() in self.titles
+
+    def closest(self, count: int = 3) -> list[tuple[str, str]]:
+        """The first `count` refs retrieved, with their titles."""
+        return list(self.titles.items())[:count]
+
+
+def _title_of(line: str, ref_start: int) -> str:
+    head = line[:ref_start].strip()
+    head = re.sub(r"^#+\s*|^\d+\.\s*\[\w+\]\s*|^[-*]\s*", "", head.strip())
+    head = " ".join(head.split())
+    return head if len(head) <= 120 else head[:119] + "…"
+
+
+def parse_line(line: str, evidence: Evidence) -> AnswerBullet | None:
+    """The answer bullet one line of a model's answer holds, or None: not a claim, or no ref
+    the run retrieved is left on it.
+
+    >>> parse_line("- The dam opens at six [node:…]", evidence).text
+    'The dam opens at six'
+    """
+    refs: list[str] = []
+
+    def keep(match: re.Match[str]) -> str:
+        for ref in REF.findall(match.group(1)):
+            ref = ref.lower()
+            if evidence.has(ref) and ref not in refs:
+                refs.append(ref)
+        return " "
+
+    text = _CITATION.sub(keep, line)
+    text = " ".join(plain_text(text).split())
+    text = _BULLET_MARK.sub("", text).strip()
+    text = re.sub(r"\s+([.,;:!?])", r"\1", text)
+    if not refs or not text or text == NOTHING_FOUND:
+        return None
+    if len(text) > MAX_BULLET_CHARS:
+        text = text[: MAX_BULLET_CHARS - 1] + "…"
+    return AnswerBullet(text, refs)
+
+
+def parse_answer(text: str, evidence: Evidence) -> list[AnswerBullet]:
+    """Every answer bullet of a whole answer, refs checked (see parse_line)."""
+    bullets = (parse_line(line, evidence) for line in text.splitlines())
+    return [bullet for bullet in bullets if bullet is not None]
+
+
+def plain_text(text: str) -> str:
+    """`text` as plain text: an image becomes its alt text, a link to another host
+    "label (host)", a link to this site its label, and HTML tags are removed.
+
+    >>> plain_text("see ![map](http://x.example/m.png) and [docs](https://evil.example/a)")
+    'see map and docs (evil.example)'
+    """
+    text = _IMAGE.sub(lambda m: m.group(1), text)
+    text = _LINK.sub(_link_text, text)
+    text = _AUTOLINK.sub(lambda m: m.group(1), text)
+    return _TAG.sub("", text)
+
+
+def _link_text(match: re.Match[str]) -> str:
+    label, target = match.group(1), match.group(2)
+    host = urlsplit(target).hostname if "//" in target else None
+    return f"{label} ({host})" if host else label
+
+
+class LineReader:
+    """Splits a streamed answer into lines and hands each answer bullet to `emit` as soon as
+    its line is complete; `finish()` flushes the last line. `said_nothing_found` tells whether
+    the model answered NOTHING_FOUND."""
+
+    def __init__(self, evidence: Evidence, emit: Callable[[AnswerBullet], None]) -> None:
+        self.evidence = evidence
+        self.emit = emit
+        self.bullets: list[AnswerBullet] = []
+        self.said_nothing_found = False
+        self._pending = ""
+
+    def feed(self, delta: str) -> None:
+        self._pending += delta
+        while "\n" in self._pending:
+            line, self._pending = self._pending.split("\n", 1)
+            self._line(line)
+
+    def finish(self) -> None:
+        line, self._pending = self._pending, ""
+        if line.strip():
+            self._line(line)
+
+    def _line(self, line: str) -> None:
+        if line.strip() == NOTHING_FOUND:
+            self.said_nothing_found = True
+            return
+        bullet = parse_line(line, self.evidence)
+        if bullet is not None and bullet not in self.bullets:
+            self.bullets.append(bullet)
+            self.emit(bullet)

@@ -1,0 +1,44 @@
+"""/rag-direct: one hybrid search with the question, its top passages quoted, one answer."""
+
+from __future__ import annotations
+
+from subspace.answers import prompts
+from subspace.answers.chat import Message
+from subspace.answers.evidence import Evidence
+from subspace.answers.replies import answer_from, raise_if_cancelled
+from subspace.answers.strategy import Answer, Job
+from subspace.search.service import SearchRequest, search
+
+PASSAGES = 8  # hits quoted to the model: enough for a question that spans a few bullets
+
+
+class DirectStrategy:
+    name = "rag-direct"
+
+    def answer(self, job: Job) -> Answer:
+        raise_if_cancelled(job)
+        response = search(job.cx, job.embedder, SearchRequest(query=job.question, limit=PASSAGES))
+        job.progress.step(
+            "search",
+            f"Searched for {_short(job.question)}: {len(response.rows)} hits",
+            {"query": job.question, "hits": [row.ref for row in response.rows]},
+        )
+        evidence = Evidence(job.settings.rag_max_context_chars)
+        quoted = []
+        for row in response.rows:
+            text = evidence.take(row.passage)
+            if not text:
+                break
+            evidence.add(row.ref, row.title)
+            quoted.append(prompts.fence(row.ref, row.title, text))
+        raise_if_cancelled(job)
+        messages = [
+            Message("system", prompts.ANSWER_SYSTEM),
+            Message("user", prompts.question_message(job.question, quoted)),
+        ]
+        return answer_from(job, messages, evidence)
+
+
+def _short(text: str, limit: int = 80) -> str:
+    text = " ".join(text.split())
+    return repr(text if len(text) <= limit else text[: limit - 1] + "…")

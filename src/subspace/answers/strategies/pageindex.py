@@ -1,0 +1,134 @@
+"""/rag-pageindex: the model reads the tree of pages (titles and outlines, no vectors, no
+search), chooses the pages likely to hold the answer, reads them whole, then answers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from subspace.agents.tools import call_tool
+from subspace.answers import prompts
+from subspace.answers.chat import Message
+from subspace.answers.evidence import REF, Evidence
+from subspace.answers.fake_chat import content_words
+from subspace.answers.replies import answer_from, ask, not_found, raise_if_cancelled
+from subspace.answers.strategy import Answer, Job
+from subspace.context import Context
+from subspace.errors import SubspaceError
+from subspace.search.filters import page_visible
+
+OUTLINE_BULLETS = 8  # top-level bullets shown per page: the outline, not the page
+OUTLINE_BULLET_CHARS = 120
+MAX_PAGES_LISTED = 500  # most recently edited first; beyond this the tree is cut
+PAGES_READ = 3
+
+
+@dataclass
+class PageOutline:
+    id: UUID
+    title: str
+    bullets: list[str]
+
+    @property
+    def ref(self) -> str:
+        return f"page:{self.id}"
+
+
+class PageIndexStrategy:
+    name = "rag-pageindex"
+
+    def answer(self, job: Job) -> Answer:
+        raise_if_cancelled(job)
+        outlines = visible_outlines(job.cx)
+        job.progress.step("outline", f"Listed {len(outlines)} pages with their outlines",
+                          {"pages": len(outlines)})  # fmt: skip
+        # The outlines get half the budget: the pages chosen must still fit.
+        choosing = Evidence(job.settings.rag_max_context_chars // 2)
+        quoted = []
+        for outline in outlines:
+            text = choosing.take("\n".join(f"- {b}" for b in outline.bullets) or "(empty page)")
+            if not text:
+                break
+            choosing.add(outline.ref, outline.title or "Untitled")
+            quoted.append(prompts.fence(outline.ref, outline.title or "Untitled", text))
+        raise_if_cancelled(job)
+        reply, _ = ask(
+            job,
+            [
+                Message("system", prompts.CHOOSE_SYSTEM),
+                Message("user", prompts.question_message(job.question, quoted)),
+            ],
+            Evidence(0),  # the choice is not an answer: nothing of it becomes a bullet
+        )
+        chosen = [r for r in _refs(reply.content) if choosing.has(r)][:PAGES_READ]
+        job.progress.step("choose", f"Chose {len(chosen)} pages", {"pages": chosen})
+        titles = dict(choosing.closest(len(choosing.titles)))
+        if not chosen:
+            return not_found(job, _closest(job.question, outlines))
+        evidence = Evidence(job.settings.rag_max_context_chars - sum(map(len, quoted)))
+        read = []
+        for ref in chosen:
+            raise_if_cancelled(job)
+            try:
+                output = call_tool(job.cx, job.embedder, "kb.read", {"ref": ref})
+            except SubspaceError as exc:  # the page went away since the outline
+                data = {"tool": "kb.read", "arguments": {"ref": ref}, "ok": False}
+                job.progress.step("tool", f"kb.read {ref}: {exc.message}", data)
+                continue
+            text = evidence.take(output)
+            evidence.add_text(text)
+            job.progress.step("tool", f"kb.read {ref}: {titles.get(ref, '')}",
+                              {"tool": "kb.read", "arguments": {"ref": ref}, "ok": True,
+                               "chars": len(text)})  # fmt: skip
+            if text:
+                read.append(prompts.fence(ref, titles.get(ref, ""), text))
+        messages = [
+            Message("system", prompts.ANSWER_SYSTEM),
+            Message("user", prompts.question_message(job.question, read)),
+        ]
+        return answer_from(job, messages, evidence)
+
+
+def _refs(text: str) -> list[str]:
+    refs: list[str] = []
+    for match in REF.finditer(text):
+        ref = match.group(0).lower()
+        if ref not in refs:
+            refs.append(ref)
+    return refs
+
+
+def _closest(question: str, outlines: list[PageOutline]) -> list[tuple[str, str]]:
+    wanted = content_words(question)
+    scored = [
+        (len(wanted & content_words(" ".join([o.title, *o.bullets]))), -i, o)
+        for i, o in enumerate(outlines)
+    ]
+    best = sorted((s for s in scored if s[0] > 0), key=lambda s: (s[0], s[1]), reverse=True)
+    return [(o.ref, o.title or "Untitled") for _, _, o in best[:3]]
+
+
+def visible_outlines(cx: Context) -> list[PageOutline]:
+    """Every page the actor may see, most recently edited first, with its first top-level
+    bullets (cut to OUTLINE_BULLET_CHARS): the tree pageindex reasons over."""
+    params: dict[str, Any] = {
+        "ws": cx.actor.workspace_id,
+        "user": cx.actor.user_id,
+        "pages": MAX_PAGES_LISTED,
+        "bullets": OUTLINE_BULLETS,
+        "chars": OUTLINE_BULLET_CHARS,
+    }
+    with cx.transaction() as conn:
+        rows = conn.execute(
+            "select p.id, p.title, coalesce(b.texts, '{}') as texts from kb.pages p "
+            "left join lateral (select array_agg(left(n.text, %(chars)s) order by n.position) "
+            "as texts from (select text, position from kb.nodes n where n.workspace_id = "
+            "p.workspace_id and n.page_id = p.id and n.parent_id is null and n.text <> '' "
+            "order by n.position limit %(bullets)s) n) b on true "
+            f"where p.workspace_id = %(ws)s and {page_visible('p')} "
+            "order by p.updated_at desc, p.id limit %(pages)s",
+            params,
+        ).fetchall()
+    return [PageOutline(r["id"], r["title"] or "", [" ".join(t.split()) for t in r["texts"]])
+            for r in rows]  # fmt: skip
