@@ -96,3 +96,59 @@ def test_keys_revoke_refuses_an_ambiguous_or_short_prefix(
             "select id::text from kb.api_keys where revoked_at is not null"
         ).fetchall()
     assert revoked == [{"id": "abcd2222-0000-4000-8000-000000000000"}]
+
+
+def test_ask_answers_in_process_and_prints_json(
+    runner: CliRunner, cx: Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from subspace import commands
+    from subspace.answers import runs
+    from tests.test_runs import Quoting
+
+    monkeypatch.setattr(runs, "default_strategies", lambda: {"rag-direct": Quoting()})
+    page = commands.create_page(cx, "Launch")
+    beta = commands.add_node(cx, page.id, "The beta ships on Friday.")
+    result = runner.invoke(main, ["ask", "beta", "--strategy", "rag-direct", "--page", "launch",
+                                  "--json"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    printed = json.loads(result.stdout)
+    assert set(printed) == {"run_id", "strategy", "found", "answer"}
+    assert printed["strategy"] == "rag-direct" and printed["found"] is True
+    assert printed["answer"] == [{"text": "The beta ships on Friday.", "refs": [f"node:{beta.id}"]}]
+    streamed = runner.invoke(main, ["ask", "beta", "--strategy", "rag-direct"])
+    assert streamed.exit_code == 0, streamed.output
+    assert f"- The beta ships on Friday. [node:{beta.id}]" in streamed.stdout
+    assert "kb.search beta" in streamed.stdout
+    missing = runner.invoke(main, ["ask", "beta", "--page", "Nowhere"])
+    assert missing.exit_code == 1 and "No page titled 'Nowhere'" in missing.output
+
+
+def test_ask_leaves_the_run_to_a_running_server(
+    runner: CliRunner,
+    database: Database,
+    settings: Settings,
+    cx: Context,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import psycopg
+
+    from subspace import commands
+    from subspace.answers import runs
+    from subspace.db.locks import SERVER_LOCK_KEY
+    from tests.test_runs import Quoting
+
+    # The command itself has no strategy: only the server's worker can answer.
+    monkeypatch.setattr(runs, "default_strategies", dict)
+    page = commands.create_page(cx, "Launch")
+    beta = commands.add_node(cx, page.id, "The beta ships on Friday.")
+    engine = runs.RunEngine(database, settings, None, {"rag": Quoting()})
+    with psycopg.connect(database.dsn, autocommit=True) as server:
+        server.execute("select pg_advisory_lock_shared(%s)", (SERVER_LOCK_KEY,))
+        worker, thread = runs.start_run_worker(engine, 1)
+        try:
+            result = runner.invoke(main, ["ask", "beta", "--json"])
+        finally:
+            worker.stop()
+            thread.join(timeout=10)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["answer"][0]["refs"] == [f"node:{beta.id}"]

@@ -7,6 +7,7 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from subspace import commands
+from subspace.answers.runs import enqueue_run
 from subspace.context import Context
 from subspace.runtime import Database
 from subspace.workspaces import create_workspace
@@ -22,6 +23,7 @@ def other_workspace(database: Database, cx: Context) -> dict[str, Any]:
     file = commands.upload_file(theirs, "their.txt", b"theirs")
     mail = commands.add_mail(theirs, message_id="<theirs@x>", subject="theirs")
     tag = commands.create_tag(theirs, "owner", "text")
+    run = enqueue_run(theirs, "their question", page_id=page.id)
     with database.pool.connection() as conn:
         kb = conn.execute(
             "select id from kb.knowledge_bases where workspace_id = %s", (actor.workspace_id,)
@@ -34,6 +36,7 @@ def other_workspace(database: Database, cx: Context) -> dict[str, Any]:
         "file_id": file.id,
         "mail_id": mail.id,
         "tag_id": tag.id,
+        "run_id": run.id,
         "kb_id": kb["id"],
         "workspace_id": actor.workspace_id,
     }
@@ -64,6 +67,7 @@ def test_every_route_hides_another_workspaces_ids(
         "file_id": theirs["file_id"],
         "mail_id": theirs["mail_id"],
         "tag_id": theirs["tag_id"],
+        "run_id": theirs["run_id"],
     }
     item_ids = {"/api/pages": "page_id", "/api/files": "file_id", "/api/mail": "mail_id"}
     bodies: dict[tuple[str, str], Any] = {

@@ -352,6 +352,109 @@ def read_command(item: str) -> None:
         click.echo(read_ref(cx, *ref))
 
 
+@main.command("ask")
+@click.argument("question")
+@click.option(
+    "--strategy",
+    type=click.Choice(["rag", "rag-pageindex", "rag-direct"]),
+    default="rag",
+    show_default=True,
+    help="rag: an agent that searches and reads; rag-pageindex: chooses pages from their "
+    "titles and outlines; rag-direct: one hybrid search, then the answer.",
+)
+@click.option("--page", default=None, help="File the question on this page (title or id).")
+@click.option(
+    "--json", "as_json", is_flag=True, help='Print {"run_id", "strategy", "found", "answer"}.'
+)
+def ask_command(question: str, strategy: str, page: str | None, as_json: bool) -> None:
+    """Ask the workspace a question: the answer streams in as cited bullets under a
+    "/<strategy> <question>" bullet (on --page, or a "Questions" page). A running server
+    answers it; without one it is answered here. Ctrl-C cancels it."""
+    import threading
+
+    from rich.markup import escape
+
+    from subspace.answers import runs
+
+    settings = _settings()
+    with _database(settings, pool_size=4) as db:
+        cx = db.default_context(settings)
+        page_id = _page_id(cx, page) if page is not None else None
+        run = runs.enqueue_run(cx, question, strategy, page_id=page_id)
+        with db.pool.connection() as conn:
+            served = runs.server_running(conn)
+        worker: threading.Thread | None = None
+        if not served:
+            engine = runs.RunEngine(
+                db, settings, _provider(settings), strategies=runs.default_strategies()
+            )
+            claimed = engine.claim(run.id)
+            if claimed is not None:
+                worker = threading.Thread(target=engine.execute, args=(claimed,), daemon=True)
+                worker.start()
+        out = err_console if as_json else console
+        steps: list[runs.Step] = []
+        tail = runs.tail_steps(db, cx.actor.workspace_id, run.id)
+        while True:
+            try:
+                step = next(tail, None)
+            except KeyboardInterrupt:
+                runs.request_cancel(cx, run.id)
+                out.print("[dim]Cancelling…[/dim]")
+                tail = runs.tail_steps(db, cx.actor.workspace_id, run.id, after=_last_seq(steps))
+                continue
+            if step is None:
+                break
+            steps.append(step)
+            if step.kind == "bullet":
+                refs = " ".join(f"[{ref}]" for ref in step.data.get("refs", []))
+                out.print(escape(f"- {step.data.get('text', '')} {refs}".rstrip()), soft_wrap=True)
+            elif step.kind in ("tool", "error"):
+                out.print(f"[dim]{escape(step.summary)}[/dim]", soft_wrap=True)
+        if worker is not None:
+            worker.join(timeout=10)
+        with db.pool.connection() as conn:
+            done = runs.get_run(conn, cx.actor.workspace_id, run.id)
+    if as_json:
+        answer = [{"text": b["text"], "refs": b["refs"]} for b in runs.answer_of(steps)]
+        click.echo(
+            json.dumps(
+                {
+                    "run_id": str(done.id),
+                    "strategy": done.strategy,
+                    "found": bool(done.found),
+                    "answer": answer,
+                },
+                indent=2,
+            )
+        )
+    if done.status != "done":
+        raise click.ClickException(f"The run {done.status}: {done.error or 'no answer'}.")
+
+
+def _last_seq(steps: list[Any]) -> int:
+    return int(steps[-1].seq) if steps else 0
+
+
+def _page_id(cx: Context, page: str) -> UUID:
+    """A page named by its id or its title (ignoring case)."""
+    from subspace.text import clean_text
+
+    try:
+        return UUID(page)
+    except ValueError:
+        pass
+    with cx.transaction() as conn:
+        row = conn.execute(
+            "select id from kb.pages where workspace_id = %s and lower(title) = lower(%s) "
+            "and deleted_at is null order by archived_at is not null, updated_at desc limit 1",
+            (cx.actor.workspace_id, " ".join(clean_text(page).split())),
+        ).fetchone()
+    if row is None:
+        raise click.ClickException(f"No page titled {page!r}. Give its id or title.")
+    return UUID(str(row["id"]))
+
+
 def _tag_filter(name: str, op: str, value: str) -> TagFilter:
     """One --tag; `between` takes its two values as LOW..HIGH in the one VALUE."""
     from subspace.search.filters import TagFilter

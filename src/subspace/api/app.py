@@ -11,6 +11,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.routing import Route
 
 from subspace import __version__
+from subspace.answers.runs import RunEngine, start_run_worker
 from subspace.api.csrf import CrossSiteCheck
 from subspace.api.errors import install_error_handlers
 from subspace.api.limits import BodyLimit
@@ -27,6 +28,7 @@ from subspace.api.routes import (
     mail,
     nodes,
     pages,
+    runs,
     search,
     tags,
 )
@@ -57,12 +59,16 @@ def create_app(settings: Settings, database: Database | None = None) -> FastAPI:
         extractor.start()
         app.state.extractor = extractor
         indexer, indexer_thread = start_indexer(db, settings, app.state.provider)
+        engine = RunEngine(db, settings, app.state.provider, **app.state.run_engine_options)
+        runs_worker, runs_thread = start_run_worker(engine, settings.max_runs)
         try:
             async with run_mcp(app):
                 yield
         finally:
+            runs_worker.stop()
             indexer.stop()
             extractor.stop()
+            runs_thread.join(timeout=10)
             indexer_thread.join(timeout=10)
             app.state.extractor = None
             server_lock.close()
@@ -85,6 +91,8 @@ def create_app(settings: Settings, database: Database | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.provider = create_provider(settings)
     app.state.extractor = None  # started with the app's lifespan
+    # RunEngine's strategies and chat factory, when a test gives its own
+    app.state.run_engine_options = {}
     if database is not None:
         app.state.database = database
     install_error_handlers(app)
@@ -97,7 +105,7 @@ def create_app(settings: Settings, database: Database | None = None) -> FastAPI:
         RequestObserver, metrics=app.state.metrics, json_lines=settings.log_format == "json"
     )
     app.include_router(metrics_router)
-    for module in (health, knowledge_bases, pages, nodes, files, mail, tags, search, admin):
+    for module in (health, knowledge_bases, pages, nodes, files, mail, tags, search, runs, admin):
         app.include_router(module.router)
     app.include_router(knowledge_search.router)
     app.router.routes.append(Route(MCP_PATH, McpEndpoint(), methods=["GET", "POST", "DELETE"]))

@@ -8,3 +8,6 @@ MIGRATION_LOCK_KEY = 7_201_530_117
 SERVER_LOCK_KEY = 7_201_530_118
 # Serialises workspace creation, so two names never collide.
 WORKSPACE_LOCK_KEY = 7_201_530_119
+# The class half of the two-key lock a process holds on each run it executes (the other half
+# is hashtext of the run id); a 'running' run whose lock is free lost its process.
+RUN_LOCK_CLASS = 720_153_012

@@ -1,0 +1,343 @@
+"""Answer runs: asking through the API, the stream of steps, cancelling, a killed process."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from uuid import UUID, uuid4
+
+import pytest
+from fastapi.testclient import TestClient
+
+from subspace import commands
+from subspace.answers import runs
+from subspace.answers.strategy import Answer, AnswerBullet, Job
+from subspace.config import Settings
+from subspace.context import Context
+from subspace.db import queries
+from subspace.indexer.consumer import Indexer
+from subspace.providers.fake import FakeProvider
+from subspace.runtime import Database
+from subspace.search.service import SearchRequest, search
+from subspace.workspaces import create_workspace
+from tests.conftest import make_client
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class Quoting:
+    """Answers with the passages of a lexical search, one bullet each, citing each hit; waits
+    for `gate` (when given) after the first bullet."""
+
+    name = "rag-direct"
+
+    def __init__(self, gate: threading.Event | None = None) -> None:
+        self.gate = gate
+
+    def answer(self, job: Job) -> Answer:
+        response = search(job.cx, None, SearchRequest(query=job.question, mode="lexical", limit=3))
+        job.progress.step(
+            "tool",
+            f"kb.search {job.question}: {len(response.rows)} hits",
+            {"tool": "kb.search", "hits": len(response.rows)},
+        )
+        bullets: list[AnswerBullet] = []
+        for row in response.rows:
+            if (row.passage or "").startswith("/rag"):
+                continue  # the asking bullet itself
+            bullet = AnswerBullet(row.passage or row.title, [row.ref])
+            job.progress.bullet(bullet)
+            bullets.append(bullet)
+            if self.gate is not None:
+                self.gate.wait(10)
+        if not bullets:
+            return Answer(False, [AnswerBullet(f"I found nothing about {job.question}.", [])])
+        return Answer(True, bullets)
+
+
+def runs_client(
+    database: Database, settings: Settings, cx: Context, strategy: Quoting | None = None
+) -> TestClient:
+    client = make_client(database, settings, cx.actor)
+    quoting = strategy or Quoting()
+    client.app.state.run_engine_options = {  # type: ignore[attr-defined]
+        "strategies": {name: quoting for name in runs.STRATEGY_NAMES}
+    }
+    return client
+
+
+def wait_for(check: Callable[[], Any], timeout_s: float = 15.0) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError("timed out")
+
+
+def finished(client: TestClient, run_id: str) -> dict[str, Any]:
+    def done() -> dict[str, Any] | None:
+        run: dict[str, Any] = client.get(f"/api/runs/{run_id}").json()
+        return run if run["status"] in runs.FINISHED else None
+
+    result: dict[str, Any] = wait_for(done)
+    return result
+
+
+def children(cx: Context, node_id: UUID | str) -> list[tuple[str, dict[str, Any]]]:
+    with cx.transaction() as conn:
+        rows = conn.execute(
+            "select text, props from kb.nodes where workspace_id = %s and parent_id = %s "
+            "order by position",
+            (cx.actor.workspace_id, UUID(str(node_id))),
+        ).fetchall()
+    return [(row["text"], row["props"]) for row in rows]
+
+
+@pytest.fixture
+def notes(cx: Context) -> dict[str, Any]:
+    page = commands.create_page(cx, "Launch")
+    beta = commands.add_node(cx, page.id, "The beta ships on Friday after the review.")
+    other = commands.add_node(cx, page.id, "Lunch is at noon.")
+    return {"page": page, "beta": beta, "other": other}
+
+
+def test_ask_writes_cited_answer_bullets_under_the_rag_bullet(
+    database: Database, settings: Settings, cx: Context, notes: dict[str, Any]
+) -> None:
+    with runs_client(database, settings, cx) as client:
+        asked = client.post(
+            "/api/ask", json={"question": "  beta ships  ", "page_id": str(notes["page"].id)}
+        )
+        assert asked.status_code == 202, asked.text
+        body = asked.json()
+        assert body["status"] == "queued" and body["events"] == f"/api/runs/{body['run_id']}/events"
+        run = finished(client, body["run_id"])
+    assert run["status"] == "done" and run["found"] is True
+    with cx.transaction() as conn:
+        asking = queries.get_node(conn, cx.actor.workspace_id, UUID(body["node_id"]))
+    assert asking.text == "/rag beta ships" and asking.parent_id is None
+    assert asking.page_id == notes["page"].id
+    assert children(cx, body["node_id"]) == [
+        (
+            "The beta ships on Friday after the review.",
+            {"refs": [f"node:{notes['beta'].id}"], "run": body["run_id"]},
+        )
+    ]
+    kinds = [step["kind"] for step in run["steps"]]
+    assert kinds == ["status", "status", "tool", "bullet", "status"]
+    assert run["steps"][2]["data"] == {"tool": "kb.search", "hits": 2}  # and the asking bullet
+    assert [(a["text"], a["refs"]) for a in run["answer"]] == [
+        ("The beta ships on Friday after the review.", [f"node:{notes['beta'].id}"])
+    ]
+
+
+def test_a_question_without_a_page_goes_to_a_questions_page_and_a_bullet_is_reused(
+    database: Database, settings: Settings, cx: Context, notes: dict[str, Any]
+) -> None:
+    with runs_client(database, settings, cx) as client:
+        first = client.post("/api/ask", json={"question": "lunch", "strategy": "rag-direct"}).json()
+        second = client.post("/api/ask", json={"question": "beta"}).json()
+        finished(client, first["run_id"])
+        finished(client, second["run_id"])
+        # The UI files the bullet itself, then asks under it: the bullet is the run's.
+        filed = commands.add_node(cx, notes["page"].id, "/rag-pageindex beta   ships")
+        reused = client.post(
+            "/api/ask",
+            json={"question": "beta ships", "strategy": "rag-pageindex", "node_id": str(filed.id)},
+        ).json()
+        finished(client, reused["run_id"])
+    assert first["page_id"] == second["page_id"] != str(notes["page"].id)
+    with cx.transaction() as conn:
+        page = queries.get_page_tree(conn, cx.actor.workspace_id, UUID(first["page_id"]))
+    assert page.title == "Questions"
+    assert [n.text for n in page.nodes] == ["/rag-direct lunch", "/rag beta"]
+    assert reused["node_id"] == str(filed.id)
+    # The earlier answer quoting the same note is a hit too.
+    under = children(cx, filed.id)
+    assert {text for text, _ in under} == {"The beta ships on Friday after the review."}
+    assert [f"node:{notes['beta'].id}"] in [props["refs"] for _, props in under]
+    assert {props["run"] for _, props in under} == {reused["run_id"]}
+
+
+def sse_events(
+    client: TestClient, run_id: str, last: int | None = None
+) -> list[tuple[str, str, Any]]:
+    headers = {} if last is None else {"last-event-id": str(last)}
+    with client.stream("GET", f"/api/runs/{run_id}/events", headers=headers) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        text = "".join(response.iter_text())
+    events = []
+    for block in text.strip().split("\n\n"):
+        fields = dict(
+            line.split(": ", 1) for line in block.splitlines() if not line.startswith(":")
+        )
+        events.append((fields.get("id", ""), fields["event"], json.loads(fields["data"])))
+    return events
+
+
+def test_the_event_stream_delivers_steps_bullets_and_done_in_order_and_resumes(
+    database: Database, settings: Settings, cx: Context, notes: dict[str, Any]
+) -> None:
+    gate = threading.Event()
+    commands.add_node(cx, notes["page"].id, "The beta review is on Thursday.")
+    with runs_client(database, settings, cx, Quoting(gate)) as client:
+        run_id = client.post("/api/ask", json={"question": "beta"}).json()["run_id"]
+        threading.Timer(0.5, gate.set).start()  # the stream is open while bullets come
+        events = sse_events(client, run_id)
+        assert [(seq, name) for seq, name, _ in events] == [
+            ("1", "status"),
+            ("2", "status"),
+            ("3", "step"),
+            ("4", "bullet"),
+            ("5", "bullet"),
+            ("6", "status"),
+            ("", "done"),
+        ]
+        assert f"node:{notes['beta'].id}" in events[3][2]["refs"] + events[4][2]["refs"]
+        assert events[-1][2] == {"status": "done", "found": True}
+        resumed = sse_events(client, run_id, last=4)
+        assert [(seq, name) for seq, name, _ in resumed] == [
+            ("5", "bullet"),
+            ("6", "status"),
+            ("", "done"),
+        ]
+        assert sse_events(client, run_id, last=6) == [("", "done", events[-1][2])]
+
+
+def test_cancel_mid_run_keeps_the_bullets_written_and_stops(
+    database: Database, settings: Settings, cx: Context, notes: dict[str, Any]
+) -> None:
+    gate = threading.Event()
+    commands.add_node(cx, notes["page"].id, "The beta review is on Thursday.")
+    with runs_client(database, settings, cx, Quoting(gate)) as client:
+        asked = client.post("/api/ask", json={"question": "beta"}).json()
+        run_id = asked["run_id"]
+        wait_for(lambda: client.get(f"/api/runs/{run_id}").json()["answer"])
+        cancelled = client.post(f"/api/runs/{run_id}/cancel")
+        assert cancelled.status_code == 200
+        assert cancelled.json()["status"] == "running"
+        assert cancelled.json()["cancel_requested"] is True
+        gate.set()
+        run = finished(client, run_id)
+        assert run["status"] == "cancelled"
+        again = client.post(f"/api/runs/{run_id}/cancel")
+        assert again.status_code == 200
+        assert "already finished (cancelled)" in again.json()["message"]
+    assert len(children(cx, asked["node_id"])) == 1
+    assert [step["data"].get("status") for step in run["steps"]][-1] == "cancelled"
+
+
+def test_a_run_whose_process_was_killed_is_marked_failed_on_the_next_start(
+    database: Database, settings: Settings, cx: Context, notes: dict[str, Any]
+) -> None:
+    run = runs.enqueue_run(cx, "beta", "rag", page_id=notes["page"].id)
+    killed = subprocess.run(
+        [sys.executable, "-m", "tests.runs_crash", database.dsn, str(run.id)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert killed.returncode == -9, killed.stderr
+    with database.pool.connection() as conn:
+        assert runs.get_run(conn, cx.actor.workspace_id, run.id).status == "running"
+    with runs_client(database, settings, cx) as client:
+        stopped = finished(client, str(run.id))
+    assert stopped["status"] == "failed" and stopped["error"] == runs.STOPPED
+    assert [text for text, _ in children(cx, run.node_id)] == [
+        "The beta ships on Friday after the review.",
+        runs.STOPPED,
+    ]
+
+
+def test_a_run_still_executing_is_not_taken_for_dead(
+    database: Database, settings: Settings, cx: Context, notes: dict[str, Any]
+) -> None:
+    run = runs.enqueue_run(cx, "beta", "rag", page_id=notes["page"].id)
+    engine = runs.RunEngine(database, settings, None, {"rag": Quoting()})
+    claimed = engine.claim()
+    assert claimed is not None and claimed.run.id == run.id
+    assert runs.reap_stopped(database, settings) == []
+    assert engine.execute(claimed).status == "done"
+    assert runs.reap_stopped(database, settings) == []
+
+
+def test_another_workspaces_run_is_not_found(
+    database: Database, settings: Settings, cx: Context, notes: dict[str, Any]
+) -> None:
+    with database.pool.connection() as conn:
+        theirs = create_workspace(conn, "Other company")
+    their_cx = database.context(theirs, settings)
+    their_page = commands.create_page(their_cx, "Theirs")
+    with runs_client(database, settings, cx) as client:
+        run_id = client.post("/api/ask", json={"question": "beta"}).json()["run_id"]
+        finished(client, run_id)
+        them = make_client(database, settings, theirs)
+        assert them.get(f"/api/runs/{run_id}").status_code == 404
+        assert them.get(f"/api/runs/{run_id}/events").status_code == 404
+        assert them.post(f"/api/runs/{run_id}/cancel").status_code == 404
+        on_their_page = client.post(
+            "/api/ask", json={"question": "beta", "page_id": str(their_page.id)}
+        )
+        assert on_their_page.status_code == 404
+    assert client.get(f"/api/runs/{uuid4()}").status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "words"),
+    [
+        ({"question": "   "}, 422, "question is empty"),
+        ({"question": "x" * 2001}, 422, "limit is 2,000"),
+        ({"question": "a\u0000b"}, 422, "NUL byte"),
+        ({"question": "a\ud800b"}, 422, "lone surrogate"),
+        ({"question": "beta", "strategy": "rag-everything"}, 422, "strategy"),
+        ({"question": "beta", "page_id": str(uuid4())}, 404, "No page"),
+        ({"question": "beta", "node_id": str(uuid4())}, 404, "No node"),
+    ],
+)
+def test_bad_questions_are_refused_with_the_reason(
+    client: TestClient, body: dict[str, Any], status: int, words: str
+) -> None:
+    # Escaped as JSON sends it: a lone surrogate cannot be encoded as UTF-8.
+    answer = client.post(
+        "/api/ask", content=json.dumps(body), headers={"content-type": "application/json"}
+    )
+    assert answer.status_code == status, answer.text
+    assert words in answer.text
+
+
+def test_a_deleted_page_takes_no_question(
+    client: TestClient, cx: Context, notes: dict[str, Any]
+) -> None:
+    commands.delete_page(cx, notes["page"].id)
+    on_page = client.post("/api/ask", json={"question": "beta", "page_id": str(notes["page"].id)})
+    under_node = client.post(
+        "/api/ask", json={"question": "beta", "node_id": str(notes["beta"].id)}
+    )
+    assert (on_page.status_code, under_node.status_code) == (409, 409)
+    assert "Restore the page first" in under_node.json()["error"]["message"]
+    with cx.transaction() as conn:
+        assert conn.execute("select count(*) as n from kb.runs").fetchone()["n"] == 0  # type: ignore[index]
+
+
+def test_answers_are_searchable_once_indexed(
+    database: Database, settings: Settings, cx: Context, notes: dict[str, Any]
+) -> None:
+    commands.add_node(cx, notes["page"].id, "Reviewers sign the beta checklist.")
+    with runs_client(database, settings, cx) as client:
+        run_id = client.post("/api/ask", json={"question": "beta"}).json()["run_id"]
+        answer = finished(client, run_id)["answer"]
+    Indexer(database, settings, FakeProvider()).drain()
+    provider = FakeProvider()
+    response = search(cx, provider, SearchRequest(query="reviewers checklist", limit=10))
+    found = {row.ref for row in response.rows}
+    assert {f"node:{a['id']}" for a in answer} & found
