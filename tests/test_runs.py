@@ -37,8 +37,9 @@ class Quoting:
 
     name = "rag-direct"
 
-    def __init__(self, gate: threading.Event | None = None) -> None:
+    def __init__(self, gate: threading.Event | None = None, *, questions: bool = False) -> None:
         self.gate = gate
+        self.questions = questions  # also quote the bullets that ask ("/rag …")
 
     def answer(self, job: Job) -> Answer:
         response = search(job.cx, None, SearchRequest(query=job.question, mode="lexical", limit=3))
@@ -49,7 +50,7 @@ class Quoting:
         )
         bullets: list[AnswerBullet] = []
         for row in response.rows:
-            if (row.passage or "").startswith("/rag"):
+            if (row.passage or "").startswith("/rag") and not self.questions:
                 continue  # the asking bullet itself
             bullet = AnswerBullet(row.passage or row.title, [row.ref])
             job.progress.bullet(bullet)
@@ -341,3 +342,28 @@ def test_answers_are_searchable_once_indexed(
     response = search(cx, provider, SearchRequest(query="reviewers checklist", limit=10))
     found = {row.ref for row in response.rows}
     assert {f"node:{a['id']}" for a in answer} & found
+
+
+def test_a_bullet_that_asks_is_never_cited_as_its_own_answer(
+    database: Database, settings: Settings, cx: Context, notes: dict[str, Any]
+) -> None:
+    engine = runs.RunEngine(database, settings, None, {"rag": Quoting(questions=True)})
+
+    def ask(question: str) -> tuple[runs.Run, list[tuple[str, dict[str, Any]]]]:
+        run = runs.enqueue_run(cx, question, "rag", page_id=notes["page"].id)
+        claimed = engine.claim(run.id)
+        assert claimed is not None
+        return engine.execute(claimed), children(cx, run.node_id)
+
+    done, answer = ask("beta ships")
+    assert done.found is True
+    assert answer == [
+        (
+            "The beta ships on Friday after the review.",
+            {"refs": [f"node:{notes['beta'].id}"], "run": str(done.id)},
+        )
+    ]
+    # Only the bullet asking it holds this word: nothing answers it.
+    done, answer = ask("Thursday")
+    assert (done.status, done.found) == ("done", False)
+    assert answer == [("I found nothing about Thursday.", {"refs": [], "run": str(done.id)})]

@@ -326,7 +326,8 @@ class Recorder:
         self.engine = engine
         self.run = run
         self.cx = cx
-        self.written: list[AnswerBullet] = []
+        self.written: list[AnswerBullet] = []  # handed over by the strategy
+        self.wrote = 0  # answer bullets written
 
     def _check(self) -> None:
         if self.engine.stopping.is_set():
@@ -342,8 +343,26 @@ class Recorder:
 
     def bullet(self, bullet: AnswerBullet) -> None:
         self._check()
-        self.write(bullet.text, bullet.refs)
         self.written.append(bullet)
+        refs = self._evidence(bullet.refs)
+        if bullet.refs and not refs:
+            return  # it only quoted a question
+        self.write(bullet.text, refs)
+
+    def _evidence(self, refs: list[str]) -> list[str]:
+        """The refs without the bullets that ask questions ("/rag …"): search finds them, as
+        it finds any bullet, but a question is not a source for its own answer."""
+        node_ids = [ref.removeprefix("node:") for ref in refs if ref.startswith("node:")]
+        if not node_ids:
+            return list(refs)
+        with self.cx.transaction() as conn:
+            rows = conn.execute(
+                "select node_id::text as id from kb.runs where workspace_id = %s "
+                "and node_id::text = any(%s)",
+                (self.run.workspace_id, node_ids),
+            ).fetchall()
+        asking = {f"node:{row['id']}" for row in rows}
+        return [ref for ref in refs if ref not in asking]
 
     def write(self, text: str, refs: list[str]) -> None:
         """Write one answer bullet under the asking bullet, and its step."""
@@ -354,6 +373,7 @@ class Recorder:
             )
             data = {"id": str(node.id), "text": node.text, "refs": list(refs)}
             record_step(conn, self.run, "bullet", node.text, data)
+        self.wrote += 1
 
     def cancelled(self) -> bool:
         with self.cx.transaction() as conn:
@@ -440,6 +460,10 @@ class RunEngine:
                     streamed.remove(bullet)
                 else:
                     recorder.bullet(bullet)
+            if not recorder.wrote:
+                # Every bullet quoted only questions: nothing in the workspace answered.
+                recorder.write(f"I found nothing about {run.question}.", [])
+                return self._finish(run, "done", found=False)
             return self._finish(run, "done", found=answer.found)
         except Cancelled:
             return self._finish(run, "cancelled")
