@@ -1,8 +1,10 @@
 // The outline editor: a page's bullets as a tree of plain-text fields, edited in place with the
 // keyboard, each change queued as one kb-command (see savequeue.js).
 
+import { citationLinks, parseCommand } from "./answers.js";
 import { del, patch, post } from "./api.js";
 import { h } from "./dom.js";
+import { navigate } from "./router.js";
 
 const TYPING_PAUSE_MS = 400; // a text edit is saved once typing stops this long
 const FLASH_MS = 2500; // how long a bullet opened by its link stays highlighted
@@ -11,12 +13,14 @@ let nextKey = 0;
 
 /**
  * An editable outline for one page. `queue` is the page's SaveQueue; `pageId` names the page;
- * `readOnly` for a deleted page (it takes no edits until restored).
+ * `readOnly` for a deleted page (it takes no edits until restored); `onCommand(node)` when
+ * Enter files a bullet that starts with /rag, /rag-pageindex or /rag-direct and a question.
  */
 export class Outline {
-  constructor({ pageId, nodes, queue, readOnly = false, onTop = null }) {
+  constructor({ pageId, nodes, queue, readOnly = false, onTop = null, onCommand = null }) {
     this.pageId = pageId;
     this.onTop = onTop; // ↑ on the first bullet: back to the title
+    this.onCommand = onCommand;
     this.queue = queue;
     this.readOnly = readOnly;
     this.root = { id: null, children: [], parent: null, isRoot: true };
@@ -86,9 +90,14 @@ export class Outline {
       onclick: () => this.toggleMemory(node),
     }, "memory");
     node.childrenEl = h("ul", { class: "outline-children" });
-    node.el = h("li", { class: "bullet" },
+    // An answer's sources, from its props (never from its text, which stays plain text).
+    const refs = Array.isArray(node.props.refs) ? node.props.refs : [];
+    const citations = citationLinks(refs, { pageId: this.pageId, localIds: new Set(this.byId.keys()) }, navigate);
+    node.runEl = h("div", { class: "run-status", hidden: true });
+    node.el = h("li", { class: node.props.run ? "bullet is-answer" : "bullet" },
       h("div", { class: "bullet-row" }, node.toggle, h("span", { class: "bullet-dot", "aria-hidden": "true" }),
-        node.input, node.memory),
+        node.input, citations, node.memory),
+      node.runEl,
       node.childrenEl);
     node.el.bullet = node;
     this.paint(node);
@@ -404,7 +413,9 @@ export class Outline {
       if (node.children.length) this.setCollapsed(node, !this.isCollapsed(node));
     } else if (key === "Enter" && !event.shiftKey && !event.altKey && !event.ctrlKey && !event.metaKey) {
       event.preventDefault();
-      if (!ro) this.splitAfter(node);
+      if (ro) return;
+      this.splitAfter(node);
+      if (this.onCommand && parseCommand(node.text)) this.onCommand(node);
     } else if (key === "Tab" && !event.altKey && !event.ctrlKey && !event.metaKey) {
       event.preventDefault();
       if (ro) return;
@@ -429,6 +440,29 @@ export class Outline {
         this.focus(next, node.input.selectionStart);
       }
     }
+  }
+
+  /**
+   * An answer bullet the server wrote under `parent` ({id, text, refs}), shown as the last child;
+   * one already shown is left as it is. Returns the bullet.
+   */
+  addAnswer(parent, { id, text, refs, run }) {
+    if (this.byId.has(id)) return this.byId.get(id);
+    if (this.isCollapsed(parent)) this.setCollapsed(parent, false);
+    const props = { refs: Array.isArray(refs) ? refs : [] };
+    if (run) props.run = run;
+    return this.adopt(parent, { id, text: String(text ?? ""), props }, null);
+  }
+
+  /** Every bullet whose text is a /rag command, in reading order. */
+  commands() {
+    const out = [];
+    const walk = (list) => list.forEach((node) => {
+      if (node.id && parseCommand(node.text)) out.push(node);
+      walk(node.children);
+    });
+    walk(this.root.children);
+    return out;
   }
 
   /** Scroll to the bullet `id`, open its ancestors and highlight it for a moment. */

@@ -1,10 +1,11 @@
 // The search palette (Ctrl-K / ⌘K, or the Search button): results as you type, typed rows grouped
 // by page, filter chips, typo corrections, notices when a leg did not run, and the fusion explained.
 
+import { ask, remember } from "./answers.js";
 import { post } from "./api.js";
 import { clear, h, highlighted } from "./dom.js";
 import { navigate } from "./router.js";
-import { state } from "./state.js";
+import { emit, state } from "./state.js";
 
 const DEBOUNCE_MS = 70; // below the gap between keystrokes of a fast typist, above a key repeat
 const LIMIT = 20; // rows per search: more than fit on screen, few enough to hydrate quickly
@@ -53,7 +54,7 @@ function build(returnFocus) {
     h("div", { class: "palette-head" }, input),
     h("div", { class: "palette-filters" }, chips, explainToggle),
     notices, list, explainPanel,
-    h("p", { class: "palette-keys muted" }, "↑ ↓ to move · Enter to open · Esc to close"));
+    h("p", { class: "palette-keys muted" }, "↑ ↓ to move · Enter to open · ⇧Enter to ask a question · Esc to close"));
   const root = h("div", { class: "palette-backdrop", onmousedown: (event) => {
     if (event.target === root) close();
   } }, dialog);
@@ -234,6 +235,19 @@ function drawResults(response, query) {
     elements.push(h("li", { class: "palette-empty muted", role: "presentation" },
       query ? `Nothing matches “${query}”${p.kinds.size || p.kbs.size ? " with these filters" : ""}.` : "Nothing matches these filters."));
   }
+  // A question gets an answer as well as hits: the Ask row files "/rag <question>".
+  p.askable = Boolean(query) && (response.is_question || query.endsWith("?"));
+  if (p.askable) {
+    const el = h("li", { role: "option", "aria-selected": "false", class: "palette-row palette-ask" },
+      h("span", { class: "badge badge-ask" }, "Ask /rag"),
+      h("span", { class: "row-body" }, h("span", { class: "row-title" }, query)),
+      h("kbd", { class: "muted" }, "⇧↵"));
+    // what the input holds when it is picked: the row may be from a search of fewer words
+    const item = { el, open: () => askQuestion(p.input.value.trim() || query) };
+    el.addEventListener("click", () => item.open());
+    items.push(item);
+    elements.push(el);
+  }
   clear(p.list).append(...elements);
   p.list.dataset.query = query;
   setOptions(items);
@@ -373,6 +387,31 @@ export function rowUrl(row) {
   return `/mail/${row.mail_id || row.id}`;
 }
 
+/**
+ * File "/rag <question>" on the open page (its view takes it, so the bullet streams in place), or
+ * without a page (the server files it on a "Questions" page), then open it at the bullet.
+ */
+async function askQuestion(question) {
+  const p = palette;
+  if (!p || p.asking) return;
+  p.asking = true;
+  drawNotices([h("p", { class: "palette-pending muted", role: "status" }, "Asking…")]);
+  const detail = { question, strategy: "rag", taken: null };
+  emit("ask", detail);
+  let run;
+  try {
+    run = await (detail.taken || ask(question, "rag"));
+  } catch (error) {
+    p.asking = false;
+    if (palette === p) drawNotices([h("p", { class: "notice notice-error", role: "alert" }, error.message)]);
+    return;
+  }
+  remember(run);
+  emit("pages-changed"); // the question may have made a Questions page
+  if (palette === p) close();
+  navigate(`/p/${run.page_id}#${run.node_id}`);
+}
+
 function openRow(row) {
   const url = rowUrl(row);
   close();
@@ -394,6 +433,11 @@ function onKeydown(event) {
     if (!n) return;
     const step = event.key === "ArrowDown" ? 1 : -1;
     setActive(p.active < 0 ? (step > 0 ? 0 : n - 1) : (p.active + step + n) % n);
+  } else if (event.key === "Enter" && event.shiftKey && event.target === p.input) {
+    event.preventDefault();
+    const query = p.input.value.trim();
+    // a question: the search said so, or it ends with "?" (asked before the search came back)
+    if ((p.askable && query === p.query) || query.endsWith("?")) askQuestion(query);
   } else if (event.key === "Enter" && event.target === p.input) {
     event.preventDefault();
     p.options[p.active]?.open();

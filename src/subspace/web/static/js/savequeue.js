@@ -45,6 +45,18 @@ export class SaveQueue {
     if (!this.running) this.drain();
   }
 
+  /**
+   * The server changed the page itself (an answer bullet was written): take its new version
+   * from `read()` before the next waiting write, so that write is not refused as stale.
+   */
+  sync(read) {
+    if (this.stopped) return;
+    const op = { kind: "sync", refused: () => null, run: read };
+    this.ops.splice(this.running ? 1 : 0, 0, op);
+    this.report();
+    if (!this.running) this.drain();
+  }
+
   get idle() {
     return !this.running && this.ops.length === 0 && this.pendingText === 0;
   }

@@ -1,11 +1,12 @@
 // A page as an outline: the title and bullets edited in place, saved as you type, with archive,
 // delete and restore in the header. `#<nodeId>` opens the page at that bullet.
 
+import { ask, cancelRun, endLine, followRun, liveRunOf, parseCommand, remember, stepLine } from "../answers.js";
 import { get, patch, post, del } from "../api.js";
 import { clear, formatDate, h, toast } from "../dom.js";
 import { Outline } from "../outline.js";
 import { SaveQueue } from "../savequeue.js";
-import { emit } from "../state.js";
+import { emit, on } from "../state.js";
 import { renderTagsPanel } from "../tags.js";
 import { installDropUpload } from "../upload.js";
 
@@ -22,6 +23,7 @@ export async function render(container, { pageId }, { signal }) {
   const page = await get(`/api/pages/${pageId}`, { signal });
   const view = new PageView(container, page);
   view.draw();
+  view.resumeRuns();
   if (!view.revealHash() && !page.nodes.length && page.title === "Untitled") {
     view.title.focus(); // a new page: type its title first
     view.title.select();
@@ -50,6 +52,12 @@ class PageView {
     window.addEventListener("beforeunload", this.onUnload);
     this.onResize = () => this.outline?.fitAll();
     window.addEventListener("resize", this.onResize);
+    this.runs = new Map(); // command bullet id → {runId, stop, line} of a run being followed
+    this.ended = new Map(); // command bullet id → the status line of a run that ended here
+    // The palette's Ask row files its question on the open page through this view.
+    this.offAsk = on("ask", (detail) => {
+      if (!detail.taken && !this.page.deleted_at && !this.queue.stopped) detail.taken = this.askOnPage(detail);
+    });
   }
 
   draw() {
@@ -103,7 +111,149 @@ class PageView {
       queue: this.queue,
       readOnly: Boolean(page.deleted_at),
       onTop: () => this.title.focus(),
+      onCommand: (node) => this.askUnder(node),
     });
+  }
+
+  // ---- answers --------------------------------------------------------------------------------
+
+  /** Enter on "/rag <question>": once the bullet is saved, file a run under it and follow it. */
+  askUnder(node) {
+    const command = parseCommand(node.text);
+    if (!command || node.asked || node.children.some((child) => child.props.run)) return;
+    node.asked = true;
+    this.showRun(node, { line: "Asking…" });
+    this.queue.push({
+      node,
+      kind: "ask",
+      refused: () => null,
+      run: async () => {
+        if (!node.id) return null;
+        try {
+          const run = await ask(command.question, command.strategy, { node_id: node.id });
+          remember(run);
+          this.follow(node, run.run_id);
+        } catch (error) {
+          node.asked = false;
+          this.showRun(node, { line: `Not asked: ${error.message}`, error: true });
+          return null;
+        }
+        // filing the run may have written to the page: carry on from its version
+        return (await get(`/api/nodes/${node.id}`)).page_version;
+      },
+    });
+  }
+
+  /** The palette's Ask row on this page: the server files the bullet last, then it streams. */
+  askOnPage({ question, strategy }) {
+    return new Promise((resolve, reject) => {
+      this.outline.flushAll();
+      this.queue.push({
+        kind: "ask",
+        refused: () => null,
+        run: async () => {
+          let run;
+          try {
+            run = await ask(question, strategy, { page_id: this.page.id });
+          } catch (error) {
+            reject(error);
+            return null;
+          }
+          remember(run);
+          const command = await get(`/api/nodes/${run.node_id}`);
+          const node = this.outline.byId.get(run.node_id)
+            || this.outline.adopt(this.outline.root, { id: command.id, text: command.text, props: command.props }, null);
+          this.follow(node, run.run_id);
+          resolve(run);
+          return command.page_version;
+        },
+      });
+    });
+  }
+
+  /** Streams the runs still going under this page's command bullets (the page was reopened). */
+  async resumeRuns() {
+    for (const node of this.outline.commands()) {
+      if (this.runs.has(node.id)) continue;
+      const run = await liveRunOf(node);
+      if (this.closed) return;
+      if (run && !this.runs.has(node.id)) this.follow(node, run.id);
+    }
+  }
+
+  /** The status line under a command bullet: what the run does now, and Cancel while it runs. */
+  showRun(node, { line, error = false, runId = null }) {
+    const text = h("span", { class: error ? "run-line run-error" : "run-line" }, line);
+    text.setAttribute(error ? "role" : "aria-live", error ? "alert" : "polite");
+    const parts = [text];
+    if (runId) {
+      const cancel = h("button", { type: "button", class: "run-cancel link-button" }, "Cancel");
+      cancel.addEventListener("click", async () => {
+        cancel.disabled = true;
+        text.textContent = "Cancelling…";
+        try {
+          await cancelRun(runId);
+        } catch (failure) {
+          cancel.disabled = false;
+          toast(failure.message, { error: true });
+        }
+      });
+      parts.push(cancel);
+    }
+    node.runEl.replaceChildren(...parts);
+    node.runEl.hidden = false;
+    node.runEl.dataset.run = runId || "";
+    return text;
+  }
+
+  follow(node, runId) {
+    const key = node.id;
+    this.runs.get(key)?.stop();
+    this.showRun(node, { line: "Waiting for the answer…", runId });
+    // the bullet's element is replaced when the page reloads: find its line each time
+    const line = () => this.outline.byId.get(key)?.runEl.querySelector(".run-line") || { textContent: "" };
+    const stop = followRun(runId, {
+      onStep: (step) => {
+        if (step.kind === "bullet") return;
+        line().textContent = stepLine(step);
+      },
+      onBullet: (bullet) => {
+        const target = this.outline.byId.get(key) || node;
+        if (!bullet.id || this.outline.byId.has(bullet.id)) return;
+        this.outline.addAnswer(target, { ...bullet, run: runId });
+        this.queue.sync(async () => (await get(`/api/nodes/${bullet.id}`)).page_version);
+      },
+      onStatus: (status, error) => {
+        if (error) this.showRun(this.outline.byId.get(key) || node, { line: error, error: true, runId });
+        else if (status === "running" && line().textContent === "Waiting for the answer…") line().textContent = "Working…";
+      },
+      onDone: (run) => this.finish(key, run),
+    });
+    this.runs.set(key, { runId, stop });
+  }
+
+  /** A run ended: say how, and show the page as the server holds it once nothing is unsaved. */
+  async finish(key, run) {
+    this.runs.delete(key);
+    const failed = run.status === "failed";
+    const words = endLine(run);
+    this.ended.set(key, { line: words, error: failed });
+    const node = this.outline.byId.get(key);
+    if (node) this.showRun(node, { line: words, error: failed });
+    if (this.closed || !this.queue.idle || this.runs.size) return;
+    const active = document.activeElement?.closest?.("li.bullet")?.bullet;
+    const caret = active ? active.input.selectionStart : null;
+    try {
+      await this.reload();
+    } catch {
+      return; // the streamed bullets stay as they are
+    }
+    for (const [id, end] of this.ended) {
+      const again = this.outline.byId.get(id);
+      if (again) this.showRun(again, end);
+    }
+    const back = active?.id && this.outline.byId.get(active.id);
+    if (back) this.outline.focus(back, caret);
   }
 
   /** The header buttons and the banner that say whether the page is archived or deleted. */
@@ -255,6 +405,10 @@ class PageView {
     this.title.readOnly = Boolean(page.deleted_at);
     this.drawState();
     this.outline.fitAll();
+    for (const [id, run] of this.runs) {
+      const node = this.outline.byId.get(id);
+      if (node) this.showRun(node, { line: "Working…", runId: run.runId });
+    }
     emit("pages-changed");
   }
 
@@ -265,6 +419,8 @@ class PageView {
 
   close() {
     this.closed = true;
+    this.offAsk();
+    for (const run of this.runs.values()) run.stop();
     if (typeof this.removeDrop === "function") this.removeDrop();
     // Leaving the page: what was typed is saved now rather than dropped with the view.
     this.outline.flushAll();
