@@ -49,7 +49,7 @@ def answer_from(job: Job, messages: Sequence[Message], evidence: Evidence) -> An
 def not_found(job: Job, closest: list[tuple[str, str]]) -> Answer:
     """ "I found nothing about <question>." and a "Closest: …" bullet for each closest hit
     (ref, title), each handed to progress.bullet()."""
-    question = " ".join(job.question.split()).rstrip("?.!")
+    question = _as_object(" ".join(job.question.split()).rstrip("?.!"))
     bullets = [AnswerBullet(f"I found nothing about {question}.", [])]
     for ref, title in closest[:CLOSEST_COUNT]:
         bullets.append(AnswerBullet(f"Closest: {title or ref}", [ref]))
@@ -57,3 +57,18 @@ def not_found(job: Job, closest: list[tuple[str, str]]) -> Answer:
         raise_if_cancelled(job)
         job.progress.bullet(bullet)
     return Answer(found=False, bullets=bullets, closest=[ref for ref, _ in closest])
+
+
+_QUESTION_WORDS = frozenset(
+    "what which when where who whom whose why how is are was were do does did can could "
+    "should would will has have had".split()
+)
+
+
+def _as_object(question: str) -> str:
+    """The question as it reads after "about": its first word lower-cased when it is a
+    question word ("about which tram…"), as typed otherwise (names keep their capital)."""
+    first, _, rest = question.partition(" ")
+    if first.lower() in _QUESTION_WORDS:
+        return " ".join(filter(None, [first.lower(), rest]))
+    return question

@@ -19,10 +19,11 @@ class DirectStrategy:
         raise_if_cancelled(job)
         response = search(job.cx, job.embedder, SearchRequest(query=job.question, limit=PASSAGES))
         job.progress.step(
-            "search",
-            f"Searched for {_short(job.question)}: {len(response.rows)} hits",
-            {"query": job.question, "hits": [row.ref for row in response.rows]},
-        )
+            "tool",
+            f"kb.search {_short(job.question)}: {len(response.rows)} hits",
+            {"tool": "kb.search", "arguments": {"query": job.question}, "ok": True,
+             "hits": [row.ref for row in response.rows]},
+        )  # fmt: skip
         evidence = Evidence(job.settings.rag_max_context_chars)
         quoted = []
         for row in response.rows:

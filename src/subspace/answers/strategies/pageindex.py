@@ -41,8 +41,11 @@ class PageIndexStrategy:
     def answer(self, job: Job) -> Answer:
         raise_if_cancelled(job)
         outlines = visible_outlines(job.cx)
-        job.progress.step("outline", f"Listed {len(outlines)} pages with their outlines",
-                          {"pages": len(outlines)})  # fmt: skip
+        job.progress.step(
+            "tool",
+            f"Listed {len(outlines)} pages with their outlines",
+            {"tool": "outline", "ok": True, "pages": len(outlines)},
+        )
         # The outlines get half the budget: the pages chosen must still fit.
         choosing = Evidence(job.settings.rag_max_context_chars // 2)
         quoted = []
@@ -62,7 +65,11 @@ class PageIndexStrategy:
             Evidence(0),  # the choice is not an answer: nothing of it becomes a bullet
         )
         chosen = [r for r in _refs(reply.content) if choosing.has(r)][:PAGES_READ]
-        job.progress.step("choose", f"Chose {len(chosen)} pages", {"pages": chosen})
+        job.progress.step(
+            "tool",
+            f"Chose {len(chosen)} pages to read",
+            {"tool": "choose", "ok": True, "pages": chosen},
+        )
         titles = dict(choosing.closest(len(choosing.titles)))
         if not chosen:
             return not_found(job, _closest(job.question, outlines))
