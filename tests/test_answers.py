@@ -422,4 +422,6 @@ def test_chat_provider_choice() -> None:
 
     assert create_chat_provider(Settings(providers="fake")).name == "fake"
     assert create_chat_provider(Settings(providers="local")).name == "fake"
-    assert create_chat_provider(Settings(providers="", openai_api_key="")).name in ("fake",)
+    assert create_chat_provider(Settings(providers="", openai_api_key="")).name == "fake"
+    chat = create_chat_provider(Settings(providers="", openai_api_key="sk-test"))
+    assert (chat.name, chat.model) == ("openai", Settings().chat_model)
