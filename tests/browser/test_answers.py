@@ -14,6 +14,7 @@ import pytest
 import uvicorn
 from playwright.sync_api import Browser, Locator, Page, Request, Route, expect
 
+from subspace.answers.chat import ChatError
 from subspace.answers.strategy import Answer, AnswerBullet, Job
 from subspace.api import create_app
 from subspace.config import Settings
@@ -33,6 +34,7 @@ class Script:
     bullets: list[AnswerBullet] = field(default_factory=list)
     release: threading.Event = field(default_factory=threading.Event)
     wait_for_cancel: bool = False
+    fail: str | None = None  # the chat model's error, raised after the first bullet
 
     def answer(self, job: Job) -> Answer:
         job.progress.step("tool", f"kb.search {job.question}: 1 hit", {"tool": "kb.search"})
@@ -43,6 +45,8 @@ class Script:
             if self.wait_for_cancel and job.progress.cancelled():
                 break
             time.sleep(0.05)
+        if self.fail:
+            raise ChatError(self.fail, reason="auth")
         for bullet in rest:
             job.progress.bullet(bullet)  # raises Cancelled once the run was cancelled
         return Answer(found=True, bullets=list(self.bullets))
@@ -331,3 +335,47 @@ def test_opening_a_page_whose_run_goes_on_resumes_its_stream(
     script.release.set()
     expect(_answers(tab, command)).to_have_count(2)
     expect(tab.locator(f"{command} > .run-status")).to_contain_text("Answered.")
+
+
+def test_a_failed_run_says_why_under_its_question(
+    tab: Page, scripted: LiveServer, script: Script
+) -> None:
+    page_id, (cited,) = _page(scripted, "Failing", "Something to cite")
+    script.bullets = [AnswerBullet("Written before it failed.", [f"node:{cited}"])]
+    script.fail = "The chat model refused the key. Set OPENAI_API_KEY to a valid key."
+    script.release.set()
+    tab.goto(f"/p/{page_id}")
+    _palette(tab)
+    tab.keyboard.type("what fails here?")
+    tab.keyboard.press("Shift+Enter")
+    command = _command(tab, "/rag what fails here?")
+    status = tab.locator(f"{command} > .run-status")
+    expect(status.locator(".run-error")).to_have_text(
+        "The answer failed: The chat model refused the key. Set OPENAI_API_KEY to a valid key."
+    )
+    expect(status.locator(".run-cancel")).to_have_count(0)
+    expect(_answers(tab, command)).to_have_count(2)
+    expect(_answers(tab, command).nth(1)).to_have_value(
+        "The answer stopped: The chat model refused the key. Set OPENAI_API_KEY to a valid key."
+    )
+
+
+def test_a_question_the_server_refuses_says_why_and_keeps_the_bullet(
+    tab: Page, scripted: LiveServer
+) -> None:
+    page_id, _ = _page(scripted, "Too long", "First bullet")
+    tab.goto(f"/p/{page_id}")
+    tab.locator("textarea.bullet-text").first.click()
+    tab.keyboard.press("End")
+    tab.keyboard.press("Enter")
+    question = "why " + "x" * 2_000
+    tab.keyboard.insert_text(f"/rag {question}")
+    tab.keyboard.press("Enter")
+    command = _command(tab, f"/rag {question}")
+    expect(tab.locator(f"{command} > .run-status .run-error")).to_contain_text(
+        "Not asked: The question is 2,004 characters; the limit is 2,000. Shorten it."
+    )
+    expect(tab.locator(".save-state")).to_have_text("Saved")
+    with _api(scripted) as api:
+        texts = [n["text"] for n in api.get(f"/api/pages/{page_id}").json()["nodes"]]
+    assert texts == ["First bullet", f"/rag {question}", ""]
