@@ -367,3 +367,26 @@ def test_a_bullet_that_asks_is_never_cited_as_its_own_answer(
     done, answer = ask("Thursday")
     assert (done.status, done.found) == ("done", False)
     assert answer == [("I found nothing about Thursday.", {"refs": [], "run": str(done.id)})]
+
+
+def test_a_stream_is_woken_by_the_steps_notifications(
+    database: Database,
+    settings: Settings,
+    cx: Context,
+    notes: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from subspace.api.routes import runs as routes
+
+    monkeypatch.setattr(routes, "WOKEN_POLL_S", 120.0)  # only a notification wakes it in time
+    gate = threading.Event()
+    with runs_client(database, settings, cx, Quoting(gate)) as client:
+        run_id = client.post("/api/ask", json={"question": "beta"}).json()["run_id"]
+        got: list[Any] = []
+        reader = threading.Thread(target=lambda: got.extend(sse_events(client, run_id)))
+        reader.start()
+        time.sleep(0.5)  # the stream is waiting when the bullet and the end are written
+        gate.set()
+        reader.join(timeout=30)
+        assert not reader.is_alive(), "the stream slept through the run's steps"
+    assert [name for _, name, _ in got][-2:] == ["status", "done"]

@@ -61,11 +61,15 @@ def create_app(settings: Settings, database: Database | None = None) -> FastAPI:
         indexer, indexer_thread = start_indexer(db, settings, app.state.provider)
         engine = RunEngine(db, settings, app.state.provider, **app.state.run_engine_options)
         runs_worker, runs_thread = start_run_worker(engine, settings.max_runs)
+        app.state.step_waker = runs.StepWaker(db.dsn)
+        app.state.step_waker.start()
         try:
             async with run_mcp(app):
                 yield
         finally:
             runs_worker.stop()
+            app.state.step_waker.stop()
+            app.state.step_waker = None
             indexer.stop()
             extractor.stop()
             runs_thread.join(timeout=10)

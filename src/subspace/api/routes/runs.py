@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import logging
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -11,6 +13,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
+import psycopg
 from fastapi import APIRouter, Depends, Header, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict
@@ -22,11 +25,13 @@ from subspace.api.openapi import BY_ID, error_responses
 from subspace.context import Context
 from subspace.errors import Busy
 
+log = logging.getLogger(__name__)
 router = APIRouter(tags=["answers"], responses=error_responses(*BY_ID))
 CX = Annotated[Context, Depends(require_context)]
 
 STREAMS_PER_USER = 4  # open event streams one user may hold; a page shows one run at a time
-POLL_S = 0.25  # how often a stream reads new steps: well under a bullet's time to write
+POLL_S = 0.25  # how often a stream reads new steps when no notification wakes it
+WOKEN_POLL_S = 1.0  # ... and when the server's StepWaker does (a missed notification)
 HEARTBEAT_S = 15.0  # a comment line keeps proxies from closing an idle stream
 
 
@@ -238,6 +243,55 @@ def stream_slots(request: Request) -> StreamSlots:
     return slots
 
 
+class StepWaker:
+    """One LISTEN connection per server that wakes the streams of a run when it writes a
+    step (runs.STEPS_CHANNEL, NOTIFYed by whichever process executes the run)."""
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+        self._waiting: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._listen, name="run-steps-listen", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=3)
+
+    def watch(self, run_id: UUID) -> asyncio.Event:
+        """An event set whenever the run writes a step; call from the stream's loop."""
+        event = asyncio.Event()
+        with self._lock:
+            self._waiting.setdefault(str(run_id), []).append((asyncio.get_running_loop(), event))
+        return event
+
+    def unwatch(self, run_id: UUID, event: asyncio.Event) -> None:
+        with self._lock:
+            left = [w for w in self._waiting.get(str(run_id), []) if w[1] is not event]
+            if left:
+                self._waiting[str(run_id)] = left
+            else:
+                self._waiting.pop(str(run_id), None)
+
+    def _listen(self) -> None:
+        while not self._stop.is_set():
+            try:
+                with psycopg.connect(self.dsn, autocommit=True) as conn:
+                    conn.execute(f"listen {runs.STEPS_CHANNEL}")
+                    while not self._stop.is_set():
+                        for note in conn.notifies(timeout=1.0, stop_after=1):
+                            with self._lock:
+                                waiting = list(self._waiting.get(note.payload, []))
+                            for loop, event in waiting:
+                                loop.call_soon_threadsafe(event.set)
+            except psycopg.Error:
+                log.warning("run streams lost their notification connection; polling")
+                self._stop.wait(1.0)
+
+
 def sse(event: str, data: dict[str, Any], seq: int | None = None) -> str:
     head = f"id: {seq}\n" if seq is not None else ""
     return f"{head}event: {event}\ndata: {json.dumps(data, default=str)}\n\n"
@@ -278,11 +332,16 @@ async def run_events(
     who = (ws, cx.actor.user_id)
     slots.take(who)
 
+    waker: StepWaker | None = getattr(request.app.state, "step_waker", None)
+    woken = waker.watch(run_id) if waker is not None else None
+
     async def stream() -> AsyncIterator[str]:
         after = max(0, last_event_id or 0)
         last_sent = time.monotonic()
         try:
             while not await request.is_disconnected():
+                if woken is not None:
+                    woken.clear()  # before the read: a step written after it wakes us
                 run, steps = await run_in_threadpool(read, after)
                 for step in steps:
                     yield sse(
@@ -300,9 +359,15 @@ async def run_events(
                 if time.monotonic() - last_sent >= HEARTBEAT_S:
                     yield ": heartbeat\n\n"
                     last_sent = time.monotonic()
-                await asyncio.sleep(POLL_S)
+                if woken is None:
+                    await asyncio.sleep(POLL_S)
+                    continue
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(woken.wait(), WOKEN_POLL_S)
         finally:
             slots.give_back(who)
+            if waker is not None and woken is not None:
+                waker.unwatch(run_id, woken)
 
     return StreamingResponse(
         stream(),
