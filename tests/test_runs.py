@@ -390,3 +390,18 @@ def test_a_stream_is_woken_by_the_steps_notifications(
         reader.join(timeout=30)
         assert not reader.is_alive(), "the stream slept through the run's steps"
     assert [name for _, name, _ in got][-2:] == ["status", "done"]
+
+
+def test_a_user_may_follow_a_few_runs_at_once() -> None:
+    from subspace.api.routes.runs import StreamSlots
+    from subspace.errors import Busy
+
+    slots = StreamSlots(2)
+    me, other = (uuid4(), uuid4()), (uuid4(), uuid4())
+    slots.take(me)
+    slots.take(me)
+    with pytest.raises(Busy, match="already follows 2 runs"):
+        slots.take(me)
+    slots.take(other)  # counted per user
+    slots.give_back(me)
+    slots.take(me)
