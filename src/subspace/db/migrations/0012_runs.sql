@@ -18,7 +18,6 @@ create table kb.runs (
     started_at       timestamptz,
     finished_at      timestamptz,
     primary key (workspace_id, id),
-    unique (id),
     foreign key (workspace_id, user_id) references kb.users (workspace_id, id)
 );
 -- The workers' queue and the sweep for runs whose process died.
