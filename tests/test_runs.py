@@ -405,3 +405,21 @@ def test_a_user_may_follow_a_few_runs_at_once() -> None:
     slots.take(other)  # counted per user
     slots.give_back(me)
     slots.take(me)
+
+
+def test_a_server_stopping_mid_run_marks_it_failed_and_says_so(
+    database: Database, settings: Settings, cx: Context, notes: dict[str, Any]
+) -> None:
+    gate = threading.Event()
+    commands.add_node(cx, notes["page"].id, "The beta review is on Thursday.")
+    run = runs.enqueue_run(cx, "beta", "rag", page_id=notes["page"].id)
+    engine = runs.RunEngine(database, settings, None, {"rag": Quoting(gate)})
+    worker, thread = runs.start_run_worker(engine, 1)
+    wait_for(lambda: children(cx, run.node_id))
+    threading.Timer(0.3, gate.set).start()  # the strategy goes on after the stop is asked
+    worker.stop()
+    thread.join(timeout=10)
+    with database.pool.connection() as conn:
+        stopped = runs.get_run(conn, cx.actor.workspace_id, run.id)
+    assert (stopped.status, stopped.error) == ("failed", runs.STOPPED)
+    assert [text for text, _ in children(cx, run.node_id)][1:] == [runs.STOPPED]
