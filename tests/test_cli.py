@@ -152,3 +152,56 @@ def test_ask_leaves_the_run_to_a_running_server(
             thread.join(timeout=10)
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["answer"][0]["refs"] == [f"node:{beta.id}"]
+
+
+def test_ctrl_c_cancels_the_question_and_keeps_what_was_written(
+    settings: Settings, cx: Context
+) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from subspace import commands
+
+    page = commands.create_page(cx, "Launch")
+    commands.add_node(cx, page.id, "The beta ships on Friday.")
+    commands.add_node(cx, page.id, "The beta review is on Thursday.")
+    # The strategy waits after its first bullet, long enough for the interrupt to land.
+    script = (
+        "import threading\n"
+        "from subspace.answers import runs\n"
+        "from tests.test_runs import Quoting\n"
+        "runs.default_strategies = lambda: {'rag': Quoting(threading.Event())}\n"
+        "from subspace.cli import main\n"
+        "main(['ask', 'beta', '--page', 'Launch'])\n"
+    )
+    env = {**os.environ, "SUBSPACE_DATABASE_URL": settings.database_url,
+           "SUBSPACE_HOME": str(settings.home), "PROVIDERS": "fake"}  # fmt: skip
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], cwd=root, env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+
+    def answers() -> list[str]:
+        with cx.transaction() as conn:
+            rows = conn.execute(
+                "select text from kb.nodes where workspace_id = %s and props ? 'run'",
+                (cx.actor.workspace_id,),
+            ).fetchall()
+        return [row["text"] for row in rows]
+
+    deadline = time.monotonic() + 30
+    while not answers() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    output, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 1, output
+    assert "Cancelling" in output and "The run cancelled" in output
+    assert len(answers()) == 1
+    with cx.transaction() as conn:
+        status = conn.execute("select status from kb.runs").fetchone()
+    assert status is not None and status["status"] == "cancelled"
