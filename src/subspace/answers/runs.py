@@ -9,7 +9,6 @@ stream any run. A 'running' run whose lock is free lost its process: it is marke
 
 from __future__ import annotations
 
-import importlib
 import json
 import logging
 import threading
@@ -24,7 +23,9 @@ import psycopg
 from psycopg.rows import dict_row
 
 from subspace import commands
-from subspace.answers.chat import Cancelled, ChatError, ChatProvider, Message
+from subspace.answers.chat import Cancelled, ChatError, ChatProvider
+from subspace.answers.sources import run_bullets
+from subspace.answers.strategies import STRATEGIES
 from subspace.answers.strategy import AnswerBullet, Job, Strategy
 from subspace.config import Settings
 from subspace.context import Context
@@ -34,6 +35,7 @@ from subspace.db.pool import Conn
 from subspace.errors import Conflict, InvalidInput, NotFound, SubspaceError
 from subspace.models import Actor
 from subspace.providers.base import EmbeddingProvider
+from subspace.providers.registry import create_chat_provider
 from subspace.runtime import Database
 from subspace.search.cursors import is_clean
 
@@ -280,35 +282,8 @@ class Stopping(Exception):
 
 
 def default_strategies() -> Mapping[str, Strategy]:
-    """The answering strategies (answers/strategies), or none while they are not installed."""
-    try:
-        module = importlib.import_module("subspace.answers.strategies")
-    except ImportError:
-        return {}
-    return cast(Mapping[str, Strategy], getattr(module, "STRATEGIES", {}))
-
-
-def default_chat(settings: Settings) -> ChatProvider:
-    """The chat provider PROVIDERS selects (providers/registry.create_chat_provider)."""
-    registry = importlib.import_module("subspace.providers.registry")
-    create = getattr(registry, "create_chat_provider", None)
-    if create is not None:
-        return cast(ChatProvider, create(settings))
-    try:
-        fake = importlib.import_module("subspace.answers.fake_chat")
-    except ImportError:
-        return NoChat()
-    return cast(ChatProvider, fake.FakeChat())
-
-
-class NoChat:
-    """Stands in when no chat provider is installed: any call fails with the reason."""
-
-    name = "none"
-    model = "none"
-
-    def complete(self, messages: Any, *, tools: Any = (), on_text: Any = None) -> Message:
-        raise ChatError("No chat provider is installed in this version of Subspace.")
+    """The answering strategies by name (tests run their own)."""
+    return STRATEGIES
 
 
 @dataclass
@@ -346,23 +321,14 @@ class Recorder:
         self.written.append(bullet)
         refs = self._evidence(bullet.refs)
         if bullet.refs and not refs:
-            return  # it only quoted a question
+            return  # it only cited questions or earlier answers
         self.write(bullet.text, refs)
 
     def _evidence(self, refs: list[str]) -> list[str]:
-        """The refs without the bullets that ask questions ("/rag …"): search finds them, as
-        it finds any bullet, but a question is not a source for its own answer."""
-        node_ids = [ref.removeprefix("node:") for ref in refs if ref.startswith("node:")]
-        if not node_ids:
-            return list(refs)
+        """The refs without the bullets runs asked with or wrote (answers/sources.py)."""
         with self.cx.transaction() as conn:
-            rows = conn.execute(
-                "select node_id::text as id from kb.runs where workspace_id = %s "
-                "and node_id::text = any(%s)",
-                (self.run.workspace_id, node_ids),
-            ).fetchall()
-        asking = {f"node:{row['id']}" for row in rows}
-        return [ref for ref in refs if ref not in asking]
+            not_sources = run_bullets(conn, self.run.workspace_id, refs)
+        return [ref for ref in refs if ref not in not_sources]
 
     def write(self, text: str, refs: list[str]) -> None:
         """Write one answer bullet under the asking bullet, and its step."""
@@ -392,7 +358,7 @@ class RunEngine:
     settings: Settings
     embedder: EmbeddingProvider | None
     strategies: Mapping[str, Strategy] = field(default_factory=default_strategies)
-    chat: Callable[[Settings], ChatProvider] = default_chat
+    chat: Callable[[Settings], ChatProvider] = create_chat_provider
     stopping: threading.Event = field(default_factory=threading.Event)
 
     def claim(self, run_id: UUID | None = None) -> Claimed | None:

@@ -22,6 +22,8 @@ create table kb.runs (
 );
 -- The workers' queue and the sweep for runs whose process died.
 create index runs_open on kb.runs (created_at) where status in ('queued', 'running');
+-- The bullets that ask: not sources for an answer (answers/sources.py).
+create index runs_node on kb.runs (workspace_id, node_id);
 
 create table kb.run_steps (
     workspace_id uuid not null,
