@@ -425,18 +425,17 @@ def test_a_server_stopping_mid_run_marks_it_failed_and_says_so(
     assert [text for text, _ in children(cx, run.node_id)][1:] == [runs.STOPPED]
 
 
-def test_rag_direct_quotes_sources_not_earlier_questions_and_answers(
-    database: Database, settings: Settings, cx: Context, notes: dict[str, Any]
+@pytest.mark.parametrize("strategy", ["rag", "rag-pageindex", "rag-direct"])
+def test_answers_quote_sources_not_earlier_questions_and_answers(
+    database: Database, settings: Settings, cx: Context, notes: dict[str, Any], strategy: str
 ) -> None:
-    """Asked again, /rag-direct still finds the bullet that holds the answer: the earlier
-    question and its answer match the words better, but they are not sources."""
+    """Asked again, each strategy still finds the bullet that holds the answer: the earlier
+    questions and answers match the words better, but they are not sources."""
     engine = runs.RunEngine(database, settings, None)
     answers = []
     # Enough times that the earlier questions and answers alone would fill the passages.
     for _ in range(6):
-        run = runs.enqueue_run(
-            cx, "When does the beta ship?", "rag-direct", page_id=notes["page"].id
-        )
+        run = runs.enqueue_run(cx, "When does the beta ship?", strategy, page_id=notes["page"].id)
         claimed = engine.claim(run.id)
         assert claimed is not None
         assert engine.execute(claimed).found is True

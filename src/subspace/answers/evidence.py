@@ -81,6 +81,13 @@ class Evidence:
         return list(self.titles.items())[:count]
 
 
+def printed_ref(line: str) -> str | None:
+    """The ref a tool printed for the item on `line` (see Evidence.add_text), lower case."""
+    line = line.rstrip()
+    found = _CLOSING_REF.search(line) or _OPENING_REF.match(line)
+    return found.group(1).lower() if found is not None else None
+
+
 def _title_of(line: str, ref_start: int) -> str:
     head = line[:ref_start].strip()
     head = re.sub(r"^#+\s*|^\d+\.\s*\[\w+\]\s*|^[-*]\s*", "", head.strip())

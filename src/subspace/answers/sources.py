@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from uuid import UUID
 
+from subspace.answers.evidence import printed_ref
+from subspace.context import Context
 from subspace.db.pool import Conn
 
 
@@ -23,3 +25,15 @@ def run_bullets(conn: Conn, workspace_id: UUID, refs: list[str]) -> set[str]:
         {"ws": workspace_id, "ids": node_ids},
     ).fetchall()
     return {row["ref"] for row in rows}
+
+
+def without_run_bullets(cx: Context, text: str) -> str:
+    """A tool's result without the lines of bullets runs asked with or wrote, so the model
+    reads sources only (and a question does not take a source's place in its budget)."""
+    lines = text.splitlines()
+    refs = [printed_ref(line) for line in lines]
+    with cx.transaction() as conn:
+        dropped = run_bullets(conn, cx.actor.workspace_id, [ref for ref in refs if ref])
+    if not dropped:
+        return text
+    return "\n".join(line for line, ref in zip(lines, refs, strict=True) if ref not in dropped)

@@ -13,6 +13,7 @@ from subspace.answers.chat import Message
 from subspace.answers.evidence import REF, Evidence
 from subspace.answers.fake_chat import content_words
 from subspace.answers.replies import answer_from, ask, not_found, raise_if_cancelled
+from subspace.answers.sources import without_run_bullets
 from subspace.answers.strategy import Answer, Job
 from subspace.context import Context
 from subspace.errors import SubspaceError
@@ -79,6 +80,7 @@ class PageIndexStrategy:
             raise_if_cancelled(job)
             try:
                 output = call_tool(job.cx, job.embedder, "kb.read", {"ref": ref})
+                output = without_run_bullets(job.cx, output)
             except SubspaceError as exc:  # the page went away since the outline
                 data = {"tool": "kb.read", "arguments": {"ref": ref}, "ok": False}
                 job.progress.step("tool", f"kb.read {ref}: {exc.message}", data)

@@ -15,6 +15,7 @@ from subspace.answers import prompts
 from subspace.answers.chat import Message, ToolCall, tool_defs
 from subspace.answers.evidence import Evidence
 from subspace.answers.replies import CLOSEST_COUNT, ask, not_found, raise_if_cancelled
+from subspace.answers.sources import without_run_bullets
 from subspace.answers.strategy import Answer, AnswerBullet, Job
 from subspace.errors import SubspaceError
 
@@ -72,7 +73,9 @@ class RagStrategy:
             job.progress.step("tool", f"{call.name}: {_cut(malformed)}", _data(call, ok=False))
             return f"Error: {malformed}"
         try:
-            output = call_tool(job.cx, job.embedder, call.name, call.arguments)
+            output = without_run_bullets(
+                job.cx, call_tool(job.cx, job.embedder, call.name, call.arguments)
+            )
         except SubspaceError as exc:
             job.progress.step("tool", f"{call.name}: {exc.message}", _data(call, ok=False))
             return f"Error: {exc.message}"
