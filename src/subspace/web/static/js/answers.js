@@ -64,13 +64,13 @@ function pageOfNode(id) {
 }
 
 /** Where a ref opens; a node's address needs its page, asked of the server once. */
-export async function refUrl(ref, { pageId = null, localIds = new Set() } = {}) {
+export async function refUrl(ref, { pageId = null, isLocal = () => false } = {}) {
   const [kind, id, n] = ref.split(":");
   if (kind === "page") return `/p/${id}`;
   if (kind === "file") return `/files/${id}${n !== undefined ? `#c${n}` : ""}`;
   if (kind === "mail") return `/mail/${id}`;
   if (kind === "node" || kind === "mem") {
-    const page = localIds.has(id) ? pageId : await pageOfNode(id);
+    const page = isLocal(id) ? pageId : await pageOfNode(id);
     return page ? `/p/${page}#${id}` : null;
   }
   return null;

@@ -92,7 +92,7 @@ export class Outline {
     node.childrenEl = h("ul", { class: "outline-children" });
     // An answer's sources, from its props (never from its text, which stays plain text).
     const refs = Array.isArray(node.props.refs) ? node.props.refs : [];
-    const citations = citationLinks(refs, { pageId: this.pageId, localIds: new Set(this.byId.keys()) }, navigate);
+    const citations = citationLinks(refs, { pageId: this.pageId, isLocal: (id) => this.byId.has(id) }, navigate);
     node.runEl = h("div", { class: "run-status", hidden: true });
     node.el = h("li", { class: node.props.run ? "bullet is-answer" : "bullet" },
       h("div", { class: "bullet-row" }, node.toggle, h("span", { class: "bullet-dot", "aria-hidden": "true" }),
