@@ -22,6 +22,9 @@ class ToolCall:
     id: str
     name: str
     arguments: dict[str, Any]
+    # Set when the model's arguments were not a JSON object: `arguments` is {} and this says
+    # what was wrong, in a sentence for the model, which gets it back instead of a result.
+    error: str = ""
 
 
 @dataclass(frozen=True)

@@ -48,15 +48,6 @@ _NO_TOOLS = re.compile(
 ERROR_EXCERPT_CHARS = 300  # of a server's error message, quoted in ours
 
 
-@dataclass(frozen=True)
-class MalformedToolCall(ToolCall):
-    """A tool call whose arguments were not a JSON object. `arguments` is {} and `error` says
-    what was wrong, in a sentence meant for the model: a strategy answers the call with a tool
-    message holding `error` instead of running the tool, so the model can send it again."""
-
-    error: str = ""
-
-
 class StreamCut(Exception):
     """The stream ended before the model said it had finished (no finish_reason came)."""
 
@@ -87,7 +78,7 @@ class OpenAIChat:
 
     `complete()` passes each text delta to `on_text` as it arrives and returns the whole
     assistant message. Tool calls are put together from their streamed pieces; arguments that
-    are not a JSON object come back as a MalformedToolCall (arguments {}, `error` for the model).
+    are not a JSON object come back with arguments {} and `error` set (a sentence for the model).
     Our tool names hold dots (kb.search), which OpenAI refuses, so they travel as kb_search and
     are mapped back before the caller sees them.
 
@@ -324,7 +315,7 @@ def _tool_call(index: int, partial: _PartialCall, ours: dict[str, str]) -> ToolC
         if isinstance(arguments, dict):
             return ToolCall(call_id, name, arguments)
         problem = f"is a JSON {type(arguments).__name__}, not an object"
-    return MalformedToolCall(
+    return ToolCall(
         call_id,
         name,
         {},

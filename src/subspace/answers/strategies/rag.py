@@ -68,10 +68,9 @@ class RagStrategy:
                 f"Error: no read tool is named {_shown(call.name)}. The tools you may call are "
                 f"{', '.join(sorted(allowed))}; nothing can be changed from here."
             )
-        malformed = getattr(call, "error", "")  # arguments that were not a JSON object
-        if malformed:
-            job.progress.step("tool", f"{call.name}: {_cut(malformed)}", _data(call, ok=False))
-            return f"Error: {malformed}"
+        if call.error:  # arguments that were not a JSON object
+            job.progress.step("tool", f"{call.name}: {_cut(call.error)}", _data(call, ok=False))
+            return f"Error: {call.error}"
         try:
             output = without_run_bullets(
                 job.cx, call_tool(job.cx, job.embedder, call.name, call.arguments)
