@@ -189,7 +189,7 @@ def test_ctrl_c_cancels_the_question_and_keeps_what_was_written(
     def answers() -> list[str]:
         with cx.transaction() as conn:
             rows = conn.execute(
-                "select text from kb.nodes where workspace_id = %s and props ? 'run'",
+                "select text from kb.nodes where workspace_id = %s and props ? 'refs'",
                 (cx.actor.workspace_id,),
             ).fetchall()
         return [row["text"] for row in rows]

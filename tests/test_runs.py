@@ -125,6 +125,7 @@ def test_ask_writes_cited_answer_bullets_under_the_rag_bullet(
     with cx.transaction() as conn:
         asking = queries.get_node(conn, cx.actor.workspace_id, UUID(body["node_id"]))
     assert asking.text == "/rag beta ships" and asking.parent_id is None
+    assert asking.props == {"run": body["run_id"]}
     assert asking.page_id == notes["page"].id
     assert children(cx, body["node_id"]) == [
         (

@@ -169,6 +169,8 @@ def enqueue_run(
         ).fetchone()
         assert row is not None
         run = Run(**row)
+        # The asking bullet names its run, so a page opened later can follow it.
+        commands.set_props(bound, node.id, {"run": str(run.id)})
         record_step(conn, run, "status", "queued", {"status": "queued"})
         conn.execute("select pg_notify(%s, %s)", (CHANNEL, str(run.id)))
         return run

@@ -94,7 +94,7 @@ export class Outline {
     const refs = Array.isArray(node.props.refs) ? node.props.refs : [];
     const citations = citationLinks(refs, { pageId: this.pageId, isLocal: (id) => this.byId.has(id) }, navigate);
     node.runEl = h("div", { class: "run-status", hidden: true });
-    node.el = h("li", { class: node.props.run ? "bullet is-answer" : "bullet" },
+    node.el = h("li", { class: Array.isArray(node.props.refs) ? "bullet is-answer" : "bullet" },
       h("div", { class: "bullet-row" }, node.toggle, h("span", { class: "bullet-dot", "aria-hidden": "true" }),
         node.input, citations, node.memory),
       node.runEl,
