@@ -170,7 +170,7 @@ def test_a_question_without_a_page_goes_to_a_questions_page_and_a_bullet_is_reus
 
 
 def sse_events(
-    client: TestClient, run_id: str, last: int | None = None
+    client: TestClient, run_id: str, last: int | str | None = None
 ) -> list[tuple[str, str, Any]]:
     headers = {} if last is None else {"last-event-id": str(last)}
     with client.stream("GET", f"/api/runs/{run_id}/events", headers=headers) as response:
@@ -213,6 +213,12 @@ def test_the_event_stream_delivers_steps_bullets_and_done_in_order_and_resumes(
             ("", "done"),
         ]
         assert sse_events(client, run_id, last=6) == [("", "done", events[-1][2])]
+        # An empty Last-Event-ID (the last event had no id) streams from the start.
+        assert sse_events(client, run_id, last="") == events
+        for wrong in (b"abc", b"-1", "²".encode("latin-1"), b"1" * 10):
+            refused = client.get(f"/api/runs/{run_id}/events", headers={"last-event-id": wrong})
+            assert refused.status_code == 422, (wrong, refused.text)
+            assert "Last-Event-ID" in refused.json()["error"]["message"]
 
 
 def test_cancel_mid_run_keeps_the_bullets_written_and_stops(

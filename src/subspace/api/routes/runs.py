@@ -23,7 +23,7 @@ from subspace.answers import runs
 from subspace.api.auth import require_context
 from subspace.api.openapi import BY_ID, error_responses
 from subspace.context import Context
-from subspace.errors import Busy
+from subspace.errors import Busy, InvalidInput
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["answers"], responses=error_responses(*BY_ID))
@@ -300,6 +300,20 @@ def sse(event: str, data: dict[str, Any], seq: int | None = None) -> str:
 EVENT_OF_KIND = {"tool": "step", "error": "step", "bullet": "bullet", "status": "status"}
 
 
+def _resume_after(last_event_id: str | None) -> int:
+    """The step seq to resume after: an empty Last-Event-ID (a stream whose last event had no
+    id) is the same as none."""
+    value = (last_event_id or "").strip()
+    if not value:
+        return 0
+    if not (value.isascii() and value.isdigit()) or len(value) > 9:
+        raise InvalidInput(
+            "Last-Event-ID must be the id of an event of this stream (a whole number); leave it "
+            "out to stream from the start."
+        )
+    return int(value)
+
+
 @router.get(
     "/api/runs/{run_id}/events",
     response_class=StreamingResponse,
@@ -317,12 +331,13 @@ async def run_events(
     run_id: UUID,
     request: Request,
     cx: CX,
-    last_event_id: Annotated[int | None, Header()] = None,
+    last_event_id: Annotated[str | None, Header()] = None,
 ) -> StreamingResponse:
     """The run's progress and answer as they are written, from any process executing it;
     ends after `done`. At most 4 streams per user; a heartbeat comment every 15 s."""
     ws = cx.actor.workspace_id
     await run_in_threadpool(run_out, cx, run_id)  # 404 before the stream starts
+    resume_after = _resume_after(last_event_id)
 
     def read(after: int) -> tuple[runs.Run, list[runs.Step]]:
         with cx.transaction() as conn:
@@ -336,7 +351,7 @@ async def run_events(
     woken = waker.watch(run_id) if waker is not None else None
 
     async def stream() -> AsyncIterator[str]:
-        after = max(0, last_event_id or 0)
+        after = resume_after
         last_sent = time.monotonic()
         try:
             while not await request.is_disconnected():
