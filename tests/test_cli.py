@@ -181,9 +181,11 @@ def test_ctrl_c_cancels_the_question_and_keeps_what_was_written(
     env = {**os.environ, "SUBSPACE_DATABASE_URL": settings.database_url,
            "SUBSPACE_HOME": str(settings.home), "PROVIDERS": "fake"}  # fmt: skip
     root = Path(__file__).resolve().parent.parent
+    # A terminal's Ctrl-C: the child must not inherit an ignored SIGINT (as under `nohup … &`).
     proc = subprocess.Popen(
         [sys.executable, "-c", script], cwd=root, env=env, stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
 
     def answers() -> list[str]:
