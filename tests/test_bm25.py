@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 
 import pytest
@@ -149,3 +150,37 @@ def test_candidate_sets_are_bounded_for_common_words(
     assert len(found("common -zebra", cap=3)) == 3
     monkeypatch.setattr(lexical, "MATCH_BUDGET", 20_000)
     assert len(ids(run(cx, "common", mode="lexical"))) == 9
+
+
+def test_each_query_fragment_binds_exactly_the_parameters_it_names(
+    database: Database, cx: Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from subspace.search import lexical
+
+    page = commands.create_page(cx, "Ferry timetable")
+    commands.add_node(cx, page.id, "ferry schedule for the harbour")
+    commands.add_node(cx, page.id, "ferry ferry")
+    monkeypatch.setattr(lexical, "MATCH_BUDGET", 1)  # every shape: bounded, excluded, scored
+    with database.pool.connection() as conn:
+        scope = resolve_scope(conn, cx.actor.workspace_id, cx.actor.user_id, kb_ids=None,
+                              kinds=None, tags=None, max_knowledge_bases=50)  # fmt: skip
+        for text in ("ferry schedule -harbour", "ferry", "timetable or schedule"):
+            tsq = build_tsqueries(conn, parse_query(text))
+            stats = lexical.bm25_stats(conn, cx.actor.workspace_id, tsq.lexemes)
+            for query in (
+                lexical.lexical_sql(scope, tsq, stats, scored=lexical.scored_lexemes(tsq, stats)),
+                lexical.lexical_sql(scope, tsq, stats),
+                lexical.lexical_sql(scope, tsq),
+            ):
+                named = set(re.findall(r"%\((\w+)\)s", query.sql))
+                assert named == set(query.params), text
+                conn.execute("explain " + query.sql, query.params)
+
+
+def test_one_parameter_name_cannot_carry_two_values() -> None:
+    from subspace.search.lexical import Fragment, bind
+
+    same = bind(Fragment("%(a)s", {"a": 1}), Fragment("%(a)s + %(b)s", {"a": 1, "b": 2}))
+    assert same == {"a": 1, "b": 2}
+    with pytest.raises(ValueError, match="'a' bound to 1 and 2"):
+        bind(Fragment("%(a)s", {"a": 1}), Fragment("%(a)s", {"a": 2}))

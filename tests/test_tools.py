@@ -23,7 +23,7 @@ from subspace.ingest.worker import extract_pending
 from subspace.providers.fake import FakeProvider
 from subspace.runtime import Database
 from subspace.search.filters import resolve_scope
-from subspace.search.lexical import build_tsqueries, lexical_params, lexical_sql
+from subspace.search.lexical import bm25_stats, build_tsqueries, lexical_sql
 from subspace.search.query import parse_query
 from tests.search_helpers import index, run
 
@@ -166,10 +166,10 @@ def test_each_lexical_query_uses_the_gin_indexes(database: Database, cx: Context
         tsq = build_tsqueries(conn, parse_query("rarewordxyz"))
         plans = {}
         for ranker in ("bm25", "ts_rank_cd"):
-            params = lexical_params(conn, scope, tsq, cap=100, ranker=ranker)
+            stats = bm25_stats(conn, ws, tsq.lexemes) if ranker == "bm25" else None
+            query = lexical_sql(scope, tsq, stats, cap=100)
             plans[ranker] = "\n".join(
-                r["QUERY PLAN"]
-                for r in conn.execute("explain " + lexical_sql(scope, tsq, ranker), params)
+                r["QUERY PLAN"] for r in conn.execute("explain " + query.sql, query.params)
             )
     for plan in plans.values():
         for name in ("pages_title_tsv", "nodes_text_tsv", "file_chunks_text_tsv", "mail_tsv"):

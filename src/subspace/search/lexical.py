@@ -8,7 +8,7 @@ is read only later, for the rows that survive fusion and the limit.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
@@ -130,6 +130,29 @@ SOURCES = ("page", "node", "file", "mail")  # as named in search.source_stats
 
 
 @dataclass(frozen=True)
+class Fragment:
+    """SQL text and the values of the named parameters (`%(name)s`) it binds.
+
+    The builder that writes a placeholder also gives its value, so no name is made in one
+    place and filled in another; a query joins its fragments' text and `bind`s their values.
+    """
+
+    sql: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+
+def bind(*fragments: Fragment) -> dict[str, Any]:
+    """The parameters of all `fragments`; a name two of them bind must have one value."""
+    params: dict[str, Any] = {}
+    for fragment in fragments:
+        for name, value in fragment.params.items():
+            if name in params and params[name] != value:
+                raise ValueError(f"parameter {name!r} bound to {params[name]!r} and {value!r}")
+            params[name] = value
+    return params
+
+
+@dataclass(frozen=True)
 class Source:
     """One searchable table: its tsvector and length, its kb, its visibility.
 
@@ -140,21 +163,26 @@ class Source:
     """
 
     kind: str  # page, node, file or mail; nodes also yield memory
-    sql: str  # exposes kind, target_id, item_id, kb_id, ref, tsv, len
+    query: Fragment  # exposes kind, target_id, item_id, kb_id, ref, tsv, len
 
 
 def _sources(scope: Scope) -> list[Source]:
+    # The visibility and tag predicates name the scope's parameters (filters.Scope.params).
+    params = scope.params()
     found = []
     if "page" in scope.kinds:
         found.append(
             Source(
                 "page",
-                f"""
+                Fragment(
+                    f"""
             select 'page' as kind, p.id as target_id, p.id as item_id, p.kb_id,
                    'page:' || p.id as ref, p.title_tsv as tsv, p.title_len as len
             from kb.pages p
             where p.workspace_id = %(ws)s and p.kb_id = any(%(kbs)s) and {page_visible("p")}
             {tag_predicates(scope, "p", "page")}""",
+                    params,
+                ),
             )
         )
     node_kinds = {"node", "memory"} & scope.kinds
@@ -170,7 +198,8 @@ def _sources(scope: Scope) -> list[Source]:
         found.append(
             Source(
                 "node",
-                f"""
+                Fragment(
+                    f"""
             select case when {memory} then 'memory' else 'node' end as kind,
                    n.id as target_id, n.page_id as item_id, p.kb_id,
                    'node:' || n.id as ref, n.text_tsv as tsv, n.text_len as len
@@ -180,13 +209,16 @@ def _sources(scope: Scope) -> list[Source]:
                 and p.kb_id = any(%(kbs)s) and {page_visible("p")}
                 {tag_predicates(scope, "p", "page")} offset 0) p
             where n.workspace_id = %(ws)s {only}""",
+                    params,
+                ),
             )
         )
     if "file" in scope.kinds:
         found.append(
             Source(
                 "file",
-                f"""
+                Fragment(
+                    f"""
             select 'file' as kind, c.file_id as target_id, c.file_id as item_id, f.kb_id,
                    'file:' || c.file_id || ':' || c.n as ref, c.text_tsv as tsv,
                    c.text_len as len
@@ -196,18 +228,23 @@ def _sources(scope: Scope) -> list[Source]:
                 and f.kb_id = any(%(kbs)s) and {file_visible("f")}
                 {tag_predicates(scope, "f", "file")} offset 0) f
             where c.workspace_id = %(ws)s and c.enabled""",
+                    params,
+                ),
             )
         )
     if "mail" in scope.kinds:
         found.append(
             Source(
                 "mail",
-                f"""
+                Fragment(
+                    f"""
             select 'mail' as kind, m.id as target_id, m.id as item_id, m.kb_id,
                    'mail:' || m.id as ref, m.mail_tsv as tsv, m.mail_len as len
             from kb.mail m
             where m.workspace_id = %(ws)s and m.kb_id = any(%(kbs)s) and {mail_visible("m")}
             {tag_predicates(scope, "m", "mail")}""",
+                    params,
+                ),
             )
         )
     return found
@@ -253,27 +290,43 @@ def bm25_stats(conn: Conn, workspace_id: UUID, lexemes: tuple[str, ...]) -> Bm25
 # rounding, tf is recovered exactly (checked for 1..255) without unnesting the document's
 # tsvector, which costs ten times as much for a file-sized chunk. Every constant is float8:
 # an untyped 1.2 is numeric in Postgres, and numeric arithmetic tripled the scoring time.
-_TERM_FREQUENCY = (
-    "round(0.6079271018540267::float8 / (1::float8 "
-    "- ts_rank('{{1,1,1,1}}', s.tsv, %(lexeme_{i})s::tsquery)) - 0.5::float8)"
-)
+def _term_frequency(lexeme: str) -> str:
+    return (
+        "round(0.6079271018540267::float8 / (1::float8 "
+        f"- ts_rank('{{1,1,1,1}}', s.tsv, %({lexeme})s::tsquery)) - 0.5::float8)"
+    )
 
 
-def _score_sql(ranker: str, source: str, lexemes: Iterable[int]) -> str:
-    if ranker == "ts_rank_cd":
-        return "ts_rank_cd(s.tsv, %(any_words)s::tsquery)"
+def _score(
+    tsq: TsQueries, stats: Bm25Stats | None, source: str, lexemes: Iterable[int]
+) -> Fragment:
+    """The score of a document of `source`: BM25 over the query lexemes at `lexemes` (indexes
+    into tsq.lexemes) with `stats`, or ts_rank_cd without them."""
+    if stats is None:
+        return Fragment("ts_rank_cd(s.tsv, %(any_words)s::tsquery)", {"any_words": tsq.any_words})
     # Sum over the query's lexemes of idf * tf * (k1 + 1) / (tf + K), with K the document's
     # length normalisation, written as (k1 + 1) * idf * (1 - K / (tf + K)) so tf is computed
     # once; a lexeme the document lacks has tf = 0 and adds nothing.
-    k = (
-        f"({BM25_K1 * (1 - BM25_B)}::float8 + {BM25_K1 * BM25_B}::float8 * s.len "
-        f"/ %(avgdl_{source})s)"
-    )
-    terms = [
-        f"%(idf_{source}_{i})s * (1::float8 - {k} / ({_TERM_FREQUENCY.format(i=i)} + {k}))"
-        for i in lexemes
-    ]
-    return f"{BM25_K1 + 1}::float8 * ({' + '.join(terms) or '0'})"
+    avgdl = f"avgdl_{source}"
+    params: dict[str, Any] = {avgdl: max(stats.avgdl.get(source, 1.0), 1.0)}
+    k = f"({BM25_K1 * (1 - BM25_B)}::float8 + {BM25_K1 * BM25_B}::float8 * s.len / %({avgdl})s)"
+    idf = stats.idf.get(source, {})
+    terms = []
+    for i in lexemes:
+        # Lexeme names are shared by the sources (one value per lexeme); idf names are not.
+        lexeme, weight = f"lexeme_{i}", f"idf_{source}_{i}"
+        params[lexeme] = tsquery_literal(tsq.lexemes[i])
+        params[weight] = idf.get(tsq.lexemes[i], 0.0)
+        terms.append(f"%({weight})s * (1::float8 - {k} / ({_term_frequency(lexeme)} + {k}))")
+    return Fragment(f"{BM25_K1 + 1}::float8 * ({' + '.join(terms) or '0'})", params)
+
+
+def scored_lexemes(tsq: TsQueries, stats: Bm25Stats) -> dict[str, list[int]]:
+    """Per source, the query lexemes (indexes into tsq.lexemes) some of its documents contain."""
+    return {
+        source: [i for i, lexeme in enumerate(tsq.lexemes) if stats.idf.get(source, {}).get(lexeme)]
+        for source in SOURCES
+    }
 
 
 def match_query(tsq: TsQueries, stats: Bm25Stats | None) -> tuple[str, bool]:
@@ -305,39 +358,54 @@ def match_query(tsq: TsQueries, stats: Bm25Stats | None) -> tuple[str, bool]:
     return either(chosen), over
 
 
+def _not_excluded(tsq: TsQueries, alias: str) -> Fragment:
+    """`and not ...` for the query's -excluded words on the tsvector at `alias`; empty without."""
+    if not tsq.excluded:
+        return Fragment("")
+    return Fragment(f"and not ({alias}.tsv @@ %(excluded)s::tsquery)", {"excluded": tsq.excluded})
+
+
 def lexical_sql(
     scope: Scope,
     tsq: TsQueries,
-    ranker: str = "bm25",
+    stats: Bm25Stats | None = None,
     *,
     cap: int = 100,
-    bounded: bool = False,
     scored: dict[str, list[int]] | None = None,
-) -> str:
-    """The ranking query: per source and knowledge base, the best `cap` targets by
-    (contains every clause, for short lookups; rank), then all of them in one global order.
+) -> Fragment:
+    """The ranking query and its parameters: per source and knowledge base, the best `cap`
+    targets by (contains every clause, for short lookups; rank), then all of them in one
+    global order. Ranked by BM25 with `stats`, by ts_rank_cd without.
 
-    `bounded` scores only the shortest matching documents of each source (SHORTEST_BUDGET, or
-    `cap` per knowledge base in scope if that is more):
-    for common words BM25 favours short documents, and scoring a third of the corpus costs
-    seconds.
+    When even the rarest term is over the budget (match_query), only the shortest matching
+    documents of each source are scored (SHORTEST_BUDGET, or `cap` per knowledge base in
+    scope if that is more): for common words BM25 favours short documents, and scoring a
+    third of the corpus costs seconds.
 
     `scored` names, per source, the query lexemes its documents contain (by index into
     tsq.lexemes): a source without any is left out, and only those lexemes are scored.
     """
-    excluded = "and not (s.tsv @@ %(excluded)s::tsquery)" if tsq.excluded else ""
-    every = "s.tsv @@ %(all_words)s::tsquery" if 0 < tsq.clauses <= ALL_WORDS_CLAUSES else "false"
+    match, bounded = match_query(tsq, stats)
+    common = Fragment("", {"match": match, "cap": cap})
+    every = (
+        Fragment("s.tsv @@ %(all_words)s::tsquery", {"all_words": tsq.all_words or tsq.any_words})
+        if 0 < tsq.clauses <= ALL_WORDS_CLAUSES
+        else Fragment("false")
+    )
+    excluded = _not_excluded(tsq, "s")
 
     # Enough shortest documents for every base in scope to fill its window, on average.
     shortest = max(SHORTEST_BUDGET, cap * len(scope.kb_ids))
 
-    def candidates(sql: str) -> str:
+    def candidates(source: Fragment) -> Fragment:
         if not bounded:
-            return f"({sql})"
+            return Fragment(f"({source.sql})", source.params)
         # Exclusions apply before the cut, so excluded documents do not use up the budget.
-        return (
-            f"(select * from ({sql}) c where c.tsv @@ %(match)s::tsquery "
-            f"{excluded.replace('s.tsv', 'c.tsv')} order by c.len, c.target_id limit {shortest})"
+        before = _not_excluded(tsq, "c")
+        return Fragment(
+            f"(select * from ({source.sql}) c where c.tsv @@ %(match)s::tsquery "
+            f"{before.sql} order by c.len, c.target_id limit {shortest})",
+            bind(source, before),
         )
 
     parts = []
@@ -345,45 +413,32 @@ def lexical_sql(
         lexemes = range(len(tsq.lexemes)) if scored is None else scored.get(source.kind, [])
         if scored is not None and not lexemes:
             continue
+        rows = candidates(source.query)
+        score = _score(tsq, stats, source.kind, lexemes)
         # One row per target: the best chunk of a file stands for the file.
-        parts.append(f"""
+        parts.append(
+            Fragment(
+                f"""
         (select kind, target_id, item_id, kb_id, ref, every, score from (
             select *, row_number() over (
                 partition by kb_id order by every desc, score desc, target_id) as kb_rank
             from (
                 select distinct on (s.target_id) s.kind, s.target_id, s.item_id, s.kb_id, s.ref,
-                       {every} as every,
-                       {_score_sql(ranker, source.kind, lexemes)} as score
-                from {candidates(source.sql)} s
-                where s.tsv @@ %(match)s::tsquery {excluded}
+                       {every.sql} as every,
+                       {score.sql} as score
+                from {rows.sql} s
+                where s.tsv @@ %(match)s::tsquery {excluded.sql}
                 order by s.target_id, every desc, score desc, s.ref
             ) best
-        ) ranked where kb_rank <= %(cap)s)""")
-    union = " union all ".join(parts)
-    return f"select * from ({union}) hits order by every desc, score desc, kind, target_id"
-
-
-def lexical_params(
-    conn: Conn, scope: Scope, tsq: TsQueries, *, cap: int, ranker: str
-) -> dict[str, Any]:
-    params: dict[str, Any] = scope.params() | {
-        "any_words": tsq.any_words,
-        "match": tsq.any_words,
-        "all_words": tsq.all_words or tsq.any_words,
-        "excluded": tsq.excluded,
-        "cap": cap,
-    }
-    if ranker == "bm25":
-        stats = bm25_stats(conn, scope.workspace_id, tsq.lexemes)
-        params["match"], params["bounded"] = match_query(tsq, stats)
-        for i, lexeme in enumerate(tsq.lexemes):
-            params[f"lexeme_{i}"] = tsquery_literal(lexeme)
-        for source in SOURCES:
-            idf = stats.idf.get(source, {})
-            params[f"avgdl_{source}"] = max(stats.avgdl.get(source, 1.0), 1.0)
-            for i, lexeme in enumerate(tsq.lexemes):
-                params[f"idf_{source}_{i}"] = idf.get(lexeme, 0.0)
-    return params
+        ) ranked where kb_rank <= %(cap)s)""",
+                bind(rows, every, score, excluded),
+            )
+        )
+    union = " union all ".join(part.sql for part in parts)
+    return Fragment(
+        f"select * from ({union}) hits order by every desc, score desc, kind, target_id",
+        bind(common, *parts),
+    )
 
 
 def tsquery_literal(lexeme: str) -> str:
@@ -399,19 +454,15 @@ def lexical_leg(
         return []
     if ranker not in RANKERS:
         raise ValueError(f"unknown ranker {ranker!r}")
-    params = lexical_params(conn, scope, tsq, cap=cap, ranker=ranker)
-    scored = None
+    stats = scored = None
     if ranker == "bm25":  # leave out what no document contains: less to plan and to score
-        scored = {
-            source: [i for i in range(len(tsq.lexemes)) if params[f"idf_{source}_{i}"]]
-            for source in SOURCES
-        }
+        stats = bm25_stats(conn, scope.workspace_id, tsq.lexemes)
+        scored = scored_lexemes(tsq, stats)
         # Only the sources the kinds ask for count: with none of them left there is no query.
         if not any(scored[source.kind] for source in _sources(scope)):
             return []
-    sql = lexical_sql(scope, tsq, ranker, cap=cap, bounded=bool(params.pop("bounded", False)),
-                      scored=scored)  # fmt: skip
-    rows = conn.execute(sql, params).fetchall()
+    query = lexical_sql(scope, tsq, stats, cap=cap, scored=scored)
+    rows = conn.execute(query.sql, query.params).fetchall()
     return [
         Hit(
             target=("node" if r["kind"] == "memory" else r["kind"], r["target_id"]),
