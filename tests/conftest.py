@@ -27,7 +27,6 @@ from subspace.db.pool import open_pool
 from subspace.keys import create_key
 from subspace.models import Actor
 from subspace.runtime import Database
-from subspace.search import vector
 
 TEMPLATE = "subspace_test_template"
 _counter = itertools.count()
@@ -79,13 +78,6 @@ def db_dsn(server_dsn: str, template_dsn: str) -> Iterator[str]:
 @pytest.fixture
 def settings(tmp_path: Path, db_dsn: str) -> Settings:
     return Settings(home=tmp_path / "home", database_url=db_dsn, providers="fake")
-
-
-@pytest.fixture(autouse=True)
-def forget_base_sizes() -> None:
-    """Every test database is cloned from one template, so its default knowledge base has the
-    same id in every test: what the vector leg remembers about a base must not carry over."""
-    vector._large_bases.clear()
 
 
 @pytest.fixture

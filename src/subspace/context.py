@@ -14,6 +14,7 @@ from subspace.db.pool import Conn
 from subspace.models import Actor
 
 if TYPE_CHECKING:
+    from subspace.search.runtime import SearchRuntime
     from subspace.search.service import SearchResponse
 
 
@@ -28,6 +29,8 @@ class Context:
     db: ConnectionPool[Conn] | Conn
     actor: Actor
     settings: Settings
+    # The state searches share (the vector leg's threads, the base sizes seen): the Database's.
+    search_runtime: SearchRuntime
     # Called with every search's response: the server counts searches in its metrics, from
     # whichever surface they come.
     on_search: Callable[[SearchResponse], None] | None = None

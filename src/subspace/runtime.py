@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from psycopg_pool import ConnectionPool
@@ -16,6 +16,7 @@ from subspace.db.migrate import migrate
 from subspace.db.pool import Conn, open_pool
 from subspace.keys import default_actor
 from subspace.models import Actor
+from subspace.search.runtime import SearchRuntime
 
 if TYPE_CHECKING:
     from subspace.search.service import SearchResponse
@@ -46,16 +47,20 @@ class Database:
 
     `pool` serves background work, health checks and the command line; `requests`, when set,
     is the pool request contexts draw from, so that requests holding every one of its
-    connections cannot starve the background.
+    connections cannot starve the background. `search_runtime` is what the searches of its
+    contexts share; it lives and closes with the pools its threads borrow from.
     """
 
     dsn: str
     pool: ConnectionPool[Conn]
     embedded: EmbeddedPostgres | None
     requests: ConnectionPool[Conn] | None = None
+    search_runtime: SearchRuntime = field(default_factory=SearchRuntime)
 
     def close(self) -> None:
-        """Close the pools, then stop the embedded server. Safe to call twice."""
+        """Stop the searches' threads, close the pools, then stop the embedded server. Safe
+        to call twice."""
+        self.search_runtime.close()
         if self.requests is not None:
             self.requests.close()
         self.pool.close()
@@ -80,7 +85,13 @@ class Database:
         on_search: Callable[[SearchResponse], None] | None = None,
     ) -> Context:
         """A context on the request pool."""
-        return Context(db=self.request_pool, actor=actor, settings=settings, on_search=on_search)
+        return Context(
+            db=self.request_pool,
+            actor=actor,
+            settings=settings,
+            search_runtime=self.search_runtime,
+            on_search=on_search,
+        )
 
 
 def resolve_dsn(settings: Settings) -> tuple[str, EmbeddedPostgres | None]:

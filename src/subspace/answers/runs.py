@@ -407,6 +407,7 @@ class RunEngine:
             db=self.db.request_pool,
             actor=Actor(run.workspace_id, run.user_id),
             settings=self.settings,
+            search_runtime=self.db.search_runtime,
         )
         recorder = Recorder(self, run, cx)
         try:
@@ -489,7 +490,10 @@ def reap_stopped(db: Database, settings: Settings) -> list[UUID]:
                     if run.status != "running":
                         continue
                     cx = Context(
-                        db=conn, actor=Actor(run.workspace_id, run.user_id), settings=settings
+                        db=conn,
+                        actor=Actor(run.workspace_id, run.user_id),
+                        settings=settings,
+                        search_runtime=db.search_runtime,
                     )
                     try:
                         Recorder(RunEngine(db, settings, None, {}), run, cx).write(STOPPED, [])

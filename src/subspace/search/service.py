@@ -8,7 +8,7 @@ import logging
 import math
 import re
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
@@ -31,6 +31,7 @@ from subspace.search.lexical import CONFIG as LEXICAL_CONFIG
 from subspace.search.lexical import TsQueries, build_tsqueries, lexical_leg
 from subspace.search.options import MODES, RANKERS
 from subspace.search.query import ParsedQuery, parse_query
+from subspace.search.runtime import LargeBases
 from subspace.search.vector import EmbeddingUnavailable, embed_query, vector_leg
 
 log = logging.getLogger(__name__)
@@ -64,8 +65,6 @@ MAX_CURSOR_CHARS = 48 * 1024
 _TARGET_KEY = re.compile(r"[a-z][0-9a-f]{32}")
 MAX_TAG_NAME_CHARS = 100  # as create_tag allows
 MAX_NAME_CHARS = 200  # kinds, operators, explain targets: names and refs, never prose
-
-_leg_threads = ThreadPoolExecutor(max_workers=8, thread_name_prefix="vector-leg")
 
 
 @dataclass
@@ -273,12 +272,20 @@ def _search(
         reports: dict[str, LegReport] = {}
         ranker = request.ranker or cx.settings.lexical_ranker
         vector_job = VectorJob(
-            scope, parsed, provider, window, weights["vector"], cx.settings.embed_timeout_ms
+            scope,
+            parsed,
+            provider,
+            window,
+            weights["vector"],
+            cx.settings.embed_timeout_ms,
+            cx.search_runtime.large_bases,
         )
         parallel: Future[Leg | None] | None = None
         if request.mode == "hybrid" and isinstance(cx.db, ConnectionPool):
             # The vector leg runs beside the lexical one, on a connection of its own.
-            parallel = _leg_threads.submit(_vector_on_own_connection, cx.db, vector_job)
+            parallel = cx.search_runtime.leg_threads.submit(
+                _vector_on_own_connection, cx.db, vector_job
+            )
         if request.mode in ("hybrid", "lexical"):
             leg, tsq = _run_lexical(
                 conn, scope, parsed, window, weights["lexical"], ranker, request.typos
@@ -441,6 +448,7 @@ class VectorJob:
     window: int
     weight: float
     timeout_ms: int
+    large_bases: LargeBases
 
 
 def _vector_on_own_connection(pool: ConnectionPool[Conn], job: VectorJob) -> Leg | None:
@@ -480,6 +488,7 @@ def _run_vector(conn: Conn, tsq: TsQueries, job: VectorJob) -> Leg:
                 model=provider.model,
                 cap=job.window,
                 excluded=tsq.excluded,
+                large_bases=job.large_bases,
             )
     except psycopg.Error as exc:
         log.warning("vector leg failed: %s", exc)

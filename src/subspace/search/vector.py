@@ -22,20 +22,18 @@ from subspace.providers.base import EmbeddingProvider, ProviderError, checked_ve
 from subspace.providers.breaker import breaker_for, failure_reason
 from subspace.search.filters import Scope, embedding_not_excluded, embedding_visible
 from subspace.search.fusion import Hit
+from subspace.search.runtime import LargeBases
 
 EXACT_SCAN_ROWS = 2_000  # below this many candidate rows an exact scan beats the index
 MAX_SCAN_TUPLES = 50_000  # how far an iterative scan may walk before it gives up
 MAX_INDEX_LIMIT = 1_000  # neighbours one index walk collects for all large bases together
 MAX_DISTANCE = 1.0  # cosine distance 1 means orthogonal: no relation worth ranking
 QUERY_CACHE_SIZE = 512  # recent query embeddings kept, for a palette typing and retyping
-LARGE_BASE_TTL_S = 60.0  # how long a base found to hold EXACT_SCAN_ROWS vectors stays "large"
 
 # Query embeddings run on their own small pool so a hung provider cannot tie up requests.
 _embedder_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="query-embed")
 _cache: OrderedDict[tuple[str, str], HalfVector] = OrderedDict()
 _cache_lock = threading.Lock()
-# (model, kb) -> when it was found large, and its count then
-_large_bases: dict[tuple[str, UUID], tuple[float, int]] = {}
 
 
 class EmbeddingUnavailable(Exception):
@@ -120,13 +118,21 @@ def _index_sql(where: str, limit: str) -> str:
 
 
 def vector_leg(
-    conn: Conn, scope: Scope, query: HalfVector, *, model: str, cap: int, excluded: str = ""
+    conn: Conn,
+    scope: Scope,
+    query: HalfVector,
+    *,
+    model: str,
+    cap: int,
+    excluded: str = "",
+    large_bases: LargeBases | None = None,
 ) -> tuple[list[Hit], str]:
     """The leg's hits, nearest first, at most `cap` per knowledge base; and the plan used.
 
     Small bases (under EXACT_SCAN_ROWS vectors) are scanned exactly, each under its own cap,
     so a small base is never crowded out. The large ones share one walk of the HNSW index,
-    each still capped at `cap`.
+    each still capped at `cap`. Bases found large are remembered in `large_bases` (the
+    SearchRuntime's); without it, every base is counted on every call.
     """
     if not scope.kb_ids or not scope.kinds:
         return [], "none"
@@ -136,7 +142,7 @@ def vector_leg(
         "cap": cap,
         "excluded": excluded,
     }
-    sizes = _base_sizes(conn, params, model)
+    sizes = _base_sizes(conn, params, model, large_bases)
     small = [kb for kb in scope.kb_ids if sizes.get(kb, 0) < EXACT_SCAN_ROWS and sizes.get(kb)]
     large = [kb for kb in scope.kb_ids if sizes.get(kb, 0) >= EXACT_SCAN_ROWS]
     rows: list[dict[str, Any]] = []
@@ -165,10 +171,9 @@ def vector_leg(
         # short means under its cap; sharing it, bases fall short by design, so only a base
         # that got nothing is counted again.
         expected = cap if len(large) == 1 else 1
-        with _cache_lock:
-            for kb_id in large:
-                if per_base.get(kb_id, 0) < expected:
-                    _large_bases.pop((model, kb_id), None)
+        for kb_id in large:
+            if large_bases is not None and per_base.get(kb_id, 0) < expected:
+                large_bases.forget(model, kb_id)
     plan = "index" if large and not small else "exact" if small and not large else "mixed"
     hits: list[tuple[float, Hit]] = []
     for r in rows:
@@ -182,19 +187,24 @@ def vector_leg(
     return [hit for _, hit in hits], plan if rows or large or small else "none"
 
 
-def _base_sizes(conn: Conn, params: dict[str, Any], model: str) -> dict[UUID, int]:
+def _base_sizes(
+    conn: Conn, params: dict[str, Any], model: str, large_bases: LargeBases | None
+) -> dict[UUID, int]:
     """Each base's vector count, counted only up to EXACT_SCAN_ROWS (an index-only scan).
 
     A base found large is remembered for a while: counting ten large bases costs more than
     the search itself, and one that shrank meanwhile is still searched correctly through the
     index. Small and empty bases are counted every time, so a new vector is never missed.
     """
-    now = time.monotonic()
     sizes: dict[UUID, int] = {}
     uncounted = []
     for kb_id in params["kbs"]:
-        seen, counted = _large_bases.get((model, kb_id), (0.0, 0))
-        if counted >= EXACT_SCAN_ROWS and now - seen < LARGE_BASE_TTL_S:
+        counted = (
+            large_bases.size(model, kb_id, at_least=EXACT_SCAN_ROWS)
+            if large_bases is not None
+            else None
+        )
+        if counted is not None:
             sizes[kb_id] = counted
         else:
             uncounted.append(kb_id)
@@ -206,7 +216,6 @@ def _base_sizes(conn: Conn, params: dict[str, Any], model: str) -> dict[UUID, in
             params | {"uncounted": uncounted},
         ):
             sizes[r["kb_id"]] = int(r["n"])
-            if r["n"] >= EXACT_SCAN_ROWS:
-                with _cache_lock:
-                    _large_bases[(model, r["kb_id"])] = (now, int(r["n"]))
+            if r["n"] >= EXACT_SCAN_ROWS and large_bases is not None:
+                large_bases.remember(model, r["kb_id"], int(r["n"]))
     return sizes

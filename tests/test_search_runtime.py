@@ -1,0 +1,74 @@
+"""The state searches share lives on a SearchRuntime, one per Database: never on a module."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from fastapi.testclient import TestClient
+
+from subspace import commands
+from subspace.api import create_app
+from subspace.config import Settings
+from subspace.context import Context
+from subspace.keys import create_key
+from subspace.runtime import Database
+from subspace.search import vector
+from subspace.search.runtime import SearchRuntime
+from tests.search_helpers import ids, index, run
+
+
+def test_two_runtimes_do_not_share_the_base_sizes_they_remember(
+    database: Database, cx: Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from subspace.ingest.outline import OutlineItem
+
+    monkeypatch.setattr(vector, "EXACT_SCAN_ROWS", 5)
+    page = commands.create_page(cx, "")
+    kept = commands.add_node(cx, page.id, "basalt column")
+    # More than the leg's window, so the walk fills it and the base stays remembered as large.
+    bulk = commands.create_page_from_outline(
+        cx, "", [OutlineItem(f"basalt shelf {i}") for i in range(120)]
+    )
+    index(database, cx)
+    assert run(cx, "basalt", mode="vector").legs["vector"].plan == "index"
+    commands.delete_page(cx, bulk.id)
+    index(database, cx)
+    other = replace(cx, search_runtime=SearchRuntime())
+    try:
+        # A runtime of its own counts the base, now small, and scans it exactly ...
+        fresh = run(other, "basalt", mode="vector")
+        assert fresh.legs["vector"].plan == "exact" and ids(fresh) == [kept.id]
+        # ... while the first still trusts what it remembered, and walks the index.
+        remembered = run(cx, "basalt", mode="vector")
+        assert remembered.legs["vector"].plan == "index" and ids(remembered) == [kept.id]
+    finally:
+        other.search_runtime.close()
+
+
+def test_every_context_of_a_database_shares_its_runtime(database: Database, cx: Context) -> None:
+    assert cx.search_runtime is database.search_runtime
+    assert database.context(cx.actor, cx.settings).search_runtime is database.search_runtime
+    with database.pool.connection() as conn:
+        assert cx.on(conn).search_runtime is database.search_runtime
+
+
+def test_the_leg_threads_stop_with_the_app_that_opened_the_database(
+    settings: Settings, database: Database, cx: Context
+) -> None:
+    page = commands.create_page(cx, "Harbour")
+    commands.add_node(cx, page.id, "the breakwater shelters the harbour")
+    index(database, cx)
+    with database.pool.connection() as conn:
+        _, token = create_key(conn, cx.actor, "test")
+    app = create_app(settings)  # opens, and on shutdown closes, a database of its own
+    with TestClient(app) as client:
+        client.headers["authorization"] = f"Bearer {token}"
+        found = client.post("/api/search", json={"query": "breakwater"})
+        assert found.status_code == 200, found.text
+        assert found.json()["legs"]["vector"]["ran"] is True
+        runtime = app.state.database.search_runtime
+        assert runtime is not database.search_runtime
+    with pytest.raises(RuntimeError, match="shutdown"):
+        runtime.leg_threads.submit(print)
+    runtime.close()  # safe to call twice
