@@ -15,12 +15,17 @@ from dataclasses import dataclass, replace
 
 import pytest
 import uvicorn
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from subspace.api import create_app
 from subspace.config import Settings
 from subspace.keys import create_key
 from subspace.runtime import Database
+
+# Generous waits: a test still fails when what it waits for never comes, but a machine busy with
+# other work (two cores, a server and Chromium in one process) does not make it fail.
+ACTION_TIMEOUT_MS = 20_000
+expect.set_options(timeout=15_000)
 
 CHROMIUM = shutil.which("chromium")
 CHROMIUM_ARGS = [
@@ -111,7 +116,7 @@ def page(browser: Browser, live: LiveServer) -> Iterator[Page]:
     """A signed-in tab: the sign-in link was opened, so the session cookie is set."""
     context = browser.new_context(base_url=live.url)
     tab = context.new_page()
-    tab.set_default_timeout(10_000)
+    tab.set_default_timeout(ACTION_TIMEOUT_MS)
     tab.goto(f"/?token={live.token}")
     tab.wait_for_selector("#page-list")
     yield tab

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import Browser, Page, Route, expect
 
-from tests.browser.conftest import LiveServer
+from tests.browser.conftest import ACTION_TIMEOUT_MS, LiveServer
 
 
 @pytest.fixture
@@ -27,7 +27,7 @@ def offline(browser: Browser, live: LiveServer) -> Iterator[tuple[Page, list[str
 
     context.route("**/*", only_this_server)
     tab = context.new_page()
-    tab.set_default_timeout(15_000)
+    tab.set_default_timeout(ACTION_TIMEOUT_MS)
     yield tab, outside
     context.close()
 
