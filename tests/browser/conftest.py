@@ -114,6 +114,11 @@ def _serve(database: Database, settings: Settings) -> Iterator[LiveServer]:
 @pytest.fixture
 def page(browser: Browser, live: LiveServer) -> Iterator[Page]:
     """A signed-in tab: the sign-in link was opened, so the session cookie is set."""
+    yield from signed_in_tab(browser, live)
+
+
+def signed_in_tab(browser: Browser, live: LiveServer) -> Iterator[Page]:
+    """A tab of its own browser context on `live`, signed in through its sign-in link."""
     context = browser.new_context(base_url=live.url)
     tab = context.new_page()
     tab.set_default_timeout(ACTION_TIMEOUT_MS)

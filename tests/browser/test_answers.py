@@ -20,7 +20,7 @@ from subspace.api import create_app
 from subspace.config import Settings
 from subspace.keys import create_key
 from subspace.runtime import Database
-from tests.browser.conftest import ACTION_TIMEOUT_MS, LiveServer, _free_port
+from tests.browser.conftest import LiveServer, _free_port, signed_in_tab
 
 WAIT_S = 20.0  # longest a scripted answer waits for the test to let it go on
 
@@ -80,20 +80,10 @@ def scripted(database: Database, settings: Settings, script: Script) -> Iterator
     thread.join(timeout=10)
 
 
-def _tab(browser: Browser, live: LiveServer) -> Iterator[Page]:
-    context = browser.new_context(base_url=live.url)
-    tab = context.new_page()
-    tab.set_default_timeout(ACTION_TIMEOUT_MS)
-    tab.goto(f"/?token={live.token}")
-    tab.wait_for_selector("#page-list")
-    yield tab
-    context.close()
-
-
 @pytest.fixture
 def tab(browser: Browser, scripted: LiveServer) -> Iterator[Page]:
     """A signed-in tab on the scripted server."""
-    yield from _tab(browser, scripted)
+    yield from signed_in_tab(browser, scripted)
 
 
 def _api(live: LiveServer) -> httpx.Client:
