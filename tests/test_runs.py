@@ -8,6 +8,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid4
@@ -135,7 +136,8 @@ def test_ask_writes_cited_answer_bullets_under_the_rag_bullet(
     ]
     kinds = [step["kind"] for step in run["steps"]]
     assert kinds == ["status", "status", "tool", "bullet", "status"]
-    assert run["steps"][2]["data"] == {"tool": "kb.search", "hits": 2}  # and the asking bullet
+    # The asking bullet matches too, but a run searches sources only.
+    assert run["steps"][2]["data"] == {"tool": "kb.search", "hits": 1}
     assert [(a["text"], a["refs"]) for a in run["answer"]] == [
         ("The beta ships on Friday after the review.", [f"node:{notes['beta'].id}"])
     ]
@@ -349,6 +351,24 @@ def test_answers_are_searchable_once_indexed(
     response = search(cx, provider, SearchRequest(query="reviewers checklist", limit=10))
     found = {row.ref for row in response.rows}
     assert {f"node:{a['id']}" for a in answer} & found
+
+
+@pytest.mark.parametrize("mode", ["lexical", "vector", "hybrid"])
+def test_a_search_for_an_answer_leaves_out_questions_and_answers(
+    database: Database, settings: Settings, cx: Context, notes: dict[str, Any], mode: str
+) -> None:
+    """More bullets asking about the beta than a search returns, each matching the question
+    better than the source: a run's searches still find the source, in every leg."""
+    for _ in range(12):
+        runs.enqueue_run(cx, "beta ships", "rag", page_id=notes["page"].id)
+    provider = FakeProvider()
+    Indexer(database, settings, provider).drain()
+    request = SearchRequest(query="beta ships", mode=mode, limit=5)
+    everything = search(cx, provider, request).rows
+    assert [row.passage for row in everything].count("/rag beta ships") >= 4
+    sources = search(replace(cx, sources_only=True), provider, request).rows
+    assert [row.ref for row in sources][:1] == [f"node:{notes['beta'].id}"]
+    assert not [row for row in sources if (row.passage or "").startswith("/rag")]
 
 
 def test_a_bullet_that_asks_is_never_cited_as_its_own_answer(

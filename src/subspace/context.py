@@ -34,6 +34,10 @@ class Context:
     # Called with every search's response: the server counts searches in its metrics, from
     # whichever surface they come.
     on_search: Callable[[SearchResponse], None] | None = None
+    # Searches for an answer run leave out the bullets runs asked with or wrote: they are no
+    # sources, and a page asked the same question often would otherwise fill the top hits
+    # with its own questions and answers (answers/sources.py).
+    sources_only: bool = False
 
     @contextmanager
     def transaction(self) -> Iterator[Conn]:

@@ -408,6 +408,7 @@ class RunEngine:
             actor=Actor(run.workspace_id, run.user_id),
             settings=self.settings,
             search_runtime=self.db.search_runtime,
+            sources_only=True,
         )
         recorder = Recorder(self, run, cx)
         try:

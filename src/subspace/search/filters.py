@@ -53,6 +53,7 @@ class Scope:
     kb_names: dict[UUID, str]
     kinds: frozenset[str]
     tags: list[ResolvedTagFilter] = field(default_factory=list)
+    sources_only: bool = False  # leave out the bullets answer runs asked with or wrote
 
     def params(self) -> dict[str, Any]:
         values: dict[str, Any] = {"ws": self.workspace_id, "user": self.user_id,
@@ -85,6 +86,7 @@ def resolve_scope(
     kinds: list[str] | None,
     tags: list[TagFilter] | None,
     max_knowledge_bases: int,
+    sources_only: bool = False,
 ) -> Scope:
     """Check the filters against the workspace and resolve names to ids.
 
@@ -108,7 +110,9 @@ def resolve_scope(
         chosen = sorted(set(kb_ids), key=lambda k: (names[k], str(k)))
     else:
         chosen = list(names)
-    scope = Scope(workspace_id, user_id, chosen, names, normalize_kinds(kinds))
+    scope = Scope(
+        workspace_id, user_id, chosen, names, normalize_kinds(kinds), sources_only=sources_only
+    )
     scope.tags = [_resolve_tag(conn, workspace_id, chosen, f) for f in tags or []]
     return scope
 
@@ -197,6 +201,12 @@ def mail_visible(alias: str) -> str:
     )
 
 
+def node_is_source(scope: Scope, alias: str) -> str:
+    """`and ...` leaving out, for a search that wants sources only, the node at `alias` when an
+    answer run asked with it or wrote it (both carry the run in their props)."""
+    return f" and not ({alias}.props ? 'run')" if scope.sources_only else ""
+
+
 def tag_predicates(scope: Scope, alias: str, kind: str) -> str:
     """`and ...` conditions for every tag filter on the page, file or mail at `alias`."""
     parts = []
@@ -246,6 +256,16 @@ def embedding_not_excluded(alias: str = "e") -> str:
     )
 
 
+def _embedded_node_is_source(scope: Scope, alias: str) -> str:
+    if not scope.sources_only:
+        return ""
+    return (
+        f" and not exists (select 1 from kb.nodes n where {alias}.kind in ('node', 'memory') "
+        f"and n.workspace_id = {alias}.workspace_id and n.id = {alias}.target_id "
+        f"and n.props ? 'run' offset 0)"
+    )
+
+
 def embedding_visible(scope: Scope, alias: str = "e") -> str:
     """For a search.embeddings row: its page, file (and chunk) or mail is visible and tagged.
 
@@ -260,7 +280,9 @@ def embedding_visible(scope: Scope, alias: str = "e") -> str:
         parts.append(
             f"({alias}.kind in ({kinds}) and exists (select 1 from kb.pages p where "
             f"p.workspace_id = {alias}.workspace_id and p.id = {alias}.item_id and "
-            f"{page_visible('p')}{tag_predicates(scope, 'p', 'page')} offset 0))"
+            f"{page_visible('p')}{tag_predicates(scope, 'p', 'page')} offset 0)"
+            + _embedded_node_is_source(scope, alias)
+            + ")"
         )
     if "file" in scope.kinds:
         parts.append(

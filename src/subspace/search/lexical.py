@@ -14,7 +14,14 @@ from typing import Any
 from uuid import UUID
 
 from subspace.db.pool import Conn
-from subspace.search.filters import Scope, file_visible, mail_visible, page_visible, tag_predicates
+from subspace.search.filters import (
+    Scope,
+    file_visible,
+    mail_visible,
+    node_is_source,
+    page_visible,
+    tag_predicates,
+)
 from subspace.search.fusion import Hit
 from subspace.search.options import RANKERS
 from subspace.search.query import ParsedQuery
@@ -208,7 +215,7 @@ def _sources(scope: Scope) -> list[Source]:
                 where p.workspace_id = n.workspace_id and p.id = n.page_id
                 and p.kb_id = any(%(kbs)s) and {page_visible("p")}
                 {tag_predicates(scope, "p", "page")} offset 0) p
-            where n.workspace_id = %(ws)s {only}""",
+            where n.workspace_id = %(ws)s {only}{node_is_source(scope, "n")}""",
                     params,
                 ),
             )

@@ -252,6 +252,7 @@ def _search(
             kinds=request.kinds,
             tags=request.tags,
             max_knowledge_bases=cx.settings.max_knowledge_bases,
+            sources_only=cx.sources_only,
         )
         if parsed.is_empty:
             rows = explaining.browse(conn, scope, request.limit)
