@@ -22,10 +22,12 @@ from subspace.db.pool import Conn
 from subspace.errors import InvalidCursor, InvalidInput, TooLarge
 from subspace.indexer.status import waiting_for_embeddings
 from subspace.providers.base import EmbeddingProvider
-from subspace.search import explain as explaining
+from subspace.search import explaining
+from subspace.search.browsing import browse
 from subspace.search.cursors import is_clean, seal, unseal, workspace_secret
 from subspace.search.filters import Scope, TagFilter, resolve_scope
 from subspace.search.fusion import RRF_K, Fused, Leg, fuse
+from subspace.search.grouping import group_by_page
 from subspace.search.hydrate import Row, hydrate
 from subspace.search.lexical import CONFIG as LEXICAL_CONFIG
 from subspace.search.lexical import TsQueries, build_tsqueries, lexical_leg
@@ -255,7 +257,7 @@ def _search(
             sources_only=cx.sources_only,
         )
         if parsed.is_empty:
-            rows = explaining.browse(conn, scope, request.limit)
+            rows = browse(conn, scope, request.limit)
             return SearchResponse(
                 query=parsed.text,
                 mode=request.mode,
@@ -312,7 +314,7 @@ def _search(
         fused = fuse([leg for leg in legs if leg.ran], k=RRF_K)
         candidates = fused
         if request.group_by_page:
-            fused = explaining.group_by_page(conn, scope, fused, tsq)
+            fused = group_by_page(conn, scope, fused, tsq)
         remaining = [f for f in fused if _key(f) not in served]
         page = remaining[: request.limit]
         rows = hydrate(conn, scope, page, tsq.any_words)

@@ -1,5 +1,5 @@
-"""Explaining results (fusion terms, tie-breaks, why a target is absent), grouping by page,
-and browsing by filters when there is no query."""
+"""Explaining results: how a row got its score and place, each leg's own list, and why a
+target is or is not among the results."""
 
 from __future__ import annotations
 
@@ -9,12 +9,10 @@ from uuid import UUID
 
 from subspace.db.pool import Conn
 from subspace.providers.base import EmbeddingProvider
-from subspace.search.filters import Scope, file_visible, mail_visible, page_visible, tag_predicates
-from subspace.search.fusion import RRF_K, Fused, Hit, Leg, dedupe
+from subspace.search.filters import Scope, tag_predicates
+from subspace.search.fusion import RRF_K, Fused, Leg, dedupe
 from subspace.search.hydrate import Row, hydrate
 from subspace.search.lexical import TsQueries
-
-BROWSE_KINDS = ("page", "file", "mail")
 
 
 def row_explain(item: Fused) -> dict[str, Any]:
@@ -51,89 +49,6 @@ def leg_lists(
             row.explain = explained.get(({"mem": "node"}.get(row.type, row.type), row.id))
         lists[leg.name] = rows
     return lists
-
-
-def page_of(item: Fused) -> UUID | None:
-    if item.target[0] == "node":
-        return item.best_hit.item_id
-    if item.target[0] == "page":
-        return item.target[1]
-    return None
-
-
-def group_by_page(conn: Conn, scope: Scope, fused: list[Fused], tsq: TsQueries) -> list[Fused]:
-    """Keep the best row of each page; count exactly how many other matches it has."""
-    kept: list[Fused] = []
-    on_page: dict[UUID, set[tuple[str, UUID]]] = {}
-    for item in fused:
-        page_id = page_of(item)
-        if page_id is None:
-            kept.append(item)
-            continue
-        if page_id not in on_page:
-            on_page[page_id] = set()
-            kept.append(item)
-        on_page[page_id].add(item.target)
-    if on_page and tsq.any_words:
-        # Lexical matches beyond the legs' windows count too: the count is exact.
-        pages = list(on_page)
-        for r in conn.execute(
-            "select 'node' as kind, n.id, n.page_id from kb.nodes n where n.workspace_id = %s "
-            "and n.page_id = any(%s) and n.text_tsv @@ %s::tsquery "
-            "union all select 'page', p.id, p.id from kb.pages p where p.workspace_id = %s "
-            "and p.id = any(%s) and p.title_tsv @@ %s::tsquery",
-            (scope.workspace_id, pages, tsq.any_words) * 2,
-        ):
-            on_page[r["page_id"]].add((r["kind"], r["id"]))
-    for item in kept:
-        page_id = page_of(item)
-        if page_id is not None:
-            item.more_on_page = len(on_page[page_id]) - 1
-    return kept
-
-
-def browse(conn: Conn, scope: Scope, limit: int) -> list[Row]:
-    """Without a query: the items matching the filters, most recently changed first."""
-    parts, params = [], scope.params() | {"limit": limit}
-    if "page" in scope.kinds or "node" in scope.kinds or "memory" in scope.kinds:
-        parts.append(
-            "select 'page' as kind, p.id, p.kb_id, p.updated_at from kb.pages p "
-            f"where p.workspace_id = %(ws)s and p.kb_id = any(%(kbs)s) and {page_visible('p')}"
-            f"{tag_predicates(scope, 'p', 'page')}"
-        )
-    if "file" in scope.kinds:
-        parts.append(
-            "select 'file' as kind, f.id, f.kb_id, f.updated_at from kb.files f "
-            f"where f.workspace_id = %(ws)s and f.kb_id = any(%(kbs)s) and {file_visible('f')}"
-            f"{tag_predicates(scope, 'f', 'file')}"
-        )
-    if "mail" in scope.kinds:
-        parts.append(
-            "select 'mail' as kind, m.id, m.kb_id, m.updated_at from kb.mail m "
-            f"where m.workspace_id = %(ws)s and m.kb_id = any(%(kbs)s) and {mail_visible('m')}"
-            f"{tag_predicates(scope, 'm', 'mail')}"
-        )
-    if not parts or not scope.kb_ids:
-        return []
-    rows = conn.execute(
-        " union all ".join(parts) + " order by updated_at desc, id limit %(limit)s", params
-    ).fetchall()
-    items: list[Fused] = []
-    for r in rows:
-        if r["kind"] == "file":
-            first = conn.execute(
-                "select min(n) as n from search.file_chunks where workspace_id = %s "
-                "and file_id = %s and enabled",
-                (scope.workspace_id, r["id"]),
-            ).fetchone()
-            if first is None or first["n"] is None:
-                continue
-            ref = f"file:{r['id']}:{first['n']}"
-        else:
-            ref = f"{r['kind']}:{r['id']}"
-        hit = Hit((r["kind"], r["id"]), r["kind"], ref, r["kb_id"], r["id"], 0.0)
-        items.append(Fused(hit.target, 0.0, {"browse": (len(items) + 1, hit)}, []))
-    return hydrate(conn, scope, items, "")
 
 
 # -- why is a target absent ------------------------------------------------------------------
