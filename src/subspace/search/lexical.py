@@ -8,7 +8,7 @@ is read only later, for the rows that survive fusion and the limit.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
@@ -22,6 +22,8 @@ from subspace.search.filters import (
     page_visible,
     tag_predicates,
 )
+from subspace.search.fragments import Fragment as Fragment  # re-exported: the leg builds on it
+from subspace.search.fragments import bind as bind
 from subspace.search.fusion import Hit
 from subspace.search.options import RANKERS
 from subspace.search.query import ParsedQuery
@@ -134,29 +136,6 @@ SHORTEST_BUDGET = 500
 
 
 SOURCES = ("page", "node", "file", "mail")  # as named in search.source_stats
-
-
-@dataclass(frozen=True)
-class Fragment:
-    """SQL text and the values of the named parameters (`%(name)s`) it binds.
-
-    The builder that writes a placeholder also gives its value, so no name is made in one
-    place and filled in another; a query joins its fragments' text and `bind`s their values.
-    """
-
-    sql: str
-    params: Mapping[str, Any] = field(default_factory=dict)
-
-
-def bind(*fragments: Fragment) -> dict[str, Any]:
-    """The parameters of all `fragments`; a name two of them bind must have one value."""
-    params: dict[str, Any] = {}
-    for fragment in fragments:
-        for name, value in fragment.params.items():
-            if name in params and params[name] != value:
-                raise ValueError(f"parameter {name!r} bound to {params[name]!r} and {value!r}")
-            params[name] = value
-    return params
 
 
 @dataclass(frozen=True)
