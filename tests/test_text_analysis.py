@@ -194,6 +194,15 @@ def test_highlights_in_a_long_text_are_cut_from_the_original(
     assert _highlighted(row) == ["Ærøskøbing", "café", "説明会"]
 
 
+def test_identifier_parts_are_highlighted_for_the_lexemes_handed_over() -> None:
+    # the lexical leg hands its lexemes over; nothing is read back out of the tsquery's text
+    text = "Deploy blocked by PROJ-1234 again"
+    shown, spans = unfold_headline(text, text, ["1234"])
+    assert [shown[a:b] for a, b in spans] == ["1234"]
+    assert unfold_headline(text, text, ["proj"])[1] == [(18, 22)]
+    assert unfold_headline(text, text, ())[1] == []
+
+
 def test_unfold_headline_keeps_an_unfound_fragment_as_printed() -> None:
     # ts_headline prints an XML tag as a space, so that fragment is not in the text
     text, spans = unfold_headline("a <b>café</b> z", "a  \ue000cafe\ue001  z")

@@ -19,7 +19,7 @@ from subspace.runtime import Database
 from subspace.search.filters import resolve_scope
 from subspace.search.fusion import Fused, Hit
 from subspace.search.hydrate import hydrate
-from subspace.search.lexical import build_tsqueries, lexical_leg
+from subspace.search.lexical import TsQueries, build_tsqueries, lexical_leg
 from subspace.search.query import parse_query
 from subspace.search.vector import embed_query, vector_leg
 from tests.search_helpers import ids, index, run
@@ -151,5 +151,5 @@ def test_hydration_drops_an_item_hidden_after_ranking(
     ]  # fmt: skip
     commands.archive_page(cx, corpus.page_id)  # after ranking, before hydration
     with cx.transaction() as conn:
-        rows = hydrate(conn, scope, ranked, "")
+        rows = hydrate(conn, scope, ranked, TsQueries("", "", ""))
     assert [row.id for row in rows] == [corpus.mail_id]

@@ -6,6 +6,7 @@ from subspace.db.pool import Conn
 from subspace.search.filters import Scope, file_visible, mail_visible, page_visible, tag_predicates
 from subspace.search.fusion import Fused, Hit
 from subspace.search.hydrate import Row, hydrate
+from subspace.search.lexical import TsQueries
 
 BROWSE_KINDS = ("page", "file", "mail")
 
@@ -51,4 +52,4 @@ def browse(conn: Conn, scope: Scope, limit: int) -> list[Row]:
             ref = f"{r['kind']}:{r['id']}"
         hit = Hit((r["kind"], r["id"]), r["kind"], ref, r["kb_id"], r["id"], 0.0)
         items.append(Fused(hit.target, 0.0, {"browse": (len(items) + 1, hit)}, []))
-    return hydrate(conn, scope, items, "")
+    return hydrate(conn, scope, items, TsQueries("", "", ""))

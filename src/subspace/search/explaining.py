@@ -30,7 +30,7 @@ def row_explain(item: Fused) -> dict[str, Any]:
 
 
 def leg_lists(
-    conn: Conn, scope: Scope, legs: list[Leg], fused: list[Fused], limit: int, any_words: str
+    conn: Conn, scope: Scope, legs: list[Leg], fused: list[Fused], limit: int, tsq: TsQueries
 ) -> dict[str, list[Row]]:
     """Each leg's own first `limit` targets as rows, in that leg's order, each with its
     fusion terms: what the fused list is made of, shown beside it.
@@ -43,7 +43,7 @@ def leg_lists(
         if not leg.ran:
             continue
         items = [by_target[hit.target] for hit in dedupe(leg.hits)[:limit]]
-        rows = hydrate(conn, scope, items, any_words)
+        rows = hydrate(conn, scope, items, tsq)
         explained = {item.target: row_explain(item) for item in items}
         for row in rows:
             row.explain = explained.get(({"mem": "node"}.get(row.type, row.type), row.id))

@@ -7,6 +7,7 @@ than shown.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -16,6 +17,7 @@ from subspace.db.pool import Conn
 from subspace.search.analysis import fold, fold_with_offsets
 from subspace.search.filters import Scope, file_visible, mail_visible, page_visible
 from subspace.search.fusion import Fused
+from subspace.search.lexical import Fragment, TsQueries, bind
 
 START, STOP = "\ue000", "\ue001"  # private-use characters: never in stored text after cleaning
 SHORT_TEXT = 400  # texts up to this long are shown whole, with every match highlighted
@@ -26,7 +28,6 @@ _FRAGMENTS = (
     f'StartSel="{START}", StopSel="{STOP}", MaxFragments=2, MaxWords=30, MinWords=12, '
     f'FragmentDelimiter="{DELIMITER}"'
 )
-_LEXEME = re.compile(r"'((?:[^']|'')*)'")  # a quoted lexeme in a printed tsquery
 # A token with inner separators (PROJ-1234, foo.bar.com, snake_case_name.py), and its parts.
 _IDENTIFIER = re.compile(r"\S*[^\W_][-./@:_\\][^\W_]\S*")
 _PART = re.compile(r"[^\W_]+")
@@ -89,27 +90,29 @@ def split_highlights(marked: str) -> tuple[str, list[tuple[int, int]]]:
     return "".join(out), spans
 
 
-def _headline(expr: str) -> str:
-    """The marked passage of `expr`, computed over its folded text (what the tsvectors hold,
-    so café is highlighted for cafe); `unfold_headline` maps it back onto the original."""
+def _headline(expr: str, tsquery: str) -> Fragment:
+    """`expr` as original and its marked passage for `tsquery`, computed over its folded text
+    (what the tsvectors hold, so café is highlighted for cafe); `unfold_headline` maps it back
+    onto the original."""
     folded = f"search.fold({expr})"
-    return (
+    return Fragment(
         f"{expr} as original, case when length({expr}) <= {SHORT_TEXT} "
         f"then ts_headline('english', {folded}, %(hq)s::tsquery, '{_WHOLE}') "
-        f"else ts_headline('english', {folded}, %(hq)s::tsquery, '{_FRAGMENTS}') end"
+        f"else ts_headline('english', {folded}, %(hq)s::tsquery, '{_FRAGMENTS}') end",
+        {"hq": tsquery},
     )
 
 
 def unfold_headline(
-    original: str, marked: str, query: str = ""
+    original: str, marked: str, lexemes: Collection[str] = ()
 ) -> tuple[str, list[tuple[int, int]]]:
     """The passage of `original` that `marked` (ts_headline over the folded original) shows,
     and the highlighted spans in it.
 
     Each fragment is found in the folded original and cut from the original, so accents and
     CJK characters appear as written. A fragment not found there (ts_headline replaced an XML
-    tag by a space) is shown as ts_headline printed it. Parts of identifiers that match a
-    lexeme of `query` (a printed tsquery) are highlighted too: `1234` in `PROJ-1234`.
+    tag by a space) is shown as ts_headline printed it. Parts of identifiers that match one of
+    the query's `lexemes` (TsQueries.lexemes) are highlighted too: `1234` in `PROJ-1234`.
 
     >>> unfold_headline("Le café", "Le \\ue000cafe\\ue001")
     ('Le café', [(3, 7)])
@@ -145,13 +148,14 @@ def unfold_headline(
         length += shown
         at += len(fragment)
     shown_text = "".join(out)
-    return shown_text, _merged(spans + _part_spans(shown_text, spans, query))
+    return shown_text, _merged(spans + _part_spans(shown_text, spans, lexemes))
 
 
-def _part_spans(text: str, highlighted: list[tuple[int, int]], query: str) -> list[tuple[int, int]]:
+def _part_spans(
+    text: str, highlighted: list[tuple[int, int]], lexemes: Collection[str]
+) -> list[tuple[int, int]]:
     """Spans of identifier parts in `text` that match a query lexeme and are not highlighted
     yet: documents are indexed with these parts, ts_headline only knows the whole token."""
-    lexemes = {m.replace("''", "'") for m in _LEXEME.findall(query)}
     if not lexemes:
         return []
     found = []
@@ -180,23 +184,26 @@ def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return merged
 
 
-def hydrate(conn: Conn, scope: Scope, fused: list[Fused], any_words: str) -> list[Row]:
-    """Rows for `fused`, in the same order; items no longer visible are left out."""
-    params: dict[str, Any] = scope.params() | {"hq": any_words or ""}
+def hydrate(conn: Conn, scope: Scope, fused: list[Fused], tsq: TsQueries) -> list[Row]:
+    """Rows for `fused`, in the same order; items no longer visible are left out. Passages
+    are marked for `tsq`'s any-words query and its lexemes (no query: nothing is marked)."""
+    # The visibility predicates name the scope's parameters (filters.Scope.params).
+    visible = Fragment("", scope.params())
     by_kind: dict[str, list[Fused]] = {}
     for row in fused:
         by_kind.setdefault(row.target[0], []).append(row)
     details: dict[tuple[str, UUID], dict[str, Any]] = {}
     if "node" in by_kind:
         ids = [r.target[1] for r in by_kind["node"]]
+        marked = _headline("n.text", tsq.any_words)
         for d in conn.execute(
-            f"select n.id, n.text as full_text, {_headline('n.text')} as marked, n.page_id, "
+            f"select n.id, n.text as full_text, {marked.sql} as marked, n.page_id, "
             "p.title, p.kb_id, n.created_at, n.updated_at, "
             "n.props->'memory' = 'true'::jsonb as is_memory "
             "from kb.nodes n join kb.pages p on p.workspace_id = n.workspace_id "
             f"and p.id = n.page_id where n.workspace_id = %(ws)s and n.id = any(%(ids)s) "
             f"and {page_visible('p')}",
-            params | {"ids": ids},
+            bind(visible, marked, Fragment("", {"ids": ids})),
         ):
             details[("node", d["id"])] = d
         crumbs = breadcrumbs(conn, scope.workspace_id, ids)
@@ -204,44 +211,47 @@ def hydrate(conn: Conn, scope: Scope, fused: list[Fused], any_words: str) -> lis
             if key[0] == "node":
                 d["breadcrumb"] = [d["title"] or "Untitled", *crumbs.get(key[1], [])]
     if "page" in by_kind:
+        marked = _headline("p.title", tsq.any_words)
         for d in conn.execute(
-            f"select p.id, {_headline('p.title')} as marked, p.title, p.kb_id, p.created_at, "
+            f"select p.id, {marked.sql} as marked, p.title, p.kb_id, p.created_at, "
             f"p.updated_at from kb.pages p where p.workspace_id = %(ws)s "
             f"and p.id = any(%(ids)s) and {page_visible('p')}",
-            params | {"ids": [r.target[1] for r in by_kind["page"]]},
+            bind(visible, marked, Fragment("", {"ids": [r.target[1] for r in by_kind["page"]]})),
         ):
             details[("page", d["id"])] = d
     if "file" in by_kind:
         refs = {r.target[1]: int(r.best_hit.ref.rsplit(":", 1)[1]) for r in by_kind["file"]}
+        marked = _headline("c.text", tsq.any_words)
         for d in conn.execute(
-            f"select f.id, f.name as title, {_headline('c.text')} as marked, f.kb_id, "
+            f"select f.id, f.name as title, {marked.sql} as marked, f.kb_id, "
             "f.created_at, f.updated_at from kb.files f join search.file_chunks c "
             "on c.workspace_id = f.workspace_id and c.file_id = f.id "
             "join unnest(%(ids)s::uuid[], %(ns)s::int[]) as want(id, n) "
             "on want.id = f.id and want.n = c.n "
             f"where f.workspace_id = %(ws)s and c.enabled and {file_visible('f')}",
-            params | {"ids": list(refs), "ns": list(refs.values())},
+            bind(visible, marked, Fragment("", {"ids": list(refs), "ns": list(refs.values())})),
         ):
             details[("file", d["id"])] = d
     if "mail" in by_kind:
+        marked = _headline("m.body_text", tsq.any_words)
         for d in conn.execute(
             "select m.id, m.subject as title, m.sender, m.sent_at, m.kb_id, m.created_at, "
-            f"m.updated_at, {_headline('m.body_text')} as marked from kb.mail m "
+            f"m.updated_at, {marked.sql} as marked from kb.mail m "
             f"where m.workspace_id = %(ws)s and m.id = any(%(ids)s) and {mail_visible('m')}",
-            params | {"ids": [r.target[1] for r in by_kind["mail"]]},
+            bind(visible, marked, Fragment("", {"ids": [r.target[1] for r in by_kind["mail"]]})),
         ):
             details[("mail", d["id"])] = d
     rows = []
     for item in fused:
         found = details.get(item.target)
         if found is not None:
-            rows.append(_row(scope, item, found, any_words))
+            rows.append(_row(scope, item, found, tsq.lexemes))
     return rows
 
 
-def _row(scope: Scope, item: Fused, d: dict[str, Any], query: str) -> Row:
+def _row(scope: Scope, item: Fused, d: dict[str, Any], lexemes: Collection[str]) -> Row:
     kind, ident = item.target
-    passage, spans = unfold_headline(d.get("original") or "", d.get("marked") or "", query)
+    passage, spans = unfold_headline(d.get("original") or "", d.get("marked") or "", lexemes)
     row = Row(
         type="mem" if kind == "node" and d.get("is_memory") else ROW_TYPES[kind],
         id=ident,

@@ -317,7 +317,7 @@ def _search(
             fused = group_by_page(conn, scope, fused, tsq)
         remaining = [f for f in fused if _key(f) not in served]
         page = remaining[: request.limit]
-        rows = hydrate(conn, scope, page, tsq.any_words)
+        rows = hydrate(conn, scope, page, tsq)
         if request.group_by_page:
             counts = {f.target: getattr(f, "more_on_page", 0) for f in page}
             for row in rows:
@@ -327,7 +327,7 @@ def _search(
             for row, item in zip(rows, [f for f in page if _visible(f, rows)], strict=False):
                 row.explain = explaining.row_explain(item)
             leg_rows = explaining.leg_lists(
-                conn, scope, legs, candidates, request.limit, tsq.any_words
+                conn, scope, legs, candidates, request.limit, tsq
             )
         absent = None
         if request.explain_target:
