@@ -146,7 +146,7 @@ def percentiles(values: list[float]) -> str:
 def time_queries(cx: Context, provider: FakeProvider, queries: list[str], clients: int,
                  **options: Any) -> list[float]:  # fmt: skip
     for query in queries:  # warm the query-vector cache: timings exclude the embedding
-        embed_query(provider, " ".join(query.split()), timeout_s=10)
+        embed_query(cx.search_runtime, provider, " ".join(query.split()), timeout_s=10)
 
     def one(query: str) -> float:
         started = time.perf_counter()

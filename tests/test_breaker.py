@@ -22,6 +22,7 @@ from subspace.providers.breaker import (
 )
 from subspace.providers.fake import FakeProvider
 from subspace.providers.registry import create_provider
+from subspace.search.runtime import SearchRuntime
 from subspace.search.vector import EmbeddingUnavailable, embed_query
 from tests.search_helpers import ids, run
 
@@ -66,11 +67,15 @@ class SlowProvider(FakeProvider):
 
 def test_a_provider_that_times_out_is_reported_as_timeout_and_then_skipped() -> None:
     provider = SlowProvider()
+    runtime = SearchRuntime()
     reasons = []
-    for n in range(5):
-        with pytest.raises(EmbeddingUnavailable) as caught:
-            embed_query(provider, f"slow {n}", timeout_s=0.02)
-        reasons.append(caught.value.reason)
+    try:
+        for n in range(5):
+            with pytest.raises(EmbeddingUnavailable) as caught:
+                embed_query(runtime, provider, f"slow {n}", timeout_s=0.02)
+            reasons.append(caught.value.reason)
+    finally:
+        runtime.close()
     assert reasons == ["timeout"] * 5
     assert provider.calls == 3
     assert breaker_for(provider).state == OPEN

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Sequence
 from dataclasses import replace
 
 import pytest
@@ -12,7 +14,9 @@ from subspace.api import create_app
 from subspace.config import Settings
 from subspace.context import Context
 from subspace.keys import create_key
-from subspace.runtime import Database
+from subspace.providers.base import EmbedResult
+from subspace.providers.fake import FakeProvider
+from subspace.runtime import Database, open_database
 from subspace.search import vector
 from subspace.search.runtime import SearchRuntime
 from tests.search_helpers import ids, index, run
@@ -72,3 +76,69 @@ def test_the_leg_threads_stop_with_the_app_that_opened_the_database(
     with pytest.raises(RuntimeError, match="shutdown"):
         runtime.leg_threads.submit(print)
     runtime.close()  # safe to call twice
+
+
+class CountingProvider(FakeProvider):
+    """The fake provider, counting its calls and remembering the threads they ran on."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.threads: list[threading.Thread] = []
+
+    def embed(self, texts: Sequence[str]) -> EmbedResult:
+        self.calls += 1
+        self.threads.append(threading.current_thread())
+        return super().embed(texts)
+
+
+def test_a_query_embedded_once_is_reused_by_the_next_search(
+    database: Database, cx: Context
+) -> None:
+    page = commands.create_page(cx, "")
+    node = commands.add_node(cx, page.id, "granite from the quarry")
+    index(database, cx)
+    provider = CountingProvider()
+    first = run(cx, "granite quarry", provider)
+    second = run(cx, "granite quarry", provider)
+    assert ids(first) == ids(second) == [node.id]
+    assert second.legs["vector"].ran
+    assert provider.calls == 1
+
+
+def test_two_runtimes_do_not_share_the_query_embeddings_they_keep(
+    database: Database, cx: Context
+) -> None:
+    page = commands.create_page(cx, "")
+    commands.add_node(cx, page.id, "granite from the quarry")
+    index(database, cx)
+    provider = CountingProvider()
+    other = replace(cx, search_runtime=SearchRuntime())
+    try:
+        run(cx, "granite", provider)
+        run(other, "granite", provider)  # embeds the query again: its cache is its own
+        assert provider.calls == 2
+        run(other, "granite", provider)
+        run(cx, "granite", provider)
+        assert provider.calls == 2
+    finally:
+        other.search_runtime.close()
+
+
+def test_the_query_embedding_threads_stop_when_the_database_closes(
+    settings: Settings, database: Database, cx: Context
+) -> None:
+    page = commands.create_page(cx, "")
+    node = commands.add_node(cx, page.id, "granite from the quarry")
+    index(database, cx)
+    provider = CountingProvider()
+    opened = open_database(settings, pool_size=2)
+    try:
+        found = run(opened.context(cx.actor, cx.settings), "granite", provider)
+        assert ids(found) == [node.id] and provider.calls == 1
+        (thread,) = provider.threads
+        assert thread.name.startswith("query-embed") and thread.is_alive()
+    finally:
+        opened.close()
+    assert not thread.is_alive()
+    with pytest.raises(RuntimeError, match="shutdown"):
+        opened.search_runtime.embed_threads.submit(print)

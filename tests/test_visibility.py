@@ -97,7 +97,7 @@ def found(cx: Context, c: Corpus) -> dict[str, set[str]]:
         scope = resolve_scope(conn, cx.actor.workspace_id, cx.actor.user_id, kb_ids=None,
                               kinds=None, tags=None, max_knowledge_bases=50)  # fmt: skip
         tsq = build_tsqueries(conn, parse_query(WORD))
-        query = embed_query(FakeProvider(), WORD, timeout_s=5)
+        query = embed_query(cx.search_runtime, FakeProvider(), WORD, timeout_s=5)
         legs = {
             "lexical leg": lexical_leg(conn, scope, tsq, cap=100),
             "vector leg": vector_leg(conn, scope, query, model=FakeProvider.model, cap=100)[0],

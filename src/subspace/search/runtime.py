@@ -1,14 +1,20 @@
-"""What searches share while a process runs: the vector leg's threads and the base sizes seen."""
+"""What searches share while a process runs: the vector leg's threads, the base sizes seen,
+and the query embeddings' threads and cache."""
 
 from __future__ import annotations
 
 import threading
 import time
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from uuid import UUID
 
+from pgvector import HalfVector
+
 LEG_THREADS = 8  # vector legs running beside a lexical one at once; more run on one connection
 LARGE_BASE_TTL_S = 60.0  # how long a base found to hold EXACT_SCAN_ROWS vectors stays "large"
+EMBED_THREADS = 4  # query embeddings waited on at once; a hung provider holds only these
+QUERY_CACHE_SIZE = 512  # recent query embeddings kept, for a palette typing and retyping
 
 
 class LargeBases:
@@ -41,17 +47,62 @@ class LargeBases:
             self._seen.pop((model, kb_id), None)
 
 
+class QueryVectors:
+    """The most recently used query embeddings, by (model, text), at most `size` of them.
+
+    Thread-safe: searches running at once read and fill it.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._vectors: OrderedDict[tuple[str, str], HalfVector] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, model: str, text: str) -> HalfVector | None:
+        """The vector kept for the text, which becomes the most recently used; None if none."""
+        with self._lock:
+            found = self._vectors.get((model, text))
+            if found is not None:
+                self._vectors.move_to_end((model, text))
+            return found
+
+    def put(self, model: str, text: str, vector: HalfVector) -> None:
+        """Keep the vector, dropping the least recently used beyond `size`."""
+        with self._lock:
+            self._vectors[(model, text)] = vector
+            self._vectors.move_to_end((model, text))
+            while len(self._vectors) > self.size:
+                self._vectors.popitem(last=False)
+
+
 class SearchRuntime:
     """The state searches share, created once per Database (by the app, the CLI or a test)
     and closed with it; nothing of it lives on a module, so two runtimes share nothing."""
 
-    def __init__(self, *, large_base_ttl_s: float = LARGE_BASE_TTL_S) -> None:
+    def __init__(
+        self,
+        *,
+        large_base_ttl_s: float = LARGE_BASE_TTL_S,
+        query_cache_size: int = QUERY_CACHE_SIZE,
+    ) -> None:
         # Threads start on first use, so a process that never searches starts none.
         self.leg_threads = ThreadPoolExecutor(
             max_workers=LEG_THREADS, thread_name_prefix="vector-leg"
         )
         self.large_bases = LargeBases(large_base_ttl_s)
+        # Query embeddings run on threads of their own, so a search waits for one at most
+        # its timeout while a hung provider holds only these (search/vector.embed_query).
+        self.embed_threads = ThreadPoolExecutor(
+            max_workers=EMBED_THREADS, thread_name_prefix="query-embed"
+        )
+        self.query_vectors = QueryVectors(query_cache_size)
 
     def close(self) -> None:
-        """Wait for the legs running, then stop the threads. Safe to call twice."""
+        """Wait for the legs and the query embeddings running, then stop their threads. Safe
+        to call twice.
+
+        An embedding a search stopped waiting for is still waited for here (the provider's
+        own timeout bounds it), so no thread outlives the runtime.
+        """
         self.leg_threads.shutdown(wait=True, cancel_futures=True)
+        self.embed_threads.shutdown(wait=True, cancel_futures=True)

@@ -33,7 +33,7 @@ from subspace.search.lexical import CONFIG as LEXICAL_CONFIG
 from subspace.search.lexical import TsQueries, build_tsqueries, lexical_leg
 from subspace.search.options import MODES, RANKERS
 from subspace.search.query import ParsedQuery, parse_query
-from subspace.search.runtime import LargeBases
+from subspace.search.runtime import SearchRuntime
 from subspace.search.vector import EmbeddingUnavailable, embed_query, vector_leg
 
 log = logging.getLogger(__name__)
@@ -281,7 +281,7 @@ def _search(
             window,
             weights["vector"],
             cx.settings.embed_timeout_ms,
-            cx.search_runtime.large_bases,
+            cx.search_runtime,
         )
         parallel: Future[Leg | None] | None = None
         if request.mode == "hybrid" and isinstance(cx.db, ConnectionPool):
@@ -451,7 +451,7 @@ class VectorJob:
     window: int
     weight: float
     timeout_ms: int
-    large_bases: LargeBases
+    runtime: SearchRuntime
 
 
 def _vector_on_own_connection(pool: ConnectionPool[Conn], job: VectorJob) -> Leg | None:
@@ -474,7 +474,9 @@ def _run_vector(conn: Conn, tsq: TsQueries, job: VectorJob) -> Leg:
         leg.error = "no embedding provider"
         return leg
     try:
-        query_vector = embed_query(provider, parsed.text, timeout_s=job.timeout_ms / 1000)
+        query_vector = embed_query(
+            job.runtime, provider, parsed.text, timeout_s=job.timeout_ms / 1000
+        )
     except EmbeddingUnavailable as exc:
         log.warning("query embedding failed (%s): %s", exc.reason, exc)
         leg.error = exc.reason
@@ -491,7 +493,7 @@ def _run_vector(conn: Conn, tsq: TsQueries, job: VectorJob) -> Leg:
                 model=provider.model,
                 cap=job.window,
                 excluded=tsq.excluded,
-                large_bases=job.large_bases,
+                large_bases=job.runtime.large_bases,
             )
     except psycopg.Error as exc:
         log.warning("vector leg failed: %s", exc)

@@ -7,10 +7,7 @@ filtered set is small, an exact scan over it is both faster and exact.
 
 from __future__ import annotations
 
-import threading
 import time
-from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 from uuid import UUID
@@ -22,18 +19,12 @@ from subspace.providers.base import EmbeddingProvider, ProviderError, checked_ve
 from subspace.providers.breaker import breaker_for, failure_reason
 from subspace.search.filters import Scope, embedding_not_excluded, embedding_visible
 from subspace.search.fusion import Hit
-from subspace.search.runtime import LargeBases
+from subspace.search.runtime import LargeBases, SearchRuntime
 
 EXACT_SCAN_ROWS = 2_000  # below this many candidate rows an exact scan beats the index
 MAX_SCAN_TUPLES = 50_000  # how far an iterative scan may walk before it gives up
 MAX_INDEX_LIMIT = 1_000  # neighbours one index walk collects for all large bases together
 MAX_DISTANCE = 1.0  # cosine distance 1 means orthogonal: no relation worth ranking
-QUERY_CACHE_SIZE = 512  # recent query embeddings kept, for a palette typing and retyping
-
-# Query embeddings run on their own small pool so a hung provider cannot tie up requests.
-_embedder_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="query-embed")
-_cache: OrderedDict[tuple[str, str], HalfVector] = OrderedDict()
-_cache_lock = threading.Lock()
 
 
 class EmbeddingUnavailable(Exception):
@@ -47,17 +38,18 @@ class EmbeddingUnavailable(Exception):
         self.reason = reason
 
 
-def embed_query(provider: EmbeddingProvider, text: str, *, timeout_s: float) -> HalfVector:
-    """The query's vector, from the cache or the provider within `timeout_s`.
+def embed_query(
+    runtime: SearchRuntime, provider: EmbeddingProvider, text: str, *, timeout_s: float
+) -> HalfVector:
+    """The query's vector, from the runtime's cache or the provider within `timeout_s` (on the
+    runtime's embedding threads, so a hung provider holds one of them, not the search).
 
     While the provider's circuit is open (it failed FAILURES_TO_OPEN times in a row), the
     provider is not called at all and the last failure's reason is raised at once.
     """
-    key = (provider.model, text)
-    with _cache_lock:
-        if key in _cache:
-            _cache.move_to_end(key)
-            return _cache[key]
+    cached = runtime.query_vectors.get(provider.model, text)
+    if cached is not None:
+        return cached
     breaker = breaker_for(provider)
     if not breaker.allow():
         reason = breaker.last_reason or "error"
@@ -65,7 +57,7 @@ def embed_query(provider: EmbeddingProvider, text: str, *, timeout_s: float) -> 
             f"circuit open after {breaker.failures_in_a_row} failures ({reason})", reason=reason
         )
     started = time.perf_counter()
-    future = _embedder_pool.submit(provider.embed, [text])
+    future = runtime.embed_threads.submit(provider.embed, [text])
     try:
         raw = future.result(timeout=timeout_s)
         vector = checked_vectors(raw, count=1, model=provider.model, dimensions=provider.dimensions)
@@ -80,10 +72,7 @@ def embed_query(provider: EmbeddingProvider, text: str, *, timeout_s: float) -> 
         raise EmbeddingUnavailable(message, reason=reason) from None
     breaker.record_success(time.perf_counter() - started)
     half = HalfVector(vector[0])
-    with _cache_lock:
-        _cache[key] = half
-        while len(_cache) > QUERY_CACHE_SIZE:
-            _cache.popitem(last=False)
+    runtime.query_vectors.put(provider.model, text, half)
     return half
 
 

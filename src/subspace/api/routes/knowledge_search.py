@@ -305,7 +305,9 @@ def _query_vector(
     if leg is not None and leg.error:
         return None
     try:
-        return embed_query(provider, found.query, timeout_s=cx.settings.embed_timeout_ms / 1000)
+        return embed_query(
+            cx.search_runtime, provider, found.query, timeout_s=cx.settings.embed_timeout_ms / 1000
+        )
     except EmbeddingUnavailable as exc:
         log.warning("query embedding for similarities failed: %s", exc)
         return None
