@@ -3,7 +3,9 @@ target is or is not among the results."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, replace
 from typing import Any
 from uuid import UUID
 
@@ -148,28 +150,34 @@ def _tag_reasons(conn: Conn, scope: Scope, kind: str, ident: UUID) -> list[str]:
     return reasons
 
 
-def explain_target(
-    conn: Conn,
-    scope: Scope,
-    spec: str,
-    tsq: TsQueries,
-    candidates: list[Fused],
-    page: list[Fused],
-    served: set[str],
-    legs: list[Leg],
-    window: int,
-    provider: EmbeddingProvider | None,
-) -> dict[str, Any]:
-    """Why `spec` (a ref or an id) is or is not among the results."""
+@dataclass(frozen=True)
+class ExplainRequest:
+    """What explaining one target needs from a search: its scope, its query, and what each
+    step made of it."""
+
+    target: str  # a ref (node:<id>, file:<id>:2) or an id, as the user gave it
+    scope: Scope
+    tsq: TsQueries
+    candidates: Sequence[Fused]  # every fused candidate, before grouping and paging
+    page: Sequence[Fused]  # the page shown
+    served: AbstractSet[str]  # cursor keys of the targets earlier pages served
+    legs: Sequence[Leg]
+    window: int  # candidates each leg drew per source and knowledge base
+    provider: EmbeddingProvider | None
+
+
+def explain_target(conn: Conn, request: ExplainRequest) -> dict[str, Any]:
+    """Why the request's target is or is not among the results."""
+    scope, spec, tsq, window = request.scope, request.target, request.tsq, request.window
     parsed = _parse_target(conn, scope.workspace_id, spec)
     if parsed is None:
         return {"target": spec, "shown": False, "reasons": ["not found in this workspace"]}
     kind, ident, chunk = parsed
     key = (kind, ident)
-    for position, item in enumerate(page, start=1):
+    for position, item in enumerate(request.page, start=1):
         if item.target == key:
             return {"target": spec, "shown": True, "reasons": [f"shown at position {position}"]}
-    if f"{kind[0]}{ident.hex}" in served:
+    if f"{kind[0]}{ident.hex}" in request.served:
         return {"target": spec, "shown": False, "reasons": ["served on an earlier page"]}
     holder = _item(conn, scope.workspace_id, kind, ident)
     if holder is None:
@@ -192,7 +200,7 @@ def explain_target(
     reasons += _tag_reasons(conn, scope, item_kind, item_id)
     if reasons:
         return {"target": spec, "shown": False, "reasons": reasons}
-    for leg in legs:
+    for leg in request.legs:
         ranks = [r for r, h in enumerate(dedupe(leg.hits), start=1) if h.target == key]
         if not leg.ran:
             reasons.append(f"{leg.name} leg: did not run ({leg.error})")
@@ -201,8 +209,8 @@ def explain_target(
         elif leg.name == "lexical":
             reasons.append(_lexical_absence(conn, scope, kind, ident, tsq, window))
         else:
-            reasons.append(_vector_absence(conn, scope, kind, ident, provider, window))
-    for position, item in enumerate(candidates, start=1):
+            reasons.append(_vector_absence(conn, scope, kind, ident, request.provider, window))
+    for position, item in enumerate(request.candidates, start=1):
         if item.target == key:
             reasons.append(f"cut by the limit: fused position {position}")
     return {"target": spec, "shown": False, "reasons": reasons}

@@ -333,15 +333,17 @@ def _search(
         if request.explain_target:
             absent = explaining.explain_target(
                 conn,
-                scope,
-                request.explain_target,
-                tsq,
-                candidates,
-                page,
-                served,
-                legs,
-                window,
-                provider,
+                explaining.ExplainRequest(
+                    target=request.explain_target,
+                    scope=scope,
+                    tsq=tsq,
+                    candidates=candidates,
+                    page=page,
+                    served=served,
+                    legs=legs,
+                    window=window,
+                    provider=provider,
+                ),
             )
         next_cursor = None
         notes: list[str] = []
