@@ -1,77 +1,104 @@
 """Reading one item by the ref that search and grep print: `page:<id>`, `node:<id>`,
-`file:<id>` or `file:<id>:<n>`, `mail:<id>`, or a bare page id. Hidden items are NotFound."""
+`file:<id>` or `file:<id>:<n>`, `mail:<id>`, a bare page id, or the ref of any kind the
+registry declares (search/kinds.py). Hidden items are NotFound."""
 
 from __future__ import annotations
 
-import re
+from collections.abc import Callable
 from uuid import UUID
 
 from subspace.agents.tools import kb_node_read, kb_read
 from subspace.context import Context
 from subspace.errors import NotFound
-from subspace.search.filters import file_visible, mail_visible
+from subspace.search import kinds as registry
+from subspace.search import refs
 
-_UUID = r"[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}"
-_REF = re.compile(rf"^(?:(page|node|mem|memory|file|mail):)?({_UUID})(?::(\d+))?$")
+BARE = "page"  # a bare id names a page (kb.read took page ids before refs existed)
 
 
 def parse_ref(spec: str) -> tuple[str, UUID, int | None] | None:
-    """(kind, id, chunk number) when `spec` is a ref or a bare id (a page), else None.
+    """(kind, id, chunk number) when `spec` is a ref or a bare id (a page), else None. The
+    kind is the one a hit counts as: a memory's ref reads as a node.
 
     >>> parse_ref("file:6f1c0a4e-2b9d-4c53-9a51-0d6f3c1e8b27:3")[2]
     3
     """
-    match = _REF.match(spec.strip())
-    if match is None:
+    ref = refs.parse_ref(spec)
+    if ref is None:
         return None
-    kind, ident, chunk = match.groups()
-    kind = kind or "page"
-    if chunk is not None and kind != "file":
-        return None
-    return kind, UUID(ident), None if chunk is None else int(chunk)
+    kind = BARE if ref.kind is None else ref.kind.target_kind
+    return kind, ref.id, ref.chunk
 
 
 def read_ref(cx: Context, kind: str, item_id: UUID, chunk: int | None = None) -> str:
     """The item as text with a heading line that ends in its ref."""
-    if kind == "page":
-        return kb_read(cx, item_id)
-    if kind in ("node", "mem", "memory"):
-        return kb_node_read(cx, item_id)
-    if kind == "file":
-        return _read_file(cx, item_id, chunk)
-    return _read_mail(cx, item_id)
+    spec = refs.kind_named(kind)
+    if spec is None:
+        raise NotFound(kind, item_id)
+    reader = _READERS.get(spec.target_kind)
+    if reader is not None:
+        return reader(cx, item_id, chunk)
+    return _read_row(cx, spec, item_id, () if chunk is None else (chunk,))
+
+
+def _read_row(cx: Context, spec: registry.KindSpec, ident: UUID, more: tuple[int, ...]) -> str:
+    """A row of `spec` by its ref's values, with its item's title, if no reason hides it."""
+    values = (ident, *more)
+    a = spec.alias
+    i = a if spec.in_item_table else spec.item.alias
+    join = "" if spec.in_item_table else f" join {spec.item.table} {i} on {spec.item_link()}"
+    wanted = [f"{a}.{column} = %(v{n})s" for n, column in enumerate(spec.ref[: len(values)])]
+    order = ", ".join(f"{a}.{column}" for column in spec.ref)  # a shorter ref: its first row
+    with cx.transaction() as conn:
+        row = conn.execute(
+            f"select {i}.{spec.item.title} as title, {a}.{spec.text} as text "
+            f"from {spec.table} {a}{join} where {a}.workspace_id = %(ws)s "
+            f"and {' and '.join(wanted)} and {spec.item.visible(i)} and {spec.row_visible()} "
+            f"order by {order} limit 1",
+            {"ws": cx.actor.workspace_id, "user": cx.actor.user_id}
+            | {f"v{n}": value for n, value in enumerate(values)},
+        ).fetchone()
+    if row is None:
+        if len(values) < len(spec.ref):
+            raise NotFound(spec.name, ident)
+        raise NotFound(f"{spec.item.name} chunk" if len(values) > 1 else spec.name,
+                       ":".join(map(str, values)))  # fmt: skip
+    return f"# {row['title']} ({':'.join(map(str, [spec.prefix, *values]))})\n{row['text']}"
+
+
+def _read_page(cx: Context, page_id: UUID, chunk: int | None) -> str:
+    return kb_read(cx, page_id)
+
+
+def _read_node(cx: Context, node_id: UUID, chunk: int | None) -> str:
+    return kb_node_read(cx, node_id)
 
 
 def _read_file(cx: Context, file_id: UUID, chunk: int | None) -> str:
-    params = {"ws": cx.actor.workspace_id, "user": cx.actor.user_id, "id": file_id, "n": chunk}
-    with cx.transaction() as conn:
-        if chunk is None:
-            row = conn.execute(
-                "select f.name, t.text from kb.files f join search.file_text t "
-                "on t.workspace_id = f.workspace_id and t.file_id = f.id "
-                f"where f.workspace_id = %(ws)s and f.id = %(id)s and {file_visible('f')}",
-                params,
-            ).fetchone()
-        else:
-            row = conn.execute(
-                "select f.name, c.text from kb.files f join search.file_chunks c "
-                "on c.workspace_id = f.workspace_id and c.file_id = f.id "
-                "where f.workspace_id = %(ws)s and f.id = %(id)s and c.n = %(n)s and c.enabled "
-                f"and {file_visible('f')}",
-                params,
-            ).fetchone()
-    if row is None:
-        if chunk is None:
-            raise NotFound("file", file_id)
-        raise NotFound("file chunk", f"{file_id}:{chunk}")
-    return f"# {row['name']} ({_ref('file', file_id, chunk)})\n{row['text']}"
-
-
-def _read_mail(cx: Context, mail_id: UUID) -> str:
+    """A file chunk as any kind's row; a whole file from its extracted text."""
+    spec = registry.get("file")
+    if chunk is not None:
+        return _read_row(cx, spec, file_id, (chunk,))
+    f = spec.item.alias
     with cx.transaction() as conn:
         row = conn.execute(
-            "select subject, sender, recipients, sent_at, body_text from kb.mail m "
-            f"where m.workspace_id = %(ws)s and m.id = %(id)s and {mail_visible('m')}",
+            f"select {f}.{spec.item.title} as title, t.text from {spec.item.table} {f} "
+            f"join search.file_text t on t.workspace_id = {f}.workspace_id and t.file_id = {f}.id "
+            f"where {f}.workspace_id = %(ws)s and {f}.id = %(id)s and {spec.item.visible()}",
+            {"ws": cx.actor.workspace_id, "user": cx.actor.user_id, "id": file_id},
+        ).fetchone()
+    if row is None:
+        raise NotFound("file", file_id)
+    return f"# {row['title']} ({spec.prefix}:{file_id})\n{row['text']}"
+
+
+def _read_mail(cx: Context, mail_id: UUID, chunk: int | None) -> str:
+    spec = registry.get("mail")
+    m = spec.item.alias
+    with cx.transaction() as conn:
+        row = conn.execute(
+            f"select subject, sender, recipients, sent_at, body_text from {spec.item.table} {m} "
+            f"where {m}.workspace_id = %(ws)s and {m}.id = %(id)s and {spec.item.visible()}",
             {"ws": cx.actor.workspace_id, "user": cx.actor.user_id, "id": mail_id},
         ).fetchone()
     if row is None:
@@ -79,7 +106,7 @@ def _read_mail(cx: Context, mail_id: UUID) -> str:
     sent = "" if row["sent_at"] is None else row["sent_at"].isoformat()
     return "\n".join(
         [
-            f"# {row['subject'] or '(no subject)'} (mail:{mail_id})",
+            f"# {row['subject'] or '(no subject)'} ({spec.ref_of(mail_id)})",
             f"From: {row['sender']}",
             f"To: {row['recipients']}",
             f"Date: {sent}",
@@ -89,5 +116,12 @@ def _read_mail(cx: Context, mail_id: UUID) -> str:
     )
 
 
-def _ref(kind: str, item_id: UUID, chunk: int | None) -> str:
-    return f"{kind}:{item_id}" if chunk is None else f"{kind}:{item_id}:{chunk}"
+# How the built-in kinds read whole: a page as its outline, a bullet with its subtree, a file
+# without a chunk number from its full text, a mail with its headers. Any other kind reads
+# as its row's text under its item's title (_read_row).
+_READERS: dict[str, Callable[[Context, UUID, int | None], str]] = {
+    "page": _read_page,
+    "node": _read_node,
+    "file": _read_file,
+    "mail": _read_mail,
+}
