@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
 
 FileStatus = Literal["processing", "ready", "failed"]
 TagType = Literal["text", "number", "date", "boolean"]
-TagTarget = Literal["page", "file", "mail"]
-TagValue = str | float | bool | date
+ItemKind = Literal["page", "file", "mail"]  # what tags and exclusions apply to
 
 
 @dataclass(frozen=True)

@@ -12,11 +12,11 @@ from subspace.commands.pages import resolve_kb
 from subspace.context import Context
 from subspace.db import queries
 from subspace.errors import Conflict, InvalidInput
-from subspace.models import TagDefinition, TagTarget, TagType
+from subspace.models import ItemKind, TagDefinition, TagType
 from subspace.text import clean_text, single_line
 
 TAG_TYPES: tuple[TagType, ...] = ("text", "number", "date", "boolean")
-TAG_TARGETS: tuple[TagTarget, ...] = ("page", "file", "mail")
+TAG_TARGETS: tuple[ItemKind, ...] = ("page", "file", "mail")
 MAX_TAG_TEXT_CHARS = 1_000  # a tag value is a label, not a document
 
 

@@ -22,7 +22,7 @@ import psycopg
 from subspace.config import Settings
 from subspace.db.pool import Conn
 from subspace.indexer.reconcile import Outcome, reconcile
-from subspace.indexer.sources import Target
+from subspace.indexer.sources import IndexTarget
 from subspace.indexer.sweep import stale_targets
 from subspace.providers.base import EmbeddingProvider
 from subspace.providers.registry import index_debounce_ms
@@ -66,10 +66,11 @@ class Round:
     next_due_s: float | None = None
 
 
-def target_of(workspace_id: UUID, event: str, payload: dict[str, Any]) -> Target | None:
+def event_target(workspace_id: UUID, event: str, payload: dict[str, Any]) -> IndexTarget | None:
+    """The page, file or mail an outbox event changed; None for an event about none."""
     for kind, (key, prefixes) in EVENT_TARGETS.items():
         if event.startswith(prefixes) and key in payload:
-            return Target(workspace_id, kind, UUID(payload[key]))
+            return IndexTarget(workspace_id, kind, UUID(payload[key]))
     return None
 
 
@@ -110,10 +111,10 @@ class Indexer:
                 (FETCH_LIMIT,),
             ).fetchall()
         result.events = len(rows)
-        pending: dict[Target, Pending] = defaultdict(Pending)
+        pending: dict[IndexTarget, Pending] = defaultdict(Pending)
         nothing_to_embed: list[int] = []
         for row in rows:
-            target = target_of(row["workspace_id"], row["event"], row["payload"])
+            target = event_target(row["workspace_id"], row["event"], row["payload"])
             if target is None:
                 nothing_to_embed.append(row["id"])
                 continue
@@ -124,7 +125,7 @@ class Indexer:
             entry.attempts = max(entry.attempts, row["attempts"])
         result.acked += self._ack(nothing_to_embed)
 
-        due: list[Target] = []
+        due: list[IndexTarget] = []
         for target, entry in pending.items():
             wait_ms = self._wait_ms(target, entry)
             if ignore_debounce or wait_ms <= 0:
@@ -137,7 +138,7 @@ class Indexer:
             self._process(due[start : start + TARGETS_PER_TRANSACTION], pending, result)
         return result
 
-    def _wait_ms(self, target: Target, entry: Pending) -> float:
+    def _wait_ms(self, target: IndexTarget, entry: Pending) -> float:
         """How long the target should still wait: pages coalesce a burst of edits."""
         if target.kind != "page" or entry.attempts > 0:
             return 0.0
@@ -146,7 +147,7 @@ class Indexer:
         return min(quiet, overdue)
 
     def _process(
-        self, targets: list[Target], pending: dict[Target, Pending], result: Round
+        self, targets: list[IndexTarget], pending: dict[IndexTarget, Pending], result: Round
     ) -> None:
         try:
             outcome = self._reconcile(targets)
@@ -166,7 +167,7 @@ class Indexer:
         acked = [i for t in outcome.done for i in pending[t].event_ids]
         result.acked += self._ack(acked)
 
-    def _reconcile(self, targets: list[Target]) -> Outcome:
+    def _reconcile(self, targets: list[IndexTarget]) -> Outcome:
         with self.db.pool.connection() as conn, conn.transaction():
             return reconcile(conn, self.provider, targets, batch_size=self.settings.embed_batch)
 
@@ -180,7 +181,7 @@ class Indexer:
             )
         return cur.rowcount
 
-    def _fail(self, target: Target, entry: Pending, error: Exception) -> int:
+    def _fail(self, target: IndexTarget, entry: Pending, error: Exception) -> int:
         """Count a failure on the target's events: retry later, or set them aside."""
         attempts = entry.attempts + 1
         message = str(error)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from subspace.db.pool import Conn
 from subspace.indexer import sources, store
 from subspace.indexer.chunking import Chunk
-from subspace.indexer.sources import Target
+from subspace.indexer.sources import IndexTarget
 from subspace.providers.base import EmbeddingProvider, checked_vectors
 from subspace.providers.breaker import failure_reason, index_stats_for
 
@@ -23,8 +23,8 @@ class Outcome:
     reused: int = 0  # texts whose vector was already stored under the same model
     unchanged: int = 0
     deleted: int = 0
-    busy: list[Target] = field(default_factory=list)
-    done: list[Target] = field(default_factory=list)
+    busy: list[IndexTarget] = field(default_factory=list)
+    done: list[IndexTarget] = field(default_factory=list)
 
     def add(self, other: Outcome) -> None:
         self.embedded += other.embedded
@@ -35,14 +35,16 @@ class Outcome:
         self.done.extend(other.done)
 
 
-def lock_targets(conn: Conn, targets: Sequence[Target]) -> tuple[list[Target], list[Target]]:
+def lock_targets(
+    conn: Conn, targets: Sequence[IndexTarget]
+) -> tuple[list[IndexTarget], list[IndexTarget]]:
     """Take a transaction lock on each target; return (locked, busy).
 
     Two indexers never reconcile one item at once, so the one that runs later reads the
     newer text, and a target held elsewhere is left for the next round.
     """
-    locked: list[Target] = []
-    busy: list[Target] = []
+    locked: list[IndexTarget] = []
+    busy: list[IndexTarget] = []
     for target in targets:
         row = conn.execute(
             "select pg_try_advisory_xact_lock(hashtextextended(%s, 0)) as ok", (target.lock_key,)
@@ -54,7 +56,7 @@ def lock_targets(conn: Conn, targets: Sequence[Target]) -> tuple[list[Target], l
 def reconcile(
     conn: Conn,
     provider: EmbeddingProvider,
-    targets: Sequence[Target],
+    targets: Sequence[IndexTarget],
     *,
     batch_size: int = 128,
     reuse_table: str = "search.embeddings",
@@ -65,7 +67,7 @@ def reconcile(
     provider fails, leaving the transaction to be rolled back.
     """
     outcome = Outcome()
-    by_workspace: dict[object, list[Target]] = defaultdict(list)
+    by_workspace: dict[object, list[IndexTarget]] = defaultdict(list)
     for target in targets:
         by_workspace[target.workspace_id].append(target)
     for workspace_targets in by_workspace.values():
@@ -79,7 +81,7 @@ def reconcile(
 def _reconcile_workspace(
     conn: Conn,
     provider: EmbeddingProvider,
-    targets: list[Target],
+    targets: list[IndexTarget],
     batch_size: int,
     reuse_table: str,
 ) -> Outcome:

@@ -11,9 +11,9 @@ from subspace.config import Settings
 from subspace.db.locks import SERVER_LOCK_KEY
 from subspace.db.pool import Conn
 from subspace.errors import Conflict
-from subspace.indexer.consumer import target_of
+from subspace.indexer.consumer import event_target
 from subspace.indexer.reconcile import Outcome, reconcile
-from subspace.indexer.sources import Target, all_targets
+from subspace.indexer.sources import IndexTarget, all_targets
 from subspace.ingest.extract import ExtractionFailed
 from subspace.ingest.worker import extract_limits, new_extractor, record_extraction
 from subspace.providers.base import EmbeddingProvider
@@ -162,11 +162,11 @@ def _ack_covered(
     the old vectors); a reindex of one knowledge base covers the events of the items it
     reconciled. Items another indexer held (`busy`) keep their events.
     """
-    done: set[Target] = set(outcome.done)
-    busy: set[Target] = set(outcome.busy)
+    done: set[IndexTarget] = set(outcome.done)
+    busy: set[IndexTarget] = set(outcome.busy)
     covered: list[int] = []
     for row in waiting:
-        target = target_of(row["workspace_id"], row["event"], row["payload"])
+        target = event_target(row["workspace_id"], row["event"], row["payload"])
         if target not in busy and (everything or target in done):
             covered.append(row["id"])
     conn.execute(

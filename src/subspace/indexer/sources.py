@@ -14,7 +14,7 @@ ITEM_KINDS = ("page", "file", "mail")
 
 
 @dataclass(frozen=True, order=True)
-class Target:
+class IndexTarget:
     """One page, file or mail whose embeddings the indexer keeps current."""
 
     workspace_id: UUID
@@ -27,7 +27,7 @@ class Target:
 
 
 def desired_chunks(
-    conn: Conn, workspace_id: UUID, targets: Iterable[Target]
+    conn: Conn, workspace_id: UUID, targets: Iterable[IndexTarget]
 ) -> dict[UUID, list[Chunk]]:
     """The chunks each target should have now, by item id. A deleted or missing item has none,
     so its embeddings are pruned; an archived or disabled one keeps them (search hides it)."""
@@ -104,7 +104,7 @@ def _mail(conn: Conn, ws: UUID, ids: list[UUID]) -> dict[UUID, list[Chunk]]:
 
 def all_targets(
     conn: Conn, *, workspace_id: UUID | None = None, kb_id: UUID | None = None
-) -> list[Target]:
+) -> list[IndexTarget]:
     """Every live page, file and mail (of one workspace or knowledge base), in a stable order."""
     clauses, params = ["deleted_at is null"], []
     if workspace_id is not None:
@@ -122,4 +122,4 @@ def all_targets(
         "order by 1, 2, 3",
         params * 3,
     ).fetchall()
-    return [Target(r["workspace_id"], r["kind"], r["id"]) for r in rows]
+    return [IndexTarget(r["workspace_id"], r["kind"], r["id"]) for r in rows]

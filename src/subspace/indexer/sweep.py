@@ -7,7 +7,7 @@ text hashes (or timestamps, for mail) with search.embeddings under the active mo
 from __future__ import annotations
 
 from subspace.db.pool import Conn
-from subspace.indexer.sources import Target
+from subspace.indexer.sources import IndexTarget
 
 # Non-blank text, as chunking sees it (a blank node or title is not embedded).
 _HAS_TEXT = r"~ '\S'"
@@ -58,7 +58,7 @@ order by 1, 2, 3
 """
 
 
-def stale_targets(conn: Conn, model: str) -> list[Target]:
+def stale_targets(conn: Conn, model: str) -> list[IndexTarget]:
     """Items with a missing, outdated or orphaned embedding under `model`."""
     rows = conn.execute(_STALE, {"model": model}).fetchall()
-    return [Target(r["workspace_id"], r["kind"], r["id"]) for r in rows]
+    return [IndexTarget(r["workspace_id"], r["kind"], r["id"]) for r in rows]

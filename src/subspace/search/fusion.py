@@ -17,14 +17,14 @@ from uuid import UUID
 RRF_K = 60  # the rank constant of the original RRF paper; damps the very top ranks
 SCORE_DIGITS = 12  # scores equal to this many digits form one tie group
 
-Target = tuple[str, UUID]  # ("node" | "page" | "file" | "mail", id)
+ItemKey = tuple[str, UUID]  # what a row is: ("node" | "page" | "file" | "mail", id)
 
 
 @dataclass(frozen=True)
 class Hit:
     """One leg's candidate: what it points at and how the leg scored it."""
 
-    target: Target
+    target: ItemKey
     kind: str  # page, node, memory, file or mail
     ref: str  # the chunk that matched, e.g. file:<id>:3
     kb_id: UUID
@@ -49,7 +49,9 @@ class Leg:
 
 
 @dataclass(frozen=True)
-class Term:
+class FusionTerm:
+    """One leg's term of a fused score: weight / (k + rank)."""
+
     leg: str
     rank: int
     weight: float
@@ -60,10 +62,10 @@ class Term:
 class Fused:
     """A fused row: its score, the terms that made it, and how a tie was broken."""
 
-    target: Target
+    target: ItemKey
     score: float
     hits: dict[str, tuple[int, Hit]]  # leg -> (rank, hit)
-    terms: list[Term]
+    terms: list[FusionTerm]
     tie_group: int = 1  # how many candidates shared this score
     tie_reason: str = ""
     more_on_page: int = 0  # when grouping by page: other matches on the same page
@@ -76,7 +78,7 @@ class Fused:
 
 def dedupe(hits: Sequence[Hit]) -> list[Hit]:
     """Keep the first (best) hit of each target, so all chunks of a file are one row."""
-    seen: set[Target] = set()
+    seen: set[ItemKey] = set()
     kept = []
     for hit in hits:
         if hit.target not in seen:
@@ -91,7 +93,7 @@ def fuse(legs: Sequence[Leg], *, k: int = RRF_K) -> list[Fused]:
     `legs` come in priority order: the first wins a complete tie.
     """
     order = [leg.name for leg in legs]
-    rows: dict[Target, Fused] = {}
+    rows: dict[ItemKey, Fused] = {}
     for leg in legs:
         for rank, hit in enumerate(dedupe(leg.hits), start=1):
             value = leg.weight / (k + rank)
@@ -99,7 +101,7 @@ def fuse(legs: Sequence[Leg], *, k: int = RRF_K) -> list[Fused]:
             if row is None:
                 row = rows[hit.target] = Fused(hit.target, 0.0, {}, [])
             row.hits[leg.name] = (rank, hit)
-            row.terms.append(Term(leg.name, rank, leg.weight, value))
+            row.terms.append(FusionTerm(leg.name, rank, leg.weight, value))
             row.score += value
     groups: dict[float, list[Fused]] = {}
     for row in rows.values():

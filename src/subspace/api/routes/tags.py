@@ -13,11 +13,10 @@ from subspace.api.auth import require_context
 from subspace.api.openapi import BY_ID, error_responses
 from subspace.context import Context
 from subspace.db import queries
-from subspace.models import TagDefinition, TagType
+from subspace.models import ItemKind, TagDefinition, TagType
 
 router = APIRouter(tags=["tags"], responses=error_responses(*BY_ID))
 CX = Annotated[Context, Depends(require_context)]
-Target = Literal["page", "file", "mail"]
 
 
 class TagIn(BaseModel):
@@ -58,7 +57,7 @@ def create_tag(body: TagIn, cx: CX) -> TagDefinition:
 
 
 @router.get("/api/tags/values/{target_kind}/{target_id}")
-def list_tag_values(target_kind: Target, target_id: UUID, cx: CX) -> list[TagValue]:
+def list_tag_values(target_kind: ItemKind, target_id: UUID, cx: CX) -> list[TagValue]:
     """The tags set on a page, file or mail, with their values, by tag name."""
     with cx.transaction() as conn:
         rows = queries.list_tag_values(conn, cx.actor.workspace_id, target_kind, target_id)
@@ -66,24 +65,24 @@ def list_tag_values(target_kind: Target, target_id: UUID, cx: CX) -> list[TagVal
 
 
 @router.put("/api/tags/{tag_id}/values/{target_kind}/{target_id}")
-def set_tag(tag_id: UUID, target_kind: Target, target_id: UUID, body: TagValueIn, cx: CX) -> Done:
+def set_tag(tag_id: UUID, target_kind: ItemKind, target_id: UUID, body: TagValueIn, cx: CX) -> Done:
     commands.set_tag(cx, tag_id, target_kind, target_id, body.value)
     return Done(ok=True)
 
 
 @router.delete("/api/tags/{tag_id}/values/{target_kind}/{target_id}")
-def remove_tag(tag_id: UUID, target_kind: Target, target_id: UUID, cx: CX) -> Done:
+def remove_tag(tag_id: UUID, target_kind: ItemKind, target_id: UUID, cx: CX) -> Done:
     return Done(ok=commands.remove_tag(cx, tag_id, target_kind, target_id))
 
 
 @router.put("/api/exclusions/{target_kind}/{target_id}", tags=["exclusions"])
-def exclude(target_kind: Target, target_id: UUID, cx: CX) -> Done:
+def exclude(target_kind: ItemKind, target_id: UUID, cx: CX) -> Done:
     """Hide a page, file or mail from your own searches."""
     commands.exclude(cx, target_kind, target_id)
     return Done(ok=True)
 
 
 @router.delete("/api/exclusions/{target_kind}/{target_id}", tags=["exclusions"])
-def include(target_kind: Target, target_id: UUID, cx: CX) -> Done:
+def include(target_kind: ItemKind, target_id: UUID, cx: CX) -> Done:
     commands.include(cx, target_kind, target_id)
     return Done(ok=True)
