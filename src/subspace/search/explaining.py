@@ -11,10 +11,13 @@ from uuid import UUID
 
 from subspace.db.pool import Conn
 from subspace.providers.base import EmbeddingProvider
+from subspace.search import kinds as registry
 from subspace.search.filters import Scope, tag_predicates
+from subspace.search.fragments import Fragment, bind
 from subspace.search.fusion import RRF_K, Fused, Leg, dedupe
 from subspace.search.hydrate import Row, hydrate
 from subspace.search.lexical import TsQueries
+from subspace.search.refs import Ref, parse_ref
 
 
 def row_explain(item: Fused) -> dict[str, Any]:
@@ -56,92 +59,97 @@ def leg_lists(
 # -- why is a target absent ------------------------------------------------------------------
 
 
-def _parse_target(conn: Conn, ws: UUID, spec: str) -> tuple[str, UUID, int | None] | None:
-    parts = spec.strip().split(":")
-    try:
-        if len(parts) == 1:
-            ident = UUID(parts[0])
-            for kind, table in (("node", "kb.nodes"), ("page", "kb.pages"),
-                                ("file", "kb.files"), ("mail", "kb.mail")):  # fmt: skip
-                row = conn.execute(
-                    f"select 1 from {table} where workspace_id = %s and id = %s", (ws, ident)
-                ).fetchone()
-                if row is not None:
-                    return kind, ident, None
-            return None
-        kind = {"mem": "node", "memory": "node"}.get(parts[0], parts[0])
-        chunk = int(parts[2]) if len(parts) > 2 and kind == "file" else None
-        return kind, UUID(parts[1]), chunk
-    except (ValueError, IndexError):
+@dataclass(frozen=True)
+class _Holder:
+    """The target's row as the registry sees it: its kind (a memory, not a node, when its
+    props say so), its item and knowledge base, and the labels of the reasons hiding it."""
+
+    kind: registry.KindSpec
+    item_id: UUID
+    kb_id: UUID
+    hidden_by: tuple[str, ...]
+
+
+def _target_is_item(spec: registry.KindSpec) -> bool:
+    """Whether the kind's targets are its items (a page, a file, a mail; not a bullet)."""
+    return spec.in_item_table or spec.key == spec.item_key
+
+
+def _parse_target(conn: Conn, ws: UUID, text: str) -> tuple[registry.KindSpec, Ref] | None:
+    """The kind and ref `text` names; a bare id is looked up among every kind's targets."""
+    ref = parse_ref(text)
+    if ref is None:
         return None
-
-
-def _item(conn: Conn, ws: UUID, kind: str, ident: UUID) -> tuple[str, UUID, UUID] | None:
-    """(item kind, item id, kb id) holding the target: the page of a node, else itself."""
-    if kind == "node":
+    if ref.kind is not None:
+        return registry.get(ref.kind.target_kind), ref
+    for spec in registry.registered():
+        if spec.name != spec.target_kind:
+            continue  # a memory's targets are nodes
+        table, key = (
+            (spec.item.table, spec.item.key) if _target_is_item(spec) else (spec.table, spec.key)
+        )
         row = conn.execute(
-            "select n.page_id as item, p.kb_id from kb.nodes n join kb.pages p "
-            "on p.workspace_id = n.workspace_id and p.id = n.page_id "
-            "where n.workspace_id = %s and n.id = %s",
-            (ws, ident),
+            f"select 1 from {table} where workspace_id = %s and {key} = %s", (ws, ref.id)
         ).fetchone()
-        return None if row is None else ("page", row["item"], row["kb_id"])
-    table = {"page": "kb.pages", "file": "kb.files", "mail": "kb.mail"}.get(kind)
-    if table is None:
-        return None
-    row = conn.execute(
-        f"select kb_id from {table} where workspace_id = %s and id = %s", (ws, ident)
-    ).fetchone()
-    return None if row is None else (kind, ident, row["kb_id"])
+        if row is not None:
+            return spec, Ref(spec, ref.id)
+    return None
 
 
-def _visibility_reasons(
-    conn: Conn, scope: Scope, kind: str, ident: UUID, chunk: int | None
-) -> list[str]:
-    params = scope.params() | {"id": ident}
-    if kind == "page":
-        row = conn.execute(
-            "select archived_at is not null as archived, deleted_at is not null as deleted, "
-            "exists (select 1 from kb.exclusions x where x.workspace_id = p.workspace_id and "
-            "x.user_id = %(user)s and x.target_kind = 'page' and x.target_id = p.id) as excluded "
-            "from kb.pages p where p.workspace_id = %(ws)s and p.id = %(id)s",
-            params,
-        ).fetchone()
-    elif kind == "file":
-        row = conn.execute(
-            "select not enabled as disabled, status <> 'ready' as processing, "
-            "archived_at is not null as archived, deleted_at is not null as deleted, "
-            "exists (select 1 from kb.exclusions x where x.workspace_id = f.workspace_id and "
-            "x.user_id = %(user)s and x.target_kind = 'file' and x.target_id = f.id) as excluded, "
-            "coalesce((select not c.enabled from search.file_chunks c where c.workspace_id = "
-            "f.workspace_id and c.file_id = f.id and c.n = %(n)s), false) as chunk_disabled "
-            "from kb.files f where f.workspace_id = %(ws)s and f.id = %(id)s",
-            params | {"n": chunk},
-        ).fetchone()
+def _holder(conn: Conn, scope: Scope, spec: registry.KindSpec, ref: Ref) -> _Holder | None:
+    """The target's row, item and reasons, read with the registry's own conditions: the
+    reasons the legs hide a row for are the reasons named here. None when there is no such
+    target in the workspace."""
+    item = spec.item
+    sharing = [k for k in registry.registered() if k.target_kind == spec.target_kind]
+    if _target_is_item(spec):
+        source = f"{item.table} i where i.workspace_id = %(ws)s and i.{item.key} = %(id)s"
+        row_alias = None
     else:
-        row = conn.execute(
-            "select archived_at is not null as archived, deleted_at is not null as deleted, "
-            "exists (select 1 from kb.exclusions x where x.workspace_id = m.workspace_id and "
-            "x.user_id = %(user)s and x.target_kind = 'mail' and x.target_id = m.id) as excluded "
-            "from kb.mail m where m.workspace_id = %(ws)s and m.id = %(id)s",
-            params,
-        ).fetchone()
-    labels = {
-        "archived": "archived", "deleted": "soft-deleted", "excluded": "excluded by you",
-        "disabled": "the file is disabled", "processing": "the file is not extracted yet",
-        "chunk_disabled": "this chunk is disabled",
-    }  # fmt: skip
-    return [f"filtered: {labels[k]}" for k, v in (row or {}).items() if v]
+        source = (
+            f"{spec.table} a join {item.table} i on {spec.item_link('a', 'i')} "
+            f"where a.workspace_id = %(ws)s and a.{spec.key} = %(id)s"
+        )
+        row_alias = "a"
+    columns = [f"i.{item.key} as item_id", f"i.{item.kb} as kb_id"]
+    columns += [f"{reason.hidden('i')} as item_{n}" for n, reason in enumerate(item.reasons)]
+    more = dict(zip(spec.ref[1:], ref.more, strict=False))
+    for n, reason in enumerate(spec.row_reasons):
+        if row_alias is not None:
+            columns.append(f"{reason.hidden(row_alias)} as row_{n}")
+        elif len(more) == len(spec.ref) - 1:  # the ref names one row (a file's chunk)
+            wanted = "".join(f" and r.{column} = %(more_{column})s" for column in more)
+            columns.append(
+                f"exists (select 1 from {spec.table} r where r.workspace_id = i.workspace_id "
+                f"and r.{spec.key} = i.{item.key}{wanted} and {reason.hidden('r')}) as row_{n}"
+            )
+    for n, kind in enumerate(sharing):
+        if kind.only is not None and row_alias is not None:
+            columns.append(f"coalesce({kind.only(row_alias)}, false) as only_{n}")
+    params = Fragment(
+        "", {"id": ref.id} | {f"more_{column}": value for column, value in more.items()}
+    )
+    found = conn.execute(
+        f"select {', '.join(columns)} from {source} limit 1",
+        bind(Fragment("", scope.params()), params),
+    ).fetchone()
+    if found is None:
+        return None
+    kind = next(
+        (k for n, k in enumerate(sharing) if k.only is None or found.get(f"only_{n}")), spec
+    )
+    labels = [r.label for n, r in enumerate(item.reasons) if found[f"item_{n}"]]
+    labels += [r.label for n, r in enumerate(spec.row_reasons) if found.get(f"row_{n}")]
+    return _Holder(kind, found["item_id"], found["kb_id"], tuple(labels))
 
 
-def _tag_reasons(conn: Conn, scope: Scope, kind: str, ident: UUID) -> list[str]:
-    table = {"page": "kb.pages", "file": "kb.files", "mail": "kb.mail"}[kind]
+def _tag_reasons(conn: Conn, scope: Scope, item: registry.ItemSpec, ident: UUID) -> list[str]:
     reasons = []
     for tag in scope.tags:
         single = replace(scope, tags=[tag])  # one filter at a time, to name the one that fails
         row = conn.execute(
-            f"select 1 from {table} t where t.workspace_id = %(ws)s and t.id = %(id)s"
-            f"{tag_predicates(single, 't', kind)}",
+            f"select 1 from {item.table} t where t.workspace_id = %(ws)s "
+            f"and t.{item.key} = %(id)s{tag_predicates(single, 't', item.name)}",
             single.params() | {"id": ident},
         ).fetchone()
         if row is None:
@@ -172,32 +180,24 @@ def explain_target(conn: Conn, request: ExplainRequest) -> dict[str, Any]:
     parsed = _parse_target(conn, scope.workspace_id, spec)
     if parsed is None:
         return {"target": spec, "shown": False, "reasons": ["not found in this workspace"]}
-    kind, ident, chunk = parsed
+    kind_spec, ref = parsed
+    kind, ident = kind_spec.target_kind, ref.id
     key = (kind, ident)
     for position, item in enumerate(request.page, start=1):
         if item.target == key:
             return {"target": spec, "shown": True, "reasons": [f"shown at position {position}"]}
     if f"{kind[0]}{ident.hex}" in request.served:
         return {"target": spec, "shown": False, "reasons": ["served on an earlier page"]}
-    holder = _item(conn, scope.workspace_id, kind, ident)
+    holder = _holder(conn, scope, kind_spec, ref)
     if holder is None:
         return {"target": spec, "shown": False, "reasons": ["not found in this workspace"]}
-    item_kind, item_id, kb_id = holder
-    reasons = _visibility_reasons(conn, scope, item_kind, item_id, chunk)
-    if kb_id not in scope.kb_ids:
-        reasons.append(f"filtered: knowledge base {scope.kb_names.get(kb_id, kb_id)} not searched")
-    if kind == "node":
-        memory = conn.execute(
-            "select props->'memory' = 'true'::jsonb as m from kb.nodes where workspace_id = %s "
-            "and id = %s",
-            (scope.workspace_id, ident),
-        ).fetchone()
-        node_kind = "memory" if memory and memory["m"] else "node"
-        if node_kind not in scope.kinds:
-            reasons.append(f"filtered: kind {node_kind} not searched")
-    elif kind not in scope.kinds:
-        reasons.append(f"filtered: kind {kind} not searched")
-    reasons += _tag_reasons(conn, scope, item_kind, item_id)
+    reasons = [f"filtered: {label}" for label in holder.hidden_by]
+    if holder.kb_id not in scope.kb_ids:
+        name = scope.kb_names.get(holder.kb_id, holder.kb_id)
+        reasons.append(f"filtered: knowledge base {name} not searched")
+    if holder.kind.name not in scope.kinds:
+        reasons.append(f"filtered: kind {holder.kind.name} not searched")
+    reasons += _tag_reasons(conn, scope, kind_spec.item, holder.item_id)
     if reasons:
         return {"target": spec, "shown": False, "reasons": reasons}
     for leg in request.legs:
@@ -207,7 +207,7 @@ def explain_target(conn: Conn, request: ExplainRequest) -> dict[str, Any]:
         elif ranks:
             reasons.append(f"{leg.name} leg: rank {ranks[0]}")
         elif leg.name == "lexical":
-            reasons.append(_lexical_absence(conn, scope, kind, ident, tsq, window))
+            reasons.append(_lexical_absence(conn, scope, kind_spec, ident, tsq, window))
         else:
             reasons.append(_vector_absence(conn, scope, kind, ident, request.provider, window))
     for position, item in enumerate(request.candidates, start=1):
@@ -217,19 +217,14 @@ def explain_target(conn: Conn, request: ExplainRequest) -> dict[str, Any]:
 
 
 def _lexical_absence(
-    conn: Conn, scope: Scope, kind: str, ident: UUID, tsq: TsQueries, window: int
+    conn: Conn, scope: Scope, spec: registry.KindSpec, ident: UUID, tsq: TsQueries, window: int
 ) -> str:
     if not tsq.any_words:
         return "lexical leg: the query has no searchable words (only stopwords)"
-    tsv = {
-        "node": "select text_tsv from kb.nodes where workspace_id = %s and id = %s",
-        "page": "select title_tsv from kb.pages where workspace_id = %s and id = %s",
-        "file": "select c.text_tsv from search.file_chunks c where c.workspace_id = %s "
-        "and c.file_id = %s",
-        "mail": "select mail_tsv from kb.mail where workspace_id = %s and id = %s",
-    }[kind]
+    # Any row of the target: a file matches when one of its chunks does.
     row = conn.execute(
-        f"select exists (select 1 from ({tsv}) t(v) where v @@ %s::tsquery) as hit",
+        f"select exists (select 1 from {spec.table} a where a.workspace_id = %s "
+        f"and a.{spec.key} = %s and a.{spec.tsv} @@ %s::tsquery) as hit",
         (scope.workspace_id, ident, tsq.any_words),
     ).fetchone()
     if row is None or not row["hit"]:
