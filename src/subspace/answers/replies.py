@@ -18,7 +18,7 @@ def raise_if_cancelled(job: Job) -> None:
         raise Cancelled()
 
 
-def ask(
+def ask_model(
     job: Job, messages: Sequence[Message], evidence: Evidence, *, tools: Sequence[ToolDef] = ()
 ) -> tuple[Message, LineReader]:
     """One model turn, its text streamed: each complete line that is a cited claim reaches
@@ -40,7 +40,7 @@ def ask(
 
 def answer_from(job: Job, messages: Sequence[Message], evidence: Evidence) -> Answer:
     """The model's answer to `messages` (no tools), or not_found() when no cited claim is left."""
-    _, reader = ask(job, messages, evidence)
+    _, reader = ask_model(job, messages, evidence)
     if reader.bullets:
         return Answer(found=True, bullets=reader.bullets)
     return not_found(job, evidence.closest(CLOSEST_COUNT))

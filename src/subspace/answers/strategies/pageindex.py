@@ -12,7 +12,7 @@ from subspace.answers import prompts
 from subspace.answers.chat import Message
 from subspace.answers.evidence import REF, Evidence
 from subspace.answers.fake_chat import content_words
-from subspace.answers.replies import answer_from, ask, not_found, raise_if_cancelled
+from subspace.answers.replies import answer_from, ask_model, not_found, raise_if_cancelled
 from subspace.answers.sources import without_run_bullets
 from subspace.answers.strategy import Answer, Job
 from subspace.context import Context
@@ -57,7 +57,7 @@ class PageIndexStrategy:
             choosing.add(outline.ref, outline.title or "Untitled")
             quoted.append(prompts.fence(outline.ref, outline.title or "Untitled", text))
         raise_if_cancelled(job)
-        reply, _ = ask(
+        reply, _ = ask_model(
             job,
             [
                 Message("system", prompts.CHOOSE_SYSTEM),

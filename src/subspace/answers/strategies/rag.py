@@ -14,7 +14,7 @@ from subspace.agents.tools import call_tool
 from subspace.answers import prompts
 from subspace.answers.chat import Message, ToolCall, tool_defs
 from subspace.answers.evidence import Evidence
-from subspace.answers.replies import CLOSEST_COUNT, ask, not_found, raise_if_cancelled
+from subspace.answers.replies import CLOSEST_COUNT, ask_model, not_found, raise_if_cancelled
 from subspace.answers.sources import without_run_bullets
 from subspace.answers.strategy import Answer, AnswerBullet, Job
 from subspace.errors import SubspaceError
@@ -40,7 +40,7 @@ class RagStrategy:
             spent = steps >= job.settings.rag_max_steps or evidence.budget <= 0
             if spent:
                 messages.append(Message("user", prompts.BUDGET_REACHED))
-            reply, reader = ask(job, messages, evidence, tools=() if spent else tools)
+            reply, reader = ask_model(job, messages, evidence, tools=() if spent else tools)
             bullets.extend(b for b in reader.bullets if b not in bullets)
             if not reply.tool_calls or spent:
                 break
