@@ -24,8 +24,8 @@ from subspace.db.pool import Conn
 from subspace.errors import InvalidCursor, InvalidInput, NotFound
 from subspace.models import Node
 from subspace.providers.base import EmbeddingProvider
+from subspace.search import kinds as registry
 from subspace.search.cursors import is_clean, seal, unseal, workspace_secret
-from subspace.search.filters import file_visible, mail_visible, page_visible
 from subspace.search.options import (
     DEFAULT_GREP_LIMIT,
     DEFAULT_SEARCH_LIMIT,
@@ -163,18 +163,52 @@ class GrepResult:
         return "\n".join(lines)
 
 
-# The sources grep scans, in order, each with a stable key for keyset pagination.
-_GREP_SOURCES = (
-    ("node", "n.id::text", "kb.nodes n join kb.pages p on p.workspace_id = n.workspace_id "
-     "and p.id = n.page_id", "n.text", "p.title", "'node:' || n.id",
-     f"n.workspace_id = %(ws)s and {page_visible('p')}"),
-    ("file", "c.file_id::text || ':' || lpad(c.n::text, 8, '0')",
-     "search.file_chunks c join kb.files f on f.workspace_id = c.workspace_id "
-     "and f.id = c.file_id", "c.text", "f.name", "'file:' || c.file_id || ':' || c.n",
-     f"c.workspace_id = %(ws)s and c.enabled and {file_visible('f')}"),
-    ("mail", "m.id::text", "kb.mail m", "m.subject || E'\\n' || m.body_text", "m.subject",
-     "'mail:' || m.id", f"m.workspace_id = %(ws)s and {mail_visible('m')}"),
-)  # fmt: skip
+@dataclass(frozen=True)
+class GrepSource:
+    """One table grep scans, as SQL over it: a stable key for keyset pagination, the tables
+    (the kind's, joined to its item's), the text, the title, the ref, and what is visible."""
+
+    key: str
+    tables: str
+    text: str
+    title: str
+    ref: str
+    visible: str
+
+
+NOT_GREPPED = ("page",)  # page titles: kb.read shows them, grep looks in what is written
+
+
+def grep_sources() -> tuple[GrepSource, ...]:
+    """The tables grep scans, in order: one per BM25 source of the registry (a memory is a
+    node), with the kinds' visibility. A row stored in its item's table (a mail) is searched
+    with its item's title (the subject) above its text."""
+    found = []
+    for source in registry.sources():
+        spec = registry.of_source(source)[0]
+        if spec.name in NOT_GREPPED:
+            continue
+        a, item = spec.alias, spec.item
+        i = a if spec.in_item_table else item.alias
+        first, *rest = spec.ref
+        key = " || ':' || ".join(
+            [f"{a}.{first}::text", *(f"lpad({a}.{column}::text, 8, '0')" for column in rest)]
+        )
+        tables = f"{spec.table} {a}"
+        text = f"{a}.{spec.text}"
+        if spec.in_item_table:
+            text = f"{i}.{item.title} || E'\\n' || {text}"
+        else:
+            tables += f" join {item.table} {i} on {spec.item_link()}"
+        visible = [f"{a}.workspace_id = %(ws)s"]
+        visible += [reason.visible(a) for reason in spec.row_reasons]
+        visible.append(item.visible(i))
+        found.append(
+            GrepSource(
+                key, tables, text, f"{i}.{item.title}", spec.ref_sql(), " and ".join(visible)
+            )
+        )
+    return tuple(found)
 
 
 def kb_grep(
@@ -207,13 +241,14 @@ def kb_grep(
     with cx.transaction() as conn:
         secret = workspace_secret(conn, cx.actor.workspace_id)
         source_index, last_key = _decode_grep_cursor(cursor, secret)
-        while source_index < len(_GREP_SOURCES):
+        sources = grep_sources()
+        while source_index < len(sources):
             remaining_ms = int((deadline - time.monotonic()) * 1000)
             if remaining_ms <= 0:
                 return _stopped(result, source_index, last_key, secret, cx, timed_out=True)
             try:
                 rows, scanned_to = _grep_batch(
-                    conn, cx, _GREP_SOURCES[source_index], pattern, regex, last_key, remaining_ms
+                    conn, cx, sources[source_index], pattern, regex, last_key, remaining_ms
                 )
             except psycopg.errors.QueryCanceled:
                 return _stopped(result, source_index, last_key, secret, cx, timed_out=True)
@@ -235,7 +270,7 @@ def kb_grep(
 def _grep_batch(
     conn: Conn,
     cx: Context,
-    source: tuple[str, ...],
+    source: GrepSource,
     pattern: str,
     regex: bool,
     after: str,
@@ -243,7 +278,8 @@ def _grep_batch(
 ) -> tuple[list[dict[str, Any]], str | None]:
     """Scan one batch of a source after key `after`; return its matches and the last key
     scanned (None when the source is exhausted)."""
-    _, key, tables, text, title, ref, visible = source
+    key, tables, text, title = source.key, source.tables, source.text, source.title
+    ref, visible = source.ref, source.visible
     if regex:
         test, position, count = (
             "body ~ %(p)s",
@@ -338,7 +374,7 @@ def _decode_grep_cursor(cursor: object, secret: bytes) -> tuple[int, str]:
     if (
         isinstance(index, bool)
         or not isinstance(index, int)
-        or not 0 <= index < len(_GREP_SOURCES)
+        or not 0 <= index < len(grep_sources())
         or not isinstance(key, str)
         or not (key == "" or _GREP_KEY.fullmatch(key))
     ):
@@ -347,9 +383,11 @@ def _decode_grep_cursor(cursor: object, secret: bytes) -> tuple[int, str]:
 
 
 def _visible_page_tree(cx: Context, conn: Conn, page_id: UUID) -> tuple[str, list[Node]]:
+    item = registry.get("page").item
+    p = item.alias
     row = conn.execute(
-        f"select title from kb.pages p where p.workspace_id = %(ws)s and p.id = %(id)s "
-        f"and {page_visible('p')}",
+        f"select {p}.{item.title} as title from {item.table} {p} where {p}.workspace_id = %(ws)s "
+        f"and {p}.{item.key} = %(id)s and {item.visible()}",
         {"ws": cx.actor.workspace_id, "user": cx.actor.user_id, "id": page_id},
     ).fetchone()
     if row is None:
