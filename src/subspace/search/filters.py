@@ -1,8 +1,10 @@
 """What a search may see: knowledge bases, kinds, typed tag filters and visibility.
 
 Every predicate here is shared by the lexical leg, the vector leg, hydration, grep and read,
-so an item hidden from one is hidden from all. SQL uses named parameters: %(ws)s for the
-workspace and %(user)s for the acting user, plus the tag filters' own.
+so an item hidden from one is hidden from all; they are built from the declarations in
+search/kinds.py. SQL uses named parameters: %(ws)s for the workspace, %(user)s for the acting
+user and %(kbs)s for the knowledge bases searched (Scope.params); the builders that bind more
+(tag filters, kinds, exclusions) return a Fragment carrying them.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from subspace.commands.tags import coerce_tag_value
 from subspace.db.pool import Conn
 from subspace.errors import InvalidInput, NotFound, TooLarge
 from subspace.models import TagDefinition
+from subspace.search import kinds as registry
+from subspace.search.fragments import Fragment, bind
 from subspace.search.options import KIND_ALIASES as KIND_ALIASES
 from subspace.search.options import KINDS as KINDS
 from subspace.search.options import OPS_BY_TYPE as OPS_BY_TYPE
@@ -55,24 +59,25 @@ class Scope:
     tags: list[ResolvedTagFilter] = field(default_factory=list)
     sources_only: bool = False  # leave out the bullets answer runs asked with or wrote
 
+    def shared(self) -> Fragment:
+        """The parameters every predicate of the scope may name: %(ws)s, %(user)s, %(kbs)s."""
+        return Fragment("", {"ws": self.workspace_id, "user": self.user_id, "kbs": self.kb_ids})
+
     def params(self) -> dict[str, Any]:
-        values: dict[str, Any] = {"ws": self.workspace_id, "user": self.user_id,
-                                  "kbs": self.kb_ids}  # fmt: skip
-        for index, tag in enumerate(self.tags):
-            values[f"tag{index}_ids"] = list(tag.tag_ids)
-            for position, value in enumerate(tag.values):
-                values[f"tag{index}_v{position}"] = value
-        return values
+        """The shared parameters and, for SQL written with `tag_predicates`' text, the values
+        its tag filters bind (tag_filter makes their names)."""
+        return bind(self.shared(), tag_filter(self, "t", "page"))
 
 
 def normalize_kinds(kinds: list[str] | None) -> frozenset[str]:
+    known = registry.names()  # options.KINDS, and any kind registered since
     if not kinds:
-        return frozenset(KINDS)
+        return frozenset(known)
     found = set()
     for kind in kinds:
         name = KIND_ALIASES.get(kind.strip().lower(), kind.strip().lower())
-        if name not in KINDS:
-            raise InvalidInput(f"Unknown kind {kind!r}. Use any of: {', '.join(KINDS)}.")
+        if name not in known:
+            raise InvalidInput(f"Unknown kind {kind!r}. Use any of: {', '.join(known)}.")
         found.add(name)
     return frozenset(found)
 
@@ -171,48 +176,59 @@ def _from_text(tag_type: str, value: Any) -> Any:
 # -- SQL predicates ------------------------------------------------------------------------
 
 
-def _not_excluded(alias: str, kind: str) -> str:
-    return (
-        f"not exists (select 1 from kb.exclusions x where x.workspace_id = {alias}.workspace_id "
-        f"and x.user_id = %(user)s and x.target_kind = '{kind}' and x.target_id = {alias}.id)"
-    )
+def any_of(column: str, name: str, values: list[str]) -> Fragment:
+    """`column` is one of `values`, bound as the array %(name)s.
+
+    A single value is bound as itself (`column = %(name)s`), as Postgres reads `in ('x')`:
+    the planner merges a repeated equality into one condition but counts a repeated
+    `= any(array)` twice, and that lower estimate turned an index scan into a bitmap scan.
+    """
+    if len(values) == 1:
+        return Fragment(f"{column} = %({name})s", {name: values[0]})
+    return Fragment(f"{column} = any(%({name})s)", {name: values})
 
 
 def page_visible(alias: str) -> str:
     """The page is neither archived, deleted nor excluded by the user."""
-    return (
-        f"{alias}.archived_at is null and {alias}.deleted_at is null "
-        f"and {_not_excluded(alias, 'page')}"
-    )
+    return registry.get("page").item.visible(alias)
 
 
 def file_visible(alias: str) -> str:
     """The file is enabled, extracted, neither archived, deleted nor excluded."""
-    return (
-        f"{alias}.enabled and {alias}.status = 'ready' and {alias}.archived_at is null "
-        f"and {alias}.deleted_at is null and {_not_excluded(alias, 'file')}"
-    )
+    return registry.get("file").item.visible(alias)
 
 
 def mail_visible(alias: str) -> str:
-    return (
-        f"{alias}.archived_at is null and {alias}.deleted_at is null "
-        f"and {_not_excluded(alias, 'mail')}"
-    )
+    """The mail is neither archived, deleted nor excluded by the user."""
+    return registry.get("mail").item.visible(alias)
+
+
+def asked_by_run(scope: Scope, spec: registry.KindSpec, alias: str) -> str:
+    """`and ...` leaving out, for a search that wants sources only, the row of `spec` at
+    `alias` when an answer run asked with it or wrote it; empty otherwise."""
+    if not scope.sources_only or spec.asked_by_run is None:
+        return ""
+    return f" and not ({spec.asked_by_run(alias)})"
 
 
 def node_is_source(scope: Scope, alias: str) -> str:
     """`and ...` leaving out, for a search that wants sources only, the node at `alias` when an
     answer run asked with it or wrote it (both carry the run in their props)."""
-    return f" and not ({alias}.props ? 'run')" if scope.sources_only else ""
+    return asked_by_run(scope, registry.get("node"), alias)
 
 
-def tag_predicates(scope: Scope, alias: str, kind: str) -> str:
-    """`and ...` conditions for every tag filter on the page, file or mail at `alias`."""
+def tag_filter(scope: Scope, alias: str, item: str, key: str = "id") -> Fragment:
+    """`and ...` conditions for every tag filter on the item (page, file, mail...) at `alias`,
+    with the values they bind: tag<i>_ids and tag<i>_v<n> for the scope's i-th filter."""
     parts = []
+    params: dict[str, Any] = {}
     for index, tag in enumerate(scope.tags):
+        ids = f"tag{index}_ids"
+        values = [f"tag{index}_v{position}" for position in range(len(tag.values))]
+        params[ids] = list(tag.tag_ids)
+        params.update(zip(values, tag.values, strict=True))
         column = f"tv.{_COLUMNS[tag.type]}"
-        v0, v1 = f"%(tag{index}_v0)s", f"%(tag{index}_v1)s"
+        v0 = f"%({values[0]})s"
         if tag.type == "text":
             lowered = f"lower({column})"
             condition = {
@@ -224,79 +240,101 @@ def tag_predicates(scope: Scope, alias: str, kind: str) -> str:
                 "ends_with": f"right({lowered}, length({v0})) = lower({v0})",
             }[tag.op]
         elif tag.op == "between":
-            condition = f"{column} between {v0} and {v1}"
+            condition = f"{column} between {v0} and %({values[1]})s"
         else:
             condition = f"{column} {_COMPARISONS[tag.op]} {v0}"
         parts.append(
             f" and exists (select 1 from kb.tag_values tv where tv.workspace_id = "
-            f"{alias}.workspace_id and tv.tag_id = any(%(tag{index}_ids)s) and tv.target_kind = "
-            f"'{kind}' and tv.target_id = {alias}.id and {condition})"
+            f"{alias}.workspace_id and tv.tag_id = any(%({ids})s) and tv.target_kind = "
+            f"'{item}' and tv.target_id = {alias}.{key} and {condition})"
         )
-    return "".join(parts)
+    return Fragment("".join(parts), params)
 
 
-def embedding_not_excluded(alias: str = "e") -> str:
+def tag_predicates(scope: Scope, alias: str, kind: str) -> str:
+    """The text of tag_filter; its values are in scope.params()."""
+    return tag_filter(scope, alias, kind).sql
+
+
+def item_visible(scope: Scope, item: registry.ItemSpec, alias: str) -> Fragment:
+    """The item at `alias` is hidden for none of its reasons and carries the scope's tags."""
+    tags = tag_filter(scope, alias, item.name, item.key)
+    return Fragment(f"{item.visible(alias)}{tags.sql}", tags.params)
+
+
+def embedding_not_excluded(excluded: str, alias: str = "e") -> Fragment:
     """For a search.embeddings row: its source text has none of the query's -excluded words
-    (%(excluded)s), so an exclusion holds on the vector leg as on the lexical one. Row by row,
-    like embedding_visible."""
-    return (
-        f"not exists (select 1 from kb.nodes n where {alias}.kind in ('node', 'memory') "
-        f"and n.workspace_id = {alias}.workspace_id and n.id = {alias}.target_id "
-        "and n.text_tsv @@ %(excluded)s::tsquery offset 0) "
-        f"and not exists (select 1 from kb.pages p where {alias}.kind = 'page' "
-        f"and p.workspace_id = {alias}.workspace_id and p.id = {alias}.target_id "
-        "and p.title_tsv @@ %(excluded)s::tsquery offset 0) "
-        f"and not exists (select 1 from search.file_chunks c where {alias}.kind = 'file' "
-        f"and c.workspace_id = {alias}.workspace_id and c.file_id = {alias}.item_id "
-        f"and c.n = nullif(split_part({alias}.ref, ':', 3), '')::int "
-        "and c.text_tsv @@ %(excluded)s::tsquery offset 0) "
-        f"and not exists (select 1 from kb.mail m where {alias}.kind = 'mail' "
-        f"and m.workspace_id = {alias}.workspace_id and m.id = {alias}.target_id "
-        "and m.mail_tsv @@ %(excluded)s::tsquery offset 0)"
-    )
+    (`excluded`, a tsquery), so an exclusion holds on the vector leg as on the lexical one.
+    Row by row, like embedding_visible."""
+    parts = []
+    params: dict[str, Any] = {"excluded": excluded}
+    for source in registry.sources():
+        specs = registry.of_source(source)
+        spec, a = specs[0], specs[0].alias
+        kind = any_of(f"{alias}.kind", f"{source}_source_kinds", [s.name for s in specs])
+        params.update(kind.params)
+        parts.append(
+            f"not exists (select 1 from {spec.table} {a} where {kind.sql} "
+            f"and {a}.workspace_id = {alias}.workspace_id and {spec.embedding_link(a, alias)} "
+            f"and {a}.{spec.tsv} @@ %(excluded)s::tsquery offset 0)"
+        )
+    return Fragment(" and ".join(parts), params)
 
 
-def _embedded_node_is_source(scope: Scope, alias: str) -> str:
-    if not scope.sources_only:
-        return ""
-    return (
-        f" and not exists (select 1 from kb.nodes n where {alias}.kind in ('node', 'memory') "
-        f"and n.workspace_id = {alias}.workspace_id and n.id = {alias}.target_id "
-        f"and n.props ? 'run' offset 0)"
-    )
-
-
-def embedding_visible(scope: Scope, alias: str = "e") -> str:
+def embedding_visible(scope: Scope, alias: str = "e") -> Fragment:
     """For a search.embeddings row: its page, file (and chunk) or mail is visible and tagged.
 
     Checked row by row as the index is walked: `offset 0` keeps the planner from turning each
     check into a hash of every visible page, file and chunk of the table, which costs tens of
     milliseconds on a large workspace while the walk only meets a few hundred rows.
     """
-    page_kinds = [k for k in ("page", "node", "memory") if k in scope.kinds]
     parts = []
-    if page_kinds:
-        kinds = ", ".join(f"'{k}'" for k in page_kinds)
-        parts.append(
-            f"({alias}.kind in ({kinds}) and exists (select 1 from kb.pages p where "
-            f"p.workspace_id = {alias}.workspace_id and p.id = {alias}.item_id and "
-            f"{page_visible('p')}{tag_predicates(scope, 'p', 'page')} offset 0)"
-            + _embedded_node_is_source(scope, alias)
-            + ")"
+    for item in registry.items():
+        wanted = [s for s in registry.of_item(item.name) if s.name in scope.kinds]
+        if not wanted:
+            continue
+        i = item.alias
+        visible = item_visible(scope, item, i)
+        kind = any_of(f"{alias}.kind", f"{item.name}_kinds", [s.name for s in wanted])
+        checks = [
+            Fragment(
+                f"{kind.sql} and exists (select 1 from {item.table} {i} "
+                f"where {i}.workspace_id = {alias}.workspace_id and {i}.{item.key} = "
+                f"{alias}.item_id and {visible.sql} offset 0)",
+                bind(visible, kind),
+            )
+        ]
+        for source in dict.fromkeys(s.source for s in wanted):
+            checks.extend(_embedded_row(scope, item, registry.of_source(source), alias))
+        parts.append(Fragment("(" + " and ".join(c.sql for c in checks) + ")", bind(*checks)))
+    if not parts:
+        return Fragment("false")
+    return Fragment("(" + " or ".join(p.sql for p in parts) + ")", bind(*parts))
+
+
+def _embedded_row(
+    scope: Scope, item: registry.ItemSpec, specs: tuple[registry.KindSpec, ...], alias: str
+) -> list[Fragment]:
+    """Checks on the row of `specs` (kinds of one source) an embedding at `alias` was made
+    from: its own reasons (a disabled chunk), and for sources only, not a run's."""
+    spec, a = specs[0], specs[0].alias
+    kind = any_of(f"{alias}.kind", f"{spec.source}_source_kinds", [s.name for s in specs])
+    found = []
+    where = f"{a}.workspace_id = {alias}.workspace_id and {spec.embedding_link(a, alias)}"
+    if spec.row_reasons:
+        exists = f"exists (select 1 from {spec.table} {a} where {where} and " + (
+            f"{spec.row_visible(a)} offset 0)"
         )
-    if "file" in scope.kinds:
-        parts.append(
-            f"({alias}.kind = 'file' and exists (select 1 from kb.files f where "
-            f"f.workspace_id = {alias}.workspace_id and f.id = {alias}.item_id and "
-            f"{file_visible('f')}{tag_predicates(scope, 'f', 'file')} offset 0) and exists ("
-            f"select 1 from search.file_chunks c where c.workspace_id = {alias}.workspace_id "
-            f"and c.file_id = {alias}.item_id and c.enabled "
-            f"and c.n = nullif(split_part({alias}.ref, ':', 3), '')::int offset 0))"
+        if len(registry.of_item(item.name)) == len(specs):
+            found.append(Fragment(exists))
+        else:  # the item has rows of other kinds, which the check must not hide
+            found.append(Fragment(f"(not {kind.sql} or {exists})", kind.params))
+    if scope.sources_only and spec.asked_by_run is not None:
+        found.append(
+            Fragment(
+                f"not exists (select 1 from {spec.table} {a} where {kind.sql} "
+                f"and {where} and {spec.asked_by_run(a)} offset 0)",
+                kind.params,
+            )
         )
-    if "mail" in scope.kinds:
-        parts.append(
-            f"({alias}.kind = 'mail' and exists (select 1 from kb.mail m where "
-            f"m.workspace_id = {alias}.workspace_id and m.id = {alias}.item_id and "
-            f"{mail_visible('m')}{tag_predicates(scope, 'm', 'mail')} offset 0))"
-        )
-    return "(" + " or ".join(parts) + ")" if parts else "false"
+    return found

@@ -14,14 +14,8 @@ from typing import Any
 from uuid import UUID
 
 from subspace.db.pool import Conn
-from subspace.search.filters import (
-    Scope,
-    file_visible,
-    mail_visible,
-    node_is_source,
-    page_visible,
-    tag_predicates,
-)
+from subspace.search import kinds as registry
+from subspace.search.filters import Scope, asked_by_run, item_visible
 from subspace.search.fragments import Fragment as Fragment  # re-exported: the leg builds on it
 from subspace.search.fragments import bind as bind
 from subspace.search.fusion import Hit
@@ -135,9 +129,6 @@ MATCH_BUDGET = 5_000
 SHORTEST_BUDGET = 500
 
 
-SOURCES = ("page", "node", "file", "mail")  # as named in search.source_stats
-
-
 @dataclass(frozen=True)
 class Source:
     """One searchable table: its tsvector and length, its kb, its visibility.
@@ -148,92 +139,69 @@ class Source:
     files.
     """
 
-    kind: str  # page, node, file or mail; nodes also yield memory
+    kind: str  # its BM25 source (page, node, file, mail...); nodes also yield memory
     query: Fragment  # exposes kind, target_id, item_id, kb_id, ref, tsv, len
 
 
 def _sources(scope: Scope) -> list[Source]:
-    # The visibility and tag predicates name the scope's parameters (filters.Scope.params).
-    params = scope.params()
+    """A Source for each BM25 source with kinds in scope, generated from their declarations."""
     found = []
-    if "page" in scope.kinds:
-        found.append(
-            Source(
-                "page",
-                Fragment(
-                    f"""
-            select 'page' as kind, p.id as target_id, p.id as item_id, p.kb_id,
-                   'page:' || p.id as ref, p.title_tsv as tsv, p.title_len as len
-            from kb.pages p
-            where p.workspace_id = %(ws)s and p.kb_id = any(%(kbs)s) and {page_visible("p")}
-            {tag_predicates(scope, "p", "page")}""",
-                    params,
-                ),
-            )
-        )
-    node_kinds = {"node", "memory"} & scope.kinds
-    if node_kinds:
-        memory = "n.props->'memory' = 'true'::jsonb"
-        only = (
-            ""
-            if len(node_kinds) == 2
-            else (
-                f"and {memory}" if "memory" in node_kinds else f"and not coalesce({memory}, false)"
-            )
-        )
-        found.append(
-            Source(
-                "node",
-                Fragment(
-                    f"""
-            select case when {memory} then 'memory' else 'node' end as kind,
-                   n.id as target_id, n.page_id as item_id, p.kb_id,
-                   'node:' || n.id as ref, n.text_tsv as tsv, n.text_len as len
-            from kb.nodes n
-            cross join lateral (select p.kb_id from kb.pages p
-                where p.workspace_id = n.workspace_id and p.id = n.page_id
-                and p.kb_id = any(%(kbs)s) and {page_visible("p")}
-                {tag_predicates(scope, "p", "page")} offset 0) p
-            where n.workspace_id = %(ws)s {only}{node_is_source(scope, "n")}""",
-                    params,
-                ),
-            )
-        )
-    if "file" in scope.kinds:
-        found.append(
-            Source(
-                "file",
-                Fragment(
-                    f"""
-            select 'file' as kind, c.file_id as target_id, c.file_id as item_id, f.kb_id,
-                   'file:' || c.file_id || ':' || c.n as ref, c.text_tsv as tsv,
-                   c.text_len as len
-            from search.file_chunks c
-            cross join lateral (select f.kb_id from kb.files f
-                where f.workspace_id = c.workspace_id and f.id = c.file_id
-                and f.kb_id = any(%(kbs)s) and {file_visible("f")}
-                {tag_predicates(scope, "f", "file")} offset 0) f
-            where c.workspace_id = %(ws)s and c.enabled""",
-                    params,
-                ),
-            )
-        )
-    if "mail" in scope.kinds:
-        found.append(
-            Source(
-                "mail",
-                Fragment(
-                    f"""
-            select 'mail' as kind, m.id as target_id, m.id as item_id, m.kb_id,
-                   'mail:' || m.id as ref, m.mail_tsv as tsv, m.mail_len as len
-            from kb.mail m
-            where m.workspace_id = %(ws)s and m.kb_id = any(%(kbs)s) and {mail_visible("m")}
-            {tag_predicates(scope, "m", "mail")}""",
-                    params,
-                ),
-            )
-        )
+    for source in registry.sources():
+        declared = registry.of_source(source)
+        wanted = [spec for spec in declared if spec.name in scope.kinds]
+        if wanted:
+            found.append(Source(source, _source_query(scope, declared, wanted)))
     return found
+
+
+def _source_query(
+    scope: Scope, declared: tuple[registry.KindSpec, ...], wanted: list[registry.KindSpec]
+) -> Fragment:
+    """The rows of the `wanted` kinds of one source (they share a table: `declared` are all
+    of its kinds), visible and tagged, with their tsvector and length."""
+    spec, a, item = wanted[0], wanted[0].alias, wanted[0].item
+    # The kind of each row: a node is a memory when its props say so.
+    kind = f"'{spec.name}'"
+    if len(wanted) > 1:
+        kind = "case " + " ".join(f"when {_only(k, a)} then '{k.name}'" for k in wanted[1:])
+        kind += f" else '{spec.name}' end"
+    only = ""
+    if len(wanted) < len(declared):
+        picked = " or ".join(_only(k, a) for k in wanted)
+        only = f" and {picked}" if len(wanted) == 1 else f" and ({picked})"
+    rows = f"{a}.{spec.key} as target_id, {a}.{spec.item_key} as item_id"
+    ranked = f"{spec.ref_sql(a)} as ref, {a}.{spec.tsv} as tsv, {a}.{spec.length} as len"
+    own = "" if not spec.row_reasons else f" and {spec.row_visible(a)}"
+    if spec.in_item_table:
+        visible = item_visible(scope, item, a)
+        return Fragment(
+            f"""
+            select {kind} as kind, {rows}, {a}.{item.kb} as kb_id,
+                   {ranked}
+            from {spec.table} {a}
+            where {a}.workspace_id = %(ws)s and {a}.{item.kb} = any(%(kbs)s) and {visible.sql}
+            {own}{only}{asked_by_run(scope, spec, a)}""",
+            bind(scope.shared(), visible),
+        )
+    i = item.alias
+    visible = item_visible(scope, item, i)
+    return Fragment(
+        f"""
+            select {kind} as kind, {rows}, {i}.kb_id,
+                   {ranked}
+            from {spec.table} {a}
+            cross join lateral (select {i}.{item.kb} as kb_id from {item.table} {i}
+                where {spec.item_link(a, i)}
+                and {i}.{item.kb} = any(%(kbs)s) and {visible.sql} offset 0) {i}
+            where {a}.workspace_id = %(ws)s{own}{only}{asked_by_run(scope, spec, a)}""",
+        bind(scope.shared(), visible),
+    )
+
+
+def _only(spec: registry.KindSpec, alias: str) -> str:
+    """SQL picking the rows of `spec` in the table it shares with the other kinds of its
+    source ("true" for a kind alone in its table)."""
+    return "true" if spec.only is None else spec.only(alias)
 
 
 @dataclass(frozen=True)
@@ -311,7 +279,7 @@ def scored_lexemes(tsq: TsQueries, stats: Bm25Stats) -> dict[str, list[int]]:
     """Per source, the query lexemes (indexes into tsq.lexemes) some of its documents contain."""
     return {
         source: [i for i, lexeme in enumerate(tsq.lexemes) if stats.idf.get(source, {}).get(lexeme)]
-        for source in SOURCES
+        for source in registry.sources()
     }
 
 
@@ -451,7 +419,7 @@ def lexical_leg(
     rows = conn.execute(query.sql, query.params).fetchall()
     return [
         Hit(
-            target=("node" if r["kind"] == "memory" else r["kind"], r["target_id"]),
+            target=(registry.target_of(r["kind"]), r["target_id"]),
             kind=r["kind"],
             ref=r["ref"],
             kb_id=r["kb_id"],

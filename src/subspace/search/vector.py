@@ -17,7 +17,9 @@ from pgvector import HalfVector
 from subspace.db.pool import Conn
 from subspace.providers.base import EmbeddingProvider, ProviderError, checked_vectors
 from subspace.providers.breaker import breaker_for, failure_reason
-from subspace.search.filters import Scope, embedding_not_excluded, embedding_visible
+from subspace.search import kinds as registry
+from subspace.search.filters import Scope, any_of, embedding_not_excluded, embedding_visible
+from subspace.search.fragments import Fragment, bind
 from subspace.search.fusion import Hit
 from subspace.search.runtime import LargeBases, SearchRuntime
 
@@ -76,33 +78,43 @@ def embed_query(
     return half
 
 
-def _scope_sql(scope: Scope, excluded: str, kb_filter: str) -> str:
-    kinds = ", ".join(f"'{k}'" for k in sorted(scope.kinds))
-    sql = (
-        f"e.workspace_id = %(ws)s and e.model = %(model)s and e.kind in ({kinds}) "
-        f"and {kb_filter} and {embedding_visible(scope)}"
-    )
-    return sql + f" and {embedding_not_excluded()}" if excluded else sql
+def _scope_sql(scope: Scope, model: str, excluded: str, kb_filter: Fragment) -> Fragment:
+    """The embeddings of `model` the scope may see in the bases `kb_filter` names, without
+    the query's -`excluded` words (a tsquery, or empty)."""
+    kinds = any_of("e.kind", "kinds", sorted(scope.kinds))
+    parts = [
+        Fragment(
+            f"e.workspace_id = %(ws)s and e.model = %(model)s and {kinds.sql}",
+            bind(scope.shared(), kinds, Fragment("", {"model": model})),
+        ),
+        kb_filter,
+        embedding_visible(scope),
+    ]
+    if excluded:
+        parts.append(embedding_not_excluded(excluded))
+    return Fragment(" and ".join(part.sql for part in parts), bind(*parts))
 
 
 _COLUMNS = "e.kind, e.ref, e.kb_id, e.item_id, e.target_id"
 
 
-def _exact_sql(where: str) -> str:
+def _exact_sql(where: Fragment, query: HalfVector, cap: int) -> Fragment:
     # A materialized set cannot use the vector index: the scan is exact.
-    return (
+    return Fragment(
         f"with candidates as materialized (select {_COLUMNS}, e.vec from search.embeddings e "
-        f"where {where}) select kind, ref, kb_id, item_id, target_id, vec <=> %(q)s as distance "
-        "from candidates order by distance, ref limit %(cap)s"
+        f"where {where.sql}) select kind, ref, kb_id, item_id, target_id, "
+        "vec <=> %(q)s as distance from candidates order by distance, ref limit %(cap)s",
+        bind(where, Fragment("", {"q": query, "cap": cap})),
     )
 
 
-def _index_sql(where: str, limit: str) -> str:
+def _index_sql(where: Fragment, query: HalfVector, limit: int) -> Fragment:
     # relaxed_order may return neighbours slightly out of order: sort again.
-    return (
+    return Fragment(
         f"with nearest as materialized (select {_COLUMNS}, e.vec <=> %(q)s as distance "
-        f"from search.embeddings e where {where} order by e.vec <=> %(q)s limit {limit}) "
-        "select * from nearest order by distance, ref"
+        f"from search.embeddings e where {where.sql} order by e.vec <=> %(q)s "
+        f"limit {int(limit)}) select * from nearest order by distance, ref",
+        bind(where, Fragment("", {"q": query})),
     )
 
 
@@ -125,20 +137,15 @@ def vector_leg(
     """
     if not scope.kb_ids or not scope.kinds:
         return [], "none"
-    params: dict[str, Any] = scope.params() | {
-        "model": model,
-        "q": query,
-        "cap": cap,
-        "excluded": excluded,
-    }
-    sizes = _base_sizes(conn, params, model, large_bases)
+    sizes = _base_sizes(conn, bind(scope.shared()) | {"model": model}, model, large_bases)
     small = [kb for kb in scope.kb_ids if sizes.get(kb, 0) < EXACT_SCAN_ROWS and sizes.get(kb)]
     large = [kb for kb in scope.kb_ids if sizes.get(kb, 0) >= EXACT_SCAN_ROWS]
     rows: list[dict[str, Any]] = []
     if small:
-        where = _scope_sql(scope, excluded, "e.kb_id = %(kb)s")
         for kb_id in small:
-            rows.extend(conn.execute(_exact_sql(where), params | {"kb": kb_id}).fetchall())
+            where = _scope_sql(scope, model, excluded, Fragment("e.kb_id = %(kb)s", {"kb": kb_id}))
+            exact = _exact_sql(where, query, cap)
+            rows.extend(conn.execute(exact.sql, exact.params).fetchall())
     if large:
         # The large bases share one walk: twice one base's cap covers the fused top rows
         # without making every search pay for a walk of a thousand neighbours.
@@ -149,8 +156,9 @@ def vector_leg(
             "set local hnsw.iterative_scan = relaxed_order; "
             f"set local hnsw.max_scan_tuples = {MAX_SCAN_TUPLES}"
         )
-        where = _scope_sql(scope, excluded, "e.kb_id = any(%(large)s)")
-        found = conn.execute(_index_sql(where, str(limit)), params | {"large": large}).fetchall()
+        bases = Fragment("e.kb_id = any(%(large)s)", {"large": large})
+        nearest = _index_sql(_scope_sql(scope, model, excluded, bases), query, limit)
+        found = conn.execute(nearest.sql, nearest.params).fetchall()
         per_base: dict[Any, int] = {}
         for row in found:
             per_base[row["kb_id"]] = per_base.get(row["kb_id"], 0) + 1
@@ -169,7 +177,7 @@ def vector_leg(
         if float(r["distance"]) >= MAX_DISTANCE:
             continue
         kind = r["kind"]
-        target = ("node" if kind == "memory" else kind, r["target_id"])
+        target = (registry.target_of(kind), r["target_id"])
         hit = Hit(target, kind, r["ref"], r["kb_id"], r["item_id"], 1.0 - float(r["distance"]))
         hits.append((float(r["distance"]), hit))
     hits.sort(key=lambda pair: (pair[0], pair[1].ref))

@@ -1,0 +1,186 @@
+"""The registry of searchable kinds: the built-in declarations, and a kind added in a test
+schema that the search finds without any other module knowing it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from uuid import UUID
+
+import pytest
+
+from subspace import commands
+from subspace.commands.pages import resolve_kb
+from subspace.context import Context
+from subspace.errors import InvalidInput
+from subspace.runtime import Database
+from subspace.search import kinds
+from subspace.search.filters import resolve_scope
+from subspace.search.lexical import bm25_stats, build_tsqueries, lexical_leg
+from subspace.search.options import KINDS
+from subspace.search.query import parse_query
+from tests.search_helpers import run
+
+# A kind stored in its own schema: a text, its generated tsvector and length (as the
+# migrations declare them for pages and bullets), a knowledge base, and the BM25 statistics
+# kept by the triggers migration 0005 installs on every searchable table.
+NOTES_SCHEMA = """
+create schema kindtest;
+create table kindtest.notes (
+    workspace_id uuid not null,
+    id           uuid not null default gen_random_uuid(),
+    kb_id        uuid not null,
+    title        text not null,
+    body         text not null,
+    archived_at  timestamptz,
+    created_at   timestamptz not null default now(),
+    updated_at   timestamptz not null default now(),
+    body_tsv     tsvector generated always as
+        (search.document_tsvector(left(body, 100000))) stored,
+    body_len     integer generated always as
+        (search.lexeme_count(search.document_tsvector(left(body, 100000)))) stored,
+    primary key (workspace_id, id)
+);
+create index notes_body_tsv on kindtest.notes using gin (body_tsv);
+create trigger text_stats_insert after insert on kindtest.notes
+    referencing new table as new_rows
+    for each statement execute function search.update_text_stats('note', 'body_tsv', 'body_len');
+create trigger text_stats_update after update on kindtest.notes
+    referencing old table as old_rows new table as new_rows
+    for each statement execute function search.update_text_stats('note', 'body_tsv', 'body_len');
+create trigger text_stats_delete after delete on kindtest.notes
+    referencing old table as old_rows
+    for each statement execute function search.update_text_stats('note', 'body_tsv', 'body_len');
+"""
+
+NOTE_ITEM = kinds.ItemSpec("note", "kindtest.notes", "t", "title", (kinds.ARCHIVED,))
+NOTE = kinds.KindSpec(
+    "note", NOTE_ITEM, "kindtest.notes", "t", key="id", item_key="id", text="body",
+    tsv="body_tsv", length="body_len", source="note", row_type="note",
+)  # fmt: skip
+
+
+@dataclass
+class Notes:
+    """The registered note kind, and a way to write notes in the test's workspace."""
+
+    database: Database
+    cx: Context
+    spec: kinds.KindSpec
+
+    def add(self, body: str, *, title: str = "A note", kb_id: UUID | None = None) -> UUID:
+        """A note in `kb_id` (default: the workspace's default knowledge base)."""
+        with self.cx.transaction() as conn:
+            row = conn.execute(
+                "insert into kindtest.notes (workspace_id, kb_id, title, body) "
+                "values (%s, %s, %s, %s) returning id",
+                (self.cx.actor.workspace_id, resolve_kb(self.cx, conn, kb_id), title, body),
+            ).fetchone()
+        assert row is not None
+        return UUID(str(row["id"]))
+
+    def archive(self, note_id: UUID) -> None:
+        with self.cx.transaction() as conn:
+            conn.execute("update kindtest.notes set archived_at = now() where id = %s", (note_id,))
+
+
+@pytest.fixture
+def notes(database: Database, cx: Context) -> Iterator[Notes]:
+    """A `note` kind: its table in a schema of the test's database, registered for the test
+    and forgotten afterwards."""
+    with database.pool.connection() as conn:
+        conn.execute(NOTES_SCHEMA)
+    spec = kinds.register(NOTE)
+    try:
+        yield Notes(database, cx, spec)
+    finally:
+        kinds.unregister(spec.name)
+
+
+def test_the_built_in_kinds_are_the_options_kinds_with_their_refs_and_rows() -> None:
+    assert kinds.names() == KINDS
+    assert kinds.target_of("memory") == "node"
+    assert kinds.row_types() == {
+        "page": "page", "node": "node", "memory": "mem", "file": "file", "mail": "mail"
+    }  # fmt: skip
+    assert [kinds.get(k).ref_format for k in ("page", "node", "memory", "file", "mail")] == [
+        "page:<id>", "node:<id>", "node:<id>", "file:<file_id>:<n>", "mail:<id>"
+    ]  # fmt: skip
+    assert kinds.get("file").ref_of("f1", 3) == "file:f1:3"
+    assert kinds.sources() == ("page", "node", "file", "mail")
+    assert [reason.name for reason in kinds.get("file").reasons] == [
+        "disabled", "processing", "archived", "deleted", "excluded", "chunk_disabled"
+    ]  # fmt: skip
+
+
+def test_a_kind_is_registered_once_and_its_names_must_be_plain() -> None:
+    with pytest.raises(ValueError, match="already registered"):
+        kinds.register(kinds.get("page"))
+    with pytest.raises(ValueError, match="lowercase"):
+        kinds.register(kinds.KindSpec(
+            "Bad'", NOTE_ITEM, "kindtest.notes", "t", key="id", item_key="id", text="body",
+            tsv="body_tsv", length="body_len", source="note", row_type="note",
+        ))  # fmt: skip
+    assert "Bad'" not in kinds.names()
+
+
+def test_a_registered_kind_is_found_by_the_lexical_search(notes: Notes, cx: Context) -> None:
+    page = commands.create_page(cx, "Garden")
+    commands.add_node(cx, page.id, "the heron waits by the pond")
+    wanted = notes.add("a quetzal nests in the cloud forest")
+    notes.add("the pond freezes in winter")
+
+    response = run(cx, "quetzal", mode="lexical")
+    assert response.legs["lexical"].candidates == 1
+
+    with notes.database.pool.connection() as conn:
+        scope = resolve_scope(conn, cx.actor.workspace_id, cx.actor.user_id, kb_ids=None,
+                              kinds=None, tags=None, max_knowledge_bases=10)  # fmt: skip
+        assert "note" in scope.kinds
+        tsq = build_tsqueries(conn, parse_query("quetzal"), cx.actor.workspace_id)
+        stats = bm25_stats(conn, cx.actor.workspace_id, tsq.lexemes)
+        assert stats.df["note"] == {"quetzal": 1}  # the migrations' triggers keep its statistics
+        hits = lexical_leg(conn, scope, tsq, cap=10)
+        assert [(h.kind, h.target, h.ref, h.kb_id) for h in hits] == [
+            ("note", ("note", wanted), f"note:{wanted}", page.kb_id)
+        ]
+        # Both documents share "pond" with a bullet: BM25 ranks each source by its own
+        # statistics, and the kinds filter picks one or the other.
+        tsq = build_tsqueries(conn, parse_query("pond"), cx.actor.workspace_id)
+        assert {h.kind for h in lexical_leg(conn, scope, tsq, cap=10)} == {"note", "node"}
+        only_notes = resolve_scope(conn, cx.actor.workspace_id, cx.actor.user_id, kb_ids=None,
+                                   kinds=["note"], tags=None, max_knowledge_bases=10)  # fmt: skip
+        assert {h.kind for h in lexical_leg(conn, only_notes, tsq, cap=10)} == {"note"}
+        no_notes = resolve_scope(conn, cx.actor.workspace_id, cx.actor.user_id, kb_ids=None,
+                                 kinds=["node"], tags=None, max_knowledge_bases=10)  # fmt: skip
+        assert {h.kind for h in lexical_leg(conn, no_notes, tsq, cap=10)} == {"node"}
+
+    # Its declared reasons hide it: an archived note is not found.
+    notes.archive(wanted)
+    assert run(cx, "quetzal", mode="lexical").legs["lexical"].candidates == 0
+    # The vector leg reads the same declarations (it has no note vectors to find).
+    assert not run(cx, "quetzal", mode="hybrid").degraded
+
+
+def test_an_unregistered_kind_is_unknown_again(notes: Notes, cx: Context) -> None:
+    kinds.unregister("note")
+    kinds.unregister("note")  # safe twice
+    with pytest.raises(InvalidInput, match="Unknown kind 'note'"):
+        run(cx, "quetzal", kinds=["note"])
+    kinds.register(NOTE)  # the fixture forgets it again
+
+
+@pytest.mark.parametrize(
+    ("wanted", "found"),
+    [(["memory"], {"memory"}), (["node"], {"node"}), (["node", "memory"], {"node", "memory"}),
+     (["memory", "page"], {"memory", "page"})],
+)  # fmt: skip
+def test_memories_and_bullets_share_a_table_and_the_kinds_filter_tells_them_apart(
+    cx: Context, wanted: list[str], found: set[str]
+) -> None:
+    page = commands.create_page(cx, "Otters")
+    commands.add_node(cx, page.id, "otters hold hands while they sleep")
+    commands.add_node(cx, page.id, "the otter den is under the willow", props={"memory": True})
+    response = run(cx, "otter", mode="lexical", kinds=wanted)
+    assert {row.type.replace("mem", "memory") for row in response.rows} == found
+    assert len(response.rows) == len(found)
