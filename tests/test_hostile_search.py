@@ -22,7 +22,7 @@ from subspace.db.pool import open_pool
 from subspace.errors import InvalidCursor
 from subspace.models import Actor
 from subspace.runtime import Database, open_database, reserved_connections
-from subspace.search import service
+from subspace.search import cursors
 from subspace.search.cursors import MAC_BYTES, workspace_secret
 from subspace.search.filters import TagFilter
 from subspace.search.service import SearchRequest
@@ -75,7 +75,7 @@ def test_a_cursor_bomb_is_refused_before_it_inflates(cx: Context, paged: str) ->
     # A bomb small enough to pass the length cap, and signed with the workspace's own key
     # (as a leaked key would allow): inflating stops at the cap, it does not reach 32 MiB.
     signed = forge(spaces_bomb(32 * 2**20), secret_of(cx), compressed=True)
-    assert len(signed) <= service.MAX_CURSOR_CHARS
+    assert len(signed) <= cursors.MAX_CURSOR_CHARS
     tracemalloc.start()
     try:
         with pytest.raises(InvalidCursor, match="not valid"):
@@ -124,7 +124,7 @@ def test_every_malformed_search_cursor_is_a_400(
     cx: Context, client: TestClient, paged: str
 ) -> None:
     secret = secret_of(cx)
-    fingerprint = service._fingerprint(SearchRequest(query="lantern", limit=5))
+    fingerprint = cursors.fingerprint(SearchRequest(query="lantern", limit=5))
     for body in malformed_search_payloads(fingerprint):
         for key in (secret, None):  # signed with the real key, and not
             cursor = forge(body, key)
@@ -156,7 +156,7 @@ def test_deep_paging_stops_with_a_note_instead_of_an_unbounded_cursor(
     for n in range(12):
         commands.add_node(cx, page.id, f"ember {n}")
     index(database, cx)
-    monkeypatch.setattr(service, "MAX_CURSOR_TARGETS", 8)
+    monkeypatch.setattr(cursors, "MAX_CURSOR_TARGETS", 8)
     first = run(cx, "ember", limit=4)
     assert first.next_cursor is not None
     second = run(cx, "ember", limit=4, cursor=first.next_cursor)

@@ -3,9 +3,14 @@ steps (the pages served before, the legs that ran), and the cursor step on its o
 
 from __future__ import annotations
 
+from uuid import UUID
+
 from subspace import commands
 from subspace.context import Context
 from subspace.runtime import Database
+from subspace.search.cursors import fingerprint, seal, workspace_secret
+from subspace.search.filters import TagFilter
+from subspace.search.service import SearchRequest
 from tests.search_helpers import ids, index, run
 
 
@@ -40,10 +45,58 @@ def test_explain_names_each_leg_and_a_target_not_embedded_yet(
     commands.add_node(cx, page.id, "a beluga surfaced")
     commands.add_node(cx, page.id, "beluga pod")
     index(database, cx)
-    late = commands.add_node(cx, page.id, "the beluga sang")  # written after the indexer ran
+    # Written after the indexer ran, and longer, so BM25 ranks it below the others.
+    late = commands.add_node(cx, page.id, "the beluga sang of cold grey northern water")
     response = run(cx, "beluga", limit=1, explain_target=f"node:{late.id}")
     assert response.absent is not None and not response.absent["shown"]
     reasons = response.absent["reasons"]
     assert any(r.startswith("lexical leg: rank") for r in reasons)
     assert "vector leg: not embedded yet (the indexer has not reached it)" in reasons
     assert any(r.startswith("cut by the limit: fused position") for r in reasons)
+
+
+def test_the_cursor_fingerprint_is_unchanged_so_issued_cursors_still_decode() -> None:
+    # Values the fingerprint had when these cursors were first issued: a change here would
+    # refuse every cursor a user holds ("belongs to another query").
+    assert fingerprint(SearchRequest(query="lantern", limit=5)) == "336747c7407640e9"
+    every_option = SearchRequest(
+        query="lantern -ember",
+        limit=7,  # not part of it: pages may differ in size
+        kb_ids=[UUID(int=2), UUID(int=1)],
+        kinds=["node", "file"],
+        tags=[TagFilter("status", "eq", "open")],
+        mode="lexical",
+        weights={"lexical": 1.0},
+        ranker="bm25",
+        typos=False,
+        group_by_page=True,
+    )
+    assert fingerprint(every_option) == "d2841c4efacaa42d"
+
+
+def test_a_cursor_in_the_issued_format_pages_on(database: Database, cx: Context) -> None:
+    page = commands.create_page(cx, "Pond")
+    for text in ("otter one", "otter two", "otter three"):
+        commands.add_node(cx, page.id, text)
+    index(database, cx)
+    first = run(cx, "otter", mode="lexical", limit=1)
+    with cx.transaction() as conn:
+        secret = workspace_secret(conn, cx.actor.workspace_id)
+    served = f"n{first.rows[0].id.hex}"
+    cursor = seal(secret, {"v": 2, "q": "8972d5a070aa8a86", "s": [served]})
+    second = run(cx, "otter", mode="lexical", limit=2, cursor=cursor)
+    assert len(second.rows) == 2 and first.rows[0].id not in ids(second)
+    assert second.next_cursor is None  # three rows, all served
+
+
+def test_only_grouped_rows_count_the_other_matches_on_their_page(
+    database: Database, cx: Context
+) -> None:
+    page = commands.create_page(cx, "Tides")
+    commands.add_node(cx, page.id, "heron one")
+    commands.add_node(cx, page.id, "heron two")
+    index(database, cx)
+    flat = run(cx, "heron", mode="lexical")
+    assert [row.more_on_page for row in flat.rows] == [None, None]
+    grouped = run(cx, "heron", mode="lexical", group_by_page=True)
+    assert [row.more_on_page for row in grouped.rows] == [1]

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import math
-import re
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -19,12 +16,12 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from subspace.commands.tags import MAX_TAG_TEXT_CHARS
 from subspace.context import Context
 from subspace.db.pool import Conn
-from subspace.errors import InvalidCursor, InvalidInput, TooLarge
+from subspace.errors import InvalidInput, TooLarge
 from subspace.indexer.status import waiting_for_embeddings
 from subspace.providers.base import EmbeddingProvider
 from subspace.search import explaining
 from subspace.search.browsing import browse
-from subspace.search.cursors import is_clean, seal, unseal, workspace_secret
+from subspace.search.cursors import Paging, cursor_key, is_clean, next_cursor, read_cursor
 from subspace.search.filters import Scope, TagFilter, resolve_scope
 from subspace.search.fusion import RRF_K, Fused, Leg, fuse
 from subspace.search.grouping import group_by_page
@@ -56,15 +53,6 @@ SEARCH_SETTINGS = (
     "set local plan_cache_mode = force_custom_plan"
 )
 SECOND_CONNECTION_WAIT_S = 0.05  # how long the vector leg waits for a connection of its own
-# A cursor lists every target its pages served, so it grows with the depth paged: ten pages at
-# the largest default limit (100), a hundred at the usual 10, and as many as one leg draws
-# per source at MAX_WINDOW. Past that the query wants narrowing, not another page. A target
-# is 36 bytes of JSON ('"n<32 hex>",'): 1,000 of them inflate to 36,036 bytes and encode to
-# 26,524 characters (measured), so anything beyond the caps below was not issued here.
-MAX_CURSOR_TARGETS = 1_000
-MAX_CURSOR_INFLATED_BYTES = 40 * 1024
-MAX_CURSOR_CHARS = 48 * 1024
-_TARGET_KEY = re.compile(r"[a-z][0-9a-f]{32}")
 MAX_TAG_NAME_CHARS = 100  # as create_tag allows
 MAX_NAME_CHARS = 200  # kinds, operators, explain targets: names and refs, never prose
 
@@ -236,144 +224,260 @@ def search(
 def _search(
     cx: Context, provider: EmbeddingProvider | None, request: SearchRequest
 ) -> SearchResponse:
+    """validate → scope → legs (in parallel) → fuse → group → hydrate → explain → cursor."""
     started = time.perf_counter()
     parsed = validate(request, cx)
-    weights = default_weights(provider) | (request.weights or {})
     with cx.transaction() as conn:
         conn.execute(SEARCH_SETTINGS)
-        # The cursor's key is read only when a cursor comes in or a next one goes out.
-        secret = workspace_secret(conn, cx.actor.workspace_id) if request.cursor else None
-        served = _decode_cursor(request, secret) if secret is not None else set()
-        depth = len(served) + request.limit
-        window = window_for(depth)
-        scope = resolve_scope(
-            conn,
-            cx.actor.workspace_id,
-            cx.actor.user_id,
-            kb_ids=request.kb_ids,
-            kinds=request.kinds,
-            tags=request.tags,
-            max_knowledge_bases=cx.settings.max_knowledge_bases,
-            sources_only=cx.sources_only,
-        )
+        paging = read_cursor(conn, cx.actor.workspace_id, request)
+        scope = resolve_request_scope(conn, cx, request)
         if parsed.is_empty:
-            rows = browse(conn, scope, request.limit)
-            return SearchResponse(
-                query=parsed.text,
-                mode=request.mode,
-                rows=rows,
-                legs={},
-                degraded=[],
-                pending_embeddings=waiting_for_embeddings(conn, scope.workspace_id),
-                is_question=False,
-                took_ms=_ms(started),
-                notes=["No query: the most recently changed items that match the filters."],
-            )
-        tsq = TsQueries("", "", "")
-        legs: list[Leg] = []
-        degraded: list[str] = []
-        reports: dict[str, LegReport] = {}
-        ranker = request.ranker or cx.settings.lexical_ranker
-        vector_job = VectorJob(
-            scope,
-            parsed,
-            provider,
-            window,
-            weights["vector"],
-            cx.settings.embed_timeout_ms,
-            cx.search_runtime,
-        )
-        parallel: Future[Leg | None] | None = None
-        if request.mode == "hybrid" and isinstance(cx.db, ConnectionPool):
-            # The vector leg runs beside the lexical one, on a connection of its own.
-            parallel = cx.search_runtime.leg_threads.submit(
-                _vector_on_own_connection, cx.db, vector_job
-            )
-        if request.mode in ("hybrid", "lexical"):
-            leg, tsq = _run_lexical(
-                conn, scope, parsed, window, weights["lexical"], ranker, request.typos
-            )
-            legs.append(leg)
-        if request.mode in ("hybrid", "vector"):
-            vector_leg_result = parallel.result() if parallel is not None else None
-            if vector_leg_result is None:
-                vector_leg_result = _run_vector(conn, tsq, vector_job)
-            legs.append(vector_leg_result)
-        for leg in legs:
-            reports[leg.name] = LegReport(
+            return _browse(conn, scope, request, parsed, started)
+        plan = plan_legs(cx, provider, request, parsed, scope, paging)
+        ran = run_legs(conn, cx, plan)
+        candidates = fuse_legs(ran)
+        page = group_and_page(conn, plan, candidates, ran.tsq, paging, request)
+        rows = hydrate_page(conn, plan.scope, page, ran.tsq)
+        explained = explain_page(conn, request, plan, ran, page, rows, paging)
+        next_page = next_cursor(conn, request, paging, page.targets, more=page.more)
+        pending = waiting_for_embeddings(conn, scope.workspace_id)
+        corrections = _user_corrections(conn, parsed, ran.tsq.corrections)
+    return SearchResponse(
+        query=parsed.text,
+        mode=request.mode,
+        rows=rows,
+        legs=ran.reports(),
+        degraded=ran.degraded(),
+        pending_embeddings=pending,
+        is_question=parsed.is_question,
+        next_cursor=next_page.cursor,
+        absent=explained.absent,
+        took_ms=_ms(started),
+        notes=list(next_page.notes),
+        corrections=corrections,
+        leg_rows=explained.leg_rows,
+    )
+
+
+# -- the steps, in order ----------------------------------------------------------------------
+
+
+def resolve_request_scope(conn: Conn, cx: Context, request: SearchRequest) -> Scope:
+    """What the caller may and asked to search: workspace, knowledge bases, kinds, tags."""
+    return resolve_scope(
+        conn,
+        cx.actor.workspace_id,
+        cx.actor.user_id,
+        kb_ids=request.kb_ids,
+        kinds=request.kinds,
+        tags=request.tags,
+        max_knowledge_bases=cx.settings.max_knowledge_bases,
+        sources_only=cx.sources_only,
+    )
+
+
+def _browse(
+    conn: Conn, scope: Scope, request: SearchRequest, parsed: ParsedQuery, started: float
+) -> SearchResponse:
+    """The answer without a query: the items matching the filters, no legs run."""
+    rows = browse(conn, scope, request.limit)
+    return SearchResponse(
+        query=parsed.text,
+        mode=request.mode,
+        rows=rows,
+        legs={},
+        degraded=[],
+        pending_embeddings=waiting_for_embeddings(conn, scope.workspace_id),
+        is_question=False,
+        took_ms=_ms(started),
+        notes=["No query: the most recently changed items that match the filters."],
+    )
+
+
+@dataclass(frozen=True)
+class LegPlan:
+    """What the legs are asked: the query in its scope, how deep each leg draws, and how
+    much each counts."""
+
+    scope: Scope
+    parsed: ParsedQuery
+    mode: str
+    window: int  # candidates per leg, source and knowledge base (see window_for)
+    weights: dict[str, float]
+    ranker: str  # the lexical leg's: bm25 or ts_rank_cd
+    typos: bool
+    provider: EmbeddingProvider | None
+
+
+def plan_legs(
+    cx: Context,
+    provider: EmbeddingProvider | None,
+    request: SearchRequest,
+    parsed: ParsedQuery,
+    scope: Scope,
+    paging: Paging,
+) -> LegPlan:
+    """The legs' plan: the request's options over the defaults, drawn deep enough for this page."""
+    return LegPlan(
+        scope=scope,
+        parsed=parsed,
+        mode=request.mode,
+        window=window_for(paging.depth(request.limit)),
+        weights=default_weights(provider) | (request.weights or {}),
+        ranker=request.ranker or cx.settings.lexical_ranker,
+        typos=request.typos,
+        provider=provider,
+    )
+
+
+@dataclass
+class LegsRun:
+    """The legs that ran (or failed), in priority order, and the lexical leg's queries."""
+
+    legs: list[Leg]
+    tsq: TsQueries  # empty when the lexical leg did not run or failed
+    ranker: str
+
+    def reports(self) -> dict[str, LegReport]:
+        return {
+            leg.name: LegReport(
                 ran=leg.ran,
                 error=leg.error,
                 candidates=len(leg.hits),
                 ms=round(leg.ms, 2),
                 plan=leg.plan,
                 weight=leg.weight,
-                ranker=ranker if leg.name == "lexical" else None,
+                ranker=self.ranker if leg.name == "lexical" else None,
             )
-            if leg.error:
-                degraded.append(f"{leg.name}: {leg.error}")
-        fused = fuse([leg for leg in legs if leg.ran], k=RRF_K)
-        candidates = fused
-        if request.group_by_page:
-            fused = group_by_page(conn, scope, fused, tsq)
-        remaining = [f for f in fused if _key(f) not in served]
-        page = remaining[: request.limit]
-        rows = hydrate(conn, scope, page, tsq)
-        if request.group_by_page:
-            counts = {f.target: getattr(f, "more_on_page", 0) for f in page}
-            for row in rows:
-                row.more_on_page = counts.get(_row_target(row), 0)
-        leg_rows: dict[str, list[Row]] = {}
-        if request.explain:
-            for row, item in zip(rows, [f for f in page if _visible(f, rows)], strict=False):
-                row.explain = explaining.row_explain(item)
-            leg_rows = explaining.leg_lists(
-                conn, scope, legs, candidates, request.limit, tsq
-            )
-        absent = None
-        if request.explain_target:
-            absent = explaining.explain_target(
-                conn,
-                explaining.ExplainRequest(
-                    target=request.explain_target,
-                    scope=scope,
-                    tsq=tsq,
-                    candidates=candidates,
-                    page=page,
-                    served=served,
-                    legs=legs,
-                    window=window,
-                    provider=provider,
-                ),
-            )
-        next_cursor = None
-        notes: list[str] = []
-        if len(remaining) > request.limit:
-            served_now = served | {_key(f) for f in page}
-            if len(served_now) + request.limit > MAX_CURSOR_TARGETS:
-                notes.append(
-                    f"Results are paged up to {MAX_CURSOR_TARGETS:,}; narrow the query or "
-                    "add filters to see what lies deeper."
-                )
-            else:
-                secret = secret or workspace_secret(conn, cx.actor.workspace_id)
-                next_cursor = _encode_cursor(request, served_now, secret)
-        pending = waiting_for_embeddings(conn, scope.workspace_id)
-        corrections = _user_corrections(conn, parsed, tsq.corrections)
-    return SearchResponse(
-        query=parsed.text,
-        mode=request.mode,
-        rows=rows,
-        legs=reports,
-        degraded=degraded,
-        pending_embeddings=pending,
-        is_question=parsed.is_question,
-        next_cursor=next_cursor,
-        absent=absent,
-        took_ms=_ms(started),
-        notes=notes,
-        corrections=corrections,
-        leg_rows=leg_rows,
+            for leg in self.legs
+        }
+
+    def degraded(self) -> list[str]:
+        """A line per leg that failed: a degraded search answers with the other leg."""
+        return [f"{leg.name}: {leg.error}" for leg in self.legs if leg.error]
+
+
+def run_legs(conn: Conn, cx: Context, plan: LegPlan) -> LegsRun:
+    """The lexical leg on `conn`, the vector leg beside it on a connection of its own when the
+    mode is hybrid and one is free at once (else after it, on `conn`)."""
+    legs: list[Leg] = []
+    tsq = TsQueries("", "", "")
+    vector_job = VectorJob(
+        plan.scope,
+        plan.parsed,
+        plan.provider,
+        plan.window,
+        plan.weights["vector"],
+        cx.settings.embed_timeout_ms,
+        cx.search_runtime,
     )
+    parallel: Future[Leg | None] | None = None
+    if plan.mode == "hybrid" and isinstance(cx.db, ConnectionPool):
+        parallel = cx.search_runtime.leg_threads.submit(
+            _vector_on_own_connection, cx.db, vector_job
+        )
+    if plan.mode in ("hybrid", "lexical"):
+        leg, tsq = _run_lexical(conn, plan)
+        legs.append(leg)
+    if plan.mode in ("hybrid", "vector"):
+        vector = parallel.result() if parallel is not None else None
+        legs.append(vector if vector is not None else _run_vector(conn, tsq, vector_job))
+    return LegsRun(legs, tsq, plan.ranker)
+
+
+def fuse_legs(ran: LegsRun) -> list[Fused]:
+    """Every candidate of the legs that ran, by weighted reciprocal rank (search/fusion.py)."""
+    return fuse([leg for leg in ran.legs if leg.ran], k=RRF_K)
+
+
+@dataclass(frozen=True)
+class Page:
+    """The fused candidates, and the ones this page shows."""
+
+    candidates: list[Fused]  # every fused candidate, before grouping and paging
+    items: list[Fused]  # this page's, grouped by page when asked, past what was served
+    more: bool  # whether rows remain after this page
+    grouped: bool  # one row per page, each counting the other matches on its page
+
+    @property
+    def targets(self) -> list[tuple[str, UUID]]:
+        return [item.target for item in self.items]
+
+
+def group_and_page(
+    conn: Conn,
+    plan: LegPlan,
+    candidates: list[Fused],
+    tsq: TsQueries,
+    paging: Paging,
+    request: SearchRequest,
+) -> Page:
+    """This page's candidates: grouped by page when asked, without those earlier pages served,
+    at most `limit`."""
+    grouped = candidates
+    if request.group_by_page:
+        grouped = group_by_page(conn, plan.scope, candidates, tsq)
+    remaining = [f for f in grouped if cursor_key(f.target) not in paging.served]
+    more = len(remaining) > request.limit
+    return Page(candidates, remaining[: request.limit], more, request.group_by_page)
+
+
+def hydrate_page(conn: Conn, scope: Scope, page: Page, tsq: TsQueries) -> list[Row]:
+    """The page's rows as shown (rows whose item vanished since ranking are left out), each
+    with the count of other matches on its page when grouped."""
+    rows = hydrate(conn, scope, page.items, tsq)
+    if page.grouped:
+        counts = {item.target: item.more_on_page for item in page.items}
+        for row in rows:
+            row.more_on_page = counts.get(_row_target(row), 0)
+    return rows
+
+
+@dataclass(frozen=True)
+class Explained:
+    """With explain: each leg's own first rows; with explain_target: why it is (not) shown."""
+
+    leg_rows: dict[str, list[Row]] = field(default_factory=dict)
+    absent: dict[str, Any] | None = None
+
+
+def explain_page(
+    conn: Conn,
+    request: SearchRequest,
+    plan: LegPlan,
+    ran: LegsRun,
+    page: Page,
+    rows: list[Row],
+    paging: Paging,
+) -> Explained:
+    """Sets each row's explanation when asked; each leg's list, and why the target is absent."""
+    leg_rows: dict[str, list[Row]] = {}
+    if request.explain:
+        for row, item in zip(rows, [f for f in page.items if _visible(f, rows)], strict=False):
+            row.explain = explaining.row_explain(item)
+        leg_rows = explaining.leg_lists(
+            conn, plan.scope, ran.legs, page.candidates, request.limit, ran.tsq
+        )
+    absent = None
+    if request.explain_target:
+        absent = explaining.explain_target(
+            conn,
+            explaining.ExplainRequest(
+                target=request.explain_target,
+                scope=plan.scope,
+                tsq=ran.tsq,
+                candidates=page.candidates,
+                page=page.items,
+                served=paging.served,
+                legs=ran.legs,
+                window=plan.window,
+                provider=plan.provider,
+            ),
+        )
+    return Explained(leg_rows, absent)
+
+
+# -- helpers ----------------------------------------------------------------------------------
 
 
 def _user_corrections(conn: Conn, parsed: ParsedQuery, lexemes: dict[str, str]) -> dict[str, str]:
@@ -419,23 +523,15 @@ def _row_target(row: Row) -> tuple[str, UUID]:
     return kind, row.id
 
 
-def _run_lexical(
-    conn: Conn,
-    scope: Scope,
-    parsed: ParsedQuery,
-    window: int,
-    weight: float,
-    ranker: str,
-    typos: bool,
-) -> tuple[Leg, TsQueries]:
-    leg = Leg("lexical", weight=weight)
+def _run_lexical(conn: Conn, plan: LegPlan) -> tuple[Leg, TsQueries]:
+    leg = Leg("lexical", weight=plan.weights["lexical"])
     tsq = TsQueries("", "", "")
     started = time.perf_counter()
     try:
         # A savepoint, so a failing leg leaves the transaction usable for the other one.
         with conn.transaction():
-            tsq = build_tsqueries(conn, parsed, scope.workspace_id, typos=typos)
-            leg.hits = lexical_leg(conn, scope, tsq, cap=window, ranker=ranker)
+            tsq = build_tsqueries(conn, plan.parsed, plan.scope.workspace_id, typos=plan.typos)
+            leg.hits = lexical_leg(conn, plan.scope, tsq, cap=plan.window, ranker=plan.ranker)
     except psycopg.Error as exc:
         log.warning("lexical leg failed: %s", exc)
         leg.error = f"failed ({type(exc).__name__})"
@@ -506,58 +602,3 @@ def _run_vector(conn: Conn, tsq: TsQueries, job: VectorJob) -> Leg:
 
 def _ms(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 2)
-
-
-# -- cursors ----------------------------------------------------------------------------------
-
-
-def _key(item: Fused) -> str:
-    return f"{item.target[0][0]}{item.target[1].hex}"
-
-
-def _fingerprint(request: SearchRequest) -> str:
-    shape = json.dumps(
-        [
-            request.query,
-            sorted(map(str, request.kb_ids or [])),
-            sorted(request.kinds or []),
-            [vars(t) for t in request.tags or []],
-            request.mode,
-            request.weights,
-            request.ranker,
-            request.typos,
-            request.group_by_page,
-        ],
-        default=str,
-        sort_keys=True,
-    )
-    return hashlib.sha256(shape.encode()).hexdigest()[:16]
-
-
-def _encode_cursor(request: SearchRequest, served: set[str], secret: bytes) -> str:
-    return seal(secret, {"v": 2, "q": _fingerprint(request), "s": sorted(served)})
-
-
-def _decode_cursor(request: SearchRequest, secret: bytes) -> set[str]:
-    """The targets already served by earlier pages of the same query; InvalidCursor (400)
-    for a cursor of any other shape, or one this workspace did not sign."""
-    payload = unseal(
-        secret,
-        request.cursor,
-        what="cursor",
-        max_chars=MAX_CURSOR_CHARS,
-        max_inflated=MAX_CURSOR_INFLATED_BYTES,
-    )
-    served = payload.get("s") if isinstance(payload, dict) else None
-    if (
-        not isinstance(served, list)
-        or len(served) > MAX_CURSOR_TARGETS
-        or not all(isinstance(k, str) and _TARGET_KEY.fullmatch(k) for k in served)
-        or not isinstance(payload.get("q"), str)
-    ):
-        raise InvalidCursor("The cursor is not valid. Start again without a cursor.")
-    if payload["q"] != _fingerprint(request):
-        raise InvalidCursor(
-            "The cursor belongs to another query or other filters. Start again without it."
-        )
-    return set(served)
