@@ -14,10 +14,13 @@ from typing import Any
 from uuid import UUID
 
 from subspace.db.pool import Conn
+from subspace.search import kinds as registry
 from subspace.search.analysis import fold, fold_with_offsets
-from subspace.search.filters import Scope, file_visible, mail_visible, page_visible
+from subspace.search.filters import Scope
+from subspace.search.fragments import Fragment, bind
 from subspace.search.fusion import Fused
-from subspace.search.lexical import Fragment, TsQueries, bind
+from subspace.search.lexical import TsQueries
+from subspace.search.refs import parse_ref
 
 START, STOP = "\ue000", "\ue001"  # private-use characters: never in stored text after cleaning
 SHORT_TEXT = 400  # texts up to this long are shown whole, with every match highlighted
@@ -32,7 +35,6 @@ _FRAGMENTS = (
 _IDENTIFIER = re.compile(r"\S*[^\W_][-./@:_\\][^\W_]\S*")
 _PART = re.compile(r"[^\W_]+")
 STEM_SUFFIX = 3  # letters the English stemmer takes off a word at most (examples -> exampl)
-ROW_TYPES = {"page": "page", "node": "node", "memory": "mem", "file": "file", "mail": "mail"}
 
 
 @dataclass
@@ -184,63 +186,28 @@ def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return merged
 
 
+# Row fields an item's own columns fill, beyond those every kind has.
+_ITEM_COLUMNS = {"mail": ("sender", "sent_at")}
+_ITEM_FIELDS = {"page": "page_id", "file": "file_id", "mail": "mail_id"}  # Row's id of the item
+
+
 def hydrate(conn: Conn, scope: Scope, fused: list[Fused], tsq: TsQueries) -> list[Row]:
     """Rows for `fused`, in the same order; items no longer visible are left out. Passages
     are marked for `tsq`'s any-words query and its lexemes (no query: nothing is marked)."""
-    # The visibility predicates name the scope's parameters (filters.Scope.params).
-    visible = Fragment("", scope.params())
     by_kind: dict[str, list[Fused]] = {}
-    for row in fused:
-        by_kind.setdefault(row.target[0], []).append(row)
+    for item in fused:
+        by_kind.setdefault(item.target[0], []).append(item)
     details: dict[tuple[str, UUID], dict[str, Any]] = {}
-    if "node" in by_kind:
-        ids = [r.target[1] for r in by_kind["node"]]
-        marked = _headline("n.text", tsq.any_words)
-        for d in conn.execute(
-            f"select n.id, n.text as full_text, {marked.sql} as marked, n.page_id, "
-            "p.title, p.kb_id, n.created_at, n.updated_at, "
-            "n.props->'memory' = 'true'::jsonb as is_memory "
-            "from kb.nodes n join kb.pages p on p.workspace_id = n.workspace_id "
-            f"and p.id = n.page_id where n.workspace_id = %(ws)s and n.id = any(%(ids)s) "
-            f"and {page_visible('p')}",
-            bind(visible, marked, Fragment("", {"ids": ids})),
-        ):
-            details[("node", d["id"])] = d
-        crumbs = breadcrumbs(conn, scope.workspace_id, ids)
-        for key, d in details.items():
-            if key[0] == "node":
-                d["breadcrumb"] = [d["title"] or "Untitled", *crumbs.get(key[1], [])]
-    if "page" in by_kind:
-        marked = _headline("p.title", tsq.any_words)
-        for d in conn.execute(
-            f"select p.id, {marked.sql} as marked, p.title, p.kb_id, p.created_at, "
-            f"p.updated_at from kb.pages p where p.workspace_id = %(ws)s "
-            f"and p.id = any(%(ids)s) and {page_visible('p')}",
-            bind(visible, marked, Fragment("", {"ids": [r.target[1] for r in by_kind["page"]]})),
-        ):
-            details[("page", d["id"])] = d
-    if "file" in by_kind:
-        refs = {r.target[1]: int(r.best_hit.ref.rsplit(":", 1)[1]) for r in by_kind["file"]}
-        marked = _headline("c.text", tsq.any_words)
-        for d in conn.execute(
-            f"select f.id, f.name as title, {marked.sql} as marked, f.kb_id, "
-            "f.created_at, f.updated_at from kb.files f join search.file_chunks c "
-            "on c.workspace_id = f.workspace_id and c.file_id = f.id "
-            "join unnest(%(ids)s::uuid[], %(ns)s::int[]) as want(id, n) "
-            "on want.id = f.id and want.n = c.n "
-            f"where f.workspace_id = %(ws)s and c.enabled and {file_visible('f')}",
-            bind(visible, marked, Fragment("", {"ids": list(refs), "ns": list(refs.values())})),
-        ):
-            details[("file", d["id"])] = d
-    if "mail" in by_kind:
-        marked = _headline("m.body_text", tsq.any_words)
-        for d in conn.execute(
-            "select m.id, m.subject as title, m.sender, m.sent_at, m.kb_id, m.created_at, "
-            f"m.updated_at, {marked.sql} as marked from kb.mail m "
-            f"where m.workspace_id = %(ws)s and m.id = any(%(ids)s) and {mail_visible('m')}",
-            bind(visible, marked, Fragment("", {"ids": [r.target[1] for r in by_kind["mail"]]})),
-        ):
-            details[("mail", d["id"])] = d
+    for target, items in by_kind.items():
+        query = _details_sql(scope, registry.get(target), items, tsq)
+        for d in conn.execute(query.sql, query.params):
+            details[(target, d["id"])] = d
+        if target == "node":  # bullets sit in a tree: their ancestors say where they are
+            ids = [ident for kind, ident in details if kind == target]
+            crumbs = breadcrumbs(conn, scope.workspace_id, ids)
+            for ident in ids:
+                d = details[(target, ident)]
+                d["breadcrumb"] = [d["title"] or "Untitled", *crumbs.get(ident, [])]
     rows = []
     for item in fused:
         found = details.get(item.target)
@@ -249,11 +216,56 @@ def hydrate(conn: Conn, scope: Scope, fused: list[Fused], tsq: TsQueries) -> lis
     return rows
 
 
+def _details_sql(
+    scope: Scope, spec: registry.KindSpec, items: list[Fused], tsq: TsQueries
+) -> Fragment:
+    """The rows of `spec` the hits of `items` name by their refs, with their items' titles and
+    knowledge bases, when no reason the registry declares hides them now."""
+    a, item = spec.alias, spec.item
+    i = a if spec.in_item_table else item.alias
+    # The times of what a hit stands for: a bullet's own, a file's rather than its chunk's.
+    times = i if spec.key == spec.item_key else a
+    sharing = [k for k in registry.registered() if k.target_kind == spec.target_kind]
+    marked = _headline(f"{a}.{spec.text}", tsq.any_words)
+    columns = [
+        f"{a}.{spec.key} as id", f"{marked.sql} as marked", f"{i}.{item.title} as title",
+        f"{i}.{item.kb} as kb_id", f"{i}.{item.key} as item_id", f"{times}.created_at",
+        f"{times}.updated_at", *(f"{i}.{column}" for column in _ITEM_COLUMNS.get(item.name, ())),
+        *(f"coalesce({k.only(a)}, false) as only_{n}" for n, k in enumerate(sharing) if k.only),
+    ]  # fmt: skip
+    # Each hit names its row by its ref's values (a file's chunk: the file and the number).
+    refs = [parse_ref(hit.best_hit.ref) for hit in items]
+    wanted = [ref for ref in refs if ref is not None and len(ref.more) == len(spec.ref) - 1]
+    values: list[list[Any]] = [[ref.id for ref in wanted]]
+    values += [[ref.more[n] for ref in wanted] for n in range(len(spec.ref) - 1)]
+    join = "" if spec.in_item_table else f" join {item.table} {i} on {spec.item_link()}"
+    if len(spec.ref) == 1:
+        where = f"{a}.{spec.ref[0]} = any(%(ref_0)s)"
+    else:
+        arrays = ", ".join(
+            f"%(ref_{n})s::{'uuid' if n == 0 else 'int'}[]" for n in range(len(spec.ref))
+        )
+        names = ", ".join(f"v{n}" for n in range(len(spec.ref)))
+        on = " and ".join(f"want.v{n} = {a}.{column}" for n, column in enumerate(spec.ref))
+        join += f" join unnest({arrays}) as want({names}) on {on}"
+        where = "true"
+    sql = (
+        f"select {', '.join(columns)} from {spec.table} {a}{join} where {a}.workspace_id = "
+        f"%(ws)s and {where} and {spec.row_visible()} and {item.visible(i)}"
+    )
+    wanted_values = Fragment("", {f"ref_{n}": column for n, column in enumerate(values)})
+    # The visibility conditions name the scope's parameters (filters.Scope.params).
+    return Fragment(sql, bind(Fragment("", scope.params()), marked, wanted_values))
+
+
 def _row(scope: Scope, item: Fused, d: dict[str, Any], lexemes: Collection[str]) -> Row:
     kind, ident = item.target
+    spec = registry.get(kind)
+    sharing = [k for k in registry.registered() if k.target_kind == kind]
+    shown = next((k for n, k in enumerate(sharing) if k.only is None or d.get(f"only_{n}")), spec)
     passage, spans = unfold_headline(d.get("original") or "", d.get("marked") or "", lexemes)
     row = Row(
-        type="mem" if kind == "node" and d.get("is_memory") else ROW_TYPES[kind],
+        type=shown.row_type,
         id=ident,
         ref=item.best_hit.ref,
         title=d.get("title") or "",
@@ -265,18 +277,12 @@ def _row(scope: Scope, item: Fused, d: dict[str, Any], lexemes: Collection[str])
         legs={leg: LegScore(rank, hit.score) for leg, (rank, hit) in item.hits.items()},
         created_at=d["created_at"],
         updated_at=d["updated_at"],
+        breadcrumb=d.get("breadcrumb", []),
+        sender=d.get("sender"),
+        sent_at=d.get("sent_at"),
     )
-    if kind == "node":
-        row.page_id = d["page_id"]
-        row.breadcrumb = d.get("breadcrumb", [])
-    elif kind == "page":
-        row.page_id = ident
-    elif kind == "file":
-        row.file_id = ident
-    else:
-        row.mail_id = ident
-        row.sender = d.get("sender")
-        row.sent_at = d.get("sent_at")
+    if spec.item.name in _ITEM_FIELDS:
+        setattr(row, _ITEM_FIELDS[spec.item.name], d["item_id"])
     return row
 
 
