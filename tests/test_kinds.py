@@ -10,9 +10,10 @@ from uuid import UUID
 import pytest
 
 from subspace import commands
+from subspace.agents.tools import call_tool, kb_grep
 from subspace.commands.pages import resolve_kb
 from subspace.context import Context
-from subspace.errors import InvalidInput
+from subspace.errors import InvalidInput, NotFound
 from subspace.runtime import Database
 from subspace.search import kinds
 from subspace.search.filters import resolve_scope
@@ -184,3 +185,36 @@ def test_memories_and_bullets_share_a_table_and_the_kinds_filter_tells_them_apar
     response = run(cx, "otter", mode="lexical", kinds=wanted)
     assert {row.type.replace("mem", "memory") for row in response.rows} == found
     assert len(response.rows) == len(found)
+
+
+def test_a_registered_kind_is_shown_explained_grepped_and_read(notes: Notes, cx: Context) -> None:
+    wanted = notes.add("a quetzal nests in the cloud forest", title="Birds")
+    other = notes.add("the quetzal flew off", title="Sightings")
+
+    rows = run(cx, "quetzal nests", mode="lexical").rows
+    assert [(r.type, r.id, r.ref, r.title) for r in rows] == [
+        ("note", wanted, f"note:{wanted}", "Birds"), ("note", other, f"note:{other}", "Sightings")
+    ]  # fmt: skip
+    assert [rows[0].passage[a:b] for a, b in rows[0].highlights] == ["quetzal", "nests"]
+
+    grep = kb_grep(cx, "QUETZAL")
+    assert [(m.ref, m.title, m.count) for m in grep.matches] == sorted(
+        [(f"note:{wanted}", "Birds", 1), (f"note:{other}", "Sightings", 1)],
+        key=lambda m: str(m[0]).split(":")[1],
+    )
+    assert call_tool(cx, None, "kb.read", {"ref": f"note:{wanted}"}) == (
+        f"# Birds (note:{wanted})\na quetzal nests in the cloud forest"
+    )
+
+    # One of its declared reasons hides it: explain names that reason, grep and read agree.
+    notes.archive(wanted)
+    response = run(cx, "quetzal nests", mode="lexical", explain_target=f"note:{wanted}")
+    assert wanted not in [r.id for r in response.rows]
+    assert response.absent == {
+        "target": f"note:{wanted}", "shown": False, "reasons": ["filtered: archived"]
+    }  # fmt: skip
+    bare = run(cx, "quetzal", mode="lexical", explain_target=str(wanted))
+    assert bare.absent is not None and bare.absent["reasons"] == ["filtered: archived"]
+    assert [m.ref for m in kb_grep(cx, "quetzal").matches] == [f"note:{other}"]
+    with pytest.raises(NotFound):
+        call_tool(cx, None, "kb.read", {"ref": f"note:{wanted}"})
