@@ -9,8 +9,18 @@ from uuid import UUID
 
 from subspace.db.pool import Conn
 from subspace.indexer.chunking import Chunk, NodeSource, file_chunks, mail_chunk, page_chunks
+from subspace.search import kinds as registry
 
-ITEM_KINDS = ("page", "file", "mail")
+ITEM_KINDS = ("page", "file", "mail")  # the items chunked here, by the kinds' item names
+# The reasons after which an item has nothing to embed (no text, or none wanted): its
+# embeddings are pruned. The other reasons (archived, disabled, excluded) keep them, and
+# search hides the item by the same reasons.
+GONE = ("deleted", "processing")
+
+
+def _present(item: registry.ItemSpec, alias: str) -> str:
+    """SQL: none of the GONE reasons holds for the item at `alias`."""
+    return registry.joined(tuple(r for r in item.reasons if r.name in GONE), alias)
 
 
 @dataclass(frozen=True, order=True)
@@ -47,15 +57,19 @@ def desired_chunks(
 
 
 def _pages(conn: Conn, ws: UUID, ids: list[UUID]) -> dict[UUID, list[Chunk]]:
+    node = registry.get("node")
+    page, pa, na = node.item, node.item.alias, node.alias
     pages = conn.execute(
-        "select id, kb_id, title, updated_at from kb.pages "
-        "where workspace_id = %s and id = any(%s) and deleted_at is null",
+        f"select {pa}.{page.key} as id, {pa}.{page.kb} as kb_id, {pa}.{page.title} as title, "
+        f"{pa}.updated_at from {page.table} {pa} where {pa}.workspace_id = %s "
+        f"and {pa}.{page.key} = any(%s) and {_present(page, pa)}",
         (ws, ids),
     ).fetchall()
     nodes: dict[UUID, list[NodeSource]] = defaultdict(list)
     for row in conn.execute(
-        "select page_id, id, text, props->'memory' = 'true'::jsonb as is_memory, updated_at "
-        "from kb.nodes where workspace_id = %s and page_id = any(%s)",
+        f"select {na}.{node.item_key} as page_id, {na}.{node.key} as id, {na}.{node.text} as text, "
+        f"{registry.is_memory(na)} as is_memory, {na}.updated_at from {node.table} {na} "
+        f"where {na}.workspace_id = %s and {na}.{node.item_key} = any(%s)",
         (ws, [p["id"] for p in pages]),
     ):
         nodes[row["page_id"]].append(
@@ -68,17 +82,21 @@ def _pages(conn: Conn, ws: UUID, ids: list[UUID]) -> dict[UUID, list[Chunk]]:
 
 
 def _files(conn: Conn, ws: UUID, ids: list[UUID]) -> dict[UUID, list[Chunk]]:
+    chunk = registry.get("file")
+    file, fa, ca = chunk.item, chunk.item.alias, chunk.alias
     files = conn.execute(
-        "select f.id, f.kb_id, t.extracted_at from kb.files f join search.file_text t "
-        "on t.workspace_id = f.workspace_id and t.file_id = f.id "
-        "where f.workspace_id = %s and f.id = any(%s) and f.deleted_at is null "
-        "and f.status = 'ready'",
+        f"select {fa}.{file.key} as id, {fa}.{file.kb} as kb_id, t.extracted_at "
+        f"from {file.table} {fa} join search.file_text t "
+        f"on t.workspace_id = {fa}.workspace_id and t.file_id = {fa}.{file.key} "
+        f"where {fa}.workspace_id = %s and {fa}.{file.key} = any(%s) and {_present(file, fa)}",
         (ws, ids),
     ).fetchall()
+    first, number = chunk.ref  # a chunk is named by its file and its number
     pieces: dict[UUID, list[tuple[int, str]]] = defaultdict(list)
     for row in conn.execute(
-        "select file_id, n, text from search.file_chunks where workspace_id = %s "
-        "and file_id = any(%s) order by file_id, n",
+        f"select {ca}.{first} as file_id, {ca}.{number} as n, {ca}.{chunk.text} as text "
+        f"from {chunk.table} {ca} where {ca}.workspace_id = %s and {ca}.{first} = any(%s) "
+        f"order by {ca}.{first}, {ca}.{number}",
         (ws, [f["id"] for f in files]),
     ):
         pieces[row["file_id"]].append((row["n"], row["text"]))
@@ -88,9 +106,12 @@ def _files(conn: Conn, ws: UUID, ids: list[UUID]) -> dict[UUID, list[Chunk]]:
 
 
 def _mail(conn: Conn, ws: UUID, ids: list[UUID]) -> dict[UUID, list[Chunk]]:
+    spec = registry.get("mail")
+    mail, a = spec.item, spec.alias
     rows = conn.execute(
-        "select id, kb_id, subject, snippet, body_text, updated_at from kb.mail "
-        "where workspace_id = %s and id = any(%s) and deleted_at is null",
+        f"select {a}.{mail.key} as id, {a}.{mail.kb} as kb_id, {a}.{mail.title} as subject, "
+        f"{a}.snippet, {a}.{spec.text} as body_text, {a}.updated_at from {mail.table} {a} "
+        f"where {a}.workspace_id = %s and {a}.{mail.key} = any(%s) and {_present(mail, a)}",
         (ws, ids),
     ).fetchall()
     found: dict[UUID, list[Chunk]] = {}
@@ -106,20 +127,23 @@ def all_targets(
     conn: Conn, *, workspace_id: UUID | None = None, kb_id: UUID | None = None
 ) -> list[IndexTarget]:
     """Every live page, file and mail (of one workspace or knowledge base), in a stable order."""
-    clauses, params = ["deleted_at is null"], []
-    if workspace_id is not None:
-        clauses.append("workspace_id = %s")
-        params.append(workspace_id)
-    if kb_id is not None:
-        clauses.append("kb_id = %s")
-        params.append(kb_id)
-    where = " and ".join(clauses)
-    rows = conn.execute(
-        f"select workspace_id, 'page' as kind, id from kb.pages where {where} "
-        f"union all select workspace_id, 'file', id from kb.files where {where} "
-        f"and status = 'ready' "
-        f"union all select workspace_id, 'mail', id from kb.mail where {where} "
-        "order by 1, 2, 3",
-        params * 3,
-    ).fetchall()
+    items = {item.name: item for item in registry.items()}
+    parts: list[str] = []
+    params: list[object] = []
+    for name in ITEM_KINDS:
+        item = items[name]
+        a = item.alias
+        clauses = [_present(item, a)]
+        params.append(name)
+        if workspace_id is not None:
+            clauses.append(f"{a}.workspace_id = %s")
+            params.append(workspace_id)
+        if kb_id is not None:
+            clauses.append(f"{a}.{item.kb} = %s")
+            params.append(kb_id)
+        parts.append(
+            f"select {a}.workspace_id, %s::text as kind, {a}.{item.key} as id "
+            f"from {item.table} {a} where {' and '.join(clauses)}"
+        )
+    rows = conn.execute(" union all ".join(parts) + " order by 1, 2, 3", params).fetchall()
     return [IndexTarget(r["workspace_id"], r["kind"], r["id"]) for r in rows]
