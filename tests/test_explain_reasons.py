@@ -13,6 +13,7 @@ from subspace.db.pool import Conn
 from subspace.ingest.worker import extract_pending
 from subspace.runtime import Database
 from subspace.search import kinds as registry
+from subspace.search.filters import TagFilter
 from tests.search_helpers import ids, index, run
 
 
@@ -121,3 +122,34 @@ def test_every_declared_reason_hides_from_the_legs_and_explain_names_it(
         assert explained.absent is not None, case
         filtered = [r for r in explained.absent["reasons"] if r.startswith("filtered:")]
         assert filtered == [f"filtered: {reason.label}"], case
+
+
+def test_a_tag_filter_hides_by_the_legs_condition_and_explain_names_the_failing_filter(
+    database: Database, cx: Context
+) -> None:
+    status = commands.create_tag(cx, "status", "text")
+    size = commands.create_tag(cx, "size", "number")
+    draft = commands.create_page(cx, "Draft")
+    memo = commands.add_node(cx, draft.id, "the kestrel hovers", props={"memory": True})
+    mail = commands.add_mail(cx, message_id="<k@x>", subject="kestrel", body_text="Seen.")
+    commands.set_tag(cx, status.id, "page", draft.id, "Draft")
+    commands.set_tag(cx, size.id, "page", draft.id, 3)
+    commands.set_tag(cx, status.id, "mail", mail.id, "final")
+    index(database, cx)
+    tags = [TagFilter("status", "eq", "draft"), TagFilter("size", "gt", 5)]
+    for mode in ("lexical", "vector"):
+        assert memo.id not in ids(run(cx, "kestrel", mode=mode, tags=tags, limit=20)), mode
+    explained = run(cx, "kestrel", tags=tags, explain_target=f"mem:{memo.id}")
+    assert explained.absent is not None
+    assert explained.absent["reasons"] == ["filtered: tag size gt 5.0"]
+    for_mail = run(cx, "kestrel", tags=tags, explain_target=f"mail:{mail.id}")
+    assert for_mail.absent is not None
+    assert for_mail.absent["reasons"] == [
+        "filtered: tag status eq draft",
+        "filtered: tag size gt 5.0",
+    ]
+
+    # Each leg's list explains its memory rows too (a memory's hit counts as its node).
+    rows = run(cx, "kestrel", explain=True).leg_rows["lexical"]
+    assert {(r.type, r.id) for r in rows} == {("mem", memo.id), ("mail", mail.id)}
+    assert all(r.explain is not None for r in rows)

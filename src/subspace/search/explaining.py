@@ -12,7 +12,7 @@ from uuid import UUID
 from subspace.db.pool import Conn
 from subspace.providers.base import EmbeddingProvider
 from subspace.search import kinds as registry
-from subspace.search.filters import Scope, tag_predicates
+from subspace.search.filters import Scope, tag_filter
 from subspace.search.fragments import Fragment, bind
 from subspace.search.fusion import RRF_K, Fused, Leg, dedupe
 from subspace.search.hydrate import Row, hydrate
@@ -50,8 +50,9 @@ def leg_lists(
         items = [by_target[hit.target] for hit in dedupe(leg.hits)[:limit]]
         rows = hydrate(conn, scope, items, tsq)
         explained = {item.target: row_explain(item) for item in items}
+        targets = {spec.row_type: spec.target_kind for spec in registry.registered()}
         for row in rows:
-            row.explain = explained.get(({"mem": "node"}.get(row.type, row.type), row.id))
+            row.explain = explained.get((targets.get(row.type, row.type), row.id))
         lists[leg.name] = rows
     return lists
 
@@ -131,7 +132,7 @@ def _holder(conn: Conn, scope: Scope, spec: registry.KindSpec, ref: Ref) -> _Hol
     )
     found = conn.execute(
         f"select {', '.join(columns)} from {source} limit 1",
-        bind(Fragment("", scope.params()), params),
+        bind(scope.shared(), params),
     ).fetchone()
     if found is None:
         return None
@@ -147,10 +148,11 @@ def _tag_reasons(conn: Conn, scope: Scope, item: registry.ItemSpec, ident: UUID)
     reasons = []
     for tag in scope.tags:
         single = replace(scope, tags=[tag])  # one filter at a time, to name the one that fails
+        tagged = tag_filter(single, "t", item.name, item.key)
         row = conn.execute(
             f"select 1 from {item.table} t where t.workspace_id = %(ws)s "
-            f"and t.{item.key} = %(id)s{tag_predicates(single, 't', item.name)}",
-            single.params() | {"id": ident},
+            f"and t.{item.key} = %(id)s{tagged.sql}",
+            bind(single.shared(), tagged, Fragment("", {"id": ident})),
         ).fetchone()
         if row is None:
             shown = " and ".join(map(str, tag.values))

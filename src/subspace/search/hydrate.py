@@ -254,8 +254,8 @@ def _details_sql(
         f"%(ws)s and {where} and {spec.row_visible()} and {item.visible(i)}"
     )
     wanted_values = Fragment("", {f"ref_{n}": column for n, column in enumerate(values)})
-    # The visibility conditions name the scope's parameters (filters.Scope.params).
-    return Fragment(sql, bind(Fragment("", scope.params()), marked, wanted_values))
+    # The visibility conditions name the parameters every scope binds (%(ws)s, %(user)s).
+    return Fragment(sql, bind(scope.shared(), marked, wanted_values))
 
 
 def _row(scope: Scope, item: Fused, d: dict[str, Any], lexemes: Collection[str]) -> Row:
