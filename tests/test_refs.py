@@ -6,7 +6,11 @@ from uuid import UUID
 
 import pytest
 
+from subspace import commands
 from subspace.agents.refs import parse_ref
+from subspace.agents.tools import call_tool
+from subspace.context import Context
+from subspace.errors import InvalidInput
 from subspace.search import kinds as registry
 from subspace.search.refs import kind_named
 
@@ -46,3 +50,13 @@ def test_a_ref_prefix_names_the_kind_a_hit_counts_as() -> None:
         named = kind_named(spec.prefix)
         assert named is not None and named.target_kind == spec.target_kind
     assert kind_named("mem") == registry.get("memory")
+
+
+def test_node_read_takes_a_memory_or_bullet_ref_and_refuses_others(cx: Context) -> None:
+    page = commands.create_page(cx, "Trip")
+    memo = commands.add_node(cx, page.id, "Keep the receipt", props={"memory": True})
+    for ref in (f"mem:{memo.id}", f"memory:{memo.id}", f"node:{memo.id}", str(memo.id)):
+        shown = call_tool(cx, None, "kb.node.read", {"ref": ref})
+        assert shown.splitlines()[1] == f"- Keep the receipt [memory] (node:{memo.id})", ref
+    with pytest.raises(InvalidInput, match="not a bullet's ref"):
+        call_tool(cx, None, "kb.node.read", {"ref": f"page:{page.id}"})

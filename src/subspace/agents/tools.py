@@ -499,7 +499,7 @@ def _run_node_read(cx: Context, provider: EmbeddingProvider | None, args: BaseMo
 
     parsed = parse_ref(args.ref)
     bare = parsed is not None and ":" not in args.ref.strip()
-    if parsed is None or not (bare or parsed[0] in ("node", "mem", "memory")):
+    if parsed is None or not (bare or parsed[0] == "node"):  # a memory's ref reads as a node
         raise InvalidInput(
             f"ref: {_shown(args.ref)} is not a bullet's ref. Give node:<id> (or the bare id); "
             "read pages, files and mail with kb.read."

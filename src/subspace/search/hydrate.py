@@ -288,15 +288,16 @@ def _row(scope: Scope, item: Fused, d: dict[str, Any], lexemes: Collection[str])
 
 def breadcrumbs(conn: Conn, workspace_id: UUID, node_ids: list[UUID]) -> dict[UUID, list[str]]:
     """The ancestor bullets of each node, outermost first, each cut to a short label."""
+    nodes = registry.get("node").table
     rows = conn.execute(
         "with recursive up(node_id, ancestor_id, depth) as ("
-        " select id, parent_id, 1 from kb.nodes"
+        f" select id, parent_id, 1 from {nodes}"
         " where workspace_id = %(ws)s and id = any(%(ids)s) and parent_id is not null"
         " union all"
-        " select up.node_id, n.parent_id, up.depth + 1 from up join kb.nodes n"
+        f" select up.node_id, n.parent_id, up.depth + 1 from up join {nodes} n"
         " on n.workspace_id = %(ws)s and n.id = up.ancestor_id"
         " where n.parent_id is not null and up.depth < 64"
-        ") select up.node_id, up.depth, a.text from up join kb.nodes a"
+        f") select up.node_id, up.depth, a.text from up join {nodes} a"
         " on a.workspace_id = %(ws)s and a.id = up.ancestor_id order by up.node_id, up.depth desc",
         {"ws": workspace_id, "ids": node_ids},
     ).fetchall()
