@@ -100,3 +100,19 @@ def test_only_grouped_rows_count_the_other_matches_on_their_page(
     assert [row.more_on_page for row in flat.rows] == [None, None]
     grouped = run(cx, "heron", mode="lexical", group_by_page=True)
     assert [row.more_on_page for row in grouped.rows] == [1]
+
+
+def test_a_hybrid_search_runs_its_vector_leg_on_a_second_connection(
+    database: Database, cx: Context
+) -> None:
+    page = commands.create_page(cx, "Reef")
+    commands.add_node(cx, page.id, "a grouper under the reef")
+    index(database, cx)
+    run(cx, "grouper")  # opens the pool's second connection, so the next search finds it free
+    database.pool.pop_stats()
+    run(cx, "grouper", mode="lexical")
+    lexical = database.pool.pop_stats().get("requests_num", 0)
+    hybrid = run(cx, "grouper")
+    beside = database.pool.pop_stats().get("requests_num", 0)
+    assert (lexical, beside) == (1, 2)
+    assert hybrid.legs["vector"].ran and hybrid.rows
