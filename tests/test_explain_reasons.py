@@ -4,8 +4,8 @@ hidden by it is found by neither leg, and explain names that reason and no other
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from uuid import UUID
+from dataclasses import dataclass, replace
+from uuid import UUID, uuid4
 
 from subspace import commands
 from subspace.context import Context
@@ -13,6 +13,7 @@ from subspace.db.pool import Conn
 from subspace.ingest.worker import extract_pending
 from subspace.runtime import Database
 from subspace.search import kinds as registry
+from subspace.search.explaining import ASKED_BY_RUN
 from subspace.search.filters import TagFilter
 from tests.search_helpers import ids, index, run
 
@@ -153,3 +154,24 @@ def test_a_tag_filter_hides_by_the_legs_condition_and_explain_names_the_failing_
     rows = run(cx, "kestrel", explain=True).leg_rows["lexical"]
     assert {(r.type, r.id) for r in rows} == {("mem", memo.id), ("mail", mail.id)}
     assert all(r.explain is not None for r in rows)
+
+
+def test_a_search_for_sources_explains_the_bullets_of_answer_runs_it_leaves_out(
+    database: Database, cx: Context
+) -> None:
+    page = commands.create_page(cx, "Beta")
+    source = commands.add_node(cx, page.id, "the beta ships on friday")
+    asked = commands.add_node(cx, page.id, "/rag beta ships", props={"run": str(uuid4())})
+    index(database, cx)
+    sources = replace(cx, sources_only=True)
+    for mode in ("lexical", "vector"):
+        assert asked.id in ids(run(cx, "beta ships", mode=mode))
+        assert asked.id not in ids(run(sources, "beta ships", mode=mode)), mode
+    explained = run(sources, "beta ships", explain_target=f"node:{asked.id}")
+    assert explained.absent is not None
+    assert explained.absent["reasons"] == [f"filtered: {ASKED_BY_RUN}"]
+    shown = run(sources, "beta ships", explain_target=f"node:{source.id}")
+    assert shown.absent is not None and shown.absent["shown"]
+    everyone = run(cx, "beta ships", limit=1, explain_target=f"node:{asked.id}")
+    assert everyone.absent is not None
+    assert not [r for r in everyone.absent["reasons"] if r.startswith("filtered:")]
