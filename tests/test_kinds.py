@@ -4,7 +4,7 @@ schema that the search finds without any other module knowing it."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from uuid import UUID
 
 import pytest
@@ -57,7 +57,7 @@ create trigger text_stats_delete after delete on kindtest.notes
 NOTE_ITEM = kinds.ItemSpec("note", "kindtest.notes", "t", "title", (kinds.ARCHIVED,))
 NOTE = kinds.KindSpec(
     "note", NOTE_ITEM, "kindtest.notes", "t", key="id", item_key="id", text="body",
-    tsv="body_tsv", length="body_len", source="note", row_type="note",
+    tsv="body_tsv", length="body_len", source="note", row_type="note", cursor_key="t",
 )  # fmt: skip
 
 
@@ -69,14 +69,19 @@ class Notes:
     cx: Context
     spec: kinds.KindSpec
 
-    def add(self, body: str, *, title: str = "A note", kb_id: UUID | None = None) -> UUID:
-        """A note in `kb_id` (default: the workspace's default knowledge base)."""
+    def add(
+        self, body: str, *, title: str = "A note", kb_id: UUID | None = None,
+        ident: UUID | None = None,
+    ) -> UUID:  # fmt: skip
+        """A note in `kb_id` (default: the workspace's default knowledge base), with the id
+        `ident` when given."""
         with self.cx.transaction() as conn:
             row = conn.execute(
-                "insert into kindtest.notes (workspace_id, kb_id, title, body) "
-                "values (%s, %s, %s, %s) returning id",
-                (self.cx.actor.workspace_id, resolve_kb(self.cx, conn, kb_id), title, body),
-            ).fetchone()
+                "insert into kindtest.notes (workspace_id, id, kb_id, title, body) "
+                "values (%s, coalesce(%s::uuid, gen_random_uuid()), %s, %s, %s) returning id",
+                (self.cx.actor.workspace_id, ident, resolve_kb(self.cx, conn, kb_id), title,
+                 body),
+            ).fetchone()  # fmt: skip
         assert row is not None
         return UUID(str(row["id"]))
 
@@ -218,3 +223,50 @@ def test_a_registered_kind_is_shown_explained_grepped_and_read(notes: Notes, cx:
     assert [m.ref for m in kb_grep(cx, "quetzal").matches] == [f"note:{other}"]
     with pytest.raises(NotFound):
         call_tool(cx, None, "kb.read", {"ref": f"note:{wanted}"})
+
+
+def test_a_cursor_key_taken_by_another_kind_is_refused() -> None:
+    # A note would be listed in cursors by its initial, which nodes use: a cursor could not
+    # tell a note from a node of the same id.
+    with pytest.raises(ValueError, match="which 'node' uses; declare another cursor_key"):
+        kinds.register(replace(NOTE, cursor_key=""))
+    with pytest.raises(ValueError, match="which 'file' uses"):
+        kinds.register(replace(NOTE, cursor_key="f"))
+    with pytest.raises(ValueError, match="one lowercase letter"):
+        kinds.register(replace(NOTE, cursor_key="tt"))
+    assert "note" not in kinds.names()
+    assert {spec.name: spec.cursor_letter for spec in kinds.registered()} == {
+        "page": "p", "node": "n", "memory": "n", "file": "f", "mail": "m"
+    }  # fmt: skip
+
+
+def test_paging_serves_each_note_and_node_once_even_when_their_ids_are_equal(
+    notes: Notes, cx: Context
+) -> None:
+    page = commands.create_page(cx, "Lamps")
+    bullets = [commands.add_node(cx, page.id, f"a lantern {word}").id for word in ("red", "tin")]
+    twin = notes.add("the lantern by the door", ident=bullets[0])  # a note with a node's id
+    notes.add("a lantern in the attic")
+
+    served: list[tuple[str, UUID]] = []
+    cursor = None
+    for _ in range(10):
+        response = run(cx, "lantern", mode="lexical", limit=1, cursor=cursor)
+        served += [(row.type, row.id) for row in response.rows]
+        cursor = response.next_cursor
+        if cursor is None:
+            break
+    assert twin == bullets[0]
+    assert len(served) == len(set(served)) == 4
+    assert {kind for kind, _ in served} == {"note", "node"}
+    assert ("note", twin) in served and ("node", twin) in served
+
+
+def test_grep_leaves_out_the_kinds_that_declare_grep_false(notes: Notes, cx: Context) -> None:
+    page = commands.create_page(cx, "Zebra crossing")  # a page title: grep=False
+    commands.add_node(cx, page.id, "the zebra stripes")
+    notes.add("a zebra note")
+    assert sorted(m.ref.split(":")[0] for m in kb_grep(cx, "zebra").matches) == ["node", "note"]
+    kinds.unregister("note")
+    kinds.register(replace(NOTE, grep=False))  # the fixture forgets it again
+    assert [m.ref.split(":")[0] for m in kb_grep(cx, "zebra").matches] == ["node"]

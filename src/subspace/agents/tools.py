@@ -176,17 +176,15 @@ class GrepSource:
     visible: str
 
 
-NOT_GREPPED = ("page",)  # page titles: kb.read shows them, grep looks in what is written
-
-
 def grep_sources() -> tuple[GrepSource, ...]:
     """The tables grep scans, in order: one per BM25 source of the registry (a memory is a
-    node), with the kinds' visibility. A row stored in its item's table (a mail) is searched
-    with its item's title (the subject) above its text."""
+    node), with the kinds' visibility, but the kinds that declare grep=False (page titles).
+    A row stored in its item's table (a mail) is searched with its item's title (the subject)
+    above its text."""
     found = []
     for source in registry.sources():
         spec = registry.of_source(source)[0]
-        if spec.name in NOT_GREPPED:
+        if not spec.grep:
             continue
         a, item = spec.alias, spec.item
         i = a if spec.in_item_table else item.alias

@@ -23,6 +23,7 @@ from uuid import UUID
 
 from subspace.db.pool import Conn
 from subspace.errors import InvalidCursor
+from subspace.search import kinds as registry
 
 if TYPE_CHECKING:
     from subspace.search.service import SearchRequest
@@ -134,8 +135,9 @@ class NextPage:
 
 
 def cursor_key(target: tuple[str, UUID]) -> str:
-    """How a cursor lists a target: its kind's initial and its id, e.g. "n<32 hex>"."""
-    return f"{target[0][0]}{target[1].hex}"
+    """How a cursor lists a target: its kind's declared letter (KindSpec.cursor_key) and its
+    id, e.g. "n<32 hex>" for a node."""
+    return f"{registry.get(target[0]).cursor_letter}{target[1].hex}"
 
 
 def fingerprint(request: SearchRequest) -> str:

@@ -12,6 +12,7 @@ from uuid import UUID
 from subspace.db.pool import Conn
 from subspace.providers.base import EmbeddingProvider
 from subspace.search import kinds as registry
+from subspace.search.cursors import cursor_key
 from subspace.search.filters import Scope, tag_filter
 from subspace.search.fragments import Fragment, bind
 from subspace.search.fusion import RRF_K, Fused, Leg, dedupe
@@ -196,7 +197,7 @@ def explain_target(conn: Conn, request: ExplainRequest) -> dict[str, Any]:
     for position, item in enumerate(request.page, start=1):
         if item.target == key:
             return {"target": spec, "shown": True, "reasons": [f"shown at position {position}"]}
-    if f"{kind[0]}{ident.hex}" in request.served:
+    if cursor_key(key) in request.served:
         return {"target": spec, "shown": False, "reasons": ["served on an earlier page"]}
     holder = _holder(conn, scope, kind_spec, ref)
     if holder is None:

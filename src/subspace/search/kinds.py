@@ -30,6 +30,7 @@ EmbeddingLink = Callable[[str, str], str]  # SQL joining the row at the first al
 # search.embeddings row at the second
 
 _NAME = re.compile(r"[a-z][a-z_]*")  # kind, item and source names are quoted into SQL
+_CURSOR_LETTER = re.compile(r"[a-z]")  # cursors.py reads a target as one letter and 32 hex
 _QUALIFIED = re.compile(r"[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?")  # a table or a column
 
 
@@ -109,7 +110,10 @@ class KindSpec:
     kinds of the same BM25 `source`. `row_reasons` hide a single row (a disabled chunk);
     `asked_by_run` is true for a row an answer run asked with or wrote (searches that want
     sources only leave those out). `embedding` joins a row to its search.embeddings rows
-    (by default the target id).
+    (by default the target id). `cursor_key` is the letter a cursor lists the kind's targets
+    by before their id ("n<32 hex>"; its target's initial when empty): one letter per target
+    kind, kept for good, since cursors users hold name targets by it. `grep` is false for a
+    kind kb.grep leaves out (page titles: kb.read shows them, grep looks in what is written).
     """
 
     name: str
@@ -130,10 +134,17 @@ class KindSpec:
     row_reasons: tuple[Reason, ...] = ()
     asked_by_run: Condition | None = None
     embedding: EmbeddingLink | None = None
+    cursor_key: str = ""
+    grep: bool = True
 
     @property
     def target_kind(self) -> str:
         return self.target or self.name
+
+    @property
+    def cursor_letter(self) -> str:
+        """The letter cursors list this kind's targets by: "n" for a node and a memory."""
+        return self.cursor_key or self.target_kind[0]
 
     @property
     def prefix(self) -> str:
@@ -201,11 +212,12 @@ MAIL_ITEM = ItemSpec(
 
 PAGE = KindSpec(
     "page", PAGE_ITEM, "kb.pages", "p", key="id", item_key="id", text="title",
-    tsv="title_tsv", length="title_len", source="page", row_type="page",
+    tsv="title_tsv", length="title_len", source="page", row_type="page", grep=False,
+    cursor_key="p",
 )  # fmt: skip
 NODE = KindSpec(
     "node", PAGE_ITEM, "kb.nodes", "n", key="id", item_key="page_id", text="text",
-    tsv="text_tsv", length="text_len", source="node", row_type="node",
+    tsv="text_tsv", length="text_len", source="node", row_type="node", cursor_key="n",
     only=lambda a: f"not coalesce({is_memory(a)}, false)",
     asked_by_run=lambda a: f"{a}.props ? 'run'",
 )  # fmt: skip
@@ -213,14 +225,14 @@ MEMORY = replace(NODE, name="memory", row_type="mem", target="node", only=is_mem
 FILE = KindSpec(
     "file", FILE_ITEM, "search.file_chunks", "c", key="file_id", item_key="file_id",
     text="text", tsv="text_tsv", length="text_len", source="file", row_type="file",
-    ref=("file_id", "n"), row_reasons=(CHUNK_DISABLED,),
+    ref=("file_id", "n"), row_reasons=(CHUNK_DISABLED,), cursor_key="f",
     embedding=lambda a, e: (
         f"{a}.file_id = {e}.item_id and {a}.n = nullif(split_part({e}.ref, ':', 3), '')::int"
     ),
 )  # fmt: skip
 MAIL = KindSpec(
     "mail", MAIL_ITEM, "kb.mail", "m", key="id", item_key="id", text="body_text",
-    tsv="mail_tsv", length="mail_len", source="mail", row_type="mail",
+    tsv="mail_tsv", length="mail_len", source="mail", row_type="mail", cursor_key="m",
 )  # fmt: skip
 
 _REGISTRY: dict[str, KindSpec] = {}
@@ -242,7 +254,20 @@ def register(spec: KindSpec) -> KindSpec:
     for column in columns:
         if not _QUALIFIED.fullmatch(column):
             raise ValueError(f"expected a table or column name, got {column!r}")
+    if not _CURSOR_LETTER.fullmatch(spec.cursor_letter):
+        raise ValueError(f"expected a cursor key of one lowercase letter, got {spec.cursor_key!r}")
     for other in _REGISTRY.values():
+        same_letter = other.cursor_letter == spec.cursor_letter
+        if same_letter and other.target_kind != spec.target_kind:
+            raise ValueError(
+                f"kind {spec.name!r} would list its targets in cursors by "
+                f"{spec.cursor_letter!r}, which {other.name!r} uses; declare another cursor_key"
+            )
+        if not same_letter and other.target_kind == spec.target_kind:
+            raise ValueError(
+                f"kind {spec.name!r} must list its targets in cursors by "
+                f"{other.cursor_letter!r}, as {other.name!r} does: they are the same targets"
+            )
         if other.source == spec.source and (other.table, other.alias) != (spec.table, spec.alias):
             raise ValueError(
                 f"kind {spec.name!r} shares source {spec.source!r} with {other.name!r} "
