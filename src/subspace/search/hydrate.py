@@ -186,11 +186,6 @@ def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return merged
 
 
-# Row fields an item's own columns fill, beyond those every kind has.
-_ITEM_COLUMNS = {"mail": ("sender", "sent_at")}
-_ITEM_FIELDS = {"page": "page_id", "file": "file_id", "mail": "mail_id"}  # Row's id of the item
-
-
 def hydrate(conn: Conn, scope: Scope, fused: list[Fused], tsq: TsQueries) -> list[Row]:
     """Rows for `fused`, in the same order; items no longer visible are left out. Passages
     are marked for `tsq`'s any-words query and its lexemes (no query: nothing is marked)."""
@@ -230,7 +225,7 @@ def _details_sql(
     columns = [
         f"{a}.{spec.key} as id", f"{marked.sql} as marked", f"{i}.{item.title} as title",
         f"{i}.{item.kb} as kb_id", f"{i}.{item.key} as item_id", f"{times}.created_at",
-        f"{times}.updated_at", *(f"{i}.{column}" for column in _ITEM_COLUMNS.get(item.name, ())),
+        f"{times}.updated_at", *(f"{i}.{column}" for column in item.row_columns),
         *(f"coalesce({k.only(a)}, false) as only_{n}" for n, k in enumerate(sharing) if k.only),
     ]  # fmt: skip
     # Each hit names its row by its ref's values (a file's chunk: the file and the number).
@@ -278,11 +273,12 @@ def _row(scope: Scope, item: Fused, d: dict[str, Any], lexemes: Collection[str])
         created_at=d["created_at"],
         updated_at=d["updated_at"],
         breadcrumb=d.get("breadcrumb", []),
-        sender=d.get("sender"),
-        sent_at=d.get("sent_at"),
     )
-    if spec.item.name in _ITEM_FIELDS:
-        setattr(row, _ITEM_FIELDS[spec.item.name], d["item_id"])
+    # The fields the item declares it fills: its id (page_id...) and its own columns (sender).
+    if spec.item.row_id:
+        setattr(row, spec.item.row_id, d["item_id"])
+    for column in spec.item.row_columns:
+        setattr(row, column, d[column])
     return row
 
 

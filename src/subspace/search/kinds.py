@@ -84,7 +84,10 @@ def joined(reasons: tuple[Reason, ...], alias: str) -> str:
 class ItemSpec:
     """What rows of a kind belong to: its table, key, knowledge base, title and reasons.
 
-    `name` is how kb.exclusions and kb.tag_values name it (their target_kind).
+    `name` is how kb.exclusions and kb.tag_values name it (their target_kind). `row_id` is
+    the field of a hydrated row (hydrate.Row) its id fills (page_id), and `row_columns` its
+    columns that fill the row's fields of the same names (a mail's sender and sent_at).
+    Its table has `updated_at`: browsing lists the most recently changed items first.
     """
 
     name: str  # page, file or mail
@@ -94,6 +97,8 @@ class ItemSpec:
     reasons: tuple[Reason, ...]
     key: str = "id"
     kb: str = "kb_id"  # its knowledge base
+    row_id: str = ""
+    row_columns: tuple[str, ...] = ()
 
     def visible(self, alias: str | None = None) -> str:
         """SQL: the item at `alias` (its own alias by default) is hidden for no reason."""
@@ -200,15 +205,17 @@ def is_memory(alias: str) -> str:
 
 
 PAGE_ITEM = ItemSpec(
-    "page", "kb.pages", "p", "title", (ARCHIVED, DELETED, excluded_by_user("page"))
-)
+    "page", "kb.pages", "p", "title", (ARCHIVED, DELETED, excluded_by_user("page")),
+    row_id="page_id",
+)  # fmt: skip
 FILE_ITEM = ItemSpec(
     "file", "kb.files", "f", "name",
-    (DISABLED, PROCESSING, ARCHIVED, DELETED, excluded_by_user("file")),
+    (DISABLED, PROCESSING, ARCHIVED, DELETED, excluded_by_user("file")), row_id="file_id",
 )  # fmt: skip
 MAIL_ITEM = ItemSpec(
-    "mail", "kb.mail", "m", "subject", (ARCHIVED, DELETED, excluded_by_user("mail"))
-)
+    "mail", "kb.mail", "m", "subject", (ARCHIVED, DELETED, excluded_by_user("mail")),
+    row_id="mail_id", row_columns=("sender", "sent_at"),
+)  # fmt: skip
 
 PAGE = KindSpec(
     "page", PAGE_ITEM, "kb.pages", "p", key="id", item_key="id", text="title",
@@ -250,7 +257,8 @@ def register(spec: KindSpec) -> KindSpec:
         if not _NAME.fullmatch(name):
             raise ValueError(f"expected a name of lowercase letters and _, got {name!r}")
     columns = (spec.table, spec.item.table, spec.key, spec.item_key, spec.text, spec.tsv,
-               spec.length, spec.item.key, spec.item.kb, spec.item.title, *spec.ref)  # fmt: skip
+               spec.length, spec.item.key, spec.item.kb, spec.item.title, *spec.ref,
+               *spec.item.row_columns)  # fmt: skip
     for column in columns:
         if not _QUALIFIED.fullmatch(column):
             raise ValueError(f"expected a table or column name, got {column!r}")
