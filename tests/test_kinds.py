@@ -11,6 +11,8 @@ import pytest
 
 from subspace import commands
 from subspace.agents.tools import call_tool, kb_grep
+from subspace.answers.evidence import Evidence, parse_line
+from subspace.answers.strategy import AnswerBullet
 from subspace.commands.pages import resolve_kb
 from subspace.context import Context
 from subspace.errors import InvalidInput, NotFound
@@ -270,3 +272,13 @@ def test_grep_leaves_out_the_kinds_that_declare_grep_false(notes: Notes, cx: Con
     kinds.unregister("note")
     kinds.register(replace(NOTE, grep=False))  # the fixture forgets it again
     assert [m.ref.split(":")[0] for m in kb_grep(cx, "zebra").matches] == ["node"]
+
+
+def test_an_answer_cites_a_registered_kind_by_its_ref(notes: Notes, cx: Context) -> None:
+    wanted = notes.add("herons nest in the reeds")
+    printed = call_tool(cx, None, "kb.search", {"query": "herons nest"})
+    evidence = Evidence(budget=10_000)
+    evidence.add_text(printed)
+    assert evidence.has(f"note:{wanted}")
+    bullet = parse_line(f"- Herons nest in the reeds [NOTE:{wanted}]", evidence)
+    assert bullet == AnswerBullet("Herons nest in the reeds", [f"note:{wanted}"])

@@ -10,19 +10,49 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from urllib.parse import urlsplit
 
 from subspace.answers.prompts import NOTHING_FOUND
 from subspace.answers.strategy import AnswerBullet
+from subspace.search.refs import ref_parts, ref_words
 
 _UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
-REF = re.compile(rf"\b(?:page|node|mem|file|mail):{_UUID}(?::\d+)?\b", re.IGNORECASE)
-# A citation: refs in square brackets, alone or several separated by commas or semicolons.
-_CITATION = re.compile(
-    rf"\[\s*((?:{REF.pattern})(?:\s*[,;]?\s*(?:{REF.pattern}))*)\s*\]", re.IGNORECASE
-)
-_CLOSING_REF = re.compile(rf"\(({REF.pattern})\)$")
-_OPENING_REF = re.compile(rf"^({REF.pattern})(?= \()")
+
+
+@dataclass(frozen=True)
+class RefPatterns:
+    """The regexes that find refs in text, for the kinds registered (search/kinds.py)."""
+
+    ref: re.Pattern[str]  # one ref: page:<uuid>, mem:<uuid>, file:<uuid>:3 (any case)
+    citation: re.Pattern[str]  # refs in square brackets, separated by commas or semicolons
+    closing: re.Pattern[str]  # a ref in parentheses closing a line (search hits, outlines)
+    opening: re.Pattern[str]  # a ref opening a line before " (" (grep matches)
+
+
+@lru_cache(maxsize=8)
+def _compiled(words: tuple[str, ...], parts: int) -> RefPatterns:
+    more = "(?::\\d+)?" if parts == 1 else f"(?::\\d+){{0,{parts}}}"
+    ref = rf"\b(?:{'|'.join(map(re.escape, words))}):{_UUID}{more}\b"
+    return RefPatterns(
+        re.compile(ref, re.IGNORECASE),
+        re.compile(rf"\[\s*((?:{ref})(?:\s*[,;]?\s*(?:{ref}))*)\s*\]", re.IGNORECASE),
+        re.compile(rf"\(({ref})\)$"),
+        re.compile(rf"^({ref})(?= \()"),
+    )
+
+
+def ref_patterns() -> RefPatterns:
+    """The ref regexes for the kinds registered now: their prefixes and row types
+    (refs.ref_words), a UUID, and as many numeric parts as the longest ref has."""
+    return _compiled(ref_words(), ref_parts())
+
+
+def ref_regex() -> re.Pattern[str]:
+    """A ref of any registered kind, as the tools print it: `node:<uuid>`, `file:<uuid>:3`."""
+    return ref_patterns().ref
+
+
 _IMAGE = re.compile(r"!\[([^\]]*)\]\(([^)]*)\)")
 _LINK = re.compile(r"\[([^\]]+)\]\(([^)\s]*)[^)]*\)")
 _AUTOLINK = re.compile(r"<((?:https?|ftp|mailto):[^>\s]*)>", re.IGNORECASE)
@@ -62,13 +92,14 @@ class Evidence:
         parentheses (search hits, outline bullets, headings) or opening it (grep matches).
         Refs inside stored text were not retrieved and stay uncitable; a line's text up to
         its ref serves as the ref's title for "Closest" bullets."""
+        patterns = ref_patterns()
         for line in text.splitlines():
             line = line.rstrip()
-            closing = _CLOSING_REF.search(line)
+            closing = patterns.closing.search(line)
             if closing is not None:
                 self.add(closing.group(1), _title_of(line, closing.start()))
                 continue
-            opening = _OPENING_REF.match(line)
+            opening = patterns.opening.match(line)
             if opening is not None:
                 title = re.match(r"\s*\((.*)\) ×", line[opening.end() :])
                 self.add(opening.group(1), title.group(1) if title else "")
@@ -84,7 +115,8 @@ class Evidence:
 def printed_ref(line: str) -> str | None:
     """The ref a tool printed for the item on `line` (see Evidence.add_text), lower case."""
     line = line.rstrip()
-    found = _CLOSING_REF.search(line) or _OPENING_REF.match(line)
+    patterns = ref_patterns()
+    found = patterns.closing.search(line) or patterns.opening.match(line)
     return found.group(1).lower() if found is not None else None
 
 
@@ -102,16 +134,17 @@ def parse_line(line: str, evidence: Evidence) -> AnswerBullet | None:
     >>> parse_line("- The dam opens at six [node:…]", evidence).text
     'The dam opens at six'
     """
+    patterns = ref_patterns()
     refs: list[str] = []
 
     def keep(match: re.Match[str]) -> str:
-        for ref in REF.findall(match.group(1)):
+        for ref in patterns.ref.findall(match.group(1)):
             ref = ref.lower()
             if evidence.has(ref) and ref not in refs:
                 refs.append(ref)
         return " "
 
-    text = _CITATION.sub(keep, line)
+    text = patterns.citation.sub(keep, line)
     text = " ".join(plain_text(text).split())
     text = _BULLET_MARK.sub("", text).strip()
     text = re.sub(r"\s+([.,;:!?])", r"\1", text)

@@ -13,10 +13,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from subspace.answers import prompts
 from subspace.answers.chat import Message, ToolCall, ToolDef
-from subspace.answers.evidence import REF
+from subspace.answers.evidence import ref_regex
 
 MAX_BULLETS = 3
 MAX_PAGES = 3
@@ -30,8 +31,6 @@ _QUOTED = re.compile(
     re.DOTALL,
 )
 _SEARCH_LINE = re.compile(r"^\d+\. \[\w+\] .*? — ")  # "1. [node] Page › crumb — "
-_TRAILING_REF = re.compile(rf"\s*\(({REF.pattern})\)\s*$")
-_LEADING_REF = re.compile(rf"^({REF.pattern}) \(.*?\) ×\d+: ")  # a kb.grep line
 _STOPWORDS = frozenset(
     "a an and are as at be by can could did do does for from had has have how i in is it its "
     "me my of on or our should that the their there these this to was we were what when where "
@@ -123,16 +122,23 @@ def _passages(messages: Sequence[Message]) -> list[Passage]:
     return passages
 
 
+@lru_cache(maxsize=8)
+def _line_refs(ref: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """A ref (`ref`, a regex) closing a line in parentheses, and one opening a kb.grep line."""
+    return re.compile(rf"\s*\(({ref})\)\s*$"), re.compile(rf"^({ref}) \(.*?\) ×\d+: ")
+
+
 def _passages_of(source: str, text: str) -> list[Passage]:
     """A quoted block's lines as passages, each with the ref printed on it (or the block's)."""
     passages = []
+    trailing, leading = _line_refs(ref_regex().pattern)
     for line in text.splitlines():
-        ref = source if REF.fullmatch(source) else ""
+        ref = source if ref_regex().fullmatch(source) else ""
         if line.startswith("# "):
             continue  # a heading: the title, already part of the source
-        if (found := _TRAILING_REF.search(line)) is not None:
+        if (found := trailing.search(line)) is not None:
             ref, line = found.group(1), line[: found.start()]
-        elif (found := _LEADING_REF.match(line)) is not None:
+        elif (found := leading.match(line)) is not None:
             ref, line = found.group(1), line[found.end() :]
         line = _SEARCH_LINE.sub("", line.strip()).removeprefix("- ").removesuffix(" [memory]")
         if ref and line.strip():

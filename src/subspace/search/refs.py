@@ -38,6 +38,18 @@ def kind_named(name: str) -> registry.KindSpec | None:
     return None
 
 
+def ref_words() -> tuple[str, ...]:
+    """The words a ref begins with as the tools print and cite them, in the order registered:
+    each kind's prefix and its row type (`mem:` for a memory)."""
+    words = (word for spec in registry.registered() for word in (spec.prefix, spec.row_type))
+    return tuple(dict.fromkeys(words))
+
+
+def ref_parts() -> int:
+    """How many parts after the id a ref has at most (a file chunk's number: 1)."""
+    return max((len(spec.ref) - 1 for spec in registry.registered()), default=0)
+
+
 def parse_ref(text: str) -> Ref | None:
     """The ref `text` names, or None when it is none: an unknown prefix, more parts than the
     kind's ref format has, or a part of the wrong shape.

@@ -10,7 +10,7 @@ from uuid import UUID
 from subspace.agents.tools import call_tool
 from subspace.answers import prompts
 from subspace.answers.chat import Message
-from subspace.answers.evidence import REF, Evidence
+from subspace.answers.evidence import Evidence, ref_regex
 from subspace.answers.fake_chat import content_words
 from subspace.answers.replies import answer_from, ask_model, not_found, raise_if_cancelled
 from subspace.answers.sources import without_run_bullets
@@ -101,7 +101,7 @@ class PageIndexStrategy:
 
 def _refs(text: str) -> list[str]:
     refs: list[str] = []
-    for match in REF.finditer(text):
+    for match in ref_regex().finditer(text):
         ref = match.group(0).lower()
         if ref not in refs:
             refs.append(ref)
