@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from typing import Any
 from uuid import UUID
 
 import pytest
@@ -16,12 +17,14 @@ from subspace.answers.strategy import AnswerBullet
 from subspace.commands.pages import resolve_kb
 from subspace.context import Context
 from subspace.errors import InvalidInput, NotFound
+from subspace.ingest.worker import extract_pending
 from subspace.runtime import Database
 from subspace.search import kinds
 from subspace.search.filters import resolve_scope
 from subspace.search.lexical import bm25_stats, build_tsqueries, lexical_leg
 from subspace.search.options import KINDS
 from subspace.search.query import parse_query
+from tests.samples import make_pdf
 from tests.search_helpers import run
 
 # A kind stored in its own schema: a text, its generated tsvector and length (as the
@@ -282,3 +285,33 @@ def test_an_answer_cites_a_registered_kind_by_its_ref(notes: Notes, cx: Context)
     assert evidence.has(f"note:{wanted}")
     bullet = parse_line(f"- Herons nest in the reeds [NOTE:{wanted}]", evidence)
     assert bullet == AnswerBullet("Herons nest in the reeds", [f"note:{wanted}"])
+
+
+def test_browsing_lists_every_kind_of_item_newest_first(
+    notes: Notes, database: Database, cx: Context
+) -> None:
+    page = commands.create_page(cx, "Oldest page")
+    pdf = commands.upload_file(cx, "guide.pdf", make_pdf(["Ferry times: every 20 minutes"]))
+    extract_pending(database, cx.settings)
+    mail = commands.add_mail(cx, message_id="<b@x>", subject="A mail", body_text="hello")
+    note = notes.add("the newest thing written")
+
+    def browsed(**options: Any) -> list[tuple[str, str]]:
+        response = run(cx, "", **options)
+        assert response.notes == [
+            "No query: the most recently changed items that match the filters."
+        ]
+        return [(row.type, row.ref) for row in response.rows]
+
+    every = list(kinds.names())  # a browse needs a filter
+    assert browsed(kinds=every) == [
+        ("note", f"note:{note}"), ("mail", f"mail:{mail.id}"), ("file", f"file:{pdf.id}:0"),
+        ("page", f"page:{page.id}"),
+    ]  # fmt: skip
+    assert browsed(kinds=every, limit=2) == [("note", f"note:{note}"), ("mail", f"mail:{mail.id}")]
+    assert browsed(kinds=["memory"]) == [("page", f"page:{page.id}")]  # a page's kinds: the page
+    assert browsed(kinds=["note", "file"]) == [
+        ("note", f"note:{note}"), ("file", f"file:{pdf.id}:0")
+    ]  # fmt: skip
+    notes.archive(note)  # its declared reasons hide it from a browse too
+    assert browsed(kinds=["note"]) == []

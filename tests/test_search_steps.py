@@ -9,7 +9,11 @@ from subspace import commands
 from subspace.context import Context
 from subspace.runtime import Database
 from subspace.search.cursors import fingerprint, seal, workspace_secret
-from subspace.search.filters import TagFilter
+from subspace.search.filters import TagFilter, resolve_scope
+from subspace.search.fusion import Fused, Hit
+from subspace.search.grouping import group_by_page
+from subspace.search.lexical import build_tsqueries
+from subspace.search.query import parse_query
 from subspace.search.service import SearchRequest
 from tests.search_helpers import ids, index, run
 
@@ -116,3 +120,21 @@ def test_a_hybrid_search_runs_its_vector_leg_on_a_second_connection(
     beside = database.pool.pop_stats().get("requests_num", 0)
     assert (lexical, beside) == (1, 2)
     assert hybrid.legs["vector"].ran and hybrid.rows
+
+
+def test_grouping_counts_the_matches_on_a_page_beyond_the_legs_lists(cx: Context) -> None:
+    # One candidate stands for its page: the title, the other bullet and the memory that match
+    # are counted from the tables the page's kinds declare, whatever the legs drew.
+    page = commands.create_page(cx, "Heron notes")
+    shown = commands.add_node(cx, page.id, "a heron at dawn")
+    commands.add_node(cx, page.id, "the heron left")
+    commands.add_node(cx, page.id, "heron nests are big", props={"memory": True})
+    commands.add_node(cx, page.id, "nothing here")
+    with cx.transaction() as conn:
+        scope = resolve_scope(conn, cx.actor.workspace_id, cx.actor.user_id, kb_ids=None,
+                              kinds=None, tags=None, max_knowledge_bases=10)  # fmt: skip
+        tsq = build_tsqueries(conn, parse_query("heron"), cx.actor.workspace_id)
+        hit = Hit(("node", shown.id), "node", f"node:{shown.id}", page.kb_id, page.id, 1.0)
+        candidate = Fused(hit.target, 1.0, {"lexical": (1, hit)}, [])
+        kept = group_by_page(conn, scope, [candidate], tsq)
+    assert kept == [candidate] and candidate.more_on_page == 3

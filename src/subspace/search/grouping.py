@@ -5,17 +5,21 @@ from __future__ import annotations
 from uuid import UUID
 
 from subspace.db.pool import Conn
+from subspace.search import kinds as registry
 from subspace.search.filters import Scope
 from subspace.search.fusion import Fused
 from subspace.search.lexical import TsQueries
 
+PAGE = "page"  # the item rows are grouped by
+
 
 def page_of(item: Fused) -> UUID | None:
-    if item.target[0] == "node":
-        return item.best_hit.item_id
-    if item.target[0] == "page":
-        return item.target[1]
-    return None
+    """The page a fused row belongs to (a page's title or one of its bullets); None for a
+    row of another item (a file, a mail)."""
+    spec = registry.get(item.target[0])
+    if spec.item.name != PAGE:
+        return None
+    return item.target[1] if spec.in_item_table else item.best_hit.item_id
 
 
 def group_by_page(conn: Conn, scope: Scope, fused: list[Fused], tsq: TsQueries) -> list[Fused]:
@@ -33,17 +37,27 @@ def group_by_page(conn: Conn, scope: Scope, fused: list[Fused], tsq: TsQueries) 
         on_page[page_id].add(item.target)
     if on_page and tsq.any_words:
         # Lexical matches beyond the legs' windows count too: the count is exact.
-        pages = list(on_page)
-        for r in conn.execute(
-            "select 'node' as kind, n.id, n.page_id from kb.nodes n where n.workspace_id = %s "
-            "and n.page_id = any(%s) and n.text_tsv @@ %s::tsquery "
-            "union all select 'page', p.id, p.id from kb.pages p where p.workspace_id = %s "
-            "and p.id = any(%s) and p.title_tsv @@ %s::tsquery",
-            (scope.workspace_id, pages, tsq.any_words) * 2,
-        ):
+        params = {"ws": scope.workspace_id, "pages": list(on_page), "q": tsq.any_words}
+        for r in conn.execute(_matches_on_pages(), params):
             on_page[r["page_id"]].add((r["kind"], r["id"]))
     for item in kept:
         page_id = page_of(item)
         if page_id is not None:
             item.more_on_page = len(on_page[page_id]) - 1
     return kept
+
+
+def _matches_on_pages() -> str:
+    """SQL: every row of the pages %(pages)s whose text matches %(q)s, as (kind, id, page_id)
+    with the target it counts as: one SELECT per BM25 source of the page's kinds (a memory is
+    a node, and shares its table)."""
+    parts = []
+    for source in dict.fromkeys(spec.source for spec in registry.of_item(PAGE)):
+        spec = registry.of_source(source)[0]
+        a = spec.alias
+        parts.append(
+            f"select '{spec.target_kind}' as kind, {a}.{spec.key} as id, "
+            f"{a}.{spec.item_key} as page_id from {spec.table} {a} where {a}.workspace_id = "
+            f"%(ws)s and {a}.{spec.item_key} = any(%(pages)s) and {a}.{spec.tsv} @@ %(q)s::tsquery"
+        )
+    return " union all ".join(parts)
