@@ -315,3 +315,20 @@ def test_browsing_lists_every_kind_of_item_newest_first(
     ]  # fmt: skip
     notes.archive(note)  # its declared reasons hide it from a browse too
     assert browsed(kinds=["note"]) == []
+
+
+def test_rows_of_a_kind_whose_row_type_is_not_its_name_are_explained(
+    notes: Notes, cx: Context
+) -> None:
+    kinds.unregister("note")
+    kinds.register(replace(NOTE, row_type="jot"))  # the fixture forgets it again
+    with pytest.raises(ValueError, match="row type 'jot', which 'note' uses"):
+        kinds.register(replace(NOTE, name="memo", cursor_key="o", row_type="jot", source="memo",
+                               table="kindtest.memos"))  # fmt: skip
+    wanted = notes.add("a quetzal nests in the cloud forest")
+    response = run(cx, "quetzal", mode="lexical", explain=True)
+    assert [(row.type, row.id) for row in response.rows] == [("jot", wanted)]
+    assert response.rows[0].explain is not None
+    assert response.rows[0].explain["terms"][0]["leg"] == "lexical"
+    (listed,) = response.leg_rows["lexical"]
+    assert listed.explain == response.rows[0].explain

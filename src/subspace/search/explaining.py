@@ -51,9 +51,8 @@ def leg_lists(
         items = [by_target[hit.target] for hit in dedupe(leg.hits)[:limit]]
         rows = hydrate(conn, scope, items, tsq)
         explained = {item.target: row_explain(item) for item in items}
-        targets = {spec.row_type: spec.target_kind for spec in registry.registered()}
         for row in rows:
-            row.explain = explained.get((targets.get(row.type, row.type), row.id))
+            row.explain = explained.get((registry.target_of_row(row.type), row.id))
         lists[leg.name] = rows
     return lists
 

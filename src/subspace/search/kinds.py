@@ -276,6 +276,11 @@ def register(spec: KindSpec) -> KindSpec:
                 f"kind {spec.name!r} must list its targets in cursors by "
                 f"{other.cursor_letter!r}, as {other.name!r} does: they are the same targets"
             )
+        if other.row_type == spec.row_type and other.target_kind != spec.target_kind:
+            raise ValueError(
+                f"kind {spec.name!r} declares row type {spec.row_type!r}, which {other.name!r} "
+                "uses for other targets"
+            )
         if other.source == spec.source and (other.table, other.alias) != (spec.table, spec.alias):
             raise ValueError(
                 f"kind {spec.name!r} shares source {spec.source!r} with {other.name!r} "
@@ -307,6 +312,14 @@ def names() -> tuple[str, ...]:
 def target_of(name: str) -> str:
     """The kind a hit of kind `name` counts as: target_of("memory") == "node"."""
     return _REGISTRY[name].target_kind
+
+
+def target_of_row(row_type: str) -> str:
+    """The kind a hydrated row of type `row_type` counts as: target_of_row("mem") == "node"
+    (the type itself when no kind declares it)."""
+    return next(
+        (spec.target_kind for spec in _REGISTRY.values() if spec.row_type == row_type), row_type
+    )
 
 
 def row_types() -> dict[str, str]:

@@ -15,6 +15,7 @@ from subspace.errors import InvalidInput, TooLarge
 from subspace.indexer.status import waiting_for_embeddings
 from subspace.providers.base import EmbeddingProvider
 from subspace.search import explaining
+from subspace.search import kinds as registry
 from subspace.search.browsing import browse
 from subspace.search.cursors import Paging, cursor_key, is_clean, next_cursor, read_cursor
 from subspace.search.filters import Scope, TagFilter, resolve_scope
@@ -421,8 +422,7 @@ def _visible(item: Fused, rows: list[Row]) -> bool:
 
 
 def _row_target(row: Row) -> tuple[str, UUID]:
-    kind = {"mem": "node"}.get(row.type, row.type)
-    return kind, row.id
+    return registry.target_of_row(row.type), row.id
 
 
 def _ms(started: float) -> float:
