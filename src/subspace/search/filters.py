@@ -3,7 +3,7 @@
 Every predicate here is shared by the lexical leg, the vector leg, hydration, grep and read,
 so an item hidden from one is hidden from all; they are built from the declarations in
 search/kinds.py. SQL uses named parameters: %(ws)s for the workspace, %(user)s for the acting
-user and %(kbs)s for the knowledge bases searched (Scope.params); the builders that bind more
+user and %(kbs)s for the knowledge bases searched (Scope.shared); the builders that bind more
 (tag filters, kinds, exclusions) return a Fragment carrying them.
 """
 
@@ -62,11 +62,6 @@ class Scope:
     def shared(self) -> Fragment:
         """The parameters every predicate of the scope may name: %(ws)s, %(user)s, %(kbs)s."""
         return Fragment("", {"ws": self.workspace_id, "user": self.user_id, "kbs": self.kb_ids})
-
-    def params(self) -> dict[str, Any]:
-        """The shared parameters and, for SQL written with `tag_predicates`' text, the values
-        its tag filters bind (tag_filter makes their names)."""
-        return bind(self.shared(), tag_filter(self, "t", "page"))
 
 
 def normalize_kinds(kinds: list[str] | None) -> frozenset[str]:
@@ -193,16 +188,6 @@ def page_visible(alias: str) -> str:
     return registry.get("page").item.visible(alias)
 
 
-def file_visible(alias: str) -> str:
-    """The file is enabled, extracted, neither archived, deleted nor excluded."""
-    return registry.get("file").item.visible(alias)
-
-
-def mail_visible(alias: str) -> str:
-    """The mail is neither archived, deleted nor excluded by the user."""
-    return registry.get("mail").item.visible(alias)
-
-
 def asked_by_run(scope: Scope, spec: registry.KindSpec, alias: str) -> str:
     """`and ...` leaving out, for a search that wants sources only, the row of `spec` at
     `alias` when an answer run asked with it or wrote it; empty otherwise."""
@@ -249,11 +234,6 @@ def tag_filter(scope: Scope, alias: str, item: str, key: str = "id") -> Fragment
             f"'{item}' and tv.target_id = {alias}.{key} and {condition})"
         )
     return Fragment("".join(parts), params)
-
-
-def tag_predicates(scope: Scope, alias: str, kind: str) -> str:
-    """The text of tag_filter; its values are in scope.params()."""
-    return tag_filter(scope, alias, kind).sql
 
 
 def item_visible(scope: Scope, item: registry.ItemSpec, alias: str) -> Fragment:
