@@ -10,14 +10,14 @@ from subspace.search.filters import Scope
 from subspace.search.fusion import Fused
 from subspace.search.lexical import TsQueries
 
-PAGE = "page"  # the item rows are grouped by
+GROUPED_ITEM = "page"  # the item whose rows are grouped (its name)
 
 
 def page_of(item: Fused) -> UUID | None:
     """The page a fused row belongs to (a page's title or one of its bullets); None for a
     row of another item (a file, a mail)."""
     spec = registry.get(item.target[0])
-    if spec.item.name != PAGE:
+    if spec.item.name != GROUPED_ITEM:
         return None
     return item.target[1] if spec.in_item_table else item.best_hit.item_id
 
@@ -52,7 +52,7 @@ def _matches_on_pages() -> str:
     with the target it counts as: one SELECT per BM25 source of the page's kinds (a memory is
     a node, and shares its table)."""
     parts = []
-    for source in dict.fromkeys(spec.source for spec in registry.of_item(PAGE)):
+    for source in dict.fromkeys(spec.source for spec in registry.of_item(GROUPED_ITEM)):
         spec = registry.of_source(source)[0]
         a = spec.alias
         parts.append(
