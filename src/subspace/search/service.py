@@ -294,7 +294,7 @@ def fuse_legs(ran: LegsRun) -> list[Fused]:
 
 
 @dataclass(frozen=True)
-class Page:
+class ResultPage:
     """The fused candidates, and the ones this page shows."""
 
     candidates: list[Fused]  # every fused candidate, before grouping and paging
@@ -314,7 +314,7 @@ def group_and_page(
     tsq: TsQueries,
     paging: Paging,
     request: SearchRequest,
-) -> Page:
+) -> ResultPage:
     """This page's candidates: grouped by page when asked, without those earlier pages served,
     at most `limit`."""
     grouped = candidates
@@ -322,10 +322,10 @@ def group_and_page(
         grouped = group_by_page(conn, scope, candidates, tsq)
     remaining = [f for f in grouped if cursor_key(f.target) not in paging.served]
     more = len(remaining) > request.limit
-    return Page(candidates, remaining[: request.limit], more, request.group_by_page)
+    return ResultPage(candidates, remaining[: request.limit], more, request.group_by_page)
 
 
-def hydrate_page(conn: Conn, scope: Scope, page: Page, tsq: TsQueries) -> list[Row]:
+def hydrate_page(conn: Conn, scope: Scope, page: ResultPage, tsq: TsQueries) -> list[Row]:
     """The page's rows as shown (rows whose item vanished since ranking are left out), each
     with the count of other matches on its page when grouped."""
     rows = hydrate(conn, scope, page.items, tsq)
@@ -349,7 +349,7 @@ def explain_page(
     request: SearchRequest,
     plan: LegPlan,
     ran: LegsRun,
-    page: Page,
+    page: ResultPage,
     rows: list[Row],
     paging: Paging,
 ) -> Explained:
