@@ -7,7 +7,7 @@ from uuid import UUID
 import pytest
 
 from subspace import commands
-from subspace.agents.refs import parse_ref
+from subspace.agents.refs import ref_target
 from subspace.agents.tools import call_tool
 from subspace.context import Context
 from subspace.errors import InvalidInput
@@ -42,7 +42,7 @@ ID = "6f1c0a4e-2b9d-4c53-9a51-0d6f3c1e8b27"
 def test_refs_parse_by_the_kinds_ref_formats(
     text: str, parsed: tuple[str, UUID, int | None] | None
 ) -> None:
-    assert parse_ref(text) == parsed
+    assert ref_target(text) == parsed
 
 
 def test_a_ref_prefix_names_the_kind_a_hit_counts_as() -> None:

@@ -323,7 +323,7 @@ def grep_command(pattern: str, regex: bool, limit: int, cursor: str | None) -> N
 def read_command(item: str) -> None:
     """Print a page (by id or title, ignoring case) as an outline, or the item a ref from
     search or grep names: node:<id>, file:<id>, file:<id>:<n>, mail:<id>."""
-    from subspace.agents.refs import parse_ref, read_ref
+    from subspace.agents.refs import read_ref, ref_target
     from subspace.text import clean_text
 
     if not item.strip():
@@ -334,7 +334,7 @@ def read_command(item: str) -> None:
     settings = _settings()
     with _database(settings) as db:
         cx = db.default_context(settings)
-        ref = parse_ref(item)
+        ref = ref_target(item)
         if ref is None:
             with cx.transaction() as conn:
                 row = conn.execute(

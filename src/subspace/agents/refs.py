@@ -16,11 +16,11 @@ from subspace.search import refs
 BARE = "page"  # a bare id names a page (kb.read took page ids before refs existed)
 
 
-def parse_ref(spec: str) -> tuple[str, UUID, int | None] | None:
+def ref_target(spec: str) -> tuple[str, UUID, int | None] | None:
     """(kind, id, chunk number) when `spec` is a ref or a bare id (a page), else None. The
     kind is the one a hit counts as: a memory's ref reads as a node.
 
-    >>> parse_ref("file:6f1c0a4e-2b9d-4c53-9a51-0d6f3c1e8b27:3")[2]
+    >>> ref_target("file:6f1c0a4e-2b9d-4c53-9a51-0d6f3c1e8b27:3")[2]
     3
     """
     ref = refs.parse_ref(spec)

@@ -480,9 +480,9 @@ def _run_grep(cx: Context, provider: EmbeddingProvider | None, args: BaseModel) 
 
 def _run_read(cx: Context, provider: EmbeddingProvider | None, args: BaseModel) -> str:
     assert isinstance(args, ReadArgs)
-    from subspace.agents.refs import parse_ref, read_ref  # refs imports this module
+    from subspace.agents.refs import read_ref, ref_target  # refs imports this module
 
-    parsed = parse_ref(args.ref)
+    parsed = ref_target(args.ref)
     if parsed is None:
         raise InvalidInput(
             f"ref: {_shown(args.ref)} is not a ref. Give one as kb.search or kb.grep print "
@@ -493,9 +493,9 @@ def _run_read(cx: Context, provider: EmbeddingProvider | None, args: BaseModel) 
 
 def _run_node_read(cx: Context, provider: EmbeddingProvider | None, args: BaseModel) -> str:
     assert isinstance(args, NodeReadArgs)
-    from subspace.agents.refs import parse_ref  # refs imports this module
+    from subspace.agents.refs import ref_target  # refs imports this module
 
-    parsed = parse_ref(args.ref)
+    parsed = ref_target(args.ref)
     bare = parsed is not None and ":" not in args.ref.strip()
     if parsed is None or not (bare or parsed[0] == "node"):  # a memory's ref reads as a node
         raise InvalidInput(
