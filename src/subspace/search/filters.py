@@ -196,12 +196,6 @@ def asked_by_run(scope: Scope, spec: registry.KindSpec, alias: str) -> str:
     return f" and not ({spec.asked_by_run(alias)})"
 
 
-def node_is_source(scope: Scope, alias: str) -> str:
-    """`and ...` leaving out, for a search that wants sources only, the node at `alias` when an
-    answer run asked with it or wrote it (both carry the run in their props)."""
-    return asked_by_run(scope, registry.get("node"), alias)
-
-
 def tag_filter(scope: Scope, alias: str, item: str, key: str = "id") -> Fragment:
     """`and ...` conditions for every tag filter on the item (page, file, mail...) at `alias`,
     with the values they bind: tag<i>_ids and tag<i>_v<n> for the scope's i-th filter."""

@@ -128,7 +128,7 @@ def _run_lexical(conn: Conn, plan: LegPlan) -> tuple[Leg, TsQueries]:
     except psycopg.Error as exc:
         log.warning("lexical leg failed: %s", exc)
         leg.error = f"failed ({type(exc).__name__})"
-    leg.ms = _ms(started)
+    leg.ms = elapsed_ms(started)
     return leg, tsq
 
 
@@ -171,7 +171,7 @@ def _run_vector(conn: Conn, tsq: TsQueries, job: VectorJob) -> Leg:
     except EmbeddingUnavailable as exc:
         log.warning("query embedding failed (%s): %s", exc.reason, exc)
         leg.error = exc.reason
-        leg.ms = _ms(started)
+        leg.ms = elapsed_ms(started)
         return leg
     try:
         with conn.transaction():
@@ -189,9 +189,10 @@ def _run_vector(conn: Conn, tsq: TsQueries, job: VectorJob) -> Leg:
     except psycopg.Error as exc:
         log.warning("vector leg failed: %s", exc)
         leg.error = f"failed ({type(exc).__name__})"
-    leg.ms = _ms(started)
+    leg.ms = elapsed_ms(started)
     return leg
 
 
-def _ms(started: float) -> float:
+def elapsed_ms(started: float) -> float:
+    """Milliseconds since `started` (a time.perf_counter() reading), as reports show them."""
     return round((time.perf_counter() - started) * 1000, 2)

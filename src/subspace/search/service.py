@@ -22,7 +22,14 @@ from subspace.search.filters import Scope, TagFilter, resolve_scope
 from subspace.search.fusion import RRF_K, Fused, fuse
 from subspace.search.grouping import group_by_page
 from subspace.search.hydrate import Row, hydrate
-from subspace.search.legs import SEARCH_SETTINGS, LegPlan, LegReport, LegsRun, run_legs
+from subspace.search.legs import (
+    SEARCH_SETTINGS,
+    LegPlan,
+    LegReport,
+    LegsRun,
+    elapsed_ms,
+    run_legs,
+)
 from subspace.search.lexical import CONFIG as LEXICAL_CONFIG
 from subspace.search.lexical import TsQueries
 from subspace.search.options import MODES, RANKERS
@@ -225,7 +232,7 @@ def _search(
         is_question=parsed.is_question,
         next_cursor=next_page.cursor,
         absent=explained.absent,
-        took_ms=_ms(started),
+        took_ms=elapsed_ms(started),
         notes=list(next_page.notes),
         corrections=corrections,
         leg_rows=explained.leg_rows,
@@ -262,7 +269,7 @@ def _browse(
         degraded=[],
         pending_embeddings=waiting_for_embeddings(conn, scope.workspace_id),
         is_question=False,
-        took_ms=_ms(started),
+        took_ms=elapsed_ms(started),
         notes=["No query: the most recently changed items that match the filters."],
     )
 
@@ -423,7 +430,3 @@ def _visible(item: Fused, rows: list[Row]) -> bool:
 
 def _row_target(row: Row) -> tuple[str, UUID]:
     return registry.target_of_row(row.type), row.id
-
-
-def _ms(started: float) -> float:
-    return round((time.perf_counter() - started) * 1000, 2)
