@@ -143,14 +143,22 @@ class Source:
     query: Fragment  # exposes kind, target_id, item_id, kb_id, ref, tsv, len
 
 
+def _source_names(scope: Scope) -> list[str]:
+    """The BM25 sources with kinds in scope."""
+    return [
+        source
+        for source in registry.sources()
+        if any(spec.name in scope.kinds for spec in registry.of_source(source))
+    ]
+
+
 def _sources(scope: Scope) -> list[Source]:
     """A Source for each BM25 source with kinds in scope, generated from their declarations."""
     found = []
-    for source in registry.sources():
+    for source in _source_names(scope):
         declared = registry.of_source(source)
         wanted = [spec for spec in declared if spec.name in scope.kinds]
-        if wanted:
-            found.append(Source(source, _source_query(scope, declared, wanted)))
+        found.append(Source(source, _source_query(scope, declared, wanted)))
     return found
 
 
@@ -413,7 +421,7 @@ def lexical_leg(
         stats = bm25_stats(conn, scope.workspace_id, tsq.lexemes)
         scored = scored_lexemes(tsq, stats)
         # Only the sources the kinds ask for count: with none of them left there is no query.
-        if not any(scored[source.kind] for source in _sources(scope)):
+        if not any(scored[source] for source in _source_names(scope)):
             return []
     query = lexical_sql(scope, tsq, stats, cap=cap, scored=scored)
     rows = conn.execute(query.sql, query.params).fetchall()
