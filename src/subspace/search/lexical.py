@@ -7,6 +7,7 @@ is read only later, for the rows that survive fusion and the limit.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -157,13 +158,33 @@ def _sources(scope: Scope) -> list[Source]:
     found = []
     for source in _source_names(scope):
         declared = registry.of_source(source)
-        wanted = [spec for spec in declared if spec.name in scope.kinds]
-        found.append(Source(source, _source_query(scope, declared, wanted)))
+        wanted = tuple(spec for spec in declared if spec.name in scope.kinds)
+        if scope.tags:  # tag filters write their own parameters into the text
+            query = _source_query(scope, declared, wanted)
+        else:
+            sql = _untagged_source_sql(declared, wanted, scope.sources_only)
+            query = Fragment(sql, scope.shared().params)
+        found.append(Source(source, query))
     return found
 
 
+@functools.lru_cache(maxsize=128)
+def _untagged_source_sql(
+    declared: tuple[registry.KindSpec, ...],
+    wanted: tuple[registry.KindSpec, ...],
+    sources_only: bool,
+) -> str:
+    """The text of `_source_query` for a scope without tag filters. It depends only on the
+    kinds' declarations and on whether the scope wants sources only, so it is built once per
+    shape: generating it from the declarations on every search cost a third of a
+    millisecond, a tenth of a rare word's lexical search."""
+    kinds = frozenset(spec.name for spec in wanted)
+    shape = Scope(UUID(int=0), UUID(int=0), [], {}, kinds, sources_only=sources_only)
+    return _source_query(shape, declared, wanted).sql
+
+
 def _source_query(
-    scope: Scope, declared: tuple[registry.KindSpec, ...], wanted: list[registry.KindSpec]
+    scope: Scope, declared: tuple[registry.KindSpec, ...], wanted: tuple[registry.KindSpec, ...]
 ) -> Fragment:
     """The rows of the `wanted` kinds of one source (they share a table: `declared` are all
     of its kinds), visible and tagged, with their tsvector and length."""
