@@ -24,6 +24,7 @@ from uuid import UUID
 from subspace.db.pool import Conn
 from subspace.errors import InvalidCursor
 from subspace.search import kinds as registry
+from subspace.search.fusion import ItemKey
 
 if TYPE_CHECKING:
     from subspace.search.service import SearchRequest
@@ -134,7 +135,7 @@ class NextPage:
     notes: tuple[str, ...] = ()
 
 
-def cursor_key(target: tuple[str, UUID]) -> str:
+def cursor_key(target: ItemKey) -> str:
     """How a cursor lists a target: its kind's declared letter (KindSpec.cursor_key) and its
     id, e.g. "n<32 hex>" for a node."""
     return f"{registry.get(target[0]).cursor_letter}{target[1].hex}"
@@ -196,7 +197,7 @@ def next_cursor(
     conn: Conn,
     request: SearchRequest,
     paging: Paging,
-    shown: Sequence[tuple[str, UUID]],
+    shown: Sequence[ItemKey],
     *,
     more: bool,
 ) -> NextPage:

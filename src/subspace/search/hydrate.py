@@ -18,7 +18,7 @@ from subspace.search import kinds as registry
 from subspace.search.analysis import fold, fold_with_offsets
 from subspace.search.filters import Scope
 from subspace.search.fragments import Fragment, bind
-from subspace.search.fusion import Fused
+from subspace.search.fusion import Fused, ItemKey
 from subspace.search.lexical import TsQueries
 from subspace.search.refs import parse_ref
 
@@ -192,7 +192,7 @@ def hydrate(conn: Conn, scope: Scope, fused: list[Fused], tsq: TsQueries) -> lis
     by_kind: dict[str, list[Fused]] = {}
     for item in fused:
         by_kind.setdefault(item.target[0], []).append(item)
-    details: dict[tuple[str, UUID], dict[str, Any]] = {}
+    details: dict[ItemKey, dict[str, Any]] = {}
     for target, items in by_kind.items():
         query = _details_sql(scope, registry.get(target), items, tsq)
         for d in conn.execute(query.sql, query.params):

@@ -19,7 +19,7 @@ from subspace.search import kinds as registry
 from subspace.search.browsing import browse
 from subspace.search.cursors import Paging, cursor_key, is_clean, next_cursor, read_cursor
 from subspace.search.filters import Scope, TagFilter, resolve_scope
-from subspace.search.fusion import RRF_K, Fused, fuse
+from subspace.search.fusion import RRF_K, Fused, ItemKey, fuse
 from subspace.search.grouping import group_by_page
 from subspace.search.hydrate import Row, hydrate
 from subspace.search.legs import (
@@ -310,7 +310,7 @@ class ResultPage:
     grouped: bool  # one row per page, each counting the other matches on its page
 
     @property
-    def targets(self) -> list[tuple[str, UUID]]:
+    def targets(self) -> list[ItemKey]:
         return [item.target for item in self.items]
 
 
@@ -428,5 +428,5 @@ def _visible(item: Fused, rows: list[Row]) -> bool:
     return any(_row_target(row) == item.target for row in rows)
 
 
-def _row_target(row: Row) -> tuple[str, UUID]:
+def _row_target(row: Row) -> ItemKey:
     return registry.target_of_row(row.type), row.id
