@@ -57,6 +57,16 @@ create trigger text_stats_update after update on kindtest.notes
 create trigger text_stats_delete after delete on kindtest.notes
     referencing old table as old_rows
     for each statement execute function search.update_text_stats('note', 'body_tsv', 'body_len');
+create trigger postings_insert after insert on kindtest.notes referencing new table as new_rows
+    for each statement
+    execute function search.update_postings('note', 'body_tsv', 'body_len', 'id', '0');
+create trigger postings_update after update on kindtest.notes
+    referencing old table as old_rows new table as new_rows
+    for each statement
+    execute function search.update_postings('note', 'body_tsv', 'body_len', 'id', '0');
+create trigger postings_delete after delete on kindtest.notes referencing old table as old_rows
+    for each statement
+    execute function search.update_postings('note', 'body_tsv', 'body_len', 'id', '0');
 """
 
 NOTE_ITEM = kinds.ItemSpec("note", "kindtest.notes", "t", "title", (kinds.ARCHIVED,))
