@@ -8,6 +8,7 @@ from typing import Any
 from subspace import commands
 from subspace.commands.knowledge_bases import create_knowledge_base
 from subspace.context import Context
+from subspace.indexer.impacts import refresh_drifted_impacts
 from subspace.indexer.reindex import reextract_files
 from subspace.ingest.worker import extract_pending
 from subspace.runtime import Database
@@ -147,4 +148,23 @@ def test_refreshing_the_basis_rewrites_impacts_with_the_current_average(
             "select avgdl from search.impact_basis where source = 'node'"
         ).fetchone()
     assert refreshed == {"avgdl": average["a"]}
+    assert_postings_match(database)
+
+
+def test_the_indexer_refreshes_a_basis_the_collection_has_drifted_from(
+    database: Database, cx: Context
+) -> None:
+    page = commands.create_page(cx, "Sandbar")
+    commands.add_node(cx, page.id, "Sand")
+    with database.pool.connection() as conn:
+        assert refresh_drifted_impacts(conn) == []  # one bullet: its own length is the basis
+    commands.add_node(cx, page.id, "Sand shifts with every tide")  # average 1 -> 2.5
+    with database.pool.connection() as conn:
+        assert refresh_drifted_impacts(conn, drift=3.0) == []
+        assert refresh_drifted_impacts(conn) == [(cx.actor.workspace_id, "node")]
+        basis = conn.execute(
+            "select avgdl from search.impact_basis where source = 'node'"
+        ).fetchone()
+        assert refresh_drifted_impacts(conn) == []
+    assert basis == {"avgdl": 2.5}
     assert_postings_match(database)

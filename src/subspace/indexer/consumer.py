@@ -21,6 +21,7 @@ import psycopg
 
 from subspace.config import Settings
 from subspace.db.pool import Conn
+from subspace.indexer.impacts import refresh_drifted_impacts
 from subspace.indexer.reconcile import Outcome, reconcile
 from subspace.indexer.sources import IndexTarget
 from subspace.indexer.sweep import stale_targets
@@ -34,6 +35,7 @@ CHANNEL = "subspace_outbox"
 FETCH_LIMIT = 2_000  # events read per round
 TARGETS_PER_TRANSACTION = 200  # bounds how long one transaction holds its locks
 POLL_SECONDS = 2.0  # also polled, in case a notification is missed
+IMPACTS_CHECK_S = 30.0  # how often the loop looks for sources whose average length drifted
 RETRY_BASE_S = 1.0
 RETRY_MAX_S = 300.0
 
@@ -211,6 +213,7 @@ class Indexer:
             total.add(done.outcome)
             if done.events == 0 or (done.acked == 0 and done.failed == 0):
                 break
+        self.refresh_impacts()
         return total
 
     def sweep(self) -> Outcome:
@@ -224,6 +227,11 @@ class Indexer:
             log.info("sweep reconciled %d stale items", len(targets))
         return total
 
+    def refresh_impacts(self) -> list[tuple[UUID, str]]:
+        """Recompute the postings' impacts of sources whose average length drifted."""
+        with self.db.pool.connection() as conn:
+            return refresh_drifted_impacts(conn)
+
     def stop(self) -> None:
         self._stop.set()
         self._wake.set()
@@ -232,7 +240,7 @@ class Indexer:
         """Consume until `stop()`: wake on NOTIFY, on a due debounce, or every few seconds."""
         listener = threading.Thread(target=self._listen, name="indexer-listen", daemon=True)
         listener.start()
-        last_sweep = time.monotonic()
+        last_sweep = last_impacts = time.monotonic()
         while not self._stop.is_set():
             wait = POLL_SECONDS
             try:
@@ -243,6 +251,9 @@ class Indexer:
                 if sweep_every and time.monotonic() - last_sweep >= sweep_every:
                     self.sweep()
                     last_sweep = time.monotonic()
+                if time.monotonic() - last_impacts >= IMPACTS_CHECK_S:
+                    self.refresh_impacts()
+                    last_impacts = time.monotonic()
             except Exception:  # keep consuming through a database or provider hiccup
                 log.exception("indexer round failed; retrying")
             self._wake.wait(wait)
