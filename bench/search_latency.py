@@ -6,8 +6,20 @@ corpus is loaded once into one knowledge base and once spread over ten. Times le
 and hybrid search through the same `search()` the API uses; query vectors are embedded once
 beforehand, so the figures exclude the query embedding.
 
+Query classes: rare (the rarest words of seven letters or more, in two or more chunks),
+common (the most frequent word of the corpus), question (SciFact claims) and kind_filter
+(the same claims, searching memory items only: one bullet in a hundred).
+
     python bench/search_latency.py --size 100000 [--queries 100] [--clients 1 4]
-        [--bases 1 10] [--file-share 0.2] [--home DIR] [--load-only] [--references]
+        [--bases 1 10] [--file-share 0.2] [--home DIR] [--load-only] [--references] [--json]
+
+With --references the reference systems are timed in the same run, on the same texts and
+queries, in this process, with the same client counts (one knowledge base): the seed's SQL
+(lexical only), bm25s (lexical; an exact numpy scan of the same vectors as its vector leg;
+RRF of the two as its hybrid) and LanceDB (its FTS index, an IVF_HNSW_SQ index, its RRF).
+With --json one JSON object goes to stdout, {"size", "common_word", "filter_kind", "rows":
+[{"system", "query", "mode", "bases", "clients", "p50_ms", "p95_ms", "p99_ms"}]}, and the
+progress and text tables to stderr.
 
 With --home the database is kept there and reused by the next run with the same --home.
 """
@@ -21,7 +33,9 @@ import random
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +55,7 @@ from subspace.ingest.worker import extract_pending
 from subspace.models import Actor
 from subspace.providers.fake import FakeProvider
 from subspace.runtime import Database, open_database
+from subspace.search.kinds import is_memory
 from subspace.search.service import SearchRequest, search
 from subspace.search.vector import embed_query
 from subspace.workspaces import create_workspace
@@ -100,8 +115,43 @@ def load(db: Database, settings: Settings, cx: Context, texts: list[str],
     return time.perf_counter() - started
 
 
-def pick_queries(db: Database, cx: Context, count: int) -> dict[str, list[str]]:
-    """Rare words, the word closest to 30% of chunks, and SciFact's claims as long questions.
+QUERY_CLASSES = ("rare", "common", "question", "kind_filter")
+MODES = ("lexical", "vector", "hybrid")
+FILTER_KIND = "memory"  # one bullet in a hundred: the most selective kind of the corpus
+DEPTH = 100  # each reference leg's list before fusion, as our legs' candidate lists
+
+
+@dataclass
+class Queries:
+    """The timed queries of each class, and how the text output names each class."""
+
+    texts: dict[str, list[str]]  # class -> queries; kind_filter runs the questions
+    labels: dict[str, str]
+    common_word: str
+
+
+@dataclass
+class Report:
+    """Timings as rows of the JSON document; the text lines go to stdout, or to stderr as
+    progress when the JSON document is stdout."""
+
+    as_json: bool
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+    def say(self, text: str) -> None:
+        print(text, file=sys.stderr if self.as_json else sys.stdout, flush=True)
+
+    def add(self, system: str, query: str, mode: str, bases: int, clients: int,
+            times: list[float], label: str, column: str) -> None:  # fmt: skip
+        p50, p95, p99 = quantiles(times)
+        self.rows.append({"system": system, "query": query, "mode": mode, "bases": bases,
+                          "clients": clients, "p50_ms": round(p50, 2), "p95_ms": round(p95, 2),
+                          "p99_ms": round(p99, 2)})  # fmt: skip
+        self.say(f"  {label:<48} {column:<9} p50 {p50:6.1f}  p95 {p95:6.1f}  p99 {p99:6.1f} ms")
+
+
+def pick_queries(db: Database, cx: Context, count: int) -> Queries:
+    """Rare words, the most frequent word, and SciFact's claims as long questions.
 
     Word statistics come from Postgres itself, so stopwords and stemming match the index.
     """
@@ -118,7 +168,7 @@ def pick_queries(db: Database, cx: Context, count: int) -> dict[str, list[str]]:
             f"where workspace_id = '{ws}' union all select text_tsv from search.file_chunks "
             f"where workspace_id = '{ws}'$$) order by ndoc desc, word"
         ).fetchall()
-    common = min(stats, key=lambda r: abs(r["ndoc"] / size - 0.30))
+    common = stats[0]
     # The rarest words there are (a large corpus repeats every sentence, so its rarest words
     # are in a few documents per repetition).
     words = sorted((r["ndoc"], r["word"]) for r in stats if r["ndoc"] >= 2
@@ -126,116 +176,202 @@ def pick_queries(db: Database, cx: Context, count: int) -> dict[str, list[str]]:
     rare = [word for _, word in words[: 5 * count]]
     claims = [json.loads(line)["text"] for line in
               (DEFAULT_CORPUS.parent / "queries.jsonl").open(encoding="utf-8")]  # fmt: skip
-    label = f"common term ({common['word']!r}, {common['ndoc'] / size:.0%} of chunks)"
-    return {
-        "rare term": rng.sample(rare, min(count, len(rare))),
-        label: [common["word"]] * count,
-        "long question": rng.sample(claims, min(count, len(claims))),
-    }
+    questions = rng.sample(claims, min(count, len(claims)))
+    return Queries(
+        texts={
+            "rare": rng.sample(rare, min(count, len(rare))),
+            "common": [common["word"]] * count,
+            "question": questions,
+            "kind_filter": questions,
+        },
+        labels={
+            "rare": "rare term",
+            "common": f"common term ({common['word']!r}, {common['ndoc'] / size:.0%} of chunks)",
+            "question": "long question",
+            "kind_filter": f"long question, kind={FILTER_KIND} (1%)",
+        },
+        common_word=common["word"],
+    )
 
 
-def percentiles(values: list[float]) -> str:
+def quantiles(values: list[float]) -> tuple[float, float, float]:
+    """p50, p95 and p99 of `values`, each the nearest-rank element."""
     ordered = sorted(values)
 
     def at(q: float) -> float:
         return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
-    return f"p50 {at(0.5):6.1f}  p95 {at(0.95):6.1f}  p99 {at(0.99):6.1f} ms"
+    return at(0.5), at(0.95), at(0.99)
 
 
-def time_queries(cx: Context, provider: FakeProvider, queries: list[str], clients: int,
-                 **options: Any) -> list[float]:  # fmt: skip
-    for query in queries:  # warm the query-vector cache: timings exclude the embedding
-        embed_query(cx.search_runtime, provider, " ".join(query.split()), timeout_s=10)
+def time_calls(call: Callable[[str], object], queries: list[str], clients: int) -> list[float]:
+    """Milliseconds each call took, `clients` calls at a time."""
 
     def one(query: str) -> float:
         started = time.perf_counter()
-        search(cx, provider, SearchRequest(query=query, **options))
+        call(query)
         return (time.perf_counter() - started) * 1000
 
     with ThreadPoolExecutor(clients) as pool:
         return list(pool.map(one, queries))
 
 
-def corpus_texts(db: Database, cx: Context) -> list[str]:
-    """Every chunk's text as stored: bullets, then file chunks."""
+def time_queries(cx: Context, provider: FakeProvider, queries: list[str], clients: int,
+                 **options: Any) -> list[float]:  # fmt: skip
+    for query in queries:  # warm the query-vector cache: timings exclude the embedding
+        embed_query(cx.search_runtime, provider, " ".join(query.split()), timeout_s=10)
+    return time_calls(
+        lambda query: search(cx, provider, SearchRequest(query=query, **options)),
+        queries,
+        clients,
+    )
+
+
+def ours(report: Report, setups: list[tuple[int, Context]], queries: Queries,
+         clients_list: list[int]) -> None:  # fmt: skip
+    provider = FakeProvider()
+    for _, cx in setups:
+        # One untimed pass, as a running server would have had: the data and every
+        # pooled connection's catalog caches are warm, as the in-memory engines are.
+        for query_class in QUERY_CLASSES:
+            time_queries(cx, provider, queries.texts[query_class], 1, mode="hybrid",
+                         **filter_options(query_class))  # fmt: skip
+    for clients in clients_list:
+        for kbs, cx in setups:
+            report.say(f"\n{kbs} knowledge base(s), {clients} client(s), limit 10:")
+            for query_class in QUERY_CLASSES:
+                for mode in MODES:
+                    times = time_queries(cx, provider, queries.texts[query_class], clients,
+                                         mode=mode, **filter_options(query_class))  # fmt: skip
+                    report.add("subspace", query_class, mode, kbs, clients, times,
+                               queries.labels[query_class], mode)  # fmt: skip
+
+
+def filter_options(query_class: str) -> dict[str, Any]:
+    return {"kinds": [FILTER_KIND]} if query_class == "kind_filter" else {}
+
+
+def corpus_texts(db: Database, cx: Context) -> tuple[list[str], list[str]]:
+    """Every chunk's text as stored (bullets, then file chunks) and its kind: memory, node
+    or file."""
     ws = cx.actor.workspace_id
     with db.pool.connection() as conn:
         rows = conn.execute(
-            "select text from kb.nodes where workspace_id = %s union all "
-            "select text from search.file_chunks where workspace_id = %s",
+            f"select text, case when coalesce({is_memory('n')}, false) then 'memory' "
+            "else 'node' end as kind from kb.nodes n where workspace_id = %s union all "
+            "select text, 'file' from search.file_chunks where workspace_id = %s",
             (ws, ws),
         ).fetchall()
-    return [r["text"] for r in rows]
+    return [r["text"] for r in rows], [r["kind"] for r in rows]
 
 
-def references(db: Database, cx: Context, queries: dict[str, list[str]]) -> None:
+def references(report: Report, db: Database, cx: Context, queries: Queries,
+               clients_list: list[int]) -> None:  # fmt: skip
     """The systems a user might pick instead, on the same texts: the source document's
     literal SQL on our schema, bm25s with an exact in-memory scan of the same vectors, and
-    LanceDB's hybrid search (its own BM25 index, an IVF-HNSW index, RRF)."""
+    LanceDB's hybrid search (its own BM25 index, an IVF-HNSW index, RRF). Each is timed in
+    this process after one untimed pass, with the query vectors embedded beforehand as
+    ours are; the kind filter is a where clause on a kind column for LanceDB and the seed's
+    SQL, a document mask for bm25s and the numpy scan."""
     import bm25s
     import numpy as np
     import Stemmer
 
-    print("\nreference systems, 1 knowledge base, 1 client, limit 10:")
-    for category, items in queries.items():
-        times = []
-        with db.pool.connection() as conn:
-            for query in items:
-                started = time.perf_counter()
-                conn.execute(
+    texts, kinds = corpus_texts(db, cx)
+    provider = FakeProvider()
+    vectors = provider.embed(texts)
+    in_kind = np.array([kind == FILTER_KIND for kind in kinds])
+    query_vectors = {q: provider.embed([q])[0] for items in queries.texts.values() for q in items}
+
+    def seed_sql(query_class: str) -> Callable[[str], object]:
+        only = f"and {is_memory('n')} " if query_class == "kind_filter" else ""
+
+        def run(query: str) -> object:
+            with db.pool.connection() as conn:
+                return conn.execute(
                     "select n.id from kb.nodes n, websearch_to_tsquery('english', %s) q "
-                    "where n.workspace_id = %s and n.text_tsv @@ q "
+                    f"where n.workspace_id = %s and n.text_tsv @@ q {only}"
                     "order by ts_rank_cd(n.text_tsv, q) desc limit 10",
                     (query, cx.actor.workspace_id),
                 ).fetchall()
-                times.append((time.perf_counter() - started) * 1000)
-        print(f"  {category:<48} {'seed SQL':<9} {percentiles(times)}")
-    texts = corpus_texts(db, cx)
-    provider = FakeProvider()
-    vectors = provider.embed(texts)
+
+        return run
+
     stemmer = Stemmer.Stemmer("english")
     retriever = bm25s.BM25()
     retriever.index(bm25s.tokenize(texts, stopwords="en", stemmer=stemmer, show_progress=False),
                     show_progress=False)  # fmt: skip
-    for category, items in queries.items():
-        lexical_times, hybrid_times = [], []
-        for query in items:
-            started = time.perf_counter()
-            tokens = bm25s.tokenize([query], stopwords="en", stemmer=stemmer, show_progress=False)
-            ranked, _ = retriever.retrieve(tokens, k=100, show_progress=False)
-            lexical_times.append((time.perf_counter() - started) * 1000)
-            query_vector = provider.embed([query])[0]  # excluded, as for ours
-            started_vector = time.perf_counter()
-            scores = vectors @ query_vector
-            nearest = np.argpartition(-scores, 100)[:100]
-            nearest = nearest[np.argsort(-scores[nearest])]
+
+    def bm25s_leg(query: str, mask: Any) -> list[int]:
+        tokens = bm25s.tokenize([query], stopwords="en", stemmer=stemmer, show_progress=False)
+        ranked, _ = retriever.retrieve(tokens, k=DEPTH, show_progress=False, weight_mask=mask)
+        return list(ranked[0].tolist())
+
+    def numpy_leg(query: str, mask: Any) -> list[int]:
+        scores = vectors @ query_vectors[query]
+        if mask is not None:
+            scores = np.where(mask, scores, -np.inf)
+        nearest = np.argpartition(-scores, DEPTH)[:DEPTH]
+        return list(nearest[np.argsort(-scores[nearest])].tolist())
+
+    def bm25s_mode(mode: str, query_class: str) -> Callable[[str], object]:
+        mask = in_kind.astype(np.float32) if query_class == "kind_filter" else None
+
+        def run(query: str) -> object:
+            lists = []
+            if mode != "vector":
+                lists.append(bm25s_leg(query, mask))
+            if mode != "lexical":
+                lists.append(numpy_leg(query, None if mask is None else in_kind))
             fused: dict[int, float] = {}
-            for ranking in (ranked[0].tolist(), nearest.tolist()):
+            for ranking in lists:
                 for rank, doc in enumerate(ranking, start=1):
                     fused[doc] = fused.get(doc, 0.0) + 1 / (60 + rank)
-            sorted(fused, key=lambda d: -fused[d])[:10]
-            hybrid_times.append(lexical_times[-1] + (time.perf_counter() - started_vector) * 1000)
-        print(f"  {category:<48} {'bm25s':<9} {percentiles(lexical_times)}")
-        print(f"  {category:<48} {'bm25s+np':<9} {percentiles(hybrid_times)}")
-    lancedb_reference(texts, vectors, queries)
+            return sorted(fused, key=lambda d: -fused[d])[:10]
+
+        return run
+
+    calls: dict[tuple[str, str, str], Callable[[str], object]] = {}
+    for query_class in QUERY_CLASSES:
+        calls["seed_sql", query_class, "lexical"] = seed_sql(query_class)
+        for mode in MODES:
+            calls["bm25s", query_class, mode] = bm25s_mode(mode, query_class)
+    columns = {("seed_sql", "lexical"): "seed SQL", ("bm25s", "lexical"): "bm25s",
+               ("bm25s", "vector"): "numpy", ("bm25s", "hybrid"): "bm25s+np"}  # fmt: skip
+    time_references(report, queries, clients_list, calls, columns)
+    lancedb_reference(report, texts, kinds, vectors, query_vectors, queries, clients_list)
 
 
-def lancedb_reference(texts: list[str], vectors: Any, queries: dict[str, list[str]]) -> None:
+def time_references(report: Report, queries: Queries, clients_list: list[int],
+                    calls: dict[tuple[str, str, str], Callable[[str], object]],
+                    columns: dict[tuple[str, str], str]) -> None:  # fmt: skip
+    for (_, query_class, _), call in calls.items():  # the untimed pass
+        time_calls(call, queries.texts[query_class], 1)
+    for clients in clients_list:
+        report.say(f"\nreference systems, 1 knowledge base, {clients} client(s), limit 10:")
+        for (system, query_class, mode), call in calls.items():
+            times = time_calls(call, queries.texts[query_class], clients)
+            report.add(system, query_class, mode, 1, clients, times,
+                       queries.labels[query_class], columns[system, mode])  # fmt: skip
+
+
+def lancedb_reference(report: Report, texts: list[str], kinds: list[str], vectors: Any,
+                      query_vectors: dict[str, Any], queries: Queries,
+                      clients_list: list[int]) -> None:  # fmt: skip
     """LanceDB embedded, as its documentation sets up hybrid search: a native FTS index on
-    the text, an approximate vector index with cosine distance, RRF of the two."""
+    the text, an approximate vector index with cosine distance, RRF of the two; the kind
+    filter is a where clause on a kind column, applied before the search."""
     import lancedb
     import numpy as np
     import pyarrow as pa
     from lancedb.index import FTS, IvfHnswSq
     from lancedb.rerankers import RRFReranker
 
-    provider = FakeProvider()
     with tempfile.TemporaryDirectory() as folder:
-        db = lancedb.connect(folder)
+        db: Any = lancedb.connect(folder)
         started = time.perf_counter()
         table = db.create_table("chunks", data=pa.table({
-            "id": np.arange(len(texts)), "text": texts,
+            "id": np.arange(len(texts)), "text": texts, "kind": kinds,
             "vector": pa.FixedSizeListArray.from_arrays(
                 pa.array(vectors.reshape(-1)), vectors.shape[1])}))  # fmt: skip
         loaded = time.perf_counter() - started
@@ -244,29 +380,37 @@ def lancedb_reference(texts: list[str], vectors: Any, queries: dict[str, list[st
         fts = time.perf_counter() - started
         started = time.perf_counter()
         table.create_index("vector", config=IvfHnswSq(distance_type="cosine"))
-        print(
+        report.say(
             f"  LanceDB: load {loaded:.1f} s, FTS index {fts:.1f} s, "
             f"IVF_HNSW_SQ index {time.perf_counter() - started:.1f} s"
         )
         reranker = RRFReranker()
-        for category, items in queries.items():
-            times: dict[str, list[float]] = {"lexical": [], "vector": [], "hybrid": []}
-            for query in items:
-                vector = provider.embed([query])[0]  # excluded, as for ours
-                searches = {
-                    "lexical": table.search(query, query_type="fts"),
-                    "vector": table.search(vector, query_type="vector").distance_type("cosine"),
-                    "hybrid": table.search(query_type="hybrid")
-                    .vector(vector)
-                    .text(query)
-                    .rerank(reranker),
-                }
-                for mode, built in searches.items():
-                    started = time.perf_counter()
-                    built.limit(10).to_arrow()
-                    times[mode].append((time.perf_counter() - started) * 1000)
-            for mode, measured in times.items():
-                print(f"  {category:<48} {'lance ' + mode[:3]:<9} {percentiles(measured)}")
+
+        def lance(mode: str, query_class: str) -> Callable[[str], object]:
+            def run(query: str) -> object:
+                vector = query_vectors[query]
+                built: Any = {
+                    "lexical": lambda: table.search(query, query_type="fts"),
+                    "vector": lambda: table.search(vector, query_type="vector").distance_type(
+                        "cosine"
+                    ),
+                    "hybrid": lambda: (
+                        table.search(query_type="hybrid")
+                        .vector(vector)
+                        .text(query)
+                        .rerank(reranker)
+                    ),
+                }[mode]()
+                if query_class == "kind_filter":
+                    built = built.where(f"kind = '{FILTER_KIND}'", prefilter=True)
+                return built.limit(10).to_arrow()
+
+            return run
+
+        calls = {("lancedb", query_class, mode): lance(mode, query_class)
+                 for query_class in QUERY_CLASSES for mode in MODES}  # fmt: skip
+        columns = {("lancedb", mode): "lance " + mode[:3] for mode in MODES}
+        time_references(report, queries, clients_list, calls, columns)
 
 
 def main() -> None:
@@ -285,7 +429,14 @@ def main() -> None:
         action="store_true",
         help="Also time the seed's SQL, bm25s + an exact numpy scan, and LanceDB ([bench]).",
     )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="Print one JSON object {size, rows: [{system, query, mode, bases, clients, "
+        "p50_ms, p95_ms, p99_ms}]} on stdout; progress goes to stderr.",
+    )
     args = parser.parse_args()
+    report = Report(as_json=args.json)
     file_chunks = round(args.size * args.file_share)
     texts = bullets(args.size - file_chunks)
     files = documents(file_chunks)
@@ -303,10 +454,10 @@ def main() -> None:
                 cx = db.context(actor, settings)
                 setups.append((kbs, cx))
                 if loaded(db, cx):
-                    print(f"reusing {name!r} from {home}")
+                    report.say(f"reusing {name!r} from {home}")
                     continue
                 took = load(db, settings, cx, texts, files, kbs)
-                print(
+                report.say(
                     f"loaded {len(texts):,} bullets and {len(files):,} files into {kbs} "
                     f"knowledge base(s): {took:.1f} s = {args.size / took:,.0f} chunks/s "
                     "(GIN indexes live)"
@@ -318,7 +469,7 @@ def main() -> None:
                     conn.execute("drop index if exists search.embeddings_vec")
                 started = time.perf_counter()
                 Indexer(db, settings, provider).drain(timeout_s=24 * 3600)
-                print(
+                report.say(
                     f"embedded the chunks without the vector index: "
                     f"{time.perf_counter() - started:.1f} s"
                 )
@@ -329,36 +480,22 @@ def main() -> None:
                     # memory; past maintenance_work_mem pgvector builds it far more slowly.
                     conn.execute("set maintenance_work_mem = '8GB'")
                     conn.execute(VECTOR_INDEX_SQL)
-                    print(f"HNSW build: {time.perf_counter() - started:.1f} s")
+                    report.say(f"HNSW build: {time.perf_counter() - started:.1f} s")
                 conn.execute("analyze")
                 vectors = scalar(conn, "select count(*) from search.embeddings")
                 size = scalar(conn, "select pg_size_pretty(pg_database_size(current_database()))")
-                print(f"{vectors:,} vectors; database size: {size}")
+                report.say(f"{vectors:,} vectors; database size: {size}")
             if args.load_only:
                 return
             queries = pick_queries(db, setups[0][1], args.queries)
             if args.references:
-                references(db, setups[0][1], queries)
-            for _, cx in setups:
-                # One untimed pass, as a running server would have had: the data and every
-                # pooled connection's catalog caches are warm, as the in-memory engines are.
-                for items in queries.values():
-                    time_queries(cx, provider, items, 1, mode="hybrid")
-            for clients in args.clients:
-                for kbs, cx in setups:
-                    print(f"\n{kbs} knowledge base(s), {clients} client(s), limit 10:")
-                    for category, items in queries.items():
-                        for mode in ("lexical", "vector", "hybrid"):
-                            times = time_queries(cx, provider, items, clients, mode=mode)
-                            print(f"  {category:<48} {mode:<9} {percentiles(times)}")
-                    times = time_queries(cx, provider, queries["long question"], clients,
-                                         mode="hybrid", kinds=["memory"])  # fmt: skip
-                    print(
-                        f"  {'long question, kind=memory (1%)':<48} {'hybrid':<9} "
-                        f"{percentiles(times)}"
-                    )
+                references(report, db, setups[0][1], queries, args.clients)
+            ours(report, setups, queries, args.clients)
         finally:
             db.close()
+    if args.json:
+        print(json.dumps({"size": args.size, "common_word": queries.common_word,
+                          "filter_kind": FILTER_KIND, "rows": report.rows}))  # fmt: skip
 
 
 def existing_workspace(conn: Conn, name: str) -> Actor | None:
