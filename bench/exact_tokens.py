@@ -20,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.corpus import abstracts, sentences
 from subspace import commands
 from subspace.config import Settings
+from subspace.db.vector_index import defer_vector_index
 from subspace.indexer.consumer import Indexer
 from subspace.indexer.reindex import VECTOR_INDEX_SQL
 from subspace.ingest.outline import OutlineItem
@@ -97,7 +98,7 @@ def main() -> None:
                         "select id from kb.nodes where page_id = %s order by position",
                         (page.id,)))  # fmt: skip
             with db.pool.connection() as conn:
-                conn.execute("drop index search.embeddings_vec")
+                defer_vector_index(conn, FakeProvider.model, FakeProvider.dimensions)
             Indexer(db, settings, FakeProvider()).drain(timeout_s=3600)
             with db.pool.connection() as conn:
                 conn.execute(VECTOR_INDEX_SQL)

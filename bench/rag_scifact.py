@@ -36,6 +36,7 @@ from subspace.answers.fake_chat import FakeChat
 from subspace.answers.strategies import STRATEGIES
 from subspace.answers.strategy import Answer, AnswerBullet, Job
 from subspace.config import Settings
+from subspace.db.vector_index import defer_vector_index
 from subspace.evaluation.beir import load_collection
 from subspace.evaluation.runner import _fresh_database, _write_corpus
 from subspace.indexer.consumer import Indexer
@@ -100,7 +101,7 @@ def main() -> None:
                 doc = by_hash[row["source_sha256"]]
                 doc_of[str(row["node_id"])] = doc
                 doc_of[str(row["page_id"])] = doc
-            conn.execute("drop index if exists search.embeddings_vec")
+            defer_vector_index(conn, provider.model, provider.dimensions)
         Indexer(db, settings, provider).drain(timeout_s=24 * 3600)
         with db.pool.connection() as conn:
             conn.execute(VECTOR_INDEX_SQL)

@@ -42,9 +42,11 @@ def snapshot(database: Database) -> list[tuple[str, str, str]]:
 
 
 def vector_index(database: Database) -> str:
+    """The fake model's HNSW index, as pg_indexes shows it ('' when there is none)."""
     with database.pool.connection() as conn:
         row = conn.execute(
-            "select indexdef from pg_indexes where indexname = 'embeddings_vec'"
+            "select indexdef from pg_indexes where indexname = search.vector_index_name(%s)",
+            (FakeProvider.model,),
         ).fetchone()
     return "" if row is None else str(row["indexdef"])
 

@@ -100,7 +100,14 @@ def found(cx: Context, c: Corpus) -> dict[str, set[str]]:
         query = embed_query(cx.search_runtime, FakeProvider(), WORD, timeout_s=5)
         legs = {
             "lexical leg": lexical_leg(conn, scope, tsq, cap=100),
-            "vector leg": vector_leg(conn, scope, query, model=FakeProvider.model, cap=100)[0],
+            "vector leg": vector_leg(
+                conn,
+                scope,
+                query,
+                model=FakeProvider.model,
+                dimensions=FakeProvider.dimensions,
+                cap=100,
+            )[0],
         }
     for name, hits in legs.items():
         seen[name] = {names[h.target[1]] for h in hits if h.target[1] in names}

@@ -25,6 +25,7 @@ from subspace import commands
 from subspace.config import Settings
 from subspace.db.migrate import migrate
 from subspace.db.pool import open_pool
+from subspace.db.vector_index import defer_vector_index
 from subspace.evaluation.beir import Collection, add_typos
 from subspace.evaluation.metrics import evaluate, rrf
 from subspace.indexer.chunking import text_hash
@@ -198,7 +199,7 @@ def run_eval(
                 )
             }
             # Build the vector index once after loading: faster than growing it row by row.
-            conn.execute("drop index if exists search.embeddings_vec")
+            defer_vector_index(conn, provider.model, provider.dimensions)
         progress("embedding the corpus")
         Indexer(db, settings, provider).drain(timeout_s=24 * 3600)
         with db.pool.connection() as conn:

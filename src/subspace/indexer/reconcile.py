@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from subspace.db.pool import Conn
+from subspace.db.vector_index import register_vector_model
 from subspace.indexer import sources, store
 from subspace.indexer.chunking import Chunk
 from subspace.indexer.sources import IndexTarget
@@ -67,6 +68,9 @@ def reconcile(
     provider fails, leaving the transaction to be rolled back.
     """
     outcome = Outcome()
+    # Before this transaction writes a row: a new model's index is built here, and building
+    # waits for the other writers' transactions, which must not be waiting for this one.
+    register_vector_model(conn, provider.model, provider.dimensions)
     by_workspace: dict[object, list[IndexTarget]] = defaultdict(list)
     for target in targets:
         by_workspace[target.workspace_id].append(target)

@@ -10,6 +10,11 @@ from uuid import UUID
 from subspace.config import Settings
 from subspace.db.locks import SERVER_LOCK_KEY
 from subspace.db.pool import Conn
+from subspace.db.vector_index import (
+    build_vector_indexes,
+    defer_vector_index,
+    forget_unused_models,
+)
 from subspace.errors import Conflict
 from subspace.indexer.consumer import event_target
 from subspace.indexer.reconcile import Outcome, reconcile
@@ -19,12 +24,10 @@ from subspace.ingest.worker import extract_limits, new_extractor, record_extract
 from subspace.providers.base import EmbeddingProvider
 from subspace.runtime import Database
 
-# The vector index of migration 0001. A full reindex drops it and builds it once at the end:
+# Builds every registered model's missing HNSW index (db/vector_index.py); a no-op when none
+# is missing. Bulk loaders defer a model's index (defer_vector_index), write, then run this:
 # building is several times faster than inserting row by row into a live HNSW graph.
-VECTOR_INDEX_SQL = (
-    "create index if not exists embeddings_vec on search.embeddings "
-    "using hnsw (vec halfvec_cosine_ops)"
-)
+VECTOR_INDEX_SQL = "select search.build_vector_indexes()"
 
 TARGETS_PER_TRANSACTION = 200
 
@@ -125,7 +128,7 @@ def reembed(
             (provider.model, kb_id, kb_id),
         )
         if rebuild_index:
-            conn.execute("drop index if exists search.embeddings_vec")
+            defer_vector_index(conn, provider.model, provider.dimensions)
         conn.commit()
         outcome = Outcome()
         try:
@@ -146,8 +149,11 @@ def reembed(
                 _ack_covered(conn, waiting, outcome, everything=kb_id is None)
         finally:
             conn.rollback()
+            # Every model keeps one index: the active one's is built again (as is any other
+            # found missing), and a model whose vectors are all gone loses its own.
+            build_vector_indexes(conn)
             if rebuild_index:
-                conn.execute(VECTOR_INDEX_SQL)
+                forget_unused_models(conn)
             conn.execute("drop table if exists reindex_previous")
             conn.commit()
     return len(targets), outcome

@@ -182,6 +182,7 @@ def _run_vector(conn: Conn, tsq: TsQueries, job: VectorJob) -> Leg:
                 scope,
                 query_vector,
                 model=provider.model,
+                dimensions=provider.dimensions,
                 cap=job.window,
                 excluded=tsq.excluded,
                 large_bases=job.runtime.large_bases,

@@ -3,6 +3,12 @@
 Filters (model, kinds, knowledge bases, visibility) are applied while the HNSW index is
 walked, with pgvector's iterative scan so a selective filter still fills the window. When the
 filtered set is small, an exact scan over it is both faster and exact.
+
+Both compare the first `dimensions` numbers of each vector (the model's width; the rest is
+zero padding, so the cosine is the same) with the query cut to that width: the walk uses the
+model's own partial index on that expression (db/vector_index.py). The planner matches that
+index's `where model = '<model>'` only when it plans for the model's value, as searches do
+(plan_cache_mode = force_custom_plan): a generic plan would scan the whole table.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from uuid import UUID
 from pgvector import HalfVector
 
 from subspace.db.pool import Conn
+from subspace.db.vector_index import vector_expression
 from subspace.providers.base import EmbeddingProvider, ProviderError, checked_vectors
 from subspace.providers.breaker import breaker_for, failure_reason
 from subspace.search import kinds as registry
@@ -98,24 +105,31 @@ def _scope_sql(scope: Scope, model: str, excluded: str, kb_filter: Fragment) -> 
 _COLUMNS = "e.kind, e.ref, e.kb_id, e.item_id, e.target_id"
 
 
-def _exact_sql(where: Fragment, query: HalfVector, cap: int) -> Fragment:
+def _exact_sql(where: Fragment, query: HalfVector, cap: int, dimensions: int) -> Fragment:
     # A materialized set cannot use the vector index: the scan is exact.
     return Fragment(
-        f"with candidates as materialized (select {_COLUMNS}, e.vec from search.embeddings e "
+        f"with candidates as materialized (select {_COLUMNS}, "
+        f"{vector_expression(dimensions)} as vec from search.embeddings e "
         f"where {where.sql}) select kind, ref, kb_id, item_id, target_id, "
         "vec <=> %(q)s as distance from candidates order by distance, ref limit %(cap)s",
         bind(where, Fragment("", {"q": query, "cap": cap})),
     )
 
 
-def _index_sql(where: Fragment, query: HalfVector, limit: int) -> Fragment:
+def _index_sql(where: Fragment, query: HalfVector, limit: int, dimensions: int) -> Fragment:
     # relaxed_order may return neighbours slightly out of order: sort again.
+    vec = vector_expression(dimensions)
     return Fragment(
-        f"with nearest as materialized (select {_COLUMNS}, e.vec <=> %(q)s as distance "
-        f"from search.embeddings e where {where.sql} order by e.vec <=> %(q)s "
+        f"with nearest as materialized (select {_COLUMNS}, {vec} <=> %(q)s as distance "
+        f"from search.embeddings e where {where.sql} order by {vec} <=> %(q)s "
         f"limit {int(limit)}) select * from nearest order by distance, ref",
         bind(where, Fragment("", {"q": query})),
     )
+
+
+def query_at_width(query: HalfVector, dimensions: int) -> HalfVector:
+    """The query's first `dimensions` numbers (a stored query vector is padded to 1,536)."""
+    return HalfVector(query.to_numpy()[:dimensions])
 
 
 def vector_leg(
@@ -124,11 +138,14 @@ def vector_leg(
     query: HalfVector,
     *,
     model: str,
+    dimensions: int,
     cap: int,
     excluded: str = "",
     large_bases: LargeBases | None = None,
 ) -> tuple[list[Hit], str]:
     """The leg's hits, nearest first, at most `cap` per knowledge base; and the plan used.
+
+    `dimensions` is the model's width (provider.dimensions): vectors are compared on it.
 
     Small bases (under EXACT_SCAN_ROWS vectors) are scanned exactly, each under its own cap,
     so a small base is never crowded out. The large ones share one walk of the HNSW index,
@@ -141,10 +158,11 @@ def vector_leg(
     small = [kb for kb in scope.kb_ids if sizes.get(kb, 0) < EXACT_SCAN_ROWS and sizes.get(kb)]
     large = [kb for kb in scope.kb_ids if sizes.get(kb, 0) >= EXACT_SCAN_ROWS]
     rows: list[dict[str, Any]] = []
+    query = query_at_width(query, dimensions)
     if small:
         for kb_id in small:
             where = _scope_sql(scope, model, excluded, Fragment("e.kb_id = %(kb)s", {"kb": kb_id}))
-            exact = _exact_sql(where, query, cap)
+            exact = _exact_sql(where, query, cap, dimensions)
             rows.extend(conn.execute(exact.sql, exact.params).fetchall())
     if large:
         # The large bases share one walk: twice one base's cap covers the fused top rows
@@ -157,7 +175,8 @@ def vector_leg(
             f"set local hnsw.max_scan_tuples = {MAX_SCAN_TUPLES}"
         )
         bases = Fragment("e.kb_id = any(%(large)s)", {"large": large})
-        nearest = _index_sql(_scope_sql(scope, model, excluded, bases), query, limit)
+        where = _scope_sql(scope, model, excluded, bases)
+        nearest = _index_sql(where, query, limit, dimensions)
         found = conn.execute(nearest.sql, nearest.params).fetchall()
         per_base: dict[Any, int] = {}
         for row in found:
