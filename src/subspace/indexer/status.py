@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 from uuid import UUID
 
+from subspace.db.pipeline import Later, later
 from subspace.db.pool import Conn
 from subspace.indexer.consumer import EVENT_TARGETS
 
@@ -57,10 +58,16 @@ def indexer_status(conn: Conn, provider_name: str, model: str) -> IndexerStatus:
 
 def waiting_for_embeddings(conn: Conn, workspace_id: UUID) -> int:
     """How many pages, files and mail of the workspace have writes not yet embedded."""
-    row = conn.execute(
+    return queue_waiting_for_embeddings(conn, workspace_id).result()
+
+
+def queue_waiting_for_embeddings(conn: Conn, workspace_id: UUID) -> Later[int]:
+    """`waiting_for_embeddings`, its statement queued."""
+    return later(
+        conn,
         "select count(distinct coalesce(payload->>'page_id', payload->>'file_id', "
         "payload->>'mail_id')) as n from kb.outbox "
         f"where workspace_id = %s and indexed_at is null and ({_EMBEDDING_EVENTS})",
         (workspace_id,),
-    ).fetchone()
-    return 0 if row is None else int(row["n"])
+        lambda rows: int(rows[0]["n"]) if rows else 0,
+    )

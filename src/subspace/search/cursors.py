@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
+from subspace.db.pipeline import Later, later
 from subspace.db.pool import Conn
 from subspace.errors import InvalidCursor
 from subspace.search import kinds as registry
@@ -43,12 +44,23 @@ _TARGET_KEY = re.compile(r"[a-z][0-9a-f]{32}")
 
 def workspace_secret(conn: Conn, workspace_id: UUID) -> bytes:
     """The key that signs the workspace's cursors (made by migration 0008)."""
-    row = conn.execute(
-        "select cursor_secret from kb.workspaces where workspace_id = %s", (workspace_id,)
-    ).fetchone()
-    if row is None:
+    return queue_workspace_secret(conn, workspace_id).result()
+
+
+def queue_workspace_secret(conn: Conn, workspace_id: UUID) -> Later[bytes]:
+    """`workspace_secret`, its statement queued."""
+    return later(
+        conn,
+        "select cursor_secret from kb.workspaces where workspace_id = %s",
+        (workspace_id,),
+        _secret,
+    )
+
+
+def _secret(rows: list[dict[str, Any]]) -> bytes:
+    if not rows:
         raise InvalidCursor("The cursor belongs to no workspace. Start again without it.")
-    return bytes(row["cursor_secret"])
+    return bytes(rows[0]["cursor_secret"])
 
 
 def seal(secret: bytes, payload: dict[str, Any]) -> str:
@@ -162,15 +174,19 @@ def fingerprint(request: SearchRequest) -> str:
     return hashlib.sha256(shape.encode()).hexdigest()[:16]
 
 
-def read_cursor(conn: Conn, workspace_id: UUID, request: SearchRequest) -> Paging:
+def read_cursor(
+    conn: Conn, workspace_id: UUID, request: SearchRequest, *, secret: bytes | None = None
+) -> Paging:
     """The targets earlier pages of the same query served; none without a cursor.
     InvalidCursor (400) for a cursor of any other shape, or one this workspace did not sign.
 
-    The workspace's key is read only when a cursor comes in (here) or a next one goes out.
+    Without the workspace's `secret`, it is read only when a cursor comes in (here) or a next
+    one goes out.
     """
     if not request.cursor:
-        return Paging(workspace_id, frozenset(), None)
-    secret = workspace_secret(conn, workspace_id)
+        return Paging(workspace_id, frozenset(), secret)
+    if secret is None:
+        secret = workspace_secret(conn, workspace_id)
     payload = unseal(
         secret,
         request.cursor,

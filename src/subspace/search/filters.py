@@ -14,6 +14,7 @@ from typing import Any
 from uuid import UUID
 
 from subspace.commands.tags import coerce_tag_value
+from subspace.db.pipeline import Later, later
 from subspace.db.pool import Conn
 from subspace.errors import InvalidInput, NotFound, TooLarge
 from subspace.models import TagDefinition
@@ -77,6 +78,16 @@ def normalize_kinds(kinds: list[str] | None) -> frozenset[str]:
     return frozenset(found)
 
 
+def queue_knowledge_bases(conn: Conn, workspace_id: UUID) -> Later[dict[UUID, str]]:
+    """The workspace's knowledge bases, id to name, in name order; the statement queued."""
+    return later(
+        conn,
+        "select id, name from kb.knowledge_bases where workspace_id = %s order by name, id",
+        (workspace_id,),
+        lambda rows: {row["id"]: row["name"] for row in rows},
+    )
+
+
 def resolve_scope(
     conn: Conn,
     workspace_id: UUID,
@@ -87,17 +98,15 @@ def resolve_scope(
     tags: list[TagFilter] | None,
     max_knowledge_bases: int,
     sources_only: bool = False,
+    bases: Later[dict[UUID, str]] | None = None,
 ) -> Scope:
-    """Check the filters against the workspace and resolve names to ids.
+    """Check the filters against the workspace and resolve names to ids; `bases` are the
+    workspace's knowledge bases if already queued (queue_knowledge_bases).
 
     A knowledge base of another workspace is NotFound; an unknown tag, an operator that does
     not fit the tag's type, or a value of the wrong type is InvalidInput, never ignored.
     """
-    rows = conn.execute(
-        "select id, name from kb.knowledge_bases where workspace_id = %s order by name, id",
-        (workspace_id,),
-    ).fetchall()
-    names = {row["id"]: row["name"] for row in rows}
+    names = (bases or queue_knowledge_bases(conn, workspace_id)).result()
     if kb_ids:
         if len(set(kb_ids)) > max_knowledge_bases:
             raise TooLarge(

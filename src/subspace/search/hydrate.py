@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+from subspace.db.pipeline import Later, all_rows, later
 from subspace.db.pool import Conn
 from subspace.search import kinds as registry
 from subspace.search.analysis import fold, fold_with_offsets
@@ -189,26 +190,37 @@ def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
 def hydrate(conn: Conn, scope: Scope, fused: list[Fused], tsq: TsQueries) -> list[Row]:
     """Rows for `fused`, in the same order; items no longer visible are left out. Passages
     are marked for `tsq`'s any-words query and its lexemes (no query: nothing is marked)."""
+    return queue_hydrate(conn, scope, fused, tsq).result()
+
+
+def queue_hydrate(conn: Conn, scope: Scope, fused: list[Fused], tsq: TsQueries) -> Later[list[Row]]:
+    """`hydrate`, its statements queued: one per kind, and the bullets' breadcrumbs."""
     by_kind: dict[str, list[Fused]] = {}
     for item in fused:
         by_kind.setdefault(item.target[0], []).append(item)
-    details: dict[ItemKey, dict[str, Any]] = {}
+    found = []
     for target, items in by_kind.items():
         query = _details_sql(scope, registry.get(target), items, tsq)
-        for d in conn.execute(query.sql, query.params):
-            details[(target, d["id"])] = d
-        if target == "node":  # bullets sit in a tree: their ancestors say where they are
-            ids = [ident for kind, ident in details if kind == target]
-            crumbs = breadcrumbs(conn, scope.workspace_id, ids)
-            for ident in ids:
-                d = details[(target, ident)]
-                d["breadcrumb"] = [d["title"] or "Untitled", *crumbs.get(ident, [])]
-    rows = []
-    for item in fused:
-        found = details.get(item.target)
-        if found is not None:
-            rows.append(_row(scope, item, found, tsq.lexemes))
-    return rows
+        found.append((target, later(conn, query.sql, query.params, all_rows)))
+    node_ids = [ident for kind, ident in (item.target for item in fused) if kind == "node"]
+    # Bullets sit in a tree: their ancestors say where they are.
+    crumbs = queue_breadcrumbs(conn, scope.workspace_id, node_ids) if node_ids else None
+
+    def shape() -> list[Row]:
+        details: dict[ItemKey, dict[str, Any]] = {}
+        for target, each in found:
+            for d in each.result():
+                details[(target, d["id"])] = d
+        for (kind, ident), d in details.items():
+            if kind == "node" and crumbs is not None:
+                d["breadcrumb"] = [d["title"] or "Untitled", *crumbs.result().get(ident, [])]
+        return [
+            _row(scope, item, details[item.target], tsq.lexemes)
+            for item in fused
+            if item.target in details
+        ]
+
+    return Later(shape)
 
 
 def _details_sql(
@@ -284,8 +296,16 @@ def _row(scope: Scope, item: Fused, d: dict[str, Any], lexemes: Collection[str])
 
 def breadcrumbs(conn: Conn, workspace_id: UUID, node_ids: list[UUID]) -> dict[UUID, list[str]]:
     """The ancestor bullets of each node, outermost first, each cut to a short label."""
+    return queue_breadcrumbs(conn, workspace_id, node_ids).result()
+
+
+def queue_breadcrumbs(
+    conn: Conn, workspace_id: UUID, node_ids: list[UUID]
+) -> Later[dict[UUID, list[str]]]:
+    """`breadcrumbs`, its statement queued."""
     nodes = registry.get("node").table
-    rows = conn.execute(
+    return later(
+        conn,
         "with recursive up(node_id, ancestor_id, depth) as ("
         f" select id, parent_id, 1 from {nodes}"
         " where workspace_id = %(ws)s and id = any(%(ids)s) and parent_id is not null"
@@ -296,7 +316,11 @@ def breadcrumbs(conn: Conn, workspace_id: UUID, node_ids: list[UUID]) -> dict[UU
         f") select up.node_id, up.depth, a.text from up join {nodes} a"
         " on a.workspace_id = %(ws)s and a.id = up.ancestor_id order by up.node_id, up.depth desc",
         {"ws": workspace_id, "ids": node_ids},
-    ).fetchall()
+        _labels,
+    )
+
+
+def _labels(rows: list[dict[str, Any]]) -> dict[UUID, list[str]]:
     found: dict[UUID, list[str]] = {}
     for r in rows:
         text = " ".join(r["text"].split())
