@@ -304,15 +304,17 @@ def references(report: Report, db: Database, cx: Context, queries: Queries,
 
     def bm25s_leg(query: str, mask: Any) -> list[int]:
         tokens = bm25s.tokenize([query], stopwords="en", stemmer=stemmer, show_progress=False)
-        ranked, _ = retriever.retrieve(tokens, k=DEPTH, show_progress=False, weight_mask=mask)
-        return list(ranked[0].tolist())
+        ranked, scores = retriever.retrieve(tokens, k=DEPTH, show_progress=False,
+                                            weight_mask=mask)  # fmt: skip
+        return list(ranked[0][scores[0] > 0].tolist())  # a document without the words is no hit
 
     def numpy_leg(query: str, mask: Any) -> list[int]:
         scores = vectors @ query_vectors[query]
         if mask is not None:
             scores = np.where(mask, scores, -np.inf)
         nearest = np.argpartition(-scores, DEPTH)[:DEPTH]
-        return list(nearest[np.argsort(-scores[nearest])].tolist())
+        nearest = nearest[np.argsort(-scores[nearest])]
+        return list(nearest[np.isfinite(scores[nearest])].tolist())  # masked out: no hit
 
     def bm25s_mode(mode: str, query_class: str) -> Callable[[str], object]:
         mask = in_kind.astype(np.float32) if query_class == "kind_filter" else None
