@@ -115,19 +115,15 @@ def test_damerau_levenshtein(a: str, b: str, distance: int) -> None:
     assert damerau_levenshtein(a, b, 0) == (0 if distance == 0 else 1)
 
 
-def test_candidate_sets_are_bounded_for_common_words(
-    database: Database, cx: Context, monkeypatch: pytest.MonkeyPatch
+def test_common_words_rank_exactly_without_a_candidate_budget(
+    database: Database, cx: Context
 ) -> None:
-    from subspace.search import lexical
-
     page = commands.create_page(cx, "")
     rare = commands.add_node(cx, page.id, "zymurgy notes")
     short = commands.add_node(cx, page.id, "common")
     zebras = [commands.add_node(cx, page.id, "common zebra") for _ in range(2)]
     longer = [commands.add_node(cx, page.id, f"common word in a longer bullet number {i}")
               for i in range(6)]  # fmt: skip
-    monkeypatch.setattr(lexical, "MATCH_BUDGET", 3)
-    monkeypatch.setattr(lexical, "SHORTEST_BUDGET", 3)
 
     def found(query: str, cap: int = 1) -> list[object]:
         with database.pool.connection() as conn:
@@ -136,44 +132,41 @@ def test_candidate_sets_are_bounded_for_common_words(
             tsq = build_tsqueries(conn, parse_query(query), cx.actor.workspace_id)
             return [h.target[1] for h in lexical_leg(conn, scope, tsq, cap=cap)]
 
-    # Rarest first: "zymurgy" (1 document) fits, "common" (9) would not, so only the
-    # documents with the rare word are scored.
-    assert found("zymurgy common", cap=10) == [rare.id]
-    # One common word over the budget: the 3 shortest matching documents are candidates
-    # (the cap, 1 per base, is below the budget), the best of them the shortest.
+    # A cap of 1 reads one posting per list and round: the top is found over many rounds.
+    by_id = sorted(n.id for n in longer)
+    assert found("zymurgy common", cap=10) == [
+        rare.id, short.id, *sorted(z.id for z in zebras), *by_id
+    ]  # fmt: skip
     assert found("common") == [short.id]
-    assert set(found("common", cap=3)) == {short.id, *(z.id for z in zebras)}
-    # A window larger than the budget gets as many candidates as it asks for.
-    assert len(found("common", cap=5)) == 5
-    # Excluded documents do not use up the budget.
-    assert set(found("common -zebra", cap=3)) <= {short.id, *(n.id for n in longer)}
-    assert len(found("common -zebra", cap=3)) == 3
-    monkeypatch.setattr(lexical, "MATCH_BUDGET", 20_000)
+    assert found("common", cap=3) == [short.id, *sorted(z.id for z in zebras)]
+    # Equal scores rank by id, also among the documents read last.
+    assert found("common -zebra", cap=3) == [short.id, *by_id[:2]]
+    assert found("common -zebra", cap=20) == [short.id, *by_id]
     assert len(ids(run(cx, "common", mode="lexical"))) == 9
 
 
 def test_each_query_fragment_binds_exactly_the_parameters_it_names(
-    database: Database, cx: Context, monkeypatch: pytest.MonkeyPatch
+    database: Database, cx: Context
 ) -> None:
     from subspace.search import lexical
 
     page = commands.create_page(cx, "Ferry timetable")
     commands.add_node(cx, page.id, "ferry schedule for the harbour")
     commands.add_node(cx, page.id, "ferry ferry")
-    monkeypatch.setattr(lexical, "MATCH_BUDGET", 1)  # every shape: bounded, excluded, scored
     with database.pool.connection() as conn:
         scope = resolve_scope(conn, cx.actor.workspace_id, cx.actor.user_id, kb_ids=None,
                               kinds=None, tags=None, max_knowledge_bases=50)  # fmt: skip
         for text in ("ferry schedule -harbour", "ferry", "timetable or schedule"):
             tsq = build_tsqueries(conn, parse_query(text))
-            stats = lexical.bm25_stats(conn, cx.actor.workspace_id, tsq.lexemes)
-            for query in (
-                lexical.lexical_sql(scope, tsq, stats, scored=lexical.scored_lexemes(tsq, stats)),
-                lexical.lexical_sql(scope, tsq, stats),
-                lexical.lexical_sql(scope, tsq),
-            ):
+            queries = [lexical.lexical_sql(scope, tsq), lexical.bm25_sql(conn, scope, tsq, cap=10)]
+            queries += [
+                lexical.verify_sql(source, tsq)
+                for source in lexical._sources(scope, candidates=True)
+            ]
+            for query in queries:
                 named = set(re.findall(r"%\((\w+)\)s", query.sql))
                 assert named == set(query.params), text
+            for query in queries[:2]:
                 conn.execute("explain " + query.sql, query.params)
 
 

@@ -6,6 +6,7 @@ import json
 import threading
 import time
 from dataclasses import replace
+from uuid import uuid4
 
 import psycopg
 import pytest
@@ -23,7 +24,7 @@ from subspace.ingest.worker import extract_pending
 from subspace.providers.fake import FakeProvider
 from subspace.runtime import Database
 from subspace.search.filters import resolve_scope
-from subspace.search.lexical import bm25_stats, build_tsqueries, lexical_sql
+from subspace.search.lexical import _sources, build_tsqueries, lexical_sql, verify_sql
 from subspace.search.query import parse_query
 from tests.search_helpers import index, run
 
@@ -125,7 +126,7 @@ def test_grep_with_a_catastrophic_regex_stops_at_the_timeout(
     assert answers == [1]
 
 
-def test_each_lexical_query_uses_the_gin_indexes(database: Database, cx: Context) -> None:
+def test_each_lexical_query_uses_its_indexes(database: Database, cx: Context) -> None:
     with database.pool.connection() as conn:
         ws = cx.actor.workspace_id
         kb = conn.execute("select id from kb.knowledge_bases where workspace_id = %s", (ws,))
@@ -164,18 +165,35 @@ def test_each_lexical_query_uses_the_gin_indexes(database: Database, cx: Context
         scope = resolve_scope(conn, ws, cx.actor.user_id, kb_ids=None, kinds=None, tags=None,
                               max_knowledge_bases=50)  # fmt: skip
         tsq = build_tsqueries(conn, parse_query("rarewordxyz"))
-        plans = {}
-        for ranker in ("bm25", "ts_rank_cd"):
-            stats = bm25_stats(conn, ws, tsq.lexemes) if ranker == "bm25" else None
-            query = lexical_sql(scope, tsq, stats, cap=100)
-            plans[ranker] = "\n".join(
-                r["QUERY PLAN"] for r in conn.execute("explain " + query.sql, query.params)
+        query = lexical_sql(scope, tsq, cap=100)
+        plan = "\n".join(
+            r["QUERY PLAN"] for r in conn.execute("explain " + query.sql, query.params)
+        )
+        # BM25 scores the candidates search.bm25_top_k names: each found by its key.
+        quoting = psycopg.ClientCursor(conn)
+        candidates = {}
+        for source in _sources(scope, candidates=True):
+            verify = verify_sql(source, tsq)
+            name = f"verify_{source.kind}"
+            conn.execute(
+                f"prepare {name}(uuid[], integer[], float8[], float8) as "
+                + quoting.mogrify(verify.sql, verify.params)
             )
-    for plan in plans.values():
-        for name in ("pages_title_tsv", "nodes_text_tsv", "file_chunks_text_tsv", "mail_tsv"):
-            assert f"Bitmap Index Scan on {name}" in plan, plan
-        for table in ("pages", "nodes", "file_chunks", "mail"):
-            assert f"Seq Scan on {table}" not in plan, plan
+            candidates[source.kind] = "\n".join(
+                r["QUERY PLAN"]
+                for r in conn.execute(
+                    f"explain execute {name}('{{{uuid4()}}}', '{{0}}', '{{1}}', 10)"
+                )
+            )
+    for name in ("pages_title_tsv", "nodes_text_tsv", "file_chunks_text_tsv", "mail_tsv"):
+        assert f"Bitmap Index Scan on {name}" in plan, plan
+    for table in ("pages", "nodes", "file_chunks", "mail"):
+        assert f"Seq Scan on {table}" not in plan, plan
+    assert set(candidates) == {"page", "node", "file", "mail"}
+    for source, found in candidates.items():
+        assert "Seq Scan" not in found, found
+        table = {"page": "pages", "node": "nodes", "file": "file_chunks", "mail": "mail"}[source]
+        assert f"using {table}_pkey on {table}" in found, found
 
 
 def test_search_over_http(client: TestClient, database: Database, cx: Context) -> None:

@@ -1,8 +1,10 @@
 """The lexical leg: full-text search over titles, bullets, file chunks and mail.
 
 Two queries: the first asks Postgres to turn the parsed query into tsqueries (its own output,
-so always valid), the second ranks ids and scores on the GIN-indexed tsvector columns. Text
-is read only later, for the rows that survive fusion and the limit.
+so always valid), the second ranks ids and scores. BM25 is exact: per source,
+search.bm25_top_k (migration 0014) reads each query lexeme's impact-ordered postings best
+first and scores, with this module's SQL, only the documents that can still enter the top.
+Text is read only later, for the rows that survive fusion and the limit.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
+
+import psycopg
 
 from subspace.db.pool import Conn
 from subspace.search import kinds as registry
@@ -38,7 +42,12 @@ class Term:
 @dataclass(frozen=True)
 class TsQueries:
     """The query as tsqueries: any word (recall), every clause (precision), and exclusions;
-    its lexemes (for BM25) and the typo corrections applied (query lexeme -> vocabulary)."""
+    its lexemes (for BM25) and the typo corrections applied (query lexeme -> vocabulary).
+
+    `repeats` says how often each of `lexemes` occurs in the query (BM25 counts a repeated
+    word as often as it appears: "cell cell growth" weighs cell twice); `clause_lexemes`
+    holds, per clause with words, the lexemes a document matching it contains one of.
+    """
 
     any_words: str
     all_words: str
@@ -47,6 +56,12 @@ class TsQueries:
     corrections: dict[str, str] = field(default_factory=dict)
     clauses: int = 0
     terms: tuple[Term, ...] = ()
+    repeats: tuple[int, ...] = ()
+    clause_lexemes: tuple[tuple[str, ...], ...] = ()
+
+    def repeat(self, index: int) -> int:
+        """How often tsq.lexemes[index] occurs in the query (1 when not recorded)."""
+        return self.repeats[index] if index < len(self.repeats) else 1
 
     @property
     def is_empty(self) -> bool:
@@ -69,14 +84,19 @@ def build_tsqueries(
     # search.fold, as for documents (migration 0009): accents folded, CJK runs as bigrams, so
     # a CJK term is the phrase of its bigrams. Identifier parts are only added to documents:
     # a whole identifier stays the phrase of its own tokens.
+    # Each lexeme with its number of positions: a phrase that repeats a word counts it twice.
     rows = conn.execute(
-        f"select t, array(select unnest(tsvector_to_array(to_tsvector('{CONFIG}', f)))) as l, "
+        "select t, coalesce(v.l, '{}') as l, coalesce(v.n, '{}') as n, "
         f"phraseto_tsquery('{CONFIG}', f)::text as q "
         "from unnest(%s::text[]) with ordinality u(t, i) "
-        "cross join lateral (select search.fold(t) as f offset 0) folded order by i",
+        "cross join lateral (select search.fold(t) as f offset 0) folded "
+        "cross join lateral (select array_agg(w.lexeme order by w.lexeme) as l, "
+        "array_agg(coalesce(array_length(w.positions, 1), 1) order by w.lexeme) as n "
+        f"from unnest(to_tsvector('{CONFIG}', f)) w) v order by i",
         (texts,),
     ).fetchall()
     lexemes_of = {r["t"]: list(r["l"]) for r in rows}
+    counts_of = {r["t"]: dict(zip(r["l"], r["n"], strict=True)) for r in rows}
     tsquery_of: dict[str, str] = {r["t"]: r["q"] for r in rows}
     corrections: dict[str, str] = {}
     if typos and workspace_id is not None:
@@ -95,20 +115,39 @@ def build_tsqueries(
             return query
         return f"( {query} ) | {tsquery_literal(correction)}"
 
+    def matched_by(text: str) -> tuple[str, ...]:
+        correction = correction_of(text)
+        return (*lexemes_of[text], *([correction] if correction else []))
+
     terms = []
+    # Every occurrence of an alternative counts, with each of its lexemes as often as its
+    # text has it; a typo's correction counts as often as the word it corrects.
+    repeats: dict[str, int] = {}
     for text in parsed.alternatives:
         if query := term(text):
-            correction = correction_of(text)
-            terms.append(Term(query, (*lexemes_of[text], *([correction] if correction else []))))
-    lexemes = {w for t in terms for w in t.lexemes}
+            terms.append(Term(query, matched_by(text)))
+            for lexeme, count in counts_of[text].items():
+                repeats[lexeme] = repeats.get(lexeme, 0) + count
+            if correction := correction_of(text):
+                repeats[correction] = (
+                    repeats.get(correction, 0) + counts_of[text][lexemes_of[text][0]]
+                )
+    lexemes = tuple(sorted(repeats))
+    clause_lexemes = tuple(
+        tuple(sorted({w for t in c.alternatives if term(t) for w in matched_by(t)}))
+        for c in parsed.clauses
+        if any(term(t) for t in c.alternatives)
+    )
     return TsQueries(
         either(t.tsquery for t in terms),
         " & ".join(f"( {q} )" for c in parsed.clauses if (q := either(map(term, c.alternatives)))),
         either(tsquery_of[t] for t in parsed.negated),
-        tuple(sorted(lexemes)),
+        lexemes,
         corrections,
         len(parsed.clauses),
         tuple(terms),
+        tuple(repeats[w] for w in lexemes),
+        clause_lexemes,
     )
 
 
@@ -118,16 +157,10 @@ def either(tsqueries: Iterable[str]) -> str:
     return " | ".join(f"( {q} )" for q in tsqueries if q)
 
 
-BM25_K1 = 1.2  # term-frequency saturation (Lucene's default)
-BM25_B = 0.75  # strength of document-length normalisation
+BM25_K1 = 1.2  # term-frequency saturation (Lucene's default); migrations 0013 and 0014 too
+BM25_B = 0.75  # strength of document-length normalisation; migrations 0013 and 0014 too
 ALL_WORDS_CLAUSES = 3  # up to this many clauses, documents with every word rank first
-# Documents a BM25 query scores at most, roughly: terms are admitted to the match set from the
-# rarest up until their document frequencies add up to this. The common terms left out still
-# score the candidates; they only stop a long question from scoring half the corpus.
-MATCH_BUDGET = 5_000
-# When even the rarest term is over the budget, the shortest matching documents of each
-# source, this many, are scored; an index on length finds them without reading every match.
-SHORTEST_BUDGET = 500
+MASK_BITS = 63  # bigint bit masks name a lexeme per bit in search.bm25_top_k's clauses
 
 
 @dataclass(frozen=True)
@@ -153,16 +186,17 @@ def _source_names(scope: Scope) -> list[str]:
     ]
 
 
-def _sources(scope: Scope) -> list[Source]:
-    """A Source for each BM25 source with kinds in scope, generated from their declarations."""
+def _sources(scope: Scope, *, candidates: bool = False) -> list[Source]:
+    """A Source for each BM25 source with kinds in scope, generated from their declarations;
+    with `candidates`, only the rows search.bm25_top_k names (see `_source_query`)."""
     found = []
     for source in _source_names(scope):
         declared = registry.of_source(source)
         wanted = tuple(spec for spec in declared if spec.name in scope.kinds)
         if scope.tags:  # tag filters write their own parameters into the text
-            query = _source_query(scope, declared, wanted)
+            query = _source_query(scope, declared, wanted, candidates)
         else:
-            sql = _untagged_source_sql(declared, wanted, scope.sources_only)
+            sql = _untagged_source_sql(declared, wanted, scope.sources_only, candidates)
             query = Fragment(sql, scope.shared().params)
         found.append(Source(source, query))
     return found
@@ -173,6 +207,7 @@ def _untagged_source_sql(
     declared: tuple[registry.KindSpec, ...],
     wanted: tuple[registry.KindSpec, ...],
     sources_only: bool,
+    candidates: bool,
 ) -> str:
     """The text of `_source_query` for a scope without tag filters. It depends only on the
     kinds' declarations and on whether the scope wants sources only, so it is built once per
@@ -180,14 +215,25 @@ def _untagged_source_sql(
     millisecond, a tenth of a rare word's lexical search."""
     kinds = frozenset(spec.name for spec in wanted)
     shape = Scope(UUID(int=0), UUID(int=0), [], {}, kinds, sources_only=sources_only)
-    return _source_query(shape, declared, wanted).sql
+    return _source_query(shape, declared, wanted, candidates).sql
+
+
+def _part_column(spec: registry.KindSpec) -> str | None:
+    """The column that tells a document's parts apart among the rows of one key (a chunk's
+    n), as search.postings' part holds it; None when each key is one document. A ref names
+    a row by its key and that column: file:<file_id>:<n>."""
+    return spec.ref[1] if len(spec.ref) == 2 and spec.ref[0] == spec.key else None
 
 
 def _source_query(
-    scope: Scope, declared: tuple[registry.KindSpec, ...], wanted: tuple[registry.KindSpec, ...]
+    scope: Scope,
+    declared: tuple[registry.KindSpec, ...],
+    wanted: tuple[registry.KindSpec, ...],
+    candidates: bool = False,
 ) -> Fragment:
     """The rows of the `wanted` kinds of one source (they share a table: `declared` are all
-    of its kinds), visible and tagged, with their tsvector and length."""
+    of its kinds), visible and tagged, with their tsvector and length. With `candidates`,
+    only the documents whose (doc_id, part) search.bm25_top_k passes as $1 and $2."""
     spec, a, item = wanted[0], wanted[0].alias, wanted[0].item
     # The kind of each row: a node is a memory when its props say so.
     kind = f"'{spec.name}'"
@@ -201,6 +247,14 @@ def _source_query(
     rows = f"{a}.{spec.key} as target_id, {a}.{spec.item_key} as item_id"
     ranked = f"{spec.ref_sql(a)} as ref, {a}.{spec.tsv} as tsv, {a}.{spec.length} as len"
     own = "" if not spec.row_reasons else f" and {spec.row_visible(a)}"
+    if candidates:
+        part = _part_column(spec)
+        own += (
+            f" and {a}.{spec.key} = any($1::uuid[])"
+            if part is None
+            else f" and ({a}.{spec.key}, {a}.{part}) in "
+            "(select * from unnest($1::uuid[], $2::integer[]))"
+        )
     if spec.in_item_table:
         visible = item_visible(scope, item, a)
         return Fragment(
@@ -280,65 +334,46 @@ def _term_frequency(lexeme: str) -> str:
     )
 
 
-def _score(
-    tsq: TsQueries, stats: Bm25Stats | None, source: str, lexemes: Iterable[int]
-) -> Fragment:
-    """The score of a document of `source`: BM25 over the query lexemes at `lexemes` (indexes
-    into tsq.lexemes) with `stats`, or ts_rank_cd without them."""
-    if stats is None:
-        return Fragment("ts_rank_cd(s.tsv, %(any_words)s::tsquery)", {"any_words": tsq.any_words})
-    # Sum over the query's lexemes of idf * tf * (k1 + 1) / (tf + K), with K the document's
-    # length normalisation, written as (k1 + 1) * idf * (1 - K / (tf + K)) so tf is computed
-    # once; a lexeme the document lacks has tf = 0 and adds nothing.
-    avgdl = f"avgdl_{source}"
-    params: dict[str, Any] = {avgdl: max(stats.avgdl.get(source, 1.0), 1.0)}
-    k = f"({BM25_K1 * (1 - BM25_B)}::float8 + {BM25_K1 * BM25_B}::float8 * s.len / %({avgdl})s)"
-    idf = stats.idf.get(source, {})
+def _bm25_score(tsq: TsQueries) -> Fragment:
+    """The BM25 score of a candidate at `s`, as search.bm25_top_k's verify SQL computes it:
+    $3[i] is the weight of tsq.lexemes[i - 1], (k1 + 1) * idf * its repeats, and $4 the
+    source's average length."""
+    # Sum over the query's lexemes of weight * tf / (tf + K), with K the document's length
+    # normalisation, written as weight * (1 - K / (tf + K)) so tf is computed once; a lexeme
+    # the document lacks has tf = 0 and adds nothing, one no document has weighs 0.
+    k = f"({BM25_K1 * (1 - BM25_B)}::float8 + {BM25_K1 * BM25_B}::float8 * s.len / $4)"
+    params: dict[str, Any] = {}
     terms = []
-    for i in lexemes:
-        # Lexeme names are shared by the sources (one value per lexeme); idf names are not.
-        lexeme, weight = f"lexeme_{i}", f"idf_{source}_{i}"
-        params[lexeme] = tsquery_literal(tsq.lexemes[i])
-        params[weight] = idf.get(tsq.lexemes[i], 0.0)
-        terms.append(f"%({weight})s * (1::float8 - {k} / ({_term_frequency(lexeme)} + {k}))")
-    return Fragment(f"{BM25_K1 + 1}::float8 * ({' + '.join(terms) or '0'})", params)
+    for i, lexeme in enumerate(tsq.lexemes):
+        name = f"lexeme_{i}"
+        params[name] = tsquery_literal(lexeme)
+        weight = f"$3[{i + 1}]"
+        terms.append(
+            f"case when {weight} > 0 then {weight} * "
+            f"(1::float8 - {k} / ({_term_frequency(name)} + {k})) else 0 end"
+        )
+    return Fragment(" + ".join(terms) or "0", params)
 
 
-def scored_lexemes(tsq: TsQueries, stats: Bm25Stats) -> dict[str, list[int]]:
-    """Per source, the query lexemes (indexes into tsq.lexemes) some of its documents contain."""
-    return {
-        source: [i for i, lexeme in enumerate(tsq.lexemes) if stats.idf.get(source, {}).get(lexeme)]
-        for source in registry.sources()
-    }
+def _every(tsq: TsQueries) -> Fragment:
+    """Whether a candidate at `s` matches every clause, for a short lookup; false otherwise."""
+    if 0 < tsq.clauses <= ALL_WORDS_CLAUSES:
+        return Fragment(
+            "s.tsv @@ %(all_words)s::tsquery", {"all_words": tsq.all_words or tsq.any_words}
+        )
+    return Fragment("false")
 
 
-def match_query(tsq: TsQueries, stats: Bm25Stats | None) -> tuple[str, bool]:
-    """The tsquery candidates must match, and whether even that is over the budget.
-
-    Every term, or for BM25 the rarest terms whose document frequencies fit the budget (at
-    least the rarest one). When the rarest term alone is over the budget (a query of common
-    words), the candidates are further cut to the shortest matching documents.
-    """
-    if stats is None:
-        return tsq.any_words, False
-    frequency: dict[str, int] = {}
-    for by_lexeme in stats.df.values():
-        for lexeme, n in by_lexeme.items():
-            frequency[lexeme] = max(frequency.get(lexeme, 0), n)
-    sized = sorted(
-        ((max((frequency.get(w, 0) for w in t.lexemes), default=0), t.tsquery) for t in tsq.terms),
-    )
-    chosen: list[str] = []
-    total = 0
-    for df, query in sized:
-        if chosen and total + df > MATCH_BUDGET:
-            break
-        chosen.append(query)
-        total += df
-    over = total > MATCH_BUDGET
-    if len(chosen) == len(sized):
-        return tsq.any_words, over
-    return either(chosen), over
+def clause_masks(tsq: TsQueries) -> list[int] | None:
+    """Per clause, the bit mask of tsq.lexemes (bit i for lexemes[i]) a document matching the
+    clause contains one of; None when documents with every clause do not rank first. With
+    more lexemes than a mask holds, one mask that never rules a document out."""
+    if not 0 < tsq.clauses <= ALL_WORDS_CLAUSES:
+        return None
+    if len(tsq.lexemes) > MASK_BITS:
+        return [-1]
+    index = {lexeme: i for i, lexeme in enumerate(tsq.lexemes)}
+    return [sum(1 << index[w] for w in clause) for clause in tsq.clause_lexemes]
 
 
 def _not_excluded(tsq: TsQueries, alias: str) -> Fragment:
@@ -348,56 +383,66 @@ def _not_excluded(tsq: TsQueries, alias: str) -> Fragment:
     return Fragment(f"and not ({alias}.tsv @@ %(excluded)s::tsquery)", {"excluded": tsq.excluded})
 
 
-def lexical_sql(
-    scope: Scope,
-    tsq: TsQueries,
-    stats: Bm25Stats | None = None,
-    *,
-    cap: int = 100,
-    scored: dict[str, list[int]] | None = None,
-) -> Fragment:
-    """The ranking query and its parameters: per source and knowledge base, the best `cap`
-    targets by (contains every clause, for short lookups; rank), then all of them in one
-    global order. Ranked by BM25 with `stats`, by ts_rank_cd without.
-
-    When even the rarest term is over the budget (match_query), only the shortest matching
-    documents of each source are scored (SHORTEST_BUDGET, or `cap` per knowledge base in
-    scope if that is more): for common words BM25 favours short documents, and scoring a
-    third of the corpus costs seconds.
-
-    `scored` names, per source, the query lexemes its documents contain (by index into
-    tsq.lexemes): a source without any is left out, and only those lexemes are scored.
-    """
-    match, bounded = match_query(tsq, stats)
-    common = Fragment("", {"match": match, "cap": cap})
-    every = (
-        Fragment("s.tsv @@ %(all_words)s::tsquery", {"all_words": tsq.all_words or tsq.any_words})
-        if 0 < tsq.clauses <= ALL_WORDS_CLAUSES
-        else Fragment("false")
+def verify_sql(source: Source, tsq: TsQueries) -> Fragment:
+    """search.bm25_top_k's `verify` for one source: the candidates it names ($1, $2) that
+    are visible, in the scope and match the query, with whether they match every clause and
+    their BM25 score (search.bm25_hit's columns)."""
+    every, score, excluded = _every(tsq), _bm25_score(tsq), _not_excluded(tsq, "s")
+    match = Fragment("", {"any_words": tsq.any_words})
+    return Fragment(
+        f"""select s.kind, s.target_id, s.item_id, s.kb_id, s.ref, {every.sql} as every,
+               {score.sql} as score
+        from ({source.query.sql}) s
+        where s.tsv @@ %(any_words)s::tsquery {excluded.sql}""",
+        bind(source.query, every, score, excluded, match),
     )
-    excluded = _not_excluded(tsq, "s")
 
-    # Enough shortest documents for every base in scope to fill its window, on average.
-    shortest = max(SHORTEST_BUDGET, cap * len(scope.kb_ids))
 
-    def candidates(source: Fragment) -> Fragment:
-        if not bounded:
-            return Fragment(f"({source.sql})", source.params)
-        # Exclusions apply before the cut, so excluded documents do not use up the budget.
-        before = _not_excluded(tsq, "c")
-        return Fragment(
-            f"(select * from ({source.sql}) c where c.tsv @@ %(match)s::tsquery "
-            f"{before.sql} order by c.len, c.target_id limit {shortest})",
-            bind(source, before),
+def bm25_sql(conn: Conn, scope: Scope, tsq: TsQueries, *, cap: int) -> Fragment:
+    """The exact BM25 ranking as one statement: per BM25 source in scope, search.bm25_top_k's
+    best `cap` targets of each knowledge base by (contains every clause, for short lookups;
+    score), then all of them in one global order.
+
+    Each source's verify SQL goes to the function as text, its values written in by the
+    driver's own quoting (psycopg's ClientCursor), so the function runs it without a round
+    trip back here.
+    """
+    quoting = psycopg.ClientCursor(conn)
+    params: dict[str, Any] = {
+        "ws": scope.workspace_id,
+        "lexemes": list(tsq.lexemes),
+        "repeats": [tsq.repeat(i) for i in range(len(tsq.lexemes))],
+        "clauses": clause_masks(tsq),
+        "cap": cap,
+        "kbs": len(scope.kb_ids),
+    }
+    calls = []
+    for source in _sources(scope, candidates=True):
+        verify = verify_sql(source, tsq)
+        params[f"verify_{source.kind}"] = quoting.mogrify(verify.sql, verify.params)
+        params[f"source_{source.kind}"] = source.kind
+        calls.append(
+            f"select * from search.bm25_top_k(%(ws)s::uuid, %(source_{source.kind})s::text, "
+            "%(lexemes)s::text[], %(repeats)s::integer[], %(clauses)s::bigint[], "
+            f"%(cap)s::integer, %(kbs)s::integer, %(verify_{source.kind})s::text)"
         )
+    union = " union all ".join(calls)
+    return Fragment(
+        f"select * from ({union}) hits order by every desc, score desc, kind, target_id", params
+    )
 
+
+def lexical_sql(scope: Scope, tsq: TsQueries, *, cap: int = 100) -> Fragment:
+    """The ts_rank_cd ranking query and its parameters: per source and knowledge base, the
+    best `cap` targets by (contains every clause, for short lookups; rank), then all of them
+    in one global order. It scores every matching document (BM25 uses `bm25_sql`)."""
+    common = Fragment("", {"any_words": tsq.any_words, "cap": cap})
+    every = _every(tsq)
+    excluded = _not_excluded(tsq, "s")
+    score = Fragment("ts_rank_cd(s.tsv, %(any_words)s::tsquery)")
     parts = []
     for source in _sources(scope):
-        lexemes = range(len(tsq.lexemes)) if scored is None else scored.get(source.kind, [])
-        if scored is not None and not lexemes:
-            continue
-        rows = candidates(source.query)
-        score = _score(tsq, stats, source.kind, lexemes)
+        rows = source.query
         # One row per target: the best chunk of a file stands for the file.
         parts.append(
             Fragment(
@@ -409,12 +454,12 @@ def lexical_sql(
                 select distinct on (s.target_id) s.kind, s.target_id, s.item_id, s.kb_id, s.ref,
                        {every.sql} as every,
                        {score.sql} as score
-                from {rows.sql} s
-                where s.tsv @@ %(match)s::tsquery {excluded.sql}
+                from ({rows.sql}) s
+                where s.tsv @@ %(any_words)s::tsquery {excluded.sql}
                 order by s.target_id, every desc, score desc, s.ref
             ) best
         ) ranked where kb_rank <= %(cap)s)""",
-                bind(rows, every, score, excluded),
+                bind(rows, every, excluded),
             )
         )
     union = " union all ".join(part.sql for part in parts)
@@ -433,18 +478,14 @@ def lexical_leg(
     conn: Conn, scope: Scope, tsq: TsQueries, *, cap: int, ranker: str = "bm25"
 ) -> list[Hit]:
     """The leg's hits, best first, at most `cap` per source and knowledge base."""
-    if tsq.is_empty or not scope.kb_ids:
+    if tsq.is_empty or not scope.kb_ids or not _source_names(scope):
         return []
     if ranker not in RANKERS:
         raise ValueError(f"unknown ranker {ranker!r}")
-    stats = scored = None
-    if ranker == "bm25":  # leave out what no document contains: less to plan and to score
-        stats = bm25_stats(conn, scope.workspace_id, tsq.lexemes)
-        scored = scored_lexemes(tsq, stats)
-        # Only the sources the kinds ask for count: with none of them left there is no query.
-        if not any(scored[source] for source in _source_names(scope)):
-            return []
-    query = lexical_sql(scope, tsq, stats, cap=cap, scored=scored)
+    if ranker == "bm25":
+        query = bm25_sql(conn, scope, tsq, cap=cap)
+    else:
+        query = lexical_sql(scope, tsq, cap=cap)
     rows = conn.execute(query.sql, query.params).fetchall()
     return [
         Hit(

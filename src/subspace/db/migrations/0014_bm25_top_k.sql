@@ -1,0 +1,241 @@
+-- The exact BM25 top-k of one source by a threshold algorithm over the impact-ordered postings
+-- of migration 0013. Each query lexeme's postings are read best first, in batches that double;
+-- a document met in a batch is scored exactly (visibility, filters and tsqueries applied by the
+-- caller's SQL, a batch at a time) only while it can still enter some knowledge base's top
+-- `cap`, and reading stops once no document not met yet can. The scores are the brute-force
+-- ones: idf from search.term_stats, the average length from search.source_stats.
+
+create type search.bm25_hit as (
+    kind      text,
+    target_id uuid,
+    item_id   uuid,
+    kb_id     uuid,
+    ref       text,
+    every     boolean,  -- the document matches every clause of a short lookup
+    score     float8
+);
+
+-- A posting read and not decided yet: its document, its lexeme (an index into the query's
+-- lexemes) and the exact score the lexeme adds.
+create type search.bm25_met as (
+    doc_id uuid,
+    part   integer,
+    lexeme integer,
+    score  float8
+);
+
+-- ws, src: the workspace and BM25 source. lexemes, repeats: the query's lexemes and how often
+-- each occurs in the query (a repeated word counts as often as it appears). clauses: for a
+-- lookup whose documents with every clause rank first, per clause a bit mask of the lexemes
+-- (bit i - 1 for lexemes[i]) one of which a document matching the clause contains; null when
+-- there is no such group. cap: targets per knowledge base; kbs: the knowledge bases in scope.
+-- verify: SQL scoring candidates, with $1 uuid[] and $2 integer[] their (doc_id, part), $3
+-- float8[] each lexeme's weight, (k1 + 1) * idf * repeats, and $4 float8 the average length;
+-- it yields search.bm25_hit's columns for the candidates that are visible and match.
+create function search.bm25_top_k(
+    ws uuid, src text, lexemes text[], repeats integer[], clauses bigint[], cap integer,
+    kbs integer, verify text
+) returns setof search.bm25_hit language plpgsql stable as $$
+declare
+    n integer := coalesce(array_length(lexemes, 1), 0);
+    ndocs bigint;
+    average float8;
+    basis float8;
+    slack float8;  -- a true impact is at most the stored one times this (migration 0013)
+    weight float8[];
+    frontier float8[];  -- per lexeme: the stored impact read last (1, an impact's maximum, before)
+    bound float8[];  -- per lexeme: the most it adds to a document not met in its list
+    done boolean[];  -- per lexeme: its list is read to the end (or no document has it)
+    wanted boolean[];
+    taken integer[];  -- per lexeme: postings read so far
+    batch integer[];  -- per lexeme: postings its next read asks for
+    exhausted bigint;  -- `done` as a bit mask, for the every-clause group
+    unseen float8;  -- the most a document not met yet can score
+    every_open boolean;  -- whether such a document can still match every clause
+    advance boolean;
+    gap float8;
+    active integer;
+    met search.bm25_met[] := '{}';  -- documents met, neither scored nor ruled out yet
+    read search.bm25_met[];
+    read_n integer[];
+    read_min float8[];
+    v_doc uuid[] := '{}';  -- documents scored (found or not): never scored twice
+    v_part integer[] := '{}';
+    chosen_doc uuid[];
+    chosen_part integer[];
+    hits search.bm25_hit[] := '{}';
+    scored search.bm25_hit[];
+    -- The cap-th target of each knowledge base that has `cap`.
+    k_every boolean[] := '{}';
+    k_score float8[] := '{}';
+    k_id uuid[] := '{}';
+    filled boolean := false;
+    per_round integer := greatest(cap * kbs, 1);  -- documents scored per round, at most
+    j integer;
+begin
+    if n = 0 or cap <= 0 or kbs <= 0 then
+        return;
+    end if;
+    select s.ndocs, greatest(s.total_len::float8 / nullif(s.ndocs, 0), 1) into ndocs, average
+    from search.source_stats s where s.workspace_id = ws and s.source = src;
+    select b.avgdl into basis from search.impact_basis b where b.workspace_id = ws and b.source = src;
+    if coalesce(ndocs, 0) = 0 or basis is null then
+        return;
+    end if;
+    -- float4 rounding of a stored impact is below 1e-7 relative; 1e-6 covers it.
+    slack := greatest(1, average / basis) * (1 + 1e-6);
+    -- idf = ln(1 + (N - df + 0.5) / (df + 0.5)) as search/lexical.py's bm25_stats, 0 where no
+    -- document has the lexeme; 2.2 is k1 + 1.
+    select array_agg(coalesce(2.2::float8 * r.m
+                              * ln(1 + (ndocs - t.ndoc + 0.5)::float8 / (t.ndoc + 0.5)), 0)
+                     order by r.i)
+    into weight
+    from unnest(lexemes, repeats) with ordinality r(lexeme, m, i)
+    left join search.term_stats t
+        on t.workspace_id = ws and t.source = src and t.lexeme = r.lexeme and t.ndoc > 0;
+    frontier := array_fill(1::float8, array[n]);
+    taken := array_fill(0, array[n]);
+    batch := array_fill(per_round, array[n]);
+    done := array(select weight[g] = 0 from generate_series(1, n) g);
+    if not (false = any(done)) then
+        return;
+    end if;
+
+    loop
+        bound := array(select case when done[g] then 0 else weight[g] * frontier[g] * slack end
+                       from generate_series(1, n) g);
+        unseen := (select sum(x) from unnest(bound) x);
+        exhausted := (select coalesce(bit_or(1::bigint << (g - 1)), 0)
+                      from generate_series(1, least(n, 63)) g where done[g]);
+        every_open := clauses is not null
+            and not exists (select 1 from unnest(clauses) c where c & ~exhausted = 0);
+        -- Strictly: a document not met yet that ties a cap-th may have the smaller id.
+        advance := (false = any(done)) and (not filled or exists (
+            select 1 from unnest(k_every, k_score) k(e, s)
+            where every_open > k.e or (every_open = k.e and unseen >= k.s)));
+        if advance then
+            -- Every list while a base is short of `cap` or the every-clause group is open
+            -- above a cap-th; otherwise the lists holding at least an even share of the
+            -- bound's excess over the weakest cap-th, so the long list of a common word is
+            -- read only when the rare words' lists cannot close the gap (MaxScore's idea).
+            gap := null;
+            if filled and not exists (select 1 from unnest(k_every) e where every_open > e) then
+                gap := unseen - (select min(k.s) from unnest(k_every, k_score) k(e, s)
+                                 where k.e = every_open);
+            end if;
+            active := (select count(*) from unnest(done) d where not d);
+            wanted := array(select not done[g] and (gap is null or bound[g] * active >= gap)
+                            from generate_series(1, n) g);
+            with r as materialized (
+                select g, p.doc_id, p.part, p.impact, weight[g] * (1::float8
+                       - (0.3::float8 + 0.9::float8 * p.len / average)
+                       / (p.tf + (0.3::float8 + 0.9::float8 * p.len / average))) as score
+                from generate_series(1, n) g
+                cross join lateral (
+                    select q.doc_id, q.part, q.impact, q.tf, q.len from search.postings q
+                    where q.workspace_id = ws and q.source = src and q.lexeme = lexemes[g]
+                    order by q.impact desc, q.doc_id, q.part offset taken[g] limit batch[g]) p
+                where wanted[g]
+            ), per_list as (
+                select x.g, count(r.g)::integer as n, min(r.impact)::float8 as last
+                from generate_series(1, n) x(g) left join r on r.g = x.g group by x.g
+            )
+            select coalesce((select array_agg(row(r.doc_id, r.part, r.g, r.score)::search.bm25_met)
+                             from r), '{}'),
+                   array(select l.n from per_list l order by l.g),
+                   array(select l.last from per_list l order by l.g)
+            into read, read_n, read_min;
+            for j in 1..n loop
+                if wanted[j] then
+                    taken[j] := taken[j] + read_n[j];
+                    if read_n[j] < batch[j] then
+                        done[j] := true;
+                    else
+                        frontier[j] := read_min[j];
+                        batch[j] := batch[j] * 2;
+                    end if;
+                end if;
+            end loop;
+            met := met || coalesce(array(
+                select r from unnest(read) r
+                left join unnest(v_doc, v_part) v(d, p) on v.d = r.doc_id and v.p = r.part
+                where v.d is null), '{}');
+            bound := array(select case when done[g] then 0 else weight[g] * frontier[g] * slack end
+                           from generate_series(1, n) g);
+            unseen := (select sum(x) from unnest(bound) x);
+            exhausted := (select coalesce(bit_or(1::bigint << (g - 1)), 0)
+                          from generate_series(1, least(n, 63)) g where done[g]);
+        end if;
+
+        -- Each document met: what it scores at most (exact for the lists it was met in, the
+        -- frontier for the others) and whether it can still match every clause. Those that
+        -- cannot enter any base's top `cap` are ruled out for good (the bound only falls and
+        -- the cap-th only rises); the best of the rest are scored.
+        with d as (
+            select m.doc_id, m.part, sum(m.score) as partial, sum(bound[m.lexeme]) as met_bound,
+                   bit_or(case when m.lexeme <= 63 then 1::bigint << (m.lexeme - 1) else 0 end)
+                       as mask
+            from unnest(met) m group by m.doc_id, m.part
+        ), u as (
+            select d.doc_id, d.part, d.partial + greatest(0, unseen - d.met_bound) as most,
+                   clauses is not null and not exists (
+                       select 1 from unnest(clauses) c where c & (d.mask | ~exhausted) = 0)
+                       as every
+            from d
+        ), live as materialized (
+            select u.doc_id, u.part, row_number() over (
+                order by u.every desc, u.most desc, u.doc_id, u.part) as rank
+            from u where not filled or exists (
+                select 1 from unnest(k_every, k_score, k_id) k(e, s, id)
+                where u.every > k.e or (u.every = k.e and (u.most > k.s * (1 + 1e-12)
+                    or (u.most >= k.s * (1 - 1e-12) and u.doc_id <= k.id))))
+        )
+        select coalesce((select array_agg(l.doc_id) from live l where l.rank <= per_round), '{}'),
+               coalesce((select array_agg(l.part) from live l where l.rank <= per_round), '{}'),
+               coalesce((select array_agg(m) from unnest(met) m
+                         join live l on l.doc_id = m.doc_id and l.part = m.part
+                         where l.rank > per_round), '{}')
+        into chosen_doc, chosen_part, met;
+        if cardinality(chosen_doc) = 0 then
+            exit when not advance;
+            continue;
+        end if;
+
+        execute 'select coalesce(array_agg(row(h.*)::search.bm25_hit), ''{}'') from (' || verify || ') h'
+            into scored using chosen_doc, chosen_part, weight, average;
+        hits := hits || scored;
+        v_doc := v_doc || chosen_doc;
+        v_part := v_part || chosen_part;
+        with best as (
+            select distinct on (h.target_id) h.* from unnest(hits) h
+            order by h.target_id, h.every desc, h.score desc, h.ref
+        ), ranked as (
+            select b.*, row_number() over (
+                partition by b.kb_id order by b.every desc, b.score desc, b.target_id) as r
+            from best b
+        )
+        select coalesce(array_agg(r.every), '{}'), coalesce(array_agg(r.score), '{}'),
+               coalesce(array_agg(r.target_id), '{}'), count(*) >= kbs
+        into k_every, k_score, k_id, filled
+        from ranked r where r.r = cap;
+    end loop;
+
+    return query
+    with best as (
+        select distinct on (h.target_id) h.* from unnest(hits) h
+        order by h.target_id, h.every desc, h.score desc, h.ref
+    ), ranked as (
+        select b.*, row_number() over (
+            partition by b.kb_id order by b.every desc, b.score desc, b.target_id) as r
+        from best b
+    )
+    select r.kind, r.target_id, r.item_id, r.kb_id, r.ref, r.every, r.score
+    from ranked r where r.r <= cap;
+end $$;
+
+-- Common words no longer score the shortest matching documents: their length indexes
+-- (migration 0007) only cost writes and space now.
+drop index kb.nodes_length;
+drop index search.file_chunks_length;
+drop index kb.pages_length;
+drop index kb.mail_length;
