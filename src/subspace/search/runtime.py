@@ -29,13 +29,16 @@ class LargeBases:
         self._seen: dict[tuple[str, UUID], tuple[float, int]] = {}  # -> (when, count then)
         self._lock = threading.Lock()
 
-    def size(self, model: str, kb_id: UUID, *, at_least: int) -> int | None:
-        """The count remembered for the base, if it was at least `at_least` within the TTL."""
+    def known(self, model: str, *, at_least: int) -> dict[UUID, int]:
+        """Every base of `model` remembered within the TTL with a count of at least
+        `at_least`, and that count."""
+        now = time.monotonic()
         with self._lock:
-            seen, counted = self._seen.get((model, kb_id), (0.0, 0))
-        if counted >= at_least and time.monotonic() - seen < self.ttl_s:
-            return counted
-        return None
+            return {
+                kb_id: counted
+                for (seen_model, kb_id), (seen, counted) in self._seen.items()
+                if seen_model == model and counted >= at_least and now - seen < self.ttl_s
+            }
 
     def remember(self, model: str, kb_id: UUID, count: int) -> None:
         with self._lock:

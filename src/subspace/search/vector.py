@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
 from pgvector import HalfVector
 
+from subspace.db.pipeline import Later, all_rows, later
 from subspace.db.pool import Conn
 from subspace.db.vector_index import vector_expression
 from subspace.providers.base import EmbeddingProvider, ProviderError, checked_vectors
@@ -152,45 +154,80 @@ def vector_leg(
     each still capped at `cap`. Bases found large are remembered in `large_bases` (the
     SearchRuntime's); without it, every base is counted on every call.
     """
+    leg = VectorLeg(scope, query, model, dimensions, cap, excluded, large_bases)
+    return queue_vector_leg(conn, leg).result()
+
+
+@dataclass(frozen=True)
+class VectorLeg:
+    """What the vector leg is asked (see vector_leg)."""
+
+    scope: Scope
+    query: HalfVector
+    model: str
+    dimensions: int
+    cap: int
+    excluded: str = ""
+    large_bases: LargeBases | None = None
+
+
+def queue_vector_leg(
+    conn: Conn, leg: VectorLeg, sizes: Later[dict[UUID, int]] | None = None
+) -> Later[tuple[list[Hit], str]]:
+    """`vector_leg` with its statements queued; `sizes` are the bases' counts if already
+    queued (queue_base_sizes), which are read here."""
+    scope, model, cap = leg.scope, leg.model, leg.cap
     if not scope.kb_ids or not scope.kinds:
-        return [], "none"
-    sizes = _base_sizes(conn, bind(scope.shared()) | {"model": model}, model, large_bases)
-    small = [kb for kb in scope.kb_ids if sizes.get(kb, 0) < EXACT_SCAN_ROWS and sizes.get(kb)]
-    large = [kb for kb in scope.kb_ids if sizes.get(kb, 0) >= EXACT_SCAN_ROWS]
-    rows: list[dict[str, Any]] = []
-    query = query_at_width(query, dimensions)
-    if small:
-        for kb_id in small:
-            where = _scope_sql(scope, model, excluded, Fragment("e.kb_id = %(kb)s", {"kb": kb_id}))
-            exact = _exact_sql(where, query, cap, dimensions)
-            rows.extend(conn.execute(exact.sql, exact.params).fetchall())
+        return Later(lambda: ([], "none"))
+    counted = (sizes or queue_base_sizes(conn, scope.workspace_id, model, leg.large_bases)).result()
+    small = [kb for kb in scope.kb_ids if 0 < counted.get(kb, 0) < EXACT_SCAN_ROWS]
+    large = [kb for kb in scope.kb_ids if counted.get(kb, 0) >= EXACT_SCAN_ROWS]
+    query = query_at_width(leg.query, leg.dimensions)
+    exact = []
+    for kb_id in small:
+        bases = Fragment("e.kb_id = %(kb)s", {"kb": kb_id})
+        scan = _exact_sql(_scope_sql(scope, model, leg.excluded, bases), query, cap, leg.dimensions)
+        exact.append(later(conn, scan.sql, scan.params, all_rows))
+    walk = None
+    # The large bases share one walk: twice one base's cap covers the fused top rows without
+    # making every search pay for a walk of a thousand neighbours.
+    limit = min(MAX_INDEX_LIMIT, cap * min(2, len(large)))
     if large:
-        # The large bases share one walk: twice one base's cap covers the fused top rows
-        # without making every search pay for a walk of a thousand neighbours.
-        limit = min(MAX_INDEX_LIMIT, cap * min(2, len(large)))
         # Scoped to the caller's transaction: the search runs in one.
-        conn.execute(  # one round trip
-            f"set local hnsw.ef_search = {max(40, limit)}; "
-            "set local hnsw.iterative_scan = relaxed_order; "
-            f"set local hnsw.max_scan_tuples = {MAX_SCAN_TUPLES}"
+        conn.execute(
+            "select set_config('hnsw.ef_search', %s, true), "
+            "set_config('hnsw.iterative_scan', 'relaxed_order', true), "
+            "set_config('hnsw.max_scan_tuples', %s, true)",
+            (str(max(40, limit)), str(MAX_SCAN_TUPLES)),
         )
         bases = Fragment("e.kb_id = any(%(large)s)", {"large": large})
-        where = _scope_sql(scope, model, excluded, bases)
-        nearest = _index_sql(where, query, limit, dimensions)
-        found = conn.execute(nearest.sql, nearest.params).fetchall()
-        per_base: dict[Any, int] = {}
-        for row in found:
-            per_base[row["kb_id"]] = per_base.get(row["kb_id"], 0) + 1
-            if per_base[row["kb_id"]] <= cap:
-                rows.append(row)
-        # A base that came back short may have shrunk: count it next time. Alone on the walk,
-        # short means under its cap; sharing it, bases fall short by design, so only a base
-        # that got nothing is counted again.
-        expected = cap if len(large) == 1 else 1
-        for kb_id in large:
-            if large_bases is not None and per_base.get(kb_id, 0) < expected:
-                large_bases.forget(model, kb_id)
-    plan = "index" if large and not small else "exact" if small and not large else "mixed"
+        nearest = _index_sql(
+            _scope_sql(scope, model, leg.excluded, bases), query, limit, leg.dimensions
+        )
+        walk = later(conn, nearest.sql, nearest.params, all_rows)
+
+    def finish() -> tuple[list[Hit], str]:
+        rows = [row for scan in exact for row in scan.result()]
+        if walk is not None:
+            per_base: dict[Any, int] = {}
+            for row in walk.result():
+                per_base[row["kb_id"]] = per_base.get(row["kb_id"], 0) + 1
+                if per_base[row["kb_id"]] <= cap:
+                    rows.append(row)
+            # A base that came back short may have shrunk: count it next time. Alone on the
+            # walk, short means under its cap; sharing it, bases fall short by design, so only
+            # a base that got nothing is counted again.
+            expected = cap if len(large) == 1 else 1
+            for kb_id in large:
+                if leg.large_bases is not None and per_base.get(kb_id, 0) < expected:
+                    leg.large_bases.forget(model, kb_id)
+        plan = "index" if large and not small else "exact" if small and not large else "mixed"
+        return _hits(rows), plan if rows or large or small else "none"
+
+    return Later(finish)
+
+
+def _hits(rows: list[dict[str, Any]]) -> list[Hit]:
     hits: list[tuple[float, Hit]] = []
     for r in rows:
         if float(r["distance"]) >= MAX_DISTANCE:
@@ -200,38 +237,37 @@ def vector_leg(
         hit = Hit(target, kind, r["ref"], r["kb_id"], r["item_id"], 1.0 - float(r["distance"]))
         hits.append((float(r["distance"]), hit))
     hits.sort(key=lambda pair: (pair[0], pair[1].ref))
-    return [hit for _, hit in hits], plan if rows or large or small else "none"
+    return [hit for _, hit in hits]
 
 
-def _base_sizes(
-    conn: Conn, params: dict[str, Any], model: str, large_bases: LargeBases | None
-) -> dict[UUID, int]:
-    """Each base's vector count, counted only up to EXACT_SCAN_ROWS (an index-only scan).
+def queue_base_sizes(
+    conn: Conn, workspace_id: UUID, model: str, large_bases: LargeBases | None
+) -> Later[dict[UUID, int]]:
+    """Each knowledge base's vector count under `model`, counted only up to EXACT_SCAN_ROWS
+    (an index-only scan); the statement queued.
 
     A base found large is remembered for a while: counting ten large bases costs more than
     the search itself, and one that shrank meanwhile is still searched correctly through the
     index. Small and empty bases are counted every time, so a new vector is never missed.
+    Every base of the workspace is counted, so this can be queued before the search's scope
+    is known.
     """
-    sizes: dict[UUID, int] = {}
-    uncounted = []
-    for kb_id in params["kbs"]:
-        counted = (
-            large_bases.size(model, kb_id, at_least=EXACT_SCAN_ROWS)
-            if large_bases is not None
-            else None
-        )
-        if counted is not None:
-            sizes[kb_id] = counted
-        else:
-            uncounted.append(kb_id)
-    if uncounted:
-        for r in conn.execute(
-            "select kb.id as kb_id, (select count(*) from (select 1 from search.embeddings e "
-            "where e.workspace_id = %(ws)s and e.model = %(model)s and e.kb_id = kb.id "
-            f"limit {EXACT_SCAN_ROWS}) c) as n from unnest(%(uncounted)s::uuid[]) kb(id)",
-            params | {"uncounted": uncounted},
-        ):
+    known = large_bases.known(model, at_least=EXACT_SCAN_ROWS) if large_bases else {}
+
+    def shape(rows: list[dict[str, Any]]) -> dict[UUID, int]:
+        sizes = dict(known)
+        for r in rows:
             sizes[r["kb_id"]] = int(r["n"])
             if r["n"] >= EXACT_SCAN_ROWS and large_bases is not None:
                 large_bases.remember(model, r["kb_id"], int(r["n"]))
-    return sizes
+        return sizes
+
+    return later(
+        conn,
+        "select kb.id as kb_id, (select count(*) from (select 1 from search.embeddings e "
+        "where e.workspace_id = %(ws)s and e.model = %(model)s and e.kb_id = kb.id "
+        f"limit {EXACT_SCAN_ROWS}) c) as n from kb.knowledge_bases kb "
+        "where kb.workspace_id = %(ws)s and kb.id <> all(%(known)s::uuid[])",
+        {"ws": workspace_id, "model": model, "known": list(known)},
+        shape,
+    )
