@@ -448,7 +448,8 @@ def test_a_loosened_stopping_rule_is_caught(
 ) -> None:
     migration = resources.files("subspace.db.migrations").joinpath("0014_bm25_top_k.sql")
     text = migration.read_text()
-    function = text[text.index("create function search.bm25_top_k") :]
+    start = text.index("create function search.bm25_top_k")
+    function = text[start : text.index("end $$;", start) + len("end $$;")]
     with database.pool.connection() as conn:
         conn.execute(_loosened(function).replace("create function", "create or replace function"))
         conn.commit()

@@ -35,7 +35,10 @@ create type search.bm25_met as (
 create function search.bm25_top_k(
     ws uuid, src text, lexemes text[], repeats integer[], clauses bigint[], cap integer,
     kbs integer, verify text
-) returns setof search.bm25_hit language plpgsql stable as $$
+) returns setof search.bm25_hit language plpgsql stable
+-- The statements below have one good plan whatever the query: searches force custom plans
+-- (search/legs.py), which would plan each of them again on every round.
+set plan_cache_mode = auto as $$
 declare
     n integer := coalesce(array_length(lexemes, 1), 0);
     ndocs bigint;
