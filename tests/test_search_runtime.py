@@ -57,7 +57,7 @@ def test_every_context_of_a_database_shares_its_runtime(database: Database, cx: 
         assert cx.on(conn).search_runtime is database.search_runtime
 
 
-def test_the_leg_threads_stop_with_the_app_that_opened_the_database(
+def test_the_embedding_threads_stop_with_the_app_that_opened_the_database(
     settings: Settings, database: Database, cx: Context
 ) -> None:
     page = commands.create_page(cx, "Harbour")
@@ -74,7 +74,7 @@ def test_the_leg_threads_stop_with_the_app_that_opened_the_database(
         runtime = app.state.database.search_runtime
         assert runtime is not database.search_runtime
     with pytest.raises(RuntimeError, match="shutdown"):
-        runtime.leg_threads.submit(print)
+        runtime.embed_threads.submit(print)
     runtime.close()  # safe to call twice
 
 

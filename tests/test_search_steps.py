@@ -5,11 +5,15 @@ from __future__ import annotations
 
 from uuid import UUID
 
+import pytest
+
 from subspace import commands
 from subspace.context import Context
 from subspace.runtime import Database
+from subspace.search import lexical, vector
 from subspace.search.cursors import fingerprint, seal, workspace_secret
 from subspace.search.filters import TagFilter, resolve_scope
+from subspace.search.fragments import Fragment
 from subspace.search.fusion import Fused, Hit
 from subspace.search.grouping import group_by_page
 from subspace.search.lexical import build_tsqueries
@@ -106,20 +110,47 @@ def test_only_grouped_rows_count_the_other_matches_on_their_page(
     assert [row.more_on_page for row in grouped.rows] == [1]
 
 
-def test_a_hybrid_search_runs_its_vector_leg_on_a_second_connection(
-    database: Database, cx: Context
-) -> None:
+def test_a_hybrid_search_holds_one_connection(database: Database, cx: Context) -> None:
     page = commands.create_page(cx, "Reef")
     commands.add_node(cx, page.id, "a grouper under the reef")
     index(database, cx)
-    run(cx, "grouper")  # opens the pool's second connection, so the next search finds it free
+    run(cx, "grouper")
     database.pool.pop_stats()
-    run(cx, "grouper", mode="lexical")
-    lexical = database.pool.pop_stats().get("requests_num", 0)
     hybrid = run(cx, "grouper")
-    beside = database.pool.pop_stats().get("requests_num", 0)
-    assert (lexical, beside) == (1, 2)
-    assert hybrid.legs["vector"].ran and hybrid.rows
+    assert database.pool.pop_stats().get("requests_num", 0) == 1
+    assert hybrid.legs["vector"].ran and hybrid.legs["lexical"].ran and hybrid.rows
+
+
+def failing(sql: Fragment) -> Fragment:
+    """The statement `sql` made to fail on the server, as a bug or a timeout would."""
+    return Fragment(f"select * from ({sql.sql}) q where 1 / (random() * 0)::int = 1", sql.params)
+
+
+def test_a_failing_lexical_leg_leaves_the_vector_leg_to_answer(
+    database: Database, cx: Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    page = commands.create_page(cx, "Reef")
+    node = commands.add_node(cx, page.id, "a grouper under the reef")
+    index(database, cx)
+    real = lexical.bm25_sql
+    monkeypatch.setattr(lexical, "bm25_sql", lambda *a, **k: failing(real(*a, **k)))
+    response = run(cx, "grouper", weights={"lexical": 1.0, "vector": 1.0})
+    assert response.degraded == ["lexical: failed (DivisionByZero)"]
+    assert response.legs["vector"].ran and node.id in ids(response)
+    assert response.rows[0].title == "Reef"  # hydrated after the failure, same transaction
+
+
+def test_a_failing_vector_leg_leaves_the_lexical_leg_to_answer(
+    database: Database, cx: Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    page = commands.create_page(cx, "Reef")
+    node = commands.add_node(cx, page.id, "a grouper under the reef")
+    index(database, cx)
+    real = vector._exact_sql
+    monkeypatch.setattr(vector, "_exact_sql", lambda *a, **k: failing(real(*a, **k)))
+    response = run(cx, "grouper")
+    assert response.degraded == ["vector: failed (DivisionByZero)"]
+    assert response.legs["lexical"].ran and ids(response) == [node.id]
 
 
 def test_grouping_counts_the_matches_on_a_page_beyond_the_legs_lists(cx: Context) -> None:

@@ -9,8 +9,9 @@ not in pipeline mode the same code runs each statement at once.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any, Generic, TypeVar
+from weakref import WeakKeyDictionary
 
 import psycopg
 from psycopg_pool import ConnectionPool
@@ -18,33 +19,65 @@ from psycopg_pool import ConnectionPool
 from subspace.db.pool import Conn
 
 T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
 Rows = list[dict[str, Any]]
 
 
-class Later(Generic[T]):
+class Later(Generic[T_co]):
     """A result read when first asked for: a queued statement's rows, shaped, or anything
     built from such results."""
 
-    def __init__(self, read: Callable[[], T]) -> None:
-        self._read: Callable[[], T] | None = read
-        self._value: T | None = None
+    def __init__(self, read: Callable[[], T_co]) -> None:
+        self._read: Callable[[], T_co] | None = read
+        self._value: T_co | None = None
 
-    def result(self) -> T:
+    def result(self) -> T_co:
         if self._read is not None:
             self._value, self._read = self._read(), None
         return self._value  # type: ignore[return-value]  # set by the first call
 
 
+# psycopg raises a pipeline's first error to whichever statement's reader fetched it, though
+# it may belong to a statement queued behind; it is kept here for that statement's reader.
+_unclaimed: WeakKeyDictionary[Conn, psycopg.Error] = WeakKeyDictionary()
+
+
 def later(conn: Conn, sql: str, params: Any, shape: Callable[[Rows], T]) -> Later[T]:
     """Queue `sql` on `conn`; `.result()` reads its rows (sending whatever is queued, if
-    they have not arrived) and shapes them."""
+    they have not arrived) and shapes them, or raises the statement's error.
+
+    Read the results of one batch in the order they were queued: a failed statement aborts
+    those behind it, and only the first error is the true one.
+    """
     cursor = conn.execute(sql, params)
-    return Later(lambda: shape(cursor.fetchall()))
+
+    def read() -> T:
+        try:
+            found = cursor.fetchall()
+        except psycopg.Error as exc:
+            result = cursor.pgresult
+            if result is None or result.status != psycopg.pq.ExecStatus.TUPLES_OK:
+                raise _unclaimed.pop(conn, exc) from None
+            _unclaimed[conn] = exc  # this statement's rows came: the error is a later one's
+            found = cursor.fetchall()
+        return shape(found)
+
+    return Later(read)
 
 
 def all_rows(found: Rows) -> Rows:
     """The shape of a statement whose rows are wanted as they come."""
     return found
+
+
+def recover(conn: Conn, savepoint: str) -> None:
+    """After a statement failed: let the server skip what was queued behind it (a sync ends
+    a failed pipeline's segment) and undo back to `savepoint`, so the transaction goes on."""
+    with suppress(psycopg.Error), conn.pipeline():  # leaving a pipeline block syncs
+        pass  # (the failure itself was raised to the statement's reader already)
+    _unclaimed.pop(conn, None)
+    conn.execute(f"rollback to savepoint {savepoint}")
+    conn.execute(f"release savepoint {savepoint}")
 
 
 @contextmanager
@@ -58,8 +91,11 @@ def pipelined_transaction(db: ConnectionPool[Conn] | Conn) -> Iterator[Conn]:
     the caller holds, the block is a savepoint in the caller's transaction.
     """
     if not isinstance(db, ConnectionPool):
-        with db.transaction(), db.pipeline():
-            yield db
+        try:
+            with db.transaction(), db.pipeline():
+                yield db
+        finally:
+            _unclaimed.pop(db, None)
         return
     with db.connection() as conn:
         conn.autocommit = True
@@ -69,8 +105,12 @@ def pipelined_transaction(db: ConnectionPool[Conn] | Conn) -> Iterator[Conn]:
                 yield conn
                 conn.execute("commit")
         except BaseException:
-            if conn.pgconn.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-                conn.execute("rollback")
+            # Undo what the block did; a broken connection is the pool's to discard.
+            with suppress(psycopg.Error):
+                if conn.pgconn.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                    conn.execute("rollback")
             raise
         finally:
-            conn.autocommit = False
+            _unclaimed.pop(conn, None)
+            with suppress(psycopg.Error):
+                conn.autocommit = False

@@ -1,38 +1,48 @@
-"""The two legs of one search: the lexical leg on the search's own connection, and the vector
-leg beside it on a second connection when one is free (search/lexical.py and search/vector.py
-hold their SQL)."""
+"""The two legs of one search, queued together on the search's connection so both cost one
+round trip (search/lexical.py and search/vector.py hold their SQL); what they need beforehand
+(the query's lexemes, the bases' sizes, the query's embedding) is started with the search's
+first round trip."""
 
 from __future__ import annotations
 
 import logging
 import time
-from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import TypeVar
+from uuid import UUID
 
 import psycopg
-from psycopg_pool import ConnectionPool, PoolTimeout
+from pgvector import HalfVector
 
 from subspace.context import Context
+from subspace.db.pipeline import Later, recover
 from subspace.db.pool import Conn
 from subspace.providers.base import EmbeddingProvider
 from subspace.search.filters import Scope
-from subspace.search.fusion import Leg
-from subspace.search.lexical import TsQueries, build_tsqueries, lexical_leg
+from subspace.search.fusion import Hit, Leg
+from subspace.search.lexical import TsQueries, queue_lexical_leg, queue_tsqueries
 from subspace.search.query import ParsedQuery
-from subspace.search.runtime import SearchRuntime
-from subspace.search.vector import EmbeddingUnavailable, embed_query, vector_leg
+from subspace.search.runtime import LargeBases
+from subspace.search.vector import (
+    EmbeddingUnavailable,
+    VectorLeg,
+    queue_base_sizes,
+    queue_vector_leg,
+    start_query_embedding,
+)
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 STATEMENT_TIMEOUT_MS = 10_000  # a search that takes longer than this is a bug, not a query
-# Every search is planned for its own words: the connection pool's prepared statements would
-# otherwise switch to one generic plan for all queries of the same shape, which cannot know
-# that one word is in a third of the documents and another in two (10x slower for either).
+# The search's transaction settings, as one statement so it can be queued (a pipeline sends
+# no multi-statement text): a time limit, and every statement planned for its own words (the
+# pool's prepared statements would otherwise settle on one generic plan for all queries of a
+# shape, which cannot know that one word is in a third of the documents and another in two).
 SEARCH_SETTINGS = (
-    f"set local statement_timeout = {STATEMENT_TIMEOUT_MS}; "
-    "set local plan_cache_mode = force_custom_plan"
+    f"select set_config('statement_timeout', '{STATEMENT_TIMEOUT_MS}ms', true), "
+    "set_config('plan_cache_mode', 'force_custom_plan', true)"
 )
-SECOND_CONNECTION_WAIT_S = 0.05  # how long the vector leg waits for a connection of its own
 
 
 @dataclass
@@ -88,110 +98,110 @@ class LegsRun:
         return [f"{leg.name}: {leg.error}" for leg in self.legs if leg.error]
 
 
-def run_legs(conn: Conn, cx: Context, plan: LegPlan) -> LegsRun:
-    """The lexical leg on `conn`, the vector leg beside it on a connection of its own when the
-    mode is hybrid and one is free at once (else after it, on `conn`)."""
-    legs: list[Leg] = []
-    tsq = TsQueries("", "", "")
-    vector_job = VectorJob(
-        plan.scope,
-        plan.parsed,
-        plan.provider,
-        plan.window,
-        plan.weights["vector"],
-        cx.settings.embed_timeout_ms,
-        cx.search_runtime,
-    )
-    parallel: Future[Leg | None] | None = None
-    if plan.mode == "hybrid" and isinstance(cx.db, ConnectionPool):
-        parallel = cx.search_runtime.leg_threads.submit(
-            _vector_on_own_connection, cx.db, vector_job
-        )
-    if plan.mode in ("hybrid", "lexical"):
-        leg, tsq = _run_lexical(conn, plan)
-        legs.append(leg)
-    if plan.mode in ("hybrid", "vector"):
-        vector = parallel.result() if parallel is not None else None
-        legs.append(vector if vector is not None else _run_vector(conn, tsq, vector_job))
-    return LegsRun(legs, tsq, plan.ranker)
-
-
-def _run_lexical(conn: Conn, plan: LegPlan) -> tuple[Leg, TsQueries]:
-    leg = Leg("lexical", weight=plan.weights["lexical"])
-    tsq = TsQueries("", "", "")
-    started = time.perf_counter()
-    try:
-        # A savepoint, so a failing leg leaves the transaction usable for the other one.
-        with conn.transaction():
-            tsq = build_tsqueries(conn, plan.parsed, plan.scope.workspace_id, typos=plan.typos)
-            leg.hits = lexical_leg(conn, plan.scope, tsq, cap=plan.window, ranker=plan.ranker)
-    except psycopg.Error as exc:
-        log.warning("lexical leg failed: %s", exc)
-        leg.error = f"failed ({type(exc).__name__})"
-    leg.ms = elapsed_ms(started)
-    return leg, tsq
-
-
 @dataclass(frozen=True)
-class VectorJob:
-    """What the vector leg needs, so it can run on either connection."""
+class Prepared:
+    """What the legs need, started with the search's first round trip."""
 
-    scope: Scope
-    parsed: ParsedQuery
-    provider: EmbeddingProvider | None
-    window: int
-    weight: float
-    timeout_ms: int
-    runtime: SearchRuntime
+    tsq: Later[TsQueries]
+    sizes: Later[dict[UUID, int]] | None  # the bases' vector counts, for the vector leg
+    embedding: Later[HalfVector] | None  # the query's vector, computing meanwhile
+    large_bases: LargeBases | None = None  # the runtime's memory of large bases
 
 
-def _vector_on_own_connection(pool: ConnectionPool[Conn], job: VectorJob) -> Leg | None:
-    """The vector leg on a second connection; None when none is free at once (the caller
-    then runs it on its own connection, so searches never wait on each other for one)."""
-    try:
-        with pool.connection(timeout=SECOND_CONNECTION_WAIT_S) as conn, conn.transaction():
-            conn.execute(SEARCH_SETTINGS)
-            no_query = TsQueries("", "", "")  # exclusions, if any, are parsed by the leg
-            return _run_vector(conn, no_query, job)
-    except PoolTimeout:
-        return None
+def prepare_legs(
+    conn: Conn,
+    cx: Context,
+    parsed: ParsedQuery,
+    *,
+    mode: str,
+    typos: bool,
+    provider: EmbeddingProvider | None,
+) -> Prepared:
+    """Queue the query's analysis (the lexical leg's queries, the vector leg's exclusions) and
+    the bases' sizes, and start embedding the query."""
+    ws = cx.actor.workspace_id
+    tsq = queue_tsqueries(conn, parsed, ws, typos=typos and mode != "vector")
+    if mode == "lexical" or provider is None:
+        return Prepared(tsq, None, None)
+    large_bases = cx.search_runtime.large_bases
+    sizes = queue_base_sizes(conn, ws, provider.model, large_bases)
+    timeout_s = cx.settings.embed_timeout_ms / 1000
+    embedding = start_query_embedding(cx.search_runtime, provider, parsed.text, timeout_s=timeout_s)
+    return Prepared(tsq, sizes, embedding, large_bases)
 
 
-def _run_vector(conn: Conn, tsq: TsQueries, job: VectorJob) -> Leg:
-    scope, parsed, provider = job.scope, job.parsed, job.provider
-    leg = Leg("vector", weight=job.weight)
+def run_legs(conn: Conn, cx: Context, plan: LegPlan, prepared: Prepared) -> LegsRun:
+    """Both legs' statements queued, then read: one round trip. A leg that fails is rolled
+    back to its savepoint and reported; the other still answers (if the lexical leg's failure
+    cut the vector leg short, it runs again on its own)."""
+    tsq = prepared.tsq.result()
+    lexical = vector = None
     started = time.perf_counter()
-    if provider is None:
+    if plan.mode in ("hybrid", "lexical"):
+        conn.execute("savepoint lexical_leg")
+        lexical = queue_lexical_leg(conn, plan.scope, tsq, cap=plan.window, ranker=plan.ranker)
+        conn.execute("release savepoint lexical_leg")
+    vector_leg = Leg("vector", weight=plan.weights["vector"])
+    if plan.mode in ("hybrid", "vector"):
+        vector = _queue_vector(conn, plan, prepared, tsq, vector_leg)
+    legs: list[Leg] = []
+    if lexical is not None:
+        leg = Leg("lexical", weight=plan.weights["lexical"])
+        hits, leg.error = _read(conn, lexical, "lexical_leg")
+        leg.hits = hits or []
+        leg.ms = elapsed_ms(started)
+        legs.append(leg)
+        if leg.error and vector is not None:  # the failure aborted what was queued after it
+            vector = _queue_vector(conn, plan, prepared, tsq, vector_leg)
+    if plan.mode in ("hybrid", "vector"):
+        if vector is not None:
+            found, vector_leg.error = _read(conn, vector, "vector_leg")
+            if found is not None:
+                vector_leg.hits, vector_leg.plan = found
+            vector_leg.ms = elapsed_ms(started)
+        legs.append(vector_leg)
+    # Rows are marked for the lexical leg's query only when it ran.
+    ran_lexical = lexical is not None and not legs[0].error
+    return LegsRun(legs, tsq if ran_lexical else TsQueries("", "", ""), plan.ranker)
+
+
+def _queue_vector(
+    conn: Conn, plan: LegPlan, prepared: Prepared, tsq: TsQueries, leg: Leg
+) -> Later[tuple[list[Hit], str]] | None:
+    """The vector leg's statements queued, or None with `leg.error` said when it cannot run."""
+    provider = plan.provider
+    if provider is None or prepared.embedding is None:
         leg.error = "no embedding provider"
-        return leg
+        return None
     try:
-        query_vector = embed_query(
-            job.runtime, provider, parsed.text, timeout_s=job.timeout_ms / 1000
-        )
+        query = prepared.embedding.result()
     except EmbeddingUnavailable as exc:
         log.warning("query embedding failed (%s): %s", exc.reason, exc)
         leg.error = exc.reason
-        leg.ms = elapsed_ms(started)
-        return leg
+        return None
+    asked = VectorLeg(
+        plan.scope,
+        query,
+        provider.model,
+        provider.dimensions,
+        plan.window,
+        tsq.excluded,
+        prepared.large_bases,
+    )
+    conn.execute("savepoint vector_leg")
+    queued = queue_vector_leg(conn, asked, prepared.sizes)
+    conn.execute("release savepoint vector_leg")
+    return queued
+
+
+def _read(conn: Conn, queued: Later[T], savepoint: str) -> tuple[T | None, str | None]:
+    """A leg's result, or None and why it failed (its savepoint rolled back)."""
     try:
-        with conn.transaction():
-            if parsed.negated and not tsq.excluded:
-                tsq = build_tsqueries(conn, parsed)
-            leg.hits, leg.plan = vector_leg(
-                conn,
-                scope,
-                query_vector,
-                model=provider.model,
-                dimensions=provider.dimensions,
-                cap=job.window,
-                excluded=tsq.excluded,
-                large_bases=job.runtime.large_bases,
-            )
+        return queued.result(), None
     except psycopg.Error as exc:
-        log.warning("vector leg failed: %s", exc)
-        leg.error = f"failed ({type(exc).__name__})"
-    leg.ms = elapsed_ms(started)
-    return leg
+        log.warning("%s failed: %s", savepoint.replace("_", " "), exc)
+        recover(conn, savepoint)
+        return None, f"failed ({type(exc).__name__})"
 
 
 def elapsed_ms(started: float) -> float:

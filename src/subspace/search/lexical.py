@@ -18,6 +18,7 @@ from uuid import UUID
 
 import psycopg
 
+from subspace.db.pipeline import Later, later
 from subspace.db.pool import Conn
 from subspace.search import kinds as registry
 from subspace.search.filters import Scope, asked_by_run, item_visible
@@ -26,7 +27,7 @@ from subspace.search.fragments import bind as bind
 from subspace.search.fusion import Hit
 from subspace.search.options import RANKERS
 from subspace.search.query import ParsedQuery
-from subspace.search.typos import correct_lexemes
+from subspace.search.typos import CANDIDATES_SQL, best_correction
 
 CONFIG = "english"
 
@@ -78,31 +79,52 @@ def build_tsqueries(
     closest vocabulary word. Postgres prints each term's tsquery, so the combinations built
     here from that text always parse.
     """
+    return queue_tsqueries(conn, parsed, workspace_id, typos=typos).result()
+
+
+def queue_tsqueries(
+    conn: Conn, parsed: ParsedQuery, workspace_id: UUID | None = None, *, typos: bool = True
+) -> Later[TsQueries]:
+    """`build_tsqueries` as one statement, queued: the terms' lexemes and tsqueries, and
+    each unknown single word's vocabulary candidates (search/typos.py)."""
     if parsed.is_empty:
-        return TsQueries("", "", "")
+        return Later(lambda: TsQueries("", "", ""))
     texts = list(dict.fromkeys([*parsed.alternatives, *parsed.negated]))
+    typos = typos and workspace_id is not None
+    # Only a single word of the query is corrected, never an excluded one.
+    single = [typos and t in parsed.alternatives and " " not in t.strip() for t in texts]
     # search.fold, as for documents (migration 0009): accents folded, CJK runs as bigrams, so
     # a CJK term is the phrase of its bigrams. Identifier parts are only added to documents:
     # a whole identifier stays the phrase of its own tokens.
     # Each lexeme with its number of positions: a phrase that repeats a word counts it twice.
-    rows = conn.execute(
+    sql = (
         "select t, coalesce(v.l, '{}') as l, coalesce(v.n, '{}') as n, "
-        f"phraseto_tsquery('{CONFIG}', f)::text as q "
-        "from unnest(%s::text[]) with ordinality u(t, i) "
+        f"phraseto_tsquery('{CONFIG}', f)::text as q, typo.candidates, typo.candidate_ndocs "
+        "from unnest(%(texts)s::text[], %(single)s::boolean[]) with ordinality u(t, single, i) "
         "cross join lateral (select search.fold(t) as f offset 0) folded "
         "cross join lateral (select array_agg(w.lexeme order by w.lexeme) as l, "
         "array_agg(coalesce(array_length(w.positions, 1), 1) order by w.lexeme) as n "
-        f"from unnest(to_tsvector('{CONFIG}', f)) w) v order by i",
-        (texts,),
-    ).fetchall()
+        f"from unnest(to_tsvector('{CONFIG}', f)) w) v "
+        "left join lateral (select * from (select v.l[1] as w) word, lateral "
+        f"({CANDIDATES_SQL}) found) typo on u.single and cardinality(v.l) = 1 order by i"
+    )
+    params = {"texts": texts, "single": single, "ws": workspace_id}
+    return later(conn, sql, params, lambda rows: _tsqueries(parsed, rows))
+
+
+def _tsqueries(parsed: ParsedQuery, rows: list[dict[str, Any]]) -> TsQueries:
     lexemes_of = {r["t"]: list(r["l"]) for r in rows}
     counts_of = {r["t"]: dict(zip(r["l"], r["n"], strict=True)) for r in rows}
     tsquery_of: dict[str, str] = {r["t"]: r["q"] for r in rows}
     corrections: dict[str, str] = {}
-    if typos and workspace_id is not None:
-        single = [lexemes_of[t][0] for t in parsed.alternatives if len(lexemes_of[t]) == 1
-                  and " " not in t.strip()]  # fmt: skip
-        corrections = correct_lexemes(conn, workspace_id, single)
+    for r in rows:
+        if r["candidates"]:
+            word = r["l"][0]
+            found = best_correction(
+                word, dict(zip(r["candidates"], map(int, r["candidate_ndocs"]), strict=True))
+            )
+            if found is not None:
+                corrections[word] = found
 
     def correction_of(text: str) -> str | None:
         words = lexemes_of[text]
@@ -478,15 +500,25 @@ def lexical_leg(
     conn: Conn, scope: Scope, tsq: TsQueries, *, cap: int, ranker: str = "bm25"
 ) -> list[Hit]:
     """The leg's hits, best first, at most `cap` per source and knowledge base."""
+    return queue_lexical_leg(conn, scope, tsq, cap=cap, ranker=ranker).result()
+
+
+def queue_lexical_leg(
+    conn: Conn, scope: Scope, tsq: TsQueries, *, cap: int, ranker: str = "bm25"
+) -> Later[list[Hit]]:
+    """`lexical_leg`, its one statement queued."""
     if tsq.is_empty or not scope.kb_ids or not _source_names(scope):
-        return []
+        return Later(list)
     if ranker not in RANKERS:
         raise ValueError(f"unknown ranker {ranker!r}")
     if ranker == "bm25":
         query = bm25_sql(conn, scope, tsq, cap=cap)
     else:
         query = lexical_sql(scope, tsq, cap=cap)
-    rows = conn.execute(query.sql, query.params).fetchall()
+    return later(conn, query.sql, query.params, _hits)
+
+
+def _hits(rows: list[dict[str, Any]]) -> list[Hit]:
     return [
         Hit(
             target=(registry.target_of(r["kind"]), r["target_id"]),

@@ -11,7 +11,6 @@ from uuid import UUID
 
 from pgvector import HalfVector
 
-LEG_THREADS = 8  # vector legs running beside a lexical one at once; more run on one connection
 LARGE_BASE_TTL_S = 60.0  # how long a base found to hold EXACT_SCAN_ROWS vectors stays "large"
 EMBED_THREADS = 4  # query embeddings waited on at once; a hung provider holds only these
 QUERY_CACHE_SIZE = 512  # recent query embeddings kept, for a palette typing and retyping
@@ -88,24 +87,20 @@ class SearchRuntime:
         large_base_ttl_s: float = LARGE_BASE_TTL_S,
         query_cache_size: int = QUERY_CACHE_SIZE,
     ) -> None:
-        # Threads start on first use, so a process that never searches starts none.
-        self.leg_threads = ThreadPoolExecutor(
-            max_workers=LEG_THREADS, thread_name_prefix="vector-leg"
-        )
         self.large_bases = LargeBases(large_base_ttl_s)
         # Query embeddings run on threads of their own, so a search waits for one at most
         # its timeout while a hung provider holds only these (search/vector.embed_query).
+        # Threads start on first use, so a process that never searches starts none.
         self.embed_threads = ThreadPoolExecutor(
             max_workers=EMBED_THREADS, thread_name_prefix="query-embed"
         )
         self.query_vectors = QueryVectors(query_cache_size)
 
     def close(self) -> None:
-        """Wait for the legs and the query embeddings running, then stop their threads. Safe
+        """Wait for the query embeddings running, then stop their threads. Safe
         to call twice.
 
         An embedding a search stopped waiting for is still waited for here (the provider's
         own timeout bounds it), so no thread outlives the runtime.
         """
-        self.leg_threads.shutdown(wait=True, cancel_futures=True)
         self.embed_threads.shutdown(wait=True, cancel_futures=True)

@@ -10,24 +10,33 @@ from uuid import UUID
 
 from subspace.commands.tags import MAX_TAG_TEXT_CHARS
 from subspace.context import Context
+from subspace.db.pipeline import Later, pipelined_transaction
 from subspace.db.pool import Conn
 from subspace.errors import InvalidInput, TooLarge
-from subspace.indexer.status import waiting_for_embeddings
+from subspace.indexer.status import queue_waiting_for_embeddings
 from subspace.providers.base import EmbeddingProvider
 from subspace.search import explaining
 from subspace.search import kinds as registry
 from subspace.search.browsing import browse
-from subspace.search.cursors import Paging, cursor_key, is_clean, next_cursor, read_cursor
-from subspace.search.filters import Scope, TagFilter, resolve_scope
+from subspace.search.cursors import (
+    Paging,
+    cursor_key,
+    is_clean,
+    next_cursor,
+    queue_workspace_secret,
+    read_cursor,
+)
+from subspace.search.filters import Scope, TagFilter, queue_knowledge_bases, resolve_scope
 from subspace.search.fusion import RRF_K, Fused, ItemKey, fuse
 from subspace.search.grouping import group_by_page
-from subspace.search.hydrate import Row, hydrate
+from subspace.search.hydrate import Row, queue_hydrate
 from subspace.search.legs import (
     SEARCH_SETTINGS,
     LegPlan,
     LegReport,
     LegsRun,
     elapsed_ms,
+    prepare_legs,
     run_legs,
 )
 from subspace.search.lexical import CONFIG as LEXICAL_CONFIG
@@ -204,31 +213,44 @@ def search(
 def _search(
     cx: Context, provider: EmbeddingProvider | None, request: SearchRequest
 ) -> SearchResponse:
-    """validate → scope → legs (in parallel) → fuse → group → hydrate → explain → cursor."""
+    """validate → scope → legs (queued together) → fuse → group → hydrate → explain → cursor."""
     started = time.perf_counter()
     parsed = validate(request, cx)
-    with cx.transaction() as conn:
+    ws = cx.actor.workspace_id
+    # Three round trips: what the legs need (settings, bases, key, the embedding backlog)
+    # is read at once; then the legs; then the rows, read with the commit.
+    with pipelined_transaction(cx.db) as conn:
         conn.execute(SEARCH_SETTINGS)
-        paging = read_cursor(conn, cx.actor.workspace_id, request)
-        scope = resolve_request_scope(conn, cx, request)
-        if parsed.is_empty:
-            return _browse(conn, scope, request, parsed, started)
+        bases = queue_knowledge_bases(conn, ws)
+        secret = queue_workspace_secret(conn, ws)
+        pending = queue_waiting_for_embeddings(conn, ws)
+        prepared = None
+        if not parsed.is_empty:
+            prepared = prepare_legs(
+                conn, cx, parsed, mode=request.mode, typos=request.typos, provider=provider
+            )
+        scope = resolve_request_scope(conn, cx, request, bases)
+        paging = read_cursor(conn, ws, request, secret=secret.result())
+        if prepared is None:
+            return _browse(conn, scope, request, parsed, started, pending.result())
         plan = plan_legs(cx, provider, request, parsed, scope, paging)
-        ran = run_legs(conn, cx, plan)
+        ran = run_legs(conn, cx, plan, prepared)
         candidates = fuse_legs(ran)
         page = group_and_page(conn, scope, candidates, ran.tsq, paging, request)
-        rows = hydrate_page(conn, scope, page, ran.tsq)
-        explained = explain_page(conn, request, plan, ran, page, rows, paging)
+        hydrated = hydrate_page(conn, scope, page, ran.tsq)
+        explained = Explained()
+        if request.explain or request.explain_target:
+            explained = explain_page(conn, request, plan, ran, page, hydrated.result(), paging)
         next_page = next_cursor(conn, request, paging, page.targets, more=page.more)
-        pending = waiting_for_embeddings(conn, scope.workspace_id)
         corrections = _user_corrections(conn, parsed, ran.tsq.corrections)
+    rows = hydrated.result()
     return SearchResponse(
         query=parsed.text,
         mode=request.mode,
         rows=rows,
         legs=ran.reports(),
         degraded=ran.degraded(),
-        pending_embeddings=pending,
+        pending_embeddings=pending.result(),
         is_question=parsed.is_question,
         next_cursor=next_page.cursor,
         absent=explained.absent,
@@ -242,7 +264,9 @@ def _search(
 # -- the steps, in order ----------------------------------------------------------------------
 
 
-def resolve_request_scope(conn: Conn, cx: Context, request: SearchRequest) -> Scope:
+def resolve_request_scope(
+    conn: Conn, cx: Context, request: SearchRequest, bases: Later[dict[UUID, str]] | None = None
+) -> Scope:
     """What the caller may and asked to search: workspace, knowledge bases, kinds, tags."""
     return resolve_scope(
         conn,
@@ -253,11 +277,17 @@ def resolve_request_scope(conn: Conn, cx: Context, request: SearchRequest) -> Sc
         tags=request.tags,
         max_knowledge_bases=cx.settings.max_knowledge_bases,
         sources_only=cx.sources_only,
+        bases=bases,
     )
 
 
 def _browse(
-    conn: Conn, scope: Scope, request: SearchRequest, parsed: ParsedQuery, started: float
+    conn: Conn,
+    scope: Scope,
+    request: SearchRequest,
+    parsed: ParsedQuery,
+    started: float,
+    pending: int,
 ) -> SearchResponse:
     """The answer without a query: the items matching the filters, no legs run."""
     rows = browse(conn, scope, request.limit)
@@ -267,7 +297,7 @@ def _browse(
         rows=rows,
         legs={},
         degraded=[],
-        pending_embeddings=waiting_for_embeddings(conn, scope.workspace_id),
+        pending_embeddings=pending,
         is_question=False,
         took_ms=elapsed_ms(started),
         notes=["No query: the most recently changed items that match the filters."],
@@ -332,15 +362,21 @@ def group_and_page(
     return ResultPage(candidates, remaining[: request.limit], more, request.group_by_page)
 
 
-def hydrate_page(conn: Conn, scope: Scope, page: ResultPage, tsq: TsQueries) -> list[Row]:
+def hydrate_page(conn: Conn, scope: Scope, page: ResultPage, tsq: TsQueries) -> Later[list[Row]]:
     """The page's rows as shown (rows whose item vanished since ranking are left out), each
-    with the count of other matches on its page when grouped."""
-    rows = hydrate(conn, scope, page.items, tsq)
-    if page.grouped:
+    with the count of other matches on its page when grouped; the statements queued."""
+    hydrated = queue_hydrate(conn, scope, page.items, tsq)
+    if not page.grouped:
+        return hydrated
+
+    def counted() -> list[Row]:
+        rows = hydrated.result()
         counts = {item.target: item.more_on_page for item in page.items}
         for row in rows:
             row.more_on_page = counts.get(_row_target(row), 0)
-    return rows
+        return rows
+
+    return Later(counted)
 
 
 @dataclass(frozen=True)

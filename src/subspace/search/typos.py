@@ -8,18 +8,8 @@ Damerau-Levenshtein distance wins, the more frequent on a tie. So "biomateirals"
 
 from __future__ import annotations
 
-from uuid import UUID
-
-from subspace.db.pool import Conn
-
 MIN_WORD = 4  # shorter words are too often a different word one edit away
 PREFIX = 2  # letters a candidate shares; typos rarely hit the first (see prefixes)
-
-
-def prefixes(word: str) -> tuple[str, str]:
-    """LIKE patterns for the vocabulary words worth comparing: those sharing the first two
-    letters, and those whose second and third letters are these two swapped."""
-    return f"{word[:PREFIX]}%", f"{word[0]}{word[2]}{word[1]}%"
 
 
 def max_distance(word: str) -> int:
@@ -46,36 +36,41 @@ def damerau_levenshtein(a: str, b: str, limit: int) -> int:
     return row[-1]
 
 
-def correct_lexemes(conn: Conn, workspace_id: UUID, lexemes: list[str]) -> dict[str, str]:
-    """For each lexeme absent from the workspace's vocabulary, its closest present lexeme."""
-    words = sorted({w for w in lexemes if len(w) >= MIN_WORD and w.isalpha()})
-    if not words:
-        return {}
-    known = {
-        r["lexeme"]
-        for r in conn.execute(
-            "select distinct lexeme from search.term_stats where workspace_id = %s "
-            "and lexeme = any(%s) and ndoc > 0",
-            (workspace_id, words),
-        )
-    }
-    found: dict[str, str] = {}
-    for word in words:
-        if word in known:
-            continue
-        limit = max_distance(word)
-        rows = conn.execute(
-            "select lexeme, sum(ndoc) as ndoc from search.term_stats where workspace_id = %s "
-            "and (lexeme like %s or lexeme like %s) and length(lexeme) between %s and %s "
-            "and ndoc > 0 group by lexeme",
-            (workspace_id, *prefixes(word), len(word) - limit, len(word) + limit),
-        ).fetchall()
-        best: tuple[int, int, str] | None = None
-        for row in rows:
-            distance = damerau_levenshtein(word, row["lexeme"], limit)
-            if distance <= limit:
-                key = (distance, -int(row["ndoc"]), row["lexeme"])
-                best = key if best is None or key < best else best
-        if best is not None:
-            found[word] = best[2]
-    return found
+# The vocabulary words worth comparing with `w` (a lexeme, as the outer query names it), per
+# source with their document counts: unknown to the workspace, alphabetic and long enough, it
+# is compared with the words sharing its first two letters (or its first, then its next two
+# swapped) and about its length. Range conditions rather than LIKE, so the prefix index is
+# walked for each word of the query in one statement. Binds %(ws)s; null for a known word.
+CANDIDATES_SQL = f"""
+    select array_agg(c.lexeme order by c.lexeme) as candidates,
+           array_agg(c.ndoc order by c.lexeme) as candidate_ndocs
+    from (
+        select p.lexeme, sum(p.ndoc) as ndoc from (
+            select t.source, t.lexeme, t.ndoc from search.term_stats t, (values
+                (left(w, {PREFIX})),
+                (left(w, 1) || substr(w, 3, 1) || substr(w, 2, 1))) prefix(p)
+            where t.workspace_id = %(ws)s and t.lexeme ~>=~ prefix.p
+            and t.lexeme ~<~ (prefix.p || chr(1114111)) and t.ndoc > 0
+            group by t.source, t.lexeme, t.ndoc
+        ) p
+        where abs(char_length(p.lexeme) - char_length(w))
+              <= case when char_length(w) <= 5 then 1 else 2 end
+        group by p.lexeme
+    ) c
+    where char_length(w) >= {MIN_WORD} and w ~ '^[[:alpha:]]+$' and not exists (
+        select 1 from search.term_stats k
+        where k.workspace_id = %(ws)s and k.lexeme = w and k.ndoc > 0)
+"""
+
+
+def best_correction(word: str, candidates: dict[str, int]) -> str | None:
+    """The closest of `candidates` (vocabulary lexeme -> document count) to `word` within its
+    max_distance, the more frequent on a tie; None when none is that close."""
+    limit = max_distance(word)
+    best: tuple[int, int, str] | None = None
+    for lexeme, ndoc in candidates.items():
+        distance = damerau_levenshtein(word, lexeme, limit)
+        if distance <= limit:
+            key = (distance, -ndoc, lexeme)
+            best = key if best is None or key < best else best
+    return None if best is None else best[2]

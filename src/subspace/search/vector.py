@@ -58,33 +58,53 @@ def embed_query(
     While the provider's circuit is open (it failed FAILURES_TO_OPEN times in a row), the
     provider is not called at all and the last failure's reason is raised at once.
     """
+    return start_query_embedding(runtime, provider, text, timeout_s=timeout_s).result()
+
+
+def start_query_embedding(
+    runtime: SearchRuntime, provider: EmbeddingProvider, text: str, *, timeout_s: float
+) -> Later[HalfVector]:
+    """`embed_query`, started now: the provider works while the caller does something else,
+    and `.result()` waits for what is left of `timeout_s` (EmbeddingUnavailable after it)."""
     cached = runtime.query_vectors.get(provider.model, text)
     if cached is not None:
-        return cached
+        return Later(lambda: cached)
     breaker = breaker_for(provider)
     if not breaker.allow():
         reason = breaker.last_reason or "error"
-        raise EmbeddingUnavailable(
+        refused = EmbeddingUnavailable(
             f"circuit open after {breaker.failures_in_a_row} failures ({reason})", reason=reason
         )
+        return Later(lambda: _raise(refused))
     started = time.perf_counter()
     future = runtime.embed_threads.submit(provider.embed, [text])
-    try:
-        raw = future.result(timeout=timeout_s)
-        vector = checked_vectors(raw, count=1, model=provider.model, dimensions=provider.dimensions)
-    except FutureTimeout:
-        future.cancel()
-        breaker.record_failure("timeout", time.perf_counter() - started)
-        raise EmbeddingUnavailable(f"timeout after {timeout_s:g} s", reason="timeout") from None
-    except Exception as exc:  # any provider failure degrades the search, never breaks it
-        reason = failure_reason(exc)
-        breaker.record_failure(reason, time.perf_counter() - started)
-        message = str(exc) if isinstance(exc, ProviderError) else f"{type(exc).__name__}: {exc}"
-        raise EmbeddingUnavailable(message, reason=reason) from None
-    breaker.record_success(time.perf_counter() - started)
-    half = HalfVector(vector[0])
-    runtime.query_vectors.put(provider.model, text, half)
-    return half
+
+    def wait() -> HalfVector:
+        left = max(0.0, timeout_s - (time.perf_counter() - started))
+        try:
+            raw = future.result(timeout=left)
+            vector = checked_vectors(
+                raw, count=1, model=provider.model, dimensions=provider.dimensions
+            )
+        except FutureTimeout:
+            future.cancel()
+            breaker.record_failure("timeout", time.perf_counter() - started)
+            raise EmbeddingUnavailable(f"timeout after {timeout_s:g} s", reason="timeout") from None
+        except Exception as exc:  # any provider failure degrades the search, never breaks it
+            reason = failure_reason(exc)
+            breaker.record_failure(reason, time.perf_counter() - started)
+            message = str(exc) if isinstance(exc, ProviderError) else f"{type(exc).__name__}: {exc}"
+            raise EmbeddingUnavailable(message, reason=reason) from None
+        breaker.record_success(time.perf_counter() - started)
+        half = HalfVector(vector[0])
+        runtime.query_vectors.put(provider.model, text, half)
+        return half
+
+    return Later(wait)
+
+
+def _raise(error: Exception) -> HalfVector:
+    raise error
 
 
 def _scope_sql(scope: Scope, model: str, excluded: str, kb_filter: Fragment) -> Fragment:
