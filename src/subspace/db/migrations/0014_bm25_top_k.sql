@@ -73,7 +73,9 @@ declare
     k_score float8[] := '{}';
     k_id uuid[] := '{}';
     filled boolean := false;
-    per_round integer := greatest(cap * kbs, 1);  -- documents scored per round, at most
+    -- Documents scored per round, at most: doubled each round, so a query whose candidates
+    -- stay many (a question of common words) needs few rounds.
+    per_round integer := greatest(cap * kbs, 1);
     j integer;
 begin
     if n = 0 or cap <= 0 or kbs <= 0 then
@@ -98,7 +100,9 @@ begin
         on t.workspace_id = ws and t.source = src and t.lexeme = r.lexeme and t.ndoc > 0;
     frontier := array_fill(1::float8, array[n]);
     taken := array_fill(0, array[n]);
-    batch := array_fill(per_round, array[n]);
+    -- A first read of four rounds' worth: reading postings costs little next to scoring
+    -- documents, and a rare word's list is then read to its end at once.
+    batch := array_fill(4 * per_round, array[n]);
     done := array(select weight[g] = 0 from generate_series(1, n) g);
     if not (false = any(done)) then
         return;
@@ -207,6 +211,7 @@ begin
         execute 'select coalesce(array_agg(row(h.*)::search.bm25_hit), ''{}'') from (' || verify || ') h'
             into scored using chosen_doc, chosen_part, weight, average;
         hits := hits || scored;
+        per_round := per_round * 2;
         v_doc := v_doc || chosen_doc;
         v_part := v_part || chosen_part;
         with best as (
