@@ -436,7 +436,7 @@ def bm25_sql(conn: Conn, scope: Scope, tsq: TsQueries, *, cap: int) -> Fragment:
         "repeats": [tsq.repeat(i) for i in range(len(tsq.lexemes))],
         "clauses": clause_masks(tsq),
         "cap": cap,
-        "kbs": len(scope.kb_ids),
+        "kb_ids": list(scope.kb_ids),
     }
     calls = []
     for source in _sources(scope, candidates=True):
@@ -446,11 +446,22 @@ def bm25_sql(conn: Conn, scope: Scope, tsq: TsQueries, *, cap: int) -> Fragment:
         calls.append(
             f"select * from search.bm25_top_k(%(ws)s::uuid, %(source_{source.kind})s::text, "
             "%(lexemes)s::text[], %(repeats)s::integer[], %(clauses)s::bigint[], "
-            f"%(cap)s::integer, %(kbs)s::integer, %(verify_{source.kind})s::text)"
+            f"%(cap)s::integer, {_bases_with_items(source)}, %(verify_{source.kind})s::text)"
         )
     union = " union all ".join(calls)
     return Fragment(
         f"select * from ({union}) hits order by every desc, score desc, kind, target_id", params
+    )
+
+
+def _bases_with_items(source: Source) -> str:
+    """SQL counting the bases in scope that hold an item of `source`'s kinds. The top-k stops
+    once every base counted has its top; an empty base (a workspace's unused Default) would
+    otherwise keep it reading a common word's postings to the end."""
+    item = registry.of_source(source.kind)[0].item
+    return (
+        "(select count(*)::integer from unnest(%(kb_ids)s::uuid[]) k(id) where exists ("
+        f"select 1 from {item.table} i where i.workspace_id = %(ws)s and i.{item.kb} = k.id))"
     )
 
 
