@@ -46,9 +46,9 @@ from subspace import commands
 from subspace.config import Settings
 from subspace.context import Context
 from subspace.db.pool import Conn
+from subspace.db.vector_index import build_vector_indexes, defer_vector_index
 from subspace.indexer.chunking import split_text
 from subspace.indexer.consumer import Indexer
-from subspace.indexer.reindex import VECTOR_INDEX_SQL
 from subspace.indexer.status import indexer_status
 from subspace.ingest.outline import OutlineItem
 from subspace.ingest.worker import extract_pending
@@ -468,7 +468,7 @@ def main() -> None:
                 backlog = indexer_status(conn, provider.name, provider.model).backlog
             if backlog:
                 with db.pool.connection() as conn:
-                    conn.execute("drop index if exists search.embeddings_vec")
+                    defer_vector_index(conn, provider.model, provider.dimensions)
                 started = time.perf_counter()
                 Indexer(db, settings, provider).drain(timeout_s=24 * 3600)
                 report.say(
@@ -476,12 +476,11 @@ def main() -> None:
                     f"{time.perf_counter() - started:.1f} s"
                 )
             with db.pool.connection() as conn:
-                if not scalar(conn, "select to_regclass('search.embeddings_vec') is not null"):
-                    started = time.perf_counter()
-                    # The graph of a million 1,536-wide vectors needs ~4 GB to be built in
-                    # memory; past maintenance_work_mem pgvector builds it far more slowly.
-                    conn.execute("set maintenance_work_mem = '8GB'")
-                    conn.execute(VECTOR_INDEX_SQL)
+                started = time.perf_counter()
+                # The graph of a million vectors needs GBs to be built in memory; past
+                # maintenance_work_mem pgvector builds it far more slowly.
+                conn.execute("set maintenance_work_mem = '8GB'")
+                if build_vector_indexes(conn):
                     report.say(f"HNSW build: {time.perf_counter() - started:.1f} s")
                 conn.execute("analyze")
                 vectors = scalar(conn, "select count(*) from search.embeddings")
