@@ -9,11 +9,12 @@ Damerau-Levenshtein distance wins, the more frequent on a tie. So "biomateirals"
 from __future__ import annotations
 
 MIN_WORD = 4  # shorter words are too often a different word one edit away
-PREFIX = 2  # letters a candidate shares; typos rarely hit the first (see prefixes)
+PREFIX = 2  # letters a candidate shares; typos rarely hit the first (see CANDIDATES_SQL)
+SHORT_WORD = 5  # words up to this long may be one edit off, longer ones two
 
 
 def max_distance(word: str) -> int:
-    return 1 if len(word) <= 5 else 2
+    return 1 if len(word) <= SHORT_WORD else 2
 
 
 def damerau_levenshtein(a: str, b: str, limit: int) -> int:
@@ -54,7 +55,7 @@ CANDIDATES_SQL = f"""
             group by t.source, t.lexeme, t.ndoc
         ) p
         where abs(char_length(p.lexeme) - char_length(w))
-              <= case when char_length(w) <= 5 then 1 else 2 end
+              <= case when char_length(w) <= {SHORT_WORD} then 1 else 2 end
         group by p.lexeme
     ) c
     where char_length(w) >= {MIN_WORD} and w ~ '^[[:alpha:]]+$' and not exists (

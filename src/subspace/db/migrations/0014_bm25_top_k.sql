@@ -24,6 +24,21 @@ create type search.bm25_met as (
     score  float8
 );
 
+-- Scored hits, one per target (a file's best chunk stands for the file), each with its rank in
+-- its knowledge base: every-clause group first, then score, then target id.
+create function search.bm25_ranked(hits search.bm25_hit[])
+    returns table (kind text, target_id uuid, item_id uuid, kb_id uuid, ref text,
+                   every boolean, score float8, rank bigint)
+    language sql immutable as $$
+    with best as (
+        select distinct on (h.target_id) h.* from unnest(hits) h
+        order by h.target_id, h.every desc, h.score desc, h.ref
+    )
+    select b.*, row_number() over (
+        partition by b.kb_id order by b.every desc, b.score desc, b.target_id)
+    from best b
+$$;
+
 -- ws, src: the workspace and BM25 source. lexemes, repeats: the query's lexemes and how often
 -- each occurs in the query (a repeated word counts as often as it appears). clauses: for a
 -- lookup whose documents with every clause rank first, per clause a bit mask of the lexemes
@@ -214,31 +229,15 @@ begin
         per_round := per_round * 2;
         v_doc := v_doc || chosen_doc;
         v_part := v_part || chosen_part;
-        with best as (
-            select distinct on (h.target_id) h.* from unnest(hits) h
-            order by h.target_id, h.every desc, h.score desc, h.ref
-        ), ranked as (
-            select b.*, row_number() over (
-                partition by b.kb_id order by b.every desc, b.score desc, b.target_id) as r
-            from best b
-        )
         select coalesce(array_agg(r.every), '{}'), coalesce(array_agg(r.score), '{}'),
                coalesce(array_agg(r.target_id), '{}'), count(*) >= kbs
         into k_every, k_score, k_id, filled
-        from ranked r where r.r = cap;
+        from search.bm25_ranked(hits) r where r.rank = cap;
     end loop;
 
     return query
-    with best as (
-        select distinct on (h.target_id) h.* from unnest(hits) h
-        order by h.target_id, h.every desc, h.score desc, h.ref
-    ), ranked as (
-        select b.*, row_number() over (
-            partition by b.kb_id order by b.every desc, b.score desc, b.target_id) as r
-        from best b
-    )
     select r.kind, r.target_id, r.item_id, r.kb_id, r.ref, r.every, r.score
-    from ranked r where r.r <= cap;
+    from search.bm25_ranked(hits) r where r.rank <= cap;
 end $$;
 
 -- Common words no longer score the shortest matching documents: their length indexes
