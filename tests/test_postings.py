@@ -12,25 +12,30 @@ from subspace.indexer.impacts import refresh_drifted_impacts
 from subspace.indexer.reindex import reextract_files
 from subspace.ingest.worker import extract_pending
 from subspace.runtime import Database
+from subspace.search.kinds import is_memory
 from subspace.search.lexical import BM25_B, BM25_K1
 
-DOCUMENTS = """
-select 'page' as source, workspace_id, id as doc_id, 0 as part, title_tsv as tsv, title_len as len
+DOCUMENTS = f"""
+select 'page' as source, 'page' as kind, workspace_id, id as doc_id, 0 as part, title_tsv as tsv,
+       title_len as len
 from kb.pages
-union all select 'node', workspace_id, id, 0, text_tsv, text_len from kb.nodes
-union all select 'file', workspace_id, file_id, n, text_tsv, text_len from search.file_chunks
-union all select 'mail', workspace_id, id, 0, mail_tsv, mail_len from kb.mail
+union all select 'node', case when {is_memory("n")} then 'memory' else 'node' end, workspace_id,
+                 id, 0, text_tsv, text_len from kb.nodes n
+union all select 'file', 'file', workspace_id, file_id, n, text_tsv, text_len
+          from search.file_chunks
+union all select 'mail', 'mail', workspace_id, id, 0, mail_tsv, mail_len from kb.mail
 """
 RECOMPUTED = f"""
-select d.source, t.lexeme, d.doc_id, d.part, coalesce(array_length(t.positions, 1), 1) as tf,
-       d.len, b.avgdl
+select d.source, d.kind, t.lexeme, d.doc_id, d.part,
+       coalesce(array_length(t.positions, 1), 1) as tf, d.len, b.avgdl
 from ({DOCUMENTS}) d
 join search.impact_basis b on b.workspace_id = d.workspace_id and b.source = d.source
 cross join lateral unnest(d.tsv) t
-order by 1, 2, 3, 4
+order by 1, 3, 4, 5
 """
 KEPT = """
-select source, lexeme, doc_id, part, tf, len, impact from search.postings order by 1, 2, 3, 4
+select source, kind, lexeme, doc_id, part, tf, len, impact from search.postings
+order by 1, 3, 4, 5
 """
 
 
@@ -44,9 +49,10 @@ def assert_postings_match(database: Database) -> list[dict[str, Any]]:
     with database.pool.connection() as conn:
         kept = conn.execute(KEPT).fetchall()
         expected = conn.execute(RECOMPUTED).fetchall()
-    assert [
-        (r["source"], r["lexeme"], r["doc_id"], r["part"], r["tf"], r["len"]) for r in kept
-    ] == [(r["source"], r["lexeme"], r["doc_id"], r["part"], r["tf"], r["len"]) for r in expected]
+    columns = ("source", "kind", "lexeme", "doc_id", "part", "tf", "len")
+    assert [tuple(r[c] for c in columns) for r in kept] == [
+        tuple(r[c] for c in columns) for r in expected
+    ]
     for row, want in zip(kept, expected, strict=True):
         assert math.isclose(
             row["impact"], impact(want["tf"], want["len"], want["avgdl"]), rel_tol=1e-6
@@ -99,22 +105,21 @@ def test_postings_follow_every_kind_of_write(database: Database, cx: Context) ->
 
 
 def test_unchanged_text_keeps_its_postings(database: Database, cx: Context) -> None:
-    """An update that leaves the text alone (a move, a props change) rewrites nothing."""
+    """An update that leaves the text and kind alone (a move) rewrites nothing; a bullet
+    made a memory moves to the memory lists."""
     page = commands.create_page(cx, "Harbour")
     node = commands.add_node(cx, page.id, "Ferries dock at the harbour")
-    commands.add_node(cx, page.id, "Second bullet", position=0)
+    query = "select ctid::text as at, kind from search.postings where doc_id = %s order by lexeme"
     with database.pool.connection() as conn:
-        before = conn.execute(
-            "select ctid::text as at from search.postings where doc_id = %s order by lexeme",
-            (node.id,),
-        ).fetchall()
+        before = conn.execute(query, (node.id,)).fetchall()
+    commands.add_node(cx, page.id, "Second bullet", position=0)  # shifts the first one down
+    with database.pool.connection() as conn:
+        moved = conn.execute(query, (node.id,)).fetchall()
     commands.set_memory(cx, node.id, True)
     with database.pool.connection() as conn:
-        after = conn.execute(
-            "select ctid::text as at from search.postings where doc_id = %s order by lexeme",
-            (node.id,),
-        ).fetchall()
-    assert before == after and before
+        remembered = conn.execute(query, (node.id,)).fetchall()
+    assert before == moved and {r["kind"] for r in before} == {"node"}
+    assert {r["kind"] for r in remembered} == {"memory"} and len(remembered) == len(before)
     assert_postings_match(database)
 
 

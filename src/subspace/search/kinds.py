@@ -8,8 +8,9 @@ mail) reads them from its own row; the others reach their item through `item_key
 
 The legs, hydration, grep, read, explain and the indexer read these declarations; adding a
 kind is one `register(...)` call (and the migration for its table, its generated tsvector and
-its BM25 statistics and postings triggers, as migrations 0005 and 0013 write them), touching
-no other module:
+its BM25 statistics and postings triggers, as migrations 0005 and 0013 write them: the
+postings name the kind of each row, the source's name unless the table holds more than one
+kind), touching no other module:
 
     register(KindSpec("note", NOTE_ITEM, table="app.notes", alias="t", key="id",
                       item_key="id", text="body", tsv="body_tsv", length="body_len",

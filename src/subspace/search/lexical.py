@@ -197,6 +197,7 @@ class Source:
 
     kind: str  # its BM25 source (page, node, file, mail...); nodes also yield memory
     query: Fragment  # exposes kind, target_id, item_id, kb_id, ref, tsv, len
+    kinds: list[str]  # its kinds in scope: search.postings' lists to read
 
 
 def _source_names(scope: Scope) -> list[str]:
@@ -220,7 +221,7 @@ def _sources(scope: Scope, *, candidates: bool = False) -> list[Source]:
         else:
             sql = _untagged_source_sql(declared, wanted, scope.sources_only, candidates)
             query = Fragment(sql, scope.shared().params)
-        found.append(Source(source, query))
+        found.append(Source(source, query, [spec.name for spec in wanted]))
     return found
 
 
@@ -443,10 +444,12 @@ def bm25_sql(conn: Conn, scope: Scope, tsq: TsQueries, *, cap: int) -> Fragment:
         verify = verify_sql(source, tsq)
         params[f"verify_{source.kind}"] = quoting.mogrify(verify.sql, verify.params)
         params[f"source_{source.kind}"] = source.kind
+        params[f"kinds_{source.kind}"] = source.kinds
         calls.append(
             f"select * from search.bm25_top_k(%(ws)s::uuid, %(source_{source.kind})s::text, "
-            "%(lexemes)s::text[], %(repeats)s::integer[], %(clauses)s::bigint[], "
-            f"%(cap)s::integer, {_bases_with_items(source)}, %(verify_{source.kind})s::text)"
+            f"%(kinds_{source.kind})s::text[], %(lexemes)s::text[], %(repeats)s::integer[], "
+            f"%(clauses)s::bigint[], %(cap)s::integer, {_bases_with_items(source)}, "
+            f"%(verify_{source.kind})s::text)"
         )
     union = " union all ".join(calls)
     return Fragment(

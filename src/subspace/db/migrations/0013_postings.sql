@@ -2,10 +2,14 @@
 -- BM25 score that depends on the document (term frequency against length), kept current by
 -- statement-level triggers in the writing transaction, and indexed so a lexeme's postings are
 -- read best first. The exact top-k of migration 0014 reads them and stops early.
+--
+-- Each list holds one kind's postings (search/kinds.py): a search for memories, one bullet in
+-- a hundred, reads the short lists of memories instead of every bullet's and discarding 99%.
 
 create table search.postings (
     workspace_id uuid not null,
     source       text not null,     -- the BM25 source: page, node, file or mail
+    kind         text not null,     -- the row's kind: memory or node for a bullet, else the source
     lexeme       text not null,
     -- tf / (tf + k1 * (1 - b + b * len / basis)) with k1 = 1.2, b = 0.75 and the basis below
     impact       real not null,
@@ -18,7 +22,7 @@ create table search.postings (
 );
 -- Best first, ties by document; the columns scoring needs ride along so reads stay in the index.
 create index postings_by_impact on search.postings
-    (workspace_id, source, lexeme, impact desc, doc_id, part) include (tf, len);
+    (workspace_id, source, kind, lexeme, impact desc, doc_id, part) include (tf, len);
 
 -- The average length the stored impacts were computed with. Any value keeps the top-k exact:
 -- with A the collection's average, a true impact is at most the stored one times max(1, A /
@@ -37,7 +41,7 @@ create function search.bm25_impact(tf integer, len integer, avgdl float8) return
     return (tf / (tf + 1.2::float8 * (0.25::float8 + 0.75::float8 * len / avgdl)))::real;
 
 -- The statements that add the postings of a set of rows (`rows_sql` yields workspace_id,
--- doc_id, part, tsv, len). Returned as text for the caller to run: a trigger's transition
+-- doc_id, part, tsv, len, kind). Returned as text for the caller to run: a trigger's transition
 -- tables are visible to its own statements only.
 create function search.postings_sql(source text, rows_sql text) returns text[]
     language sql immutable return array[
@@ -49,8 +53,8 @@ create function search.postings_sql(source text, rows_sql text) returns text[]
     -- reads the refreshed basis if the refresh went first.
     format('select 1 from search.impact_basis b where b.source = %L and b.workspace_id in '
            '(select workspace_id from (%s) r) for share', source, rows_sql),
-    format('insert into search.postings (workspace_id, source, lexeme, impact, doc_id, part, tf, len) '
-           'select r.workspace_id, %1$L, u.lexeme, search.bm25_impact(u.tf, r.len, b.avgdl), '
+    format('insert into search.postings (workspace_id, source, kind, lexeme, impact, doc_id, part, tf, len) '
+           'select r.workspace_id, %1$L, r.kind, u.lexeme, search.bm25_impact(u.tf, r.len, b.avgdl), '
            '       r.doc_id, r.part, u.tf, r.len '
            'from (%2$s) r '
            'join search.impact_basis b on b.workspace_id = r.workspace_id and b.source = %1$L '
@@ -59,7 +63,8 @@ create function search.postings_sql(source text, rows_sql text) returns text[]
            source, rows_sql)];
 
 -- One function serves every table: TG_ARGV = (source, tsvector column, length column, key
--- column, part column or '0'). An update rewrites the postings of rows whose text changed only.
+-- column, part column or '0'[, the SQL of a row's kind where the table holds more than one]).
+-- An update rewrites the postings of rows whose text or kind changed only.
 create function search.update_postings() returns trigger language plpgsql as $$
 declare
     source text := TG_ARGV[0];
@@ -67,12 +72,13 @@ declare
     len text := quote_ident(TG_ARGV[2]);
     key text := quote_ident(TG_ARGV[3]);
     part text := case when TG_ARGV[4] = '0' then '0' else quote_ident(TG_ARGV[4]) end;
+    kind text := coalesce(TG_ARGV[5], quote_literal(source));
     columns text;
     same text;
     statement text;
 begin
-    columns := format('workspace_id, %s as doc_id, %s as part, %s as tsv, %s as len',
-                      key, part, tsv, len);
+    columns := format('workspace_id, %s as doc_id, %s as part, %s as tsv, %s as len, %s as kind',
+                      key, part, tsv, len, kind);
     if TG_OP = 'INSERT' then
         foreach statement in array search.postings_sql(source, format('select %s from new_rows', columns)) loop
             execute statement;
@@ -86,9 +92,10 @@ begin
             'and p.doc_id = r.doc_id and p.part = r.part', columns, source);
         return null;
     end if;
-    -- The same document with the same text in the other transition table.
+    -- The same document with the same text and kind in the other transition table.
     same := 'select 1 from (select %1$s from %2$s) s where s.workspace_id = r.workspace_id '
-            'and s.doc_id = r.doc_id and s.part = r.part and s.tsv = r.tsv and s.len = r.len';
+            'and s.doc_id = r.doc_id and s.part = r.part and s.tsv = r.tsv and s.len = r.len '
+            'and s.kind = r.kind';
     execute format(
         'delete from search.postings p using (select %1$s from old_rows) r '
         'where p.workspace_id = r.workspace_id and p.source = %2$L '
@@ -110,13 +117,17 @@ create trigger postings_update after update on kb.pages
 create trigger postings_delete after delete on kb.pages referencing old table as old_rows
     for each statement execute function search.update_postings('page', 'title_tsv', 'title_len', 'id', '0');
 
+-- A bullet is a memory when its props say so (kinds.is_memory).
 create trigger postings_insert after insert on kb.nodes referencing new table as new_rows
-    for each statement execute function search.update_postings('node', 'text_tsv', 'text_len', 'id', '0');
+    for each statement execute function search.update_postings(
+        'node', 'text_tsv', 'text_len', 'id', '0', 'case when props->''memory'' = ''true''::jsonb then ''memory'' else ''node'' end');
 create trigger postings_update after update on kb.nodes
     referencing old table as old_rows new table as new_rows
-    for each statement execute function search.update_postings('node', 'text_tsv', 'text_len', 'id', '0');
+    for each statement execute function search.update_postings(
+        'node', 'text_tsv', 'text_len', 'id', '0', 'case when props->''memory'' = ''true''::jsonb then ''memory'' else ''node'' end');
 create trigger postings_delete after delete on kb.nodes referencing old table as old_rows
-    for each statement execute function search.update_postings('node', 'text_tsv', 'text_len', 'id', '0');
+    for each statement execute function search.update_postings(
+        'node', 'text_tsv', 'text_len', 'id', '0', 'case when props->''memory'' = ''true''::jsonb then ''memory'' else ''node'' end');
 
 create trigger postings_insert after insert on search.file_chunks referencing new table as new_rows
     for each statement execute function search.update_postings('file', 'text_tsv', 'text_len', 'file_id', 'n');
@@ -165,13 +176,16 @@ declare
 begin
     foreach statement in array
         search.postings_sql('page', 'select workspace_id, id as doc_id, 0 as part, '
-                                    'title_tsv as tsv, title_len as len from kb.pages')
+                                    'title_tsv as tsv, title_len as len, ''page'' as kind from kb.pages')
         || search.postings_sql('node', 'select workspace_id, id as doc_id, 0 as part, '
-                                       'text_tsv as tsv, text_len as len from kb.nodes')
+                                       'text_tsv as tsv, text_len as len, case when props->''memory'' '
+                                       '= ''true''::jsonb then ''memory'' else ''node'' end as kind '
+                                       'from kb.nodes')
         || search.postings_sql('file', 'select workspace_id, file_id as doc_id, n as part, '
-                                       'text_tsv as tsv, text_len as len from search.file_chunks')
+                                       'text_tsv as tsv, text_len as len, ''file'' as kind '
+                                       'from search.file_chunks')
         || search.postings_sql('mail', 'select workspace_id, id as doc_id, 0 as part, '
-                                       'mail_tsv as tsv, mail_len as len from kb.mail')
+                                       'mail_tsv as tsv, mail_len as len, ''mail'' as kind from kb.mail')
     loop
         execute statement;
     end loop;

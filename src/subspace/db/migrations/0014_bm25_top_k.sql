@@ -39,7 +39,8 @@ create function search.bm25_ranked(hits search.bm25_hit[])
     from best b
 $$;
 
--- ws, src: the workspace and BM25 source. lexemes, repeats: the query's lexemes and how often
+-- ws, src: the workspace and BM25 source; kinds: its kinds in scope, whose postings are read.
+-- lexemes, repeats: the query's lexemes and how often
 -- each occurs in the query (a repeated word counts as often as it appears). clauses: for a
 -- lookup whose documents with every clause rank first, per clause a bit mask of the lexemes
 -- (bit i - 1 for lexemes[i]) one of which a document matching the clause contains; null when
@@ -48,8 +49,8 @@ $$;
 -- float8[] each lexeme's weight, (k1 + 1) * idf * repeats, and $4 float8 the average length;
 -- it yields search.bm25_hit's columns for the candidates that are visible and match.
 create function search.bm25_top_k(
-    ws uuid, src text, lexemes text[], repeats integer[], clauses bigint[], cap integer,
-    kbs integer, verify text
+    ws uuid, src text, kinds text[], lexemes text[], repeats integer[], clauses bigint[],
+    cap integer, kbs integer, verify text
 ) returns setof search.bm25_hit language plpgsql stable
 -- The statements below have one good plan whatever the query: searches force custom plans
 -- (search/legs.py), which would plan each of them again on every round.
@@ -93,7 +94,7 @@ declare
     per_round integer := greatest(cap * kbs, 1);
     j integer;
 begin
-    if n = 0 or cap <= 0 or kbs <= 0 then
+    if n = 0 or coalesce(cardinality(kinds), 0) = 0 or cap <= 0 or kbs <= 0 then
         return;
     end if;
     select s.ndocs, greatest(s.total_len::float8 / nullif(s.ndocs, 0), 1) into ndocs, average
@@ -154,8 +155,12 @@ begin
                        / (p.tf + (0.3::float8 + 0.9::float8 * p.len / average))) as score
                 from generate_series(1, n) g
                 cross join lateral (
-                    select q.doc_id, q.part, q.impact, q.tf, q.len from search.postings q
-                    where q.workspace_id = ws and q.source = src and q.lexeme = lexemes[g]
+                    -- The kinds' lists merged, each read only as far as the merge can need.
+                    select q.* from unnest(kinds) k(kind) cross join lateral (
+                        select q.doc_id, q.part, q.impact, q.tf, q.len from search.postings q
+                        where q.workspace_id = ws and q.source = src and q.kind = k.kind
+                              and q.lexeme = lexemes[g]
+                        order by q.impact desc, q.doc_id, q.part limit taken[g] + batch[g]) q
                     order by q.impact desc, q.doc_id, q.part offset taken[g] limit batch[g]) p
                 where wanted[g]
             ), per_list as (
