@@ -410,17 +410,29 @@ def corpus(database: Database, cx: Context) -> Corpus:
     return built
 
 
+PATHS = ("auto", "threshold", "scan")  # search.bm25_top_k's ways to the top, by subspace.bm25_path
+
+
+def pin_path(conn: Conn, path: str) -> None:
+    """Make search.bm25_top_k take `path` until the transaction ends."""
+    conn.execute("select set_config('subspace.bm25_path', %s, true)", (path,))
+
+
 def test_the_top_k_equals_a_brute_force_bm25(
     database: Database, cx: Context, corpus: Corpus
 ) -> None:
     queries = _queries(corpus, 40)
+    failures = []
     with database.pool.connection() as conn:
-        failures = [
-            why
-            for query, filters in queries
-            for cap in (CAP, SMALL_CAP)
-            if (why := _mismatch(conn, cx, corpus, query, filters, cap))
-        ]
+        for path in PATHS:
+            pin_path(conn, path)
+            failures += [
+                f"{path}: {why}"
+                for query, filters in queries
+                for cap in (CAP, SMALL_CAP)
+                if (why := _mismatch(conn, cx, corpus, query, filters, cap))
+            ]
+        conn.rollback()
         # The comparison has rows to compare: most queries find something in every source.
         sizes = [len(leg(conn, cx, q, f, CAP)) for q, f in queries[:12]]
         # A word said twice counts twice: "cell cell growth" weighs cell twice.
@@ -435,24 +447,35 @@ def test_the_top_k_equals_a_brute_force_bm25(
     assert [r[1] for r in once] != [r[1] for r in twice]
 
 
-def _loosened(body: str) -> str:
-    """search.bm25_top_k stopping once every base has `cap` targets, while a document not
-    read yet could still beat a cap-th."""
-    looser = body.replace("and unseen >= k.s", "and false")
-    assert looser != body
-    return looser
+# Each path stopping once every base has `cap` targets, while a document not read (threshold)
+# or not verified (scan) yet could still beat a cap-th.
+LOOSENED = {
+    "threshold": ("search.bm25_top_k", "and unseen >= k.s", "and false"),
+    "scan": (
+        "search.bm25_scan",
+        "exit when filled and not exists (",
+        "exit when filled or not exists (",
+    ),
+}
 
 
+@pytest.mark.parametrize("path", sorted(LOOSENED))
 def test_a_loosened_stopping_rule_is_caught(
-    database: Database, cx: Context, corpus: Corpus
+    database: Database, cx: Context, corpus: Corpus, path: str
 ) -> None:
+    name, rule, looser = LOOSENED[path]
     migration = resources.files("subspace.db.migrations").joinpath("0014_bm25_top_k.sql")
     text = migration.read_text()
-    start = text.index("create function search.bm25_top_k")
+    start = text.index(f"create function {name}(")
     function = text[start : text.index("end $$;", start) + len("end $$;")]
+    assert rule in function
     with database.pool.connection() as conn:
-        conn.execute(_loosened(function).replace("create function", "create or replace function"))
+        loosened = function.replace(rule, looser).replace(
+            "create function", "create or replace function"
+        )
+        conn.execute(loosened)
         conn.commit()
+        pin_path(conn, path)
         failures = [
             why
             for query, filters in _queries(corpus, 40)

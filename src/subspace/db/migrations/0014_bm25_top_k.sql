@@ -1,9 +1,13 @@
--- The exact BM25 top-k of one source by a threshold algorithm over the impact-ordered postings
--- of migration 0013. Each query lexeme's postings are read best first, in batches that double;
--- a document met in a batch is scored exactly (visibility, filters and tsqueries applied by the
--- caller's SQL, a batch at a time) only while it can still enter some knowledge base's top
--- `cap`, and reading stops once no document not met yet can. The scores are the brute-force
--- ones: idf from search.term_stats, the average length from search.source_stats.
+-- The exact BM25 top-k of one source over the impact-ordered postings of migration 0013, two
+-- ways. search.bm25_top_k reads each query lexeme's postings best first, in batches that
+-- double; a document met in a batch is scored exactly (visibility, filters and tsqueries
+-- applied by the caller's SQL, a batch at a time) only while it can still enter some
+-- knowledge base's top `cap`, and reading stops once no document not met yet can (Fagin's
+-- threshold algorithm). search.bm25_scan scores every posting of the query's lexemes in one
+-- aggregate and verifies the best documents in order. The first wins for one word in one
+-- base, where the top of one list is the answer; the second for several words or bases,
+-- whose bounds stay loose (docs/benchmarks.md). Both give the brute-force scores: idf from
+-- search.term_stats, the average length from search.source_stats.
 
 create type search.bm25_hit as (
     kind      text,
@@ -38,6 +42,99 @@ create function search.bm25_ranked(hits search.bm25_hit[])
         partition by b.kb_id order by b.every desc, b.score desc, b.target_id)
     from best b
 $$;
+
+-- A document of the query's lists scored from its postings, not verified yet. `every`: it
+-- holds a lexeme of every clause (a phrase's word order is left to the verification).
+create type search.bm25_scored as (
+    doc_id uuid,
+    part   integer,
+    every  boolean,
+    score  float8
+);
+
+-- The exact top-k of search.bm25_top_k (same arguments, with each lexeme's weight and the
+-- average length worked out) by scoring every posting of the query's lexemes in one
+-- aggregate, then verifying the best documents in order until no document left can enter a
+-- base's top. Reading a posting here costs about a microsecond; verifying a document twenty:
+-- for a question whose words fill a few tens of thousands of postings this beats reading the
+-- lists best first, whose bounds stay loose over many words and many bases.
+create function search.bm25_scan(
+    ws uuid, src text, kinds text[], lexemes text[], weight float8[], average float8,
+    clauses bigint[], cap integer, kbs integer, verify text
+) returns setof search.bm25_hit language plpgsql stable
+set plan_cache_mode = auto as $$
+declare
+    -- Documents ranked per pass: a pass ranks them all again, deeper, when filters turned
+    -- so many away that the first were not enough.
+    depth integer := 4 * greatest(cap * kbs, 1);
+    per_round integer := greatest(cap * kbs, 1);  -- documents the next round verifies
+    placed bigint;  -- targets in a base's top so far
+    kept bigint;  -- targets verified so far (a file counts once)
+    ranked search.bm25_scored[];
+    found integer;
+    next integer := 1;  -- the first ranked document not verified yet
+    last integer;
+    chosen_doc uuid[];
+    chosen_part integer[];
+    hits search.bm25_hit[] := '{}';
+    scored search.bm25_hit[];
+    k_every boolean[] := '{}';  -- the cap-th of each base that has `cap`
+    k_score float8[] := '{}';
+    filled boolean := false;
+begin
+    loop
+        select coalesce(array_agg(row(d.doc_id, d.part, d.every, d.score)::search.bm25_scored
+                                  order by d.every desc, d.score desc, d.doc_id, d.part), '{}')
+        into ranked
+        from (
+            select s.doc_id, s.part, s.score, clauses is not null and not exists (
+                       select 1 from unnest(clauses) c where c & s.mask = 0) as every
+            from (
+                select q.doc_id, q.part,
+                       sum(weight[l.g] * (1::float8 - (0.3::float8 + 0.9::float8 * q.len / average)
+                           / (q.tf + (0.3::float8 + 0.9::float8 * q.len / average)))) as score,
+                       bit_or(1::bigint << (least(l.g, 64) - 1)::integer) as mask
+                from unnest(lexemes) with ordinality l(lexeme, g)
+                join search.postings q on q.workspace_id = ws and q.source = src
+                    and q.kind = any(kinds) and q.lexeme = l.lexeme
+                where weight[l.g] > 0
+                group by q.doc_id, q.part
+            ) s
+            order by every desc, s.score desc, s.doc_id, s.part limit depth
+        ) d;
+        found := cardinality(ranked);
+        while next <= found loop
+            -- The rest rank lower: none can enter a base's top once this one cannot.
+            exit when filled and not exists (
+                select 1 from unnest(k_every, k_score) k(e, s)
+                where ranked[next].every > k.e
+                   or (ranked[next].every = k.e and ranked[next].score >= k.s * (1 - 1e-12)));
+            last := least(next + per_round - 1, found);
+            select array_agg(c.doc_id), array_agg(c.part) into chosen_doc, chosen_part
+            from unnest(ranked[next:last]) c;
+            execute 'select coalesce(array_agg(row(h.*)::search.bm25_hit), ''{}'') from (' || verify || ') h'
+                into scored using chosen_doc, chosen_part, weight, average;
+            hits := hits || scored;
+            next := last + 1;
+            select coalesce(array_agg(r.every) filter (where r.rank = cap), '{}'),
+                   coalesce(array_agg(r.score) filter (where r.rank = cap), '{}'),
+                   count(*) filter (where r.rank = cap) >= kbs,
+                   count(*) filter (where r.rank <= cap), count(*)
+            into k_every, k_score, filled, placed, kept
+            from search.bm25_ranked(hits) r;
+            -- Enough documents to fill the tops still short, at the share that passed so far
+            -- (at least `cap`, at most four times the last round).
+            per_round := least(4 * per_round, greatest(cap, ceil(
+                1.25 * (cap * kbs - placed) * (next - 1) / greatest(kept, 1))::integer));
+        end loop;
+        exit when next <= found or found < depth;
+        depth := depth * 4;
+    end loop;
+
+    return query
+    select r.kind, r.target_id, r.item_id, r.kb_id, r.ref, r.every, r.score
+    from search.bm25_ranked(hits) r where r.rank <= cap;
+end $$;
 
 -- ws, src: the workspace and BM25 source; kinds: its kinds in scope, whose postings are read.
 -- lexemes, repeats: the query's lexemes and how often
@@ -93,6 +190,10 @@ declare
     -- stay many (a question of common words) needs few rounds.
     per_round integer := greatest(cap * kbs, 1);
     j integer;
+    postings bigint;  -- the query's lists' lengths summed (over the source's every kind)
+    -- 'scan' or 'threshold' pins a path (tests cover both); by default ('auto') one list in
+    -- one base is read best first, the rest scanned unless their lists are very long.
+    path text := coalesce(nullif(current_setting('subspace.bm25_path', true), ''), 'auto');
 begin
     if n = 0 or coalesce(cardinality(kinds), 0) = 0 or cap <= 0 or kbs <= 0 then
         return;
@@ -109,11 +210,19 @@ begin
     -- document has the lexeme; 2.2 is k1 + 1.
     select array_agg(coalesce(2.2::float8 * r.m
                               * ln(1 + (ndocs - t.ndoc + 0.5)::float8 / (t.ndoc + 0.5)), 0)
-                     order by r.i)
-    into weight
+                     order by r.i),
+           coalesce(sum(t.ndoc), 0)
+    into weight, postings
     from unnest(lexemes, repeats) with ordinality r(lexeme, m, i)
     left join search.term_stats t
         on t.workspace_id = ws and t.source = src and t.lexeme = r.lexeme and t.ndoc > 0;
+    if path = 'scan' or (path = 'auto' and postings <= 200000
+                         and (kbs > 1 or (select count(*) from unnest(weight) w where w > 0) > 1))
+    then
+        return query select * from search.bm25_scan(
+            ws, src, kinds, lexemes, weight, average, clauses, cap, kbs, verify);
+        return;
+    end if;
     frontier := array_fill(1::float8, array[n]);
     taken := array_fill(0, array[n]);
     -- A first read of four rounds' worth: reading postings costs little next to scoring
