@@ -67,7 +67,7 @@ declare
     -- Documents ranked per pass: a pass ranks them all again, deeper, when filters turned
     -- so many away that the first were not enough.
     depth integer := 4 * greatest(cap * kbs, 1);
-    per_round integer := greatest(cap * kbs, 1);  -- documents the next round verifies
+    per_round bigint := greatest(cap * kbs, 1);  -- documents the next round verifies
     placed bigint;  -- targets in a base's top so far
     kept bigint;  -- targets verified so far (a file counts once)
     ranked search.bm25_scored[];
@@ -80,6 +80,7 @@ declare
     scored search.bm25_hit[];
     k_every boolean[] := '{}';  -- the cap-th of each base that has `cap`
     k_score float8[] := '{}';
+    k_id uuid[] := '{}';
     filled boolean := false;
 begin
     loop
@@ -104,11 +105,13 @@ begin
         ) d;
         found := cardinality(ranked);
         while next <= found loop
-            -- The rest rank lower: none can enter a base's top once this one cannot.
+            -- The rest rank lower: none can enter a base's top once this one cannot (a tie
+            -- with a cap-th enters by the smaller id, as search.bm25_ranked orders).
             exit when filled and not exists (
-                select 1 from unnest(k_every, k_score) k(e, s)
-                where ranked[next].every > k.e
-                   or (ranked[next].every = k.e and ranked[next].score >= k.s * (1 - 1e-12)));
+                select 1 from unnest(k_every, k_score, k_id) k(e, s, id)
+                where ranked[next].every > k.e or (ranked[next].every = k.e and (
+                    ranked[next].score > k.s * (1 + 1e-12)
+                    or (ranked[next].score >= k.s * (1 - 1e-12) and ranked[next].doc_id <= k.id))));
             last := least(next + per_round - 1, found);
             select array_agg(c.doc_id), array_agg(c.part) into chosen_doc, chosen_part
             from unnest(ranked[next:last]) c;
@@ -118,14 +121,15 @@ begin
             next := last + 1;
             select coalesce(array_agg(r.every) filter (where r.rank = cap), '{}'),
                    coalesce(array_agg(r.score) filter (where r.rank = cap), '{}'),
+                   coalesce(array_agg(r.target_id) filter (where r.rank = cap), '{}'),
                    count(*) filter (where r.rank = cap) >= kbs,
                    count(*) filter (where r.rank <= cap), count(*)
-            into k_every, k_score, filled, placed, kept
+            into k_every, k_score, k_id, filled, placed, kept
             from search.bm25_ranked(hits) r;
             -- Enough documents to fill the tops still short, at the share that passed so far
-            -- (at least `cap`, at most four times the last round).
+            -- (at least `cap`, at most four times the last round; numeric until bounded).
             per_round := least(4 * per_round, greatest(cap, ceil(
-                1.25 * (cap * kbs - placed) * (next - 1) / greatest(kept, 1))::integer));
+                1.25 * (cap * kbs - placed) * (next - 1) / greatest(kept, 1))));
         end loop;
         exit when next <= found or found < depth;
         depth := depth * 4;
