@@ -110,13 +110,14 @@ def fuse(legs: Sequence[Leg], *, k: int = RRF_K) -> list[Fused]:
     result: list[Fused] = []
     for score in sorted(groups, reverse=True):
         group = groups[score]
-        pool = sorted(group, key=lambda r: _rank_key(r, order))
+        size = len(group)
+        # No tie, nothing to decide: most rows, so they skip the tie-break and its sort.
+        pool = group if size == 1 else sorted(group, key=lambda r: _rank_key(r, order))
         while pool:
-            # No tie, nothing to decide: most rows, so the tie-break is skipped for them.
-            chosen, reason = (pool[0], "") if len(group) == 1 else _pick(pool, served, order)
+            chosen, reason = (pool[0], "") if size == 1 else _pick(pool, served, order)
             pool.remove(chosen)
-            chosen.tie_group = len(group)
-            chosen.tie_reason = reason if len(group) > 1 else ""
+            chosen.tie_group = size
+            chosen.tie_reason = reason
             for leg_name in chosen.hits:
                 served[leg_name] += 1
             result.append(chosen)
