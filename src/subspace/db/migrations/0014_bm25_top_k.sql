@@ -43,6 +43,25 @@ create function search.bm25_ranked(hits search.bm25_hit[])
     from best b
 $$;
 
+-- After a round of verification: each base's cap-th (group, score, target id) where the base
+-- has `cap`, whether every one of the `kbs` bases has, and how many documents the next round
+-- verifies: enough to fill the tops still short at the share of the `verified` documents that
+-- became targets so far (at least `cap`, at most four times `per_round`).
+create function search.bm25_tops(
+    hits search.bm25_hit[], cap integer, kbs integer, per_round bigint, verified bigint
+) returns table (k_every boolean[], k_score float8[], k_id uuid[], filled boolean,
+                 next_round bigint)
+    language sql immutable as $$
+    select coalesce(array_agg(r.every) filter (where r.rank = cap), '{}'),
+           coalesce(array_agg(r.score) filter (where r.rank = cap), '{}'),
+           coalesce(array_agg(r.target_id) filter (where r.rank = cap), '{}'),
+           count(*) filter (where r.rank = cap) >= kbs,
+           -- numeric until bounded: the product can pass an integer's range
+           least(4 * per_round, greatest(cap, ceil(1.25 * (cap * kbs - count(*) filter (
+               where r.rank <= cap)) * verified / greatest(count(*), 1))))::bigint
+    from search.bm25_ranked(hits) r
+$$;
+
 -- A document of the query's lists scored from its postings, not verified yet. `every`: it
 -- holds a lexeme of every clause (a phrase's word order is left to the verification).
 create type search.bm25_scored as (
@@ -68,8 +87,6 @@ declare
     -- so many away that the first were not enough.
     depth integer := 4 * greatest(cap * kbs, 1);
     per_round bigint := greatest(cap * kbs, 1);  -- documents the next round verifies
-    placed bigint;  -- targets in a base's top so far
-    kept bigint;  -- targets verified so far (a file counts once)
     ranked search.bm25_scored[];
     found integer;
     next integer := 1;  -- the first ranked document not verified yet
@@ -119,17 +136,8 @@ begin
                 into scored using chosen_doc, chosen_part, weight, average;
             hits := hits || scored;
             next := last + 1;
-            select coalesce(array_agg(r.every) filter (where r.rank = cap), '{}'),
-                   coalesce(array_agg(r.score) filter (where r.rank = cap), '{}'),
-                   coalesce(array_agg(r.target_id) filter (where r.rank = cap), '{}'),
-                   count(*) filter (where r.rank = cap) >= kbs,
-                   count(*) filter (where r.rank <= cap), count(*)
-            into k_every, k_score, k_id, filled, placed, kept
-            from search.bm25_ranked(hits) r;
-            -- Enough documents to fill the tops still short, at the share that passed so far
-            -- (at least `cap`, at most four times the last round; numeric until bounded).
-            per_round := least(4 * per_round, greatest(cap, ceil(
-                1.25 * (cap * kbs - placed) * (next - 1) / greatest(kept, 1))));
+            select * into k_every, k_score, k_id, filled, per_round
+            from search.bm25_tops(hits, cap, kbs, per_round, next - 1);
         end loop;
         exit when next <= found or found < depth;
         depth := depth * 4;
@@ -190,9 +198,8 @@ declare
     k_score float8[] := '{}';
     k_id uuid[] := '{}';
     filled boolean := false;
-    -- Documents scored per round, at most: doubled each round, so a query whose candidates
-    -- stay many (a question of common words) needs few rounds.
-    per_round integer := greatest(cap * kbs, 1);
+    -- Documents scored per round, at most (search.bm25_tops sizes the next).
+    per_round bigint := greatest(cap * kbs, 1);
     j integer;
     postings bigint;  -- the query's lists' lengths summed (over the source's every kind)
     -- 'scan' or 'threshold' pins a path (tests cover both); by default ('auto') one list in
@@ -344,13 +351,10 @@ begin
         execute 'select coalesce(array_agg(row(h.*)::search.bm25_hit), ''{}'') from (' || verify || ') h'
             into scored using chosen_doc, chosen_part, weight, average;
         hits := hits || scored;
-        per_round := per_round * 2;
         v_doc := v_doc || chosen_doc;
         v_part := v_part || chosen_part;
-        select coalesce(array_agg(r.every), '{}'), coalesce(array_agg(r.score), '{}'),
-               coalesce(array_agg(r.target_id), '{}'), count(*) >= kbs
-        into k_every, k_score, k_id, filled
-        from search.bm25_ranked(hits) r where r.rank = cap;
+        select * into k_every, k_score, k_id, filled, per_round
+        from search.bm25_tops(hits, cap, kbs, per_round, cardinality(v_doc));
     end loop;
 
     return query
