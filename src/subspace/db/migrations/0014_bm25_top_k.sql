@@ -99,25 +99,33 @@ declare
     k_score float8[] := '{}';
     k_id uuid[] := '{}';
     filled boolean := false;
+    lists integer := (select count(*) from unnest(weight) w where w > 0);
 begin
     loop
         select coalesce(array_agg(row(d.doc_id, d.part, d.every, d.score)::search.bm25_scored
                                   order by d.every desc, d.score desc, d.doc_id, d.part), '{}')
         into ranked
         from (
-            select s.doc_id, s.part, s.score, clauses is not null and not exists (
-                       select 1 from unnest(clauses) c where c & s.mask = 0) as every
-            from (
+            with p as not materialized (  -- each posting's share of its document's score
                 select q.doc_id, q.part,
-                       sum(weight[l.g] * (1::float8 - (0.3::float8 + 0.9::float8 * q.len / average)
-                           / (q.tf + (0.3::float8 + 0.9::float8 * q.len / average)))) as score,
-                       bit_or(1::bigint << (least(l.g, 64) - 1)::integer) as mask
+                       weight[l.g] * (1::float8 - (0.3::float8 + 0.9::float8 * q.len / average)
+                           / (q.tf + (0.3::float8 + 0.9::float8 * q.len / average))) as score,
+                       1::bigint << (least(l.g, 64) - 1)::integer as mask
                 from unnest(lexemes) with ordinality l(lexeme, g)
                 join search.postings q on q.workspace_id = ws and q.source = src
                     and q.kind = any(kinds) and q.lexeme = l.lexeme
                 where weight[l.g] > 0
-                group by q.doc_id, q.part
-            ) s
+            ), s as (
+                -- One list needs no grouping: a document has one posting per lexeme (the
+                -- grouping was two fifths of the time for a word in 40,000 bullets).
+                select p.* from p where lists = 1
+                union all
+                select p.doc_id, p.part, sum(p.score), bit_or(p.mask) from p where lists > 1
+                group by p.doc_id, p.part
+            )
+            select s.doc_id, s.part, s.score, clauses is not null and not exists (
+                       select 1 from unnest(clauses) c where c & s.mask = 0) as every
+            from s
             order by every desc, s.score desc, s.doc_id, s.part limit depth
         ) d;
         found := cardinality(ranked);
