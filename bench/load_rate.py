@@ -1,0 +1,88 @@
+"""What the impact-ordered postings cost a load: the same corpus written with their triggers on
+and off, on one embedded Postgres.
+
+Builds the corpus of bench/search_latency.py at a smaller size (sentences as bullets, 100 to a
+page, and abstracts uploaded as text files, extracted and split into chunks) and loads it into
+a new workspace per run, alternating: postings on, off, on, off. Prints each run's times and
+chunks per second. Embedding is left out: it costs the same either way.
+
+    python bench/load_rate.py [--bullets 20000] [--file-chunks 4000] [--runs 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.search_latency import BULLETS_PER_PAGE, bullets, documents
+from subspace import commands
+from subspace.config import Settings
+from subspace.indexer.chunking import split_text
+from subspace.ingest.outline import OutlineItem
+from subspace.ingest.worker import extract_pending
+from subspace.runtime import Database, open_database
+from subspace.workspaces import create_workspace
+
+# The tables whose writes keep search.postings current (migration 0013).
+TABLES = ("kb.pages", "kb.nodes", "search.file_chunks", "kb.mail")
+
+
+def set_postings(db: Database, on: bool) -> None:
+    with db.pool.connection() as conn:
+        for table in TABLES:
+            for operation in ("insert", "update", "delete"):
+                state = "enable" if on else "disable"
+                conn.execute(f"alter table {table} {state} trigger postings_{operation}")
+
+
+def load(db: Database, settings: Settings, name: str, texts: list[str],
+         files: list[tuple[str, str]]) -> tuple[float, float]:  # fmt: skip
+    """Seconds to upload and extract the files, and to write the pages of bullets."""
+    with db.pool.connection() as conn:
+        cx = db.context(create_workspace(conn, name), settings)
+    started = time.perf_counter()
+    for file_name, body in files:
+        commands.upload_file(cx, file_name, body.encode(), content_type="text/plain")
+    extract_pending(db, settings, workers=2)
+    files_done = time.perf_counter()
+    for number, start in enumerate(range(0, len(texts), BULLETS_PER_PAGE)):
+        items = [OutlineItem(t) for t in texts[start : start + BULLETS_PER_PAGE]]
+        commands.create_page_from_outline(cx, f"Notes {number}", items)
+    return files_done - started, time.perf_counter() - files_done
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--bullets", type=int, default=20_000)
+    parser.add_argument("--file-chunks", type=int, default=4_000)
+    parser.add_argument("--runs", type=int, default=2, help="runs with the postings on, and off")
+    args = parser.parse_args()
+    texts, files = bullets(args.bullets), documents(args.file_chunks)
+    chunks = sum(len(split_text(body)) for _, body in files)
+    with tempfile.TemporaryDirectory() as tmp:
+        settings = Settings(home=Path(tmp), providers="fake", index_sweep_s=0)
+        db = open_database(settings, pool_size=4)
+        try:
+            for run in range(args.runs):
+                for on in (True, False):
+                    set_postings(db, on)
+                    files_s, bullets_s = load(db, settings, f"run {run} {on}", texts, files)
+                    print(
+                        f"postings {'on ' if on else 'off'}: {len(files):,} files "
+                        f"({chunks:,} chunks) in {files_s:.1f} s = {chunks / files_s:,.0f} "
+                        f"chunks/s; {len(texts):,} bullets in {bullets_s:.1f} s = "
+                        f"{len(texts) / bullets_s:,.0f} bullets/s",
+                        flush=True,
+                    )
+        finally:
+            set_postings(db, True)
+            db.close()
+
+
+if __name__ == "__main__":
+    main()
