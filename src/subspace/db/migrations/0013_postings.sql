@@ -117,17 +117,20 @@ create trigger postings_update after update on kb.pages
 create trigger postings_delete after delete on kb.pages referencing old table as old_rows
     for each statement execute function search.update_postings('page', 'title_tsv', 'title_len', 'id', '0');
 
--- A bullet is a memory when its props say so (kinds.is_memory).
+-- A bullet's kind: a memory when its props say so (search/kinds.py's is_memory), else a node.
+create function search.node_kind(props jsonb) returns text language sql immutable
+    return case when props->'memory' = 'true'::jsonb then 'memory' else 'node' end;
+
 create trigger postings_insert after insert on kb.nodes referencing new table as new_rows
-    for each statement execute function search.update_postings(
-        'node', 'text_tsv', 'text_len', 'id', '0', 'case when props->''memory'' = ''true''::jsonb then ''memory'' else ''node'' end');
+    for each statement
+    execute function search.update_postings('node', 'text_tsv', 'text_len', 'id', '0', 'search.node_kind(props)');
 create trigger postings_update after update on kb.nodes
     referencing old table as old_rows new table as new_rows
-    for each statement execute function search.update_postings(
-        'node', 'text_tsv', 'text_len', 'id', '0', 'case when props->''memory'' = ''true''::jsonb then ''memory'' else ''node'' end');
+    for each statement
+    execute function search.update_postings('node', 'text_tsv', 'text_len', 'id', '0', 'search.node_kind(props)');
 create trigger postings_delete after delete on kb.nodes referencing old table as old_rows
-    for each statement execute function search.update_postings(
-        'node', 'text_tsv', 'text_len', 'id', '0', 'case when props->''memory'' = ''true''::jsonb then ''memory'' else ''node'' end');
+    for each statement
+    execute function search.update_postings('node', 'text_tsv', 'text_len', 'id', '0', 'search.node_kind(props)');
 
 create trigger postings_insert after insert on search.file_chunks referencing new table as new_rows
     for each statement execute function search.update_postings('file', 'text_tsv', 'text_len', 'file_id', 'n');
@@ -178,9 +181,8 @@ begin
         search.postings_sql('page', 'select workspace_id, id as doc_id, 0 as part, '
                                     'title_tsv as tsv, title_len as len, ''page'' as kind from kb.pages')
         || search.postings_sql('node', 'select workspace_id, id as doc_id, 0 as part, '
-                                       'text_tsv as tsv, text_len as len, case when props->''memory'' '
-                                       '= ''true''::jsonb then ''memory'' else ''node'' end as kind '
-                                       'from kb.nodes')
+                                       'text_tsv as tsv, text_len as len, '
+                                       'search.node_kind(props) as kind from kb.nodes')
         || search.postings_sql('file', 'select workspace_id, file_id as doc_id, n as part, '
                                        'text_tsv as tsv, text_len as len, ''file'' as kind '
                                        'from search.file_chunks')
