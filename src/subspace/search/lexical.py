@@ -361,10 +361,8 @@ def _bm25_score(tsq: TsQueries) -> Fragment:
     """The BM25 score of a candidate at `s`, as search.bm25_top_k's verify SQL computes it:
     $3[i] is the weight of tsq.lexemes[i - 1], (k1 + 1) * idf * its repeats, and $4 the
     source's average length."""
-    # Sum over the query's lexemes of weight * tf / (tf + K), with K the document's length
-    # normalisation, written as weight * (1 - K / (tf + K)) so tf is computed once; a lexeme
-    # the document lacks has tf = 0 and adds nothing, one no document has weighs 0.
-    k = f"({BM25_K1 * (1 - BM25_B)}::float8 + {BM25_K1 * BM25_B}::float8 * s.len / $4)"
+    # Each lexeme adds search.bm25_part, as its postings do; one the document lacks has tf = 0
+    # and adds nothing, one no document has weighs 0 and is not looked up.
     params: dict[str, Any] = {}
     terms = []
     for i, lexeme in enumerate(tsq.lexemes):
@@ -372,8 +370,8 @@ def _bm25_score(tsq: TsQueries) -> Fragment:
         params[name] = tsquery_literal(lexeme)
         weight = f"$3[{i + 1}]"
         terms.append(
-            f"case when {weight} > 0 then {weight} * "
-            f"(1::float8 - {k} / ({_term_frequency(name)} + {k})) else 0 end"
+            f"case when {weight} > 0 then search.bm25_part({weight}, "
+            f"{_term_frequency(name)}, s.len, $4) else 0 end"
         )
     return Fragment(" + ".join(terms) or "0", params)
 

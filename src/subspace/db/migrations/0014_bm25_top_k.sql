@@ -43,24 +43,59 @@ create function search.bm25_ranked(hits search.bm25_hit[])
     from best b
 $$;
 
--- After a round of verification: each base's cap-th (group, score, target id) where the base
--- has `cap`, whether every one of the `kbs` bases has, and how many documents the next round
--- verifies: enough to fill the tops still short at the share of the `verified` documents that
--- became targets so far (at least `cap`, at most four times `per_round`).
+-- After a round of verification: the weakest of the bases' cap-ths (group, score, target id)
+-- among the bases that have `cap`, whether every one of the `kbs` bases has, and how many
+-- documents the next round verifies: enough to fill the tops still short at the share of the
+-- `verified` documents that became targets so far (at least `cap`, at most four times
+-- `per_round`). A document can enter some base's top exactly when it beats the weakest
+-- cap-th (search.bm25_enters), the bases' orders being one order.
 create function search.bm25_tops(
     hits search.bm25_hit[], cap integer, kbs integer, per_round bigint, verified bigint
-) returns table (k_every boolean[], k_score float8[], k_id uuid[], filled boolean,
-                 next_round bigint)
+) returns table (k_every boolean, k_score float8, k_id uuid, filled boolean, next_round bigint)
     language sql immutable as $$
-    select coalesce(array_agg(r.every) filter (where r.rank = cap), '{}'),
-           coalesce(array_agg(r.score) filter (where r.rank = cap), '{}'),
-           coalesce(array_agg(r.target_id) filter (where r.rank = cap), '{}'),
+    select (array_agg(r.every order by r.every, r.score, r.target_id desc)
+                filter (where r.rank = cap))[1],
+           (array_agg(r.score order by r.every, r.score, r.target_id desc)
+                filter (where r.rank = cap))[1],
+           (array_agg(r.target_id order by r.every, r.score, r.target_id desc)
+                filter (where r.rank = cap))[1],
            count(*) filter (where r.rank = cap) >= kbs,
            -- numeric until bounded: the product can pass an integer's range
            least(4 * per_round, greatest(cap, ceil(1.25 * (cap * kbs - count(*) filter (
                where r.rank <= cap)) * verified / greatest(count(*), 1))))::bigint
     from search.bm25_ranked(hits) r
 $$;
+
+-- Whether a document (every-clause group, score, id) ranks before the cap-th (k_every,
+-- k_score, k_id): scores within 1e-12 of each other are a tie, which the smaller id wins as
+-- search.bm25_ranked orders (scores summed in another order differ in the last bits).
+create function search.bm25_enters(
+    every boolean, score float8, id uuid, k_every boolean, k_score float8, k_id uuid
+) returns boolean language sql immutable as $$
+    select every > k_every or (every = k_every and (score > k_score * (1 + 1e-12)
+        or (score >= k_score * (1 - 1e-12) and id <= k_id)))
+$$;
+
+-- What a lexeme of `weight`, (k1 + 1) * idf * its repeats, adds to the score of a document of
+-- length `len` holding it `tf` times: weight * tf / (tf + K), K = k1 * (1 - b + b * len /
+-- average), written as weight * (1 - K / (tf + K)); k1 = 1.2 and b = 0.75 as search/lexical.py.
+create function search.bm25_part(weight float8, tf float8, len float8, average float8)
+    returns float8 language sql immutable as $$
+    select weight * (1::float8 - (0.3::float8 + 0.9::float8 * len / average)
+                     / (tf + (0.3::float8 + 0.9::float8 * len / average)))
+$$;
+
+-- The caller's `verify` SQL run on the documents (doc_id, part): the hits among them.
+create function search.bm25_verify(
+    verify text, doc_ids uuid[], parts integer[], weight float8[], average float8
+) returns search.bm25_hit[] language plpgsql stable as $$
+declare
+    hits search.bm25_hit[];
+begin
+    execute 'select coalesce(array_agg(row(h.*)::search.bm25_hit), ''{}'') from (' || verify || ') h'
+        into hits using doc_ids, parts, weight, average;
+    return hits;
+end $$;
 
 -- A document of the query's lists scored from its postings, not verified yet. `every`: it
 -- holds a lexeme of every clause (a phrase's word order is left to the verification).
@@ -71,15 +106,15 @@ create type search.bm25_scored as (
     score  float8
 );
 
--- The exact top-k of search.bm25_top_k (same arguments, with each lexeme's weight and the
--- average length worked out) by scoring every posting of the query's lexemes in one
+-- The exact top-k of search.bm25_top_k (same arguments, with each lexeme's weight, the number
+-- of lexemes weighing anything and the average length worked out) by scoring every posting of the query's lexemes in one
 -- aggregate, then verifying the best documents in order until no document left can enter a
 -- base's top. Reading a posting here costs about a microsecond; verifying a document twenty:
 -- for a question whose words fill a few tens of thousands of postings this beats reading the
 -- lists best first, whose bounds stay loose over many words and many bases.
 create function search.bm25_scan(
-    ws uuid, src text, kinds text[], lexemes text[], weight float8[], average float8,
-    clauses bigint[], cap integer, kbs integer, verify text
+    ws uuid, src text, kinds text[], lexemes text[], weight float8[], lists integer,
+    average float8, clauses bigint[], cap integer, kbs integer, verify text
 ) returns setof search.bm25_hit language plpgsql stable
 set plan_cache_mode = auto as $$
 declare
@@ -94,12 +129,10 @@ declare
     chosen_doc uuid[];
     chosen_part integer[];
     hits search.bm25_hit[] := '{}';
-    scored search.bm25_hit[];
-    k_every boolean[] := '{}';  -- the cap-th of each base that has `cap`
-    k_score float8[] := '{}';
-    k_id uuid[] := '{}';
+    k_every boolean;  -- the weakest cap-th of the bases that have `cap`
+    k_score float8;
+    k_id uuid;
     filled boolean := false;
-    lists integer := (select count(*) from unnest(weight) w where w > 0);
 begin
     loop
         select coalesce(array_agg(row(d.doc_id, d.part, d.every, d.score)::search.bm25_scored
@@ -108,8 +141,7 @@ begin
         from (
             with p as not materialized (  -- each posting's share of its document's score
                 select q.doc_id, q.part,
-                       weight[l.g] * (1::float8 - (0.3::float8 + 0.9::float8 * q.len / average)
-                           / (q.tf + (0.3::float8 + 0.9::float8 * q.len / average))) as score,
+                       search.bm25_part(weight[l.g], q.tf, q.len, average) as score,
                        1::bigint << (least(l.g, 64) - 1)::integer as mask
                 from unnest(lexemes) with ordinality l(lexeme, g)
                 join search.postings q on q.workspace_id = ws and q.source = src
@@ -132,17 +164,12 @@ begin
         while next <= found loop
             -- The rest rank lower: none can enter a base's top once this one cannot (a tie
             -- with a cap-th enters by the smaller id, as search.bm25_ranked orders).
-            exit when filled and not exists (
-                select 1 from unnest(k_every, k_score, k_id) k(e, s, id)
-                where ranked[next].every > k.e or (ranked[next].every = k.e and (
-                    ranked[next].score > k.s * (1 + 1e-12)
-                    or (ranked[next].score >= k.s * (1 - 1e-12) and ranked[next].doc_id <= k.id))));
+            exit when filled and not search.bm25_enters(
+                ranked[next].every, ranked[next].score, ranked[next].doc_id, k_every, k_score, k_id);
             last := least(next + per_round - 1, found);
             select array_agg(c.doc_id), array_agg(c.part) into chosen_doc, chosen_part
             from unnest(ranked[next:last]) c;
-            execute 'select coalesce(array_agg(row(h.*)::search.bm25_hit), ''{}'') from (' || verify || ') h'
-                into scored using chosen_doc, chosen_part, weight, average;
-            hits := hits || scored;
+            hits := hits || search.bm25_verify(verify, chosen_doc, chosen_part, weight, average);
             next := last + 1;
             select * into k_every, k_score, k_id, filled, per_round
             from search.bm25_tops(hits, cap, kbs, per_round, next - 1);
@@ -200,15 +227,15 @@ declare
     chosen_doc uuid[];
     chosen_part integer[];
     hits search.bm25_hit[] := '{}';
-    scored search.bm25_hit[];
-    -- The cap-th target of each knowledge base that has `cap`.
-    k_every boolean[] := '{}';
-    k_score float8[] := '{}';
-    k_id uuid[] := '{}';
+    -- The weakest cap-th target of the knowledge bases that have `cap`.
+    k_every boolean;
+    k_score float8;
+    k_id uuid;
     filled boolean := false;
     -- Documents scored per round, at most (search.bm25_tops sizes the next).
     per_round bigint := greatest(cap * kbs, 1);
     j integer;
+    lists integer;  -- lexemes weighing anything: some document holds them
     postings bigint;  -- the query's lists' lengths summed (over the source's every kind)
     -- 'scan' or 'threshold' pins a path (tests cover both); by default ('auto') one list in
     -- one base is read best first, the rest scanned unless their lists are very long.
@@ -230,16 +257,14 @@ begin
     select array_agg(coalesce(2.2::float8 * r.m
                               * ln(1 + (ndocs - t.ndoc + 0.5)::float8 / (t.ndoc + 0.5)), 0)
                      order by r.i),
-           coalesce(sum(t.ndoc), 0)
-    into weight, postings
+           count(t.ndoc), coalesce(sum(t.ndoc), 0)
+    into weight, lists, postings
     from unnest(lexemes, repeats) with ordinality r(lexeme, m, i)
     left join search.term_stats t
         on t.workspace_id = ws and t.source = src and t.lexeme = r.lexeme and t.ndoc > 0;
-    if path = 'scan' or (path = 'auto' and postings <= 200000
-                         and (kbs > 1 or (select count(*) from unnest(weight) w where w > 0) > 1))
-    then
+    if path = 'scan' or (path = 'auto' and postings <= 200000 and (kbs > 1 or lists > 1)) then
         return query select * from search.bm25_scan(
-            ws, src, kinds, lexemes, weight, average, clauses, cap, kbs, verify);
+            ws, src, kinds, lexemes, weight, lists, average, clauses, cap, kbs, verify);
         return;
     end if;
     frontier := array_fill(1::float8, array[n]);
@@ -260,27 +285,21 @@ begin
                       from generate_series(1, least(n, 63)) g where done[g]);
         every_open := clauses is not null
             and not exists (select 1 from unnest(clauses) c where c & ~exhausted = 0);
-        -- Strictly: a document not met yet that ties a cap-th may have the smaller id.
-        advance := (false = any(done)) and (not filled or exists (
-            select 1 from unnest(k_every, k_score) k(e, s)
-            where every_open > k.e or (every_open = k.e and unseen >= k.s)));
+        -- A document not met yet that ties the cap-th may have the smaller id: the nil uuid.
+        advance := (false = any(done)) and (not filled or search.bm25_enters(
+            every_open, unseen, '00000000-0000-0000-0000-000000000000', k_every, k_score, k_id));
         if advance then
             -- Every list while a base is short of `cap` or the every-clause group is open
             -- above a cap-th; otherwise the lists holding at least an even share of the
             -- bound's excess over the weakest cap-th, so the long list of a common word is
             -- read only when the rare words' lists cannot close the gap (MaxScore's idea).
-            gap := null;
-            if filled and not exists (select 1 from unnest(k_every) e where every_open > e) then
-                gap := unseen - (select min(k.s) from unnest(k_every, k_score) k(e, s)
-                                 where k.e = every_open);
-            end if;
+            gap := case when filled and every_open = k_every then unseen - k_score end;
             active := (select count(*) from unnest(done) d where not d);
             wanted := array(select not done[g] and (gap is null or bound[g] * active >= gap)
                             from generate_series(1, n) g);
             with r as materialized (
-                select g, p.doc_id, p.part, p.impact, weight[g] * (1::float8
-                       - (0.3::float8 + 0.9::float8 * p.len / average)
-                       / (p.tf + (0.3::float8 + 0.9::float8 * p.len / average))) as score
+                select g, p.doc_id, p.part, p.impact,
+                       search.bm25_part(weight[g], p.tf, p.len, average) as score
                 from generate_series(1, n) g
                 cross join lateral (
                     -- The kinds' lists merged, each read only as far as the merge can need.
@@ -340,10 +359,8 @@ begin
         ), live as materialized (
             select u.doc_id, u.part, row_number() over (
                 order by u.every desc, u.most desc, u.doc_id, u.part) as rank
-            from u where not filled or exists (
-                select 1 from unnest(k_every, k_score, k_id) k(e, s, id)
-                where u.every > k.e or (u.every = k.e and (u.most > k.s * (1 + 1e-12)
-                    or (u.most >= k.s * (1 - 1e-12) and u.doc_id <= k.id))))
+            from u where not filled
+                or search.bm25_enters(u.every, u.most, u.doc_id, k_every, k_score, k_id)
         )
         select coalesce((select array_agg(l.doc_id) from live l where l.rank <= per_round), '{}'),
                coalesce((select array_agg(l.part) from live l where l.rank <= per_round), '{}'),
@@ -356,9 +373,7 @@ begin
             continue;
         end if;
 
-        execute 'select coalesce(array_agg(row(h.*)::search.bm25_hit), ''{}'') from (' || verify || ') h'
-            into scored using chosen_doc, chosen_part, weight, average;
-        hits := hits || scored;
+        hits := hits || search.bm25_verify(verify, chosen_doc, chosen_part, weight, average);
         v_doc := v_doc || chosen_doc;
         v_part := v_part || chosen_part;
         select * into k_every, k_score, k_id, filled, per_round
