@@ -21,7 +21,7 @@ from subspace.ingest.worker import extract_pending
 from subspace.runtime import Database
 from subspace.search import kinds
 from subspace.search.filters import resolve_scope
-from subspace.search.lexical import bm25_stats, build_tsqueries, lexical_leg
+from subspace.search.lexical import build_tsqueries, lexical_leg
 from subspace.search.options import KINDS
 from subspace.search.query import parse_query
 from tests.samples import make_pdf
@@ -159,8 +159,13 @@ def test_a_registered_kind_is_found_by_the_lexical_search(notes: Notes, cx: Cont
                               kinds=None, tags=None, max_knowledge_bases=10)  # fmt: skip
         assert "note" in scope.kinds
         tsq = build_tsqueries(conn, parse_query("quetzal"), cx.actor.workspace_id)
-        stats = bm25_stats(conn, cx.actor.workspace_id, tsq.lexemes)
-        assert stats.df["note"] == {"quetzal": 1}  # the migrations' triggers keep its statistics
+        # The migrations' triggers keep its statistics.
+        counted = conn.execute(
+            "select source, lexeme, ndoc from search.term_stats "
+            "where workspace_id = %s and lexeme = any(%s)",
+            (cx.actor.workspace_id, list(tsq.lexemes)),
+        ).fetchall()
+        assert [(r["source"], r["lexeme"], r["ndoc"]) for r in counted] == [("note", "quetzal", 1)]
         hits = lexical_leg(conn, scope, tsq, cap=10)
         assert [(h.kind, h.target, h.ref, h.kb_id) for h in hits] == [
             ("note", ("note", wanted), f"note:{wanted}", page.kb_id)

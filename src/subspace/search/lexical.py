@@ -10,7 +10,6 @@ Text is read only later, for the rows that survive fusion and the limit.
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,6 +47,8 @@ class TsQueries:
     `repeats` says how often each of `lexemes` occurs in the query (BM25 counts a repeated
     word as often as it appears: "cell cell growth" weighs cell twice); `clause_lexemes`
     holds, per clause with words, the lexemes a document matching it contains one of.
+    `phrases` says whether a term is a phrase of several lexemes: without one, a document
+    holding a query lexeme matches the query, and its clauses are its lexemes' groups.
     """
 
     any_words: str
@@ -59,6 +60,7 @@ class TsQueries:
     terms: tuple[Term, ...] = ()
     repeats: tuple[int, ...] = ()
     clause_lexemes: tuple[tuple[str, ...], ...] = ()
+    phrases: bool = False
 
     def repeat(self, index: int) -> int:
         """How often tsq.lexemes[index] occurs in the query (1 when not recorded)."""
@@ -170,6 +172,7 @@ def _tsqueries(parsed: ParsedQuery, rows: list[dict[str, Any]]) -> TsQueries:
         tuple(terms),
         tuple(repeats[w] for w in lexemes),
         clause_lexemes,
+        any(len(lexemes_of[text]) > 1 for text in parsed.alternatives if term(text)),
     )
 
 
@@ -256,7 +259,8 @@ def _source_query(
 ) -> Fragment:
     """The rows of the `wanted` kinds of one source (they share a table: `declared` are all
     of its kinds), visible and tagged, with their tsvector and length. With `candidates`,
-    only the documents whose (doc_id, part) search.bm25_top_k passes as $1 and $2."""
+    only the documents whose (doc_id, part) search.bm25_top_k passes as $1 and $2, each with
+    the score and every-clause flag it passes for them in $5 and $6 (null when not known)."""
     spec, a, item = wanted[0], wanted[0].alias, wanted[0].item
     # The kind of each row: a node is a memory when its props say so.
     kind = f"'{spec.name}'"
@@ -270,21 +274,26 @@ def _source_query(
     rows = f"{a}.{spec.key} as target_id, {a}.{spec.item_key} as item_id"
     ranked = f"{spec.ref_sql(a)} as ref, {a}.{spec.tsv} as tsv, {a}.{spec.length} as len"
     own = "" if not spec.row_reasons else f" and {spec.row_visible(a)}"
+    table = f"{spec.table} {a}"
     if candidates:
+        # Looked up one by one (`offset 0` keeps the lookup from being flattened into a
+        # join the planner could hash over the whole table).
         part = _part_column(spec)
-        own += (
-            f" and {a}.{spec.key} = any($1::uuid[])"
-            if part is None
-            else f" and ({a}.{spec.key}, {a}.{part}) in "
-            "(select * from unnest($1::uuid[], $2::integer[]))"
+        same_part = "" if part is None else f" and {a}.{part} = candidate.part"
+        table = (
+            "unnest($1::uuid[], $2::integer[], $5::float8[], $6::boolean[]) "
+            f"candidate(doc_id, part, score, every) cross join lateral (select * from {spec.table} "
+            f"{a} where {a}.workspace_id = %(ws)s and {a}.{spec.key} = candidate.doc_id"
+            f"{same_part} offset 0) {a}"
         )
+        ranked += ", candidate.score as given_score, candidate.every as given_every"
     if spec.in_item_table:
         visible = item_visible(scope, item, a)
         return Fragment(
             f"""
             select {kind} as kind, {rows}, {a}.{item.kb} as kb_id,
                    {ranked}
-            from {spec.table} {a}
+            from {table}
             where {a}.workspace_id = %(ws)s and {a}.{item.kb} = any(%(kbs)s) and {visible.sql}
             {own}{only}{asked_by_run(scope, spec, a)}""",
             bind(scope.shared(), visible),
@@ -295,7 +304,7 @@ def _source_query(
         f"""
             select {kind} as kind, {rows}, {i}.kb_id,
                    {ranked}
-            from {spec.table} {a}
+            from {table}
             cross join lateral (select {i}.{item.kb} as kb_id from {item.table} {i}
                 where {spec.item_link(a, i)}
                 and {i}.{item.kb} = any(%(kbs)s) and {visible.sql} offset 0) {i}
@@ -308,41 +317,6 @@ def _only(spec: registry.KindSpec, alias: str) -> str:
     """SQL picking the rows of `spec` in the table it shares with the other kinds of its
     source ("true" for a kind alone in its table)."""
     return "true" if spec.only is None else spec.only(alias)
-
-
-@dataclass(frozen=True)
-class Bm25Stats:
-    """Per source: average document length, each query lexeme's IDF and document frequency."""
-
-    avgdl: dict[str, float]
-    idf: dict[str, dict[str, float]]
-    df: dict[str, dict[str, int]] = field(default_factory=dict)
-
-
-def bm25_stats(conn: Conn, workspace_id: UUID, lexemes: tuple[str, ...]) -> Bm25Stats:
-    """IDF = ln(1 + (N - df + 0.5) / (df + 0.5)) per source, from the trigger-kept statistics."""
-    rows = conn.execute(  # one round trip: sizes, then the lexemes' document frequencies
-        "select source, null as lexeme, ndocs as n, total_len from search.source_stats "
-        "where workspace_id = %(ws)s union all "
-        "select source, lexeme, ndoc, null from search.term_stats "
-        "where workspace_id = %(ws)s and lexeme = any(%(lexemes)s)",
-        {"ws": workspace_id, "lexemes": list(lexemes)},
-    ).fetchall()
-    sizes = {r["source"]: (int(r["n"]), int(r["total_len"])) for r in rows if r["lexeme"] is None}
-    df: dict[str, dict[str, int]] = {}
-    for r in rows:
-        if r["lexeme"] is not None:
-            df.setdefault(r["source"], {})[r["lexeme"]] = int(r["n"])
-    avgdl: dict[str, float] = {}
-    idf: dict[str, dict[str, float]] = {}
-    for source, (ndocs, total) in sizes.items():
-        avgdl[source] = total / ndocs if ndocs else 1.0
-        idf[source] = {
-            lexeme: math.log(1 + (ndocs - n + 0.5) / (n + 0.5))
-            for lexeme, n in df.get(source, {}).items()
-            if n > 0
-        }
-    return Bm25Stats(avgdl, idf, df)
 
 
 # ts_rank with every weight 1 and one lexeme gives sum(1/j^2, j = 1..tf) * 6/pi^2, found by a
@@ -407,14 +381,22 @@ def _not_excluded(tsq: TsQueries, alias: str) -> Fragment:
 def verify_sql(source: Source, tsq: TsQueries) -> Fragment:
     """search.bm25_top_k's `verify` for one source: the candidates it names ($1, $2) that
     are visible, in the scope and match the query, with whether they match every clause and
-    their BM25 score (search.bm25_hit's columns)."""
+    their BM25 score (search.bm25_hit's columns).
+
+    The score search.bm25_scan passes ($5, summed from the postings) is taken as it is, and
+    without phrases a candidate, met in a query lexeme's postings, matches the query: a plain
+    query's scanned candidates are checked for visibility and exclusions only, and the
+    tsvector is not read (a file-sized chunk's is stored out of line)."""
     every, score, excluded = _every(tsq), _bm25_score(tsq), _not_excluded(tsq, "s")
-    match = Fragment("", {"any_words": tsq.any_words})
+    match = Fragment("s.tsv @@ %(any_words)s::tsquery", {"any_words": tsq.any_words})
+    if not tsq.phrases:  # the scan's flag is exact then (clause_masks)
+        every = Fragment(f"coalesce(s.given_every, {every.sql})", every.params)
+        match = Fragment("true")
     return Fragment(
         f"""select s.kind, s.target_id, s.item_id, s.kb_id, s.ref, {every.sql} as every,
-               {score.sql} as score
+               coalesce(s.given_score, {score.sql}) as score
         from ({source.query.sql}) s
-        where s.tsv @@ %(any_words)s::tsquery {excluded.sql}""",
+        where {match.sql} {excluded.sql}""",
         bind(source.query, every, score, excluded, match),
     )
 
