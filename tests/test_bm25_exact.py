@@ -421,7 +421,14 @@ def pin_path(conn: Conn, path: str) -> None:
 def test_the_top_k_equals_a_brute_force_bm25(
     database: Database, cx: Context, corpus: Corpus
 ) -> None:
-    queries = _queries(corpus, 40)
+    word, common = corpus.words[40], corpus.words[3]
+    queries = [
+        *_queries(corpus, 40),
+        # A phrase of one word said twice is a phrase: a document with the word once is no match.
+        (f'"{common} {common}" {word}', Filters()),
+        # More lexemes than a clause mask holds, in two clauses.
+        (" OR ".join(corpus.words[100:170]) + f" {common}", Filters()),
+    ]
     failures = []
     with database.pool.connection() as conn:
         for path in PATHS:
@@ -436,7 +443,6 @@ def test_the_top_k_equals_a_brute_force_bm25(
         # The comparison has rows to compare: most queries find something in every source.
         sizes = [len(leg(conn, cx, q, f, CAP)) for q, f in queries[:12]]
         # A word said twice counts twice: "cell cell growth" weighs cell twice.
-        word, common = corpus.words[40], corpus.words[3]
         once = leg(conn, cx, f"{word} {common}", Filters(), CAP)
         twice = leg(conn, cx, f"{word} {common} {word}", Filters(), CAP)
         tsq = build_tsqueries(conn, parse_query(f'{word} "{word} {word}" {common}'))
@@ -445,6 +451,21 @@ def test_the_top_k_equals_a_brute_force_bm25(
     assert dict(zip(tsq.lexemes, tsq.repeats, strict=True)) == {word: 3, common: 1}
     assert {r[1] for r in once} == {r[1] for r in twice}
     assert [r[1] for r in once] != [r[1] for r in twice]
+
+
+NEWEST_DEFINITIONS = resources.files("subspace.db.migrations").joinpath("0016_bm25_one_list.sql")
+
+
+def _replace_function(conn: Conn, name: str, rule: str, looser: str) -> None:
+    """Replace `name` by its newest definition with `rule` written as `looser`."""
+    text = NEWEST_DEFINITIONS.read_text()
+    start = text.index(f"create function {name}(")
+    function = text[start : text.index("end $$;", start) + len("end $$;")]
+    assert rule in function
+    conn.execute(
+        function.replace(rule, looser).replace("create function", "create or replace function")
+    )
+    conn.commit()
 
 
 # Each path stopping once every base has `cap` targets, while a document not read (threshold)
@@ -477,17 +498,8 @@ def test_a_loosened_stopping_rule_is_caught(
     database: Database, cx: Context, corpus: Corpus, name: str
 ) -> None:
     path, function_name, rule, looser = LOOSENED[name]
-    migration = resources.files("subspace.db.migrations").joinpath("0014_bm25_top_k.sql")
-    text = migration.read_text()
-    start = text.index(f"create function {function_name}(")
-    function = text[start : text.index("end $$;", start) + len("end $$;")]
-    assert rule in function
     with database.pool.connection() as conn:
-        loosened = function.replace(rule, looser).replace(
-            "create function", "create or replace function"
-        )
-        conn.execute(loosened)
-        conn.commit()
+        _replace_function(conn, function_name, rule, looser)
         pin_path(conn, path)
         failures = [
             why

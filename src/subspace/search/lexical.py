@@ -2,8 +2,9 @@
 
 Two queries: the first asks Postgres to turn the parsed query into tsqueries (its own output,
 so always valid), the second ranks ids and scores. BM25 is exact: per source,
-search.bm25_top_k (migration 0014) reads each query lexeme's impact-ordered postings best
-first and scores, with this module's SQL, only the documents that can still enter the top.
+search.bm25_top_k (migrations 0014 and 0016) ranks documents from the query lexemes'
+impact-ordered postings and verifies, with this module's SQL, only the documents that can
+still enter the top.
 Text is read only later, for the rows that survive fusion and the limit.
 """
 
@@ -47,7 +48,7 @@ class TsQueries:
     `repeats` says how often each of `lexemes` occurs in the query (BM25 counts a repeated
     word as often as it appears: "cell cell growth" weighs cell twice); `clause_lexemes`
     holds, per clause with words, the lexemes a document matching it contains one of.
-    `phrases` says whether a term is a phrase of several lexemes: without one, a document
+    `phrases` says whether a term is a phrase of several words: without one, a document
     holding a query lexeme matches the query, and its clauses are its lexemes' groups.
     """
 
@@ -172,7 +173,8 @@ def _tsqueries(parsed: ParsedQuery, rows: list[dict[str, Any]]) -> TsQueries:
         tuple(terms),
         tuple(repeats[w] for w in lexemes),
         clause_lexemes,
-        any(len(lexemes_of[text]) > 1 for text in parsed.alternatives if term(text)),
+        # A phrase has several positions, if only one lexeme's ("kax kax", foo_foo).
+        any(sum(counts_of[text].values()) > 1 for text in parsed.alternatives if term(text)),
     )
 
 
@@ -182,8 +184,8 @@ def either(tsqueries: Iterable[str]) -> str:
     return " | ".join(f"( {q} )" for q in tsqueries if q)
 
 
-BM25_K1 = 1.2  # term-frequency saturation (Lucene's default); migrations 0013 and 0014 too
-BM25_B = 0.75  # strength of document-length normalisation; migrations 0013 and 0014 too
+BM25_K1 = 1.2  # term-frequency saturation (Lucene's default); migrations 0013 and 0016 too
+BM25_B = 0.75  # strength of document-length normalisation; migrations 0013 and 0016 too
 ALL_WORDS_CLAUSES = 3  # up to this many clauses, documents with every word rank first
 MASK_BITS = 63  # bigint bit masks name a lexeme per bit in search.bm25_top_k's clauses
 
@@ -389,9 +391,10 @@ def verify_sql(source: Source, tsq: TsQueries) -> Fragment:
     tsvector is not read (a file-sized chunk's is stored out of line)."""
     every, score, excluded = _every(tsq), _bm25_score(tsq), _not_excluded(tsq, "s")
     match = Fragment("s.tsv @@ %(any_words)s::tsquery", {"any_words": tsq.any_words})
-    if not tsq.phrases:  # the scan's flag is exact then (clause_masks)
-        every = Fragment(f"coalesce(s.given_every, {every.sql})", every.params)
+    if not tsq.phrases:
         match = Fragment("true")
+        if len(tsq.lexemes) <= MASK_BITS:  # the scan's flag is exact then (clause_masks)
+            every = Fragment(f"coalesce(s.given_every, {every.sql})", every.params)
     return Fragment(
         f"""select s.kind, s.target_id, s.item_id, s.kb_id, s.ref, {every.sql} as every,
                coalesce(s.given_score, {score.sql}) as score

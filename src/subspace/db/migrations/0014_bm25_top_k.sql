@@ -3,11 +3,10 @@
 -- double; a document met in a batch is scored exactly (visibility, filters and tsqueries
 -- applied by the caller's SQL, a batch at a time) only while it can still enter some
 -- knowledge base's top `cap`, and reading stops once no document not met yet can (Fagin's
--- threshold algorithm). search.bm25_scan ranks documents from their postings (one word's
--- list best first, as deep as needed; several words' lists summed in one aggregate) and
--- verifies the best in order. The scan wins unless several words' lists are very long,
--- where an aggregate of all their postings would cost more than the threshold algorithm's
--- loose bounds (docs/benchmarks.md). Both give the brute-force scores: idf from
+-- threshold algorithm). search.bm25_scan scores every posting of the query's lexemes in one
+-- aggregate and verifies the best documents in order. The first wins for one word in one
+-- base, where the top of one list is the answer; the second for several words or bases,
+-- whose bounds stay loose (docs/benchmarks.md). Both give the brute-force scores: idf from
 -- search.term_stats, the average length from search.source_stats.
 
 create type search.bm25_hit as (
@@ -44,62 +43,24 @@ create function search.bm25_ranked(hits search.bm25_hit[])
     from best b
 $$;
 
--- After a round of verification: the weakest of the bases' cap-ths (group, score, target id)
--- among the bases that have `cap`, whether every one of the `kbs` bases has, and how many
--- documents the next round verifies: enough to fill the tops still short at the share of the
--- `verified` documents that became targets so far (at least `cap`, at most four times
--- `per_round`). A document can enter some base's top exactly when it beats the weakest
--- cap-th (search.bm25_enters), the bases' orders being one order.
+-- After a round of verification: each base's cap-th (group, score, target id) where the base
+-- has `cap`, whether every one of the `kbs` bases has, and how many documents the next round
+-- verifies: enough to fill the tops still short at the share of the `verified` documents that
+-- became targets so far (at least `cap`, at most four times `per_round`).
 create function search.bm25_tops(
     hits search.bm25_hit[], cap integer, kbs integer, per_round bigint, verified bigint
-) returns table (k_every boolean, k_score float8, k_id uuid, filled boolean, next_round bigint)
+) returns table (k_every boolean[], k_score float8[], k_id uuid[], filled boolean,
+                 next_round bigint)
     language sql immutable as $$
-    select (array_agg(r.every order by r.every, r.score, r.target_id desc)
-                filter (where r.rank = cap))[1],
-           (array_agg(r.score order by r.every, r.score, r.target_id desc)
-                filter (where r.rank = cap))[1],
-           (array_agg(r.target_id order by r.every, r.score, r.target_id desc)
-                filter (where r.rank = cap))[1],
+    select coalesce(array_agg(r.every) filter (where r.rank = cap), '{}'),
+           coalesce(array_agg(r.score) filter (where r.rank = cap), '{}'),
+           coalesce(array_agg(r.target_id) filter (where r.rank = cap), '{}'),
            count(*) filter (where r.rank = cap) >= kbs,
            -- numeric until bounded: the product can pass an integer's range
            least(4 * per_round, greatest(cap, ceil(1.25 * (cap * kbs - count(*) filter (
                where r.rank <= cap)) * verified / greatest(count(*), 1))))::bigint
     from search.bm25_ranked(hits) r
 $$;
-
--- Whether a document (every-clause group, score, id) ranks before the cap-th (k_every,
--- k_score, k_id): scores within 1e-12 of each other are a tie, which the smaller id wins as
--- search.bm25_ranked orders (scores summed in another order differ in the last bits).
-create function search.bm25_enters(
-    every boolean, score float8, id uuid, k_every boolean, k_score float8, k_id uuid
-) returns boolean language sql immutable as $$
-    select every > k_every or (every = k_every and (score > k_score * (1 + 1e-12)
-        or (score >= k_score * (1 - 1e-12) and id <= k_id)))
-$$;
-
--- What a lexeme of `weight`, (k1 + 1) * idf * its repeats, adds to the score of a document of
--- length `len` holding it `tf` times: weight * tf / (tf + K), K = k1 * (1 - b + b * len /
--- average), written as weight * (1 - K / (tf + K)); k1 = 1.2 and b = 0.75 as search/lexical.py.
-create function search.bm25_part(weight float8, tf float8, len float8, average float8)
-    returns float8 language sql immutable as $$
-    select weight * (1::float8 - (0.3::float8 + 0.9::float8 * len / average)
-                     / (tf + (0.3::float8 + 0.9::float8 * len / average)))
-$$;
-
--- The caller's `verify` SQL run on the documents (doc_id, part): the hits among them. The
--- scan passes each document's score and every-clause flag as its postings give them, which
--- spares the verification computing them again.
-create function search.bm25_verify(
-    verify text, doc_ids uuid[], parts integer[], weight float8[], average float8,
-    scores float8[] default null, every boolean[] default null
-) returns search.bm25_hit[] language plpgsql stable as $$
-declare
-    hits search.bm25_hit[];
-begin
-    execute 'select coalesce(array_agg(row(h.*)::search.bm25_hit), ''{}'') from (' || verify || ') h'
-        into hits using doc_ids, parts, weight, average, scores, every;
-    return hits;
-end $$;
 
 -- A document of the query's lists scored from its postings, not verified yet. `every`: it
 -- holds a lexeme of every clause (a phrase's word order is left to the verification).
@@ -110,18 +71,15 @@ create type search.bm25_scored as (
     score  float8
 );
 
--- The exact top-k of search.bm25_top_k (same arguments, with each lexeme's weight, the number
--- of lexemes weighing anything, the average length and the impacts' slack worked out) by
--- ranking documents from their postings and verifying the best in order until no document
--- left can enter a base's top. Several lists are scored in one aggregate of all their
--- postings: reading a posting costs about a microsecond, verifying a document several, and
+-- The exact top-k of search.bm25_top_k (same arguments, with each lexeme's weight and the
+-- average length worked out) by scoring every posting of the query's lexemes in one
+-- aggregate, then verifying the best documents in order until no document left can enter a
+-- base's top. Reading a posting here costs about a microsecond; verifying a document twenty:
 -- for a question whose words fill a few tens of thousands of postings this beats reading the
--- lists best first, whose bounds stay loose over many words and many bases. One list is read
--- best first, as deep as the verification needs: its order is its documents' order up to the
--- impacts' slack, which bounds what a document not read yet can score.
+-- lists best first, whose bounds stay loose over many words and many bases.
 create function search.bm25_scan(
-    ws uuid, src text, kinds text[], lexemes text[], weight float8[], lists integer,
-    average float8, slack float8, clauses bigint[], cap integer, kbs integer, verify text
+    ws uuid, src text, kinds text[], lexemes text[], weight float8[], average float8,
+    clauses bigint[], cap integer, kbs integer, verify text
 ) returns setof search.bm25_hit language plpgsql stable
 set plan_cache_mode = auto as $$
 declare
@@ -131,95 +89,65 @@ declare
     per_round bigint := greatest(cap * kbs, 1);  -- documents the next round verifies
     ranked search.bm25_scored[];
     found integer;
-    -- One list: the most a document not ranked can score (null once the list is read to its
-    -- end), and how many ranked documents score more: their order is final.
-    beyond float8;
-    settled integer;
-    g integer := (select min(w.g) from unnest(weight) with ordinality w(x, g) where w.x > 0);
     next integer := 1;  -- the first ranked document not verified yet
     last integer;
     chosen_doc uuid[];
     chosen_part integer[];
-    chosen_score float8[];
-    chosen_every boolean[];
     hits search.bm25_hit[] := '{}';
-    k_every boolean;  -- the weakest cap-th of the bases that have `cap`
-    k_score float8;
-    k_id uuid;
+    scored search.bm25_hit[];
+    k_every boolean[] := '{}';  -- the cap-th of each base that has `cap`
+    k_score float8[] := '{}';
+    k_id uuid[] := '{}';
     filled boolean := false;
+    lists integer := (select count(*) from unnest(weight) w where w > 0);
 begin
     loop
-        if lists = 1 then
-            -- The kinds' lists merged, each read only as far as the merge can need.
-            with p as materialized (
-                select q.doc_id, q.part, q.impact,
-                       search.bm25_part(weight[g], q.tf, q.len, average) as score
-                from unnest(kinds) k(kind) cross join lateral (
-                    select q.doc_id, q.part, q.impact, q.tf, q.len from search.postings q
-                    where q.workspace_id = ws and q.source = src and q.kind = k.kind
-                          and q.lexeme = lexemes[g]
-                    order by q.impact desc, q.doc_id, q.part limit depth) q
-                order by q.impact desc, q.doc_id, q.part limit depth
-            ), d as (  -- one lexeme: whether a document matches every clause is the same for all
-                select p.*, clauses is not null and not exists (
-                    select 1 from unnest(clauses) c where c & (1::bigint << (least(g, 64) - 1)) = 0)
-                    as every
-                from p
+        select coalesce(array_agg(row(d.doc_id, d.part, d.every, d.score)::search.bm25_scored
+                                  order by d.every desc, d.score desc, d.doc_id, d.part), '{}')
+        into ranked
+        from (
+            with p as not materialized (  -- each posting's share of its document's score
+                select q.doc_id, q.part,
+                       weight[l.g] * (1::float8 - (0.3::float8 + 0.9::float8 * q.len / average)
+                           / (q.tf + (0.3::float8 + 0.9::float8 * q.len / average))) as score,
+                       1::bigint << (least(l.g, 64) - 1)::integer as mask
+                from unnest(lexemes) with ordinality l(lexeme, g)
+                join search.postings q on q.workspace_id = ws and q.source = src
+                    and q.kind = any(kinds) and q.lexeme = l.lexeme
+                where weight[l.g] > 0
+            ), s as (
+                -- One list needs no grouping: a document has one posting per lexeme (the
+                -- grouping was two fifths of the time for a word in 40,000 bullets).
+                select p.* from p where lists = 1
+                union all
+                select p.doc_id, p.part, sum(p.score), bit_or(p.mask) from p where lists > 1
+                group by p.doc_id, p.part
             )
-            select coalesce(array_agg(row(d.doc_id, d.part, d.every, d.score)::search.bm25_scored
-                                      order by d.every desc, d.score desc, d.doc_id, d.part), '{}'),
-                   case when count(*) = depth then weight[g] * min(d.impact) * slack end
-            into ranked, beyond
-            from d;
-        else
-            select coalesce(array_agg(row(d.doc_id, d.part, d.every, d.score)::search.bm25_scored
-                                      order by d.every desc, d.score desc, d.doc_id, d.part), '{}')
-            into ranked
-            from (
-                with p as not materialized (  -- each posting's share of its document's score
-                    select q.doc_id, q.part, search.bm25_part(weight[l.g], q.tf, q.len, average)
-                               as score,
-                           1::bigint << (least(l.g, 64) - 1)::integer as mask
-                    from unnest(lexemes) with ordinality l(lexeme, g)
-                    join search.postings q on q.workspace_id = ws and q.source = src
-                        and q.kind = any(kinds) and q.lexeme = l.lexeme
-                    where weight[l.g] > 0
-                ), s as (
-                    select p.doc_id, p.part, sum(p.score) as score, bit_or(p.mask) as mask from p
-                    group by p.doc_id, p.part
-                )
-                select s.doc_id, s.part, s.score, clauses is not null and not exists (
-                           select 1 from unnest(clauses) c where c & s.mask = 0) as every
-                from s
-                order by every desc, s.score desc, s.doc_id, s.part limit depth
-            ) d;
-        end if;
+            select s.doc_id, s.part, s.score, clauses is not null and not exists (
+                       select 1 from unnest(clauses) c where c & s.mask = 0) as every
+            from s
+            order by every desc, s.score desc, s.doc_id, s.part limit depth
+        ) d;
         found := cardinality(ranked);
-        settled := found;
-        if beyond is not null then
-            settled := (select count(*) from unnest(ranked) r where r.score > beyond);
-        end if;
-        while next <= settled loop
-            -- The rest rank lower: none can enter a base's top once this one cannot.
-            exit when filled and not search.bm25_enters(
-                ranked[next].every, ranked[next].score, ranked[next].doc_id, k_every, k_score, k_id);
-            last := least(next + per_round - 1, settled);
-            select array_agg(c.doc_id), array_agg(c.part), array_agg(c.score), array_agg(c.every)
-            into chosen_doc, chosen_part, chosen_score, chosen_every
+        while next <= found loop
+            -- The rest rank lower: none can enter a base's top once this one cannot (a tie
+            -- with a cap-th enters by the smaller id, as search.bm25_ranked orders).
+            exit when filled and not exists (
+                select 1 from unnest(k_every, k_score, k_id) k(e, s, id)
+                where ranked[next].every > k.e or (ranked[next].every = k.e and (
+                    ranked[next].score > k.s * (1 + 1e-12)
+                    or (ranked[next].score >= k.s * (1 - 1e-12) and ranked[next].doc_id <= k.id))));
+            last := least(next + per_round - 1, found);
+            select array_agg(c.doc_id), array_agg(c.part) into chosen_doc, chosen_part
             from unnest(ranked[next:last]) c;
-            hits := hits || search.bm25_verify(
-                verify, chosen_doc, chosen_part, weight, average, chosen_score, chosen_every);
+            execute 'select coalesce(array_agg(row(h.*)::search.bm25_hit), ''{}'') from (' || verify || ') h'
+                into scored using chosen_doc, chosen_part, weight, average;
+            hits := hits || scored;
             next := last + 1;
             select * into k_every, k_score, k_id, filled, per_round
             from search.bm25_tops(hits, cap, kbs, per_round, next - 1);
         end loop;
-        exit when next <= settled;  -- stopped at a document that cannot enter
-        -- Every document ranked: done when they were all there were (an aggregate ranks
-        -- every document once the depth holds them; a list read to its end leaves none).
-        exit when beyond is null and found < depth;
-        -- One list: done when none of the documents left (ranked or not) can enter.
-        exit when beyond is not null and filled and not search.bm25_enters(
-            ranked[1].every, beyond, '00000000-0000-0000-0000-000000000000', k_every, k_score, k_id);
+        exit when next <= found or found < depth;
         depth := depth * 4;
     end loop;
 
@@ -235,10 +163,8 @@ end $$;
 -- (bit i - 1 for lexemes[i]) one of which a document matching the clause contains; null when
 -- there is no such group. cap: targets per knowledge base; kbs: the knowledge bases in scope.
 -- verify: SQL scoring candidates, with $1 uuid[] and $2 integer[] their (doc_id, part), $3
--- float8[] each lexeme's weight, (k1 + 1) * idf * repeats, $4 float8 the average length, and
--- $5 float8[] and $6 boolean[] each candidate's score and every-clause flag where known (the
--- scan's, from the postings; null otherwise); it yields search.bm25_hit's columns for the
--- candidates that are visible and match.
+-- float8[] each lexeme's weight, (k1 + 1) * idf * repeats, and $4 float8 the average length;
+-- it yields search.bm25_hit's columns for the candidates that are visible and match.
 create function search.bm25_top_k(
     ws uuid, src text, kinds text[], lexemes text[], repeats integer[], clauses bigint[],
     cap integer, kbs integer, verify text
@@ -274,18 +200,18 @@ declare
     chosen_doc uuid[];
     chosen_part integer[];
     hits search.bm25_hit[] := '{}';
-    -- The weakest cap-th target of the knowledge bases that have `cap`.
-    k_every boolean;
-    k_score float8;
-    k_id uuid;
+    scored search.bm25_hit[];
+    -- The cap-th target of each knowledge base that has `cap`.
+    k_every boolean[] := '{}';
+    k_score float8[] := '{}';
+    k_id uuid[] := '{}';
     filled boolean := false;
     -- Documents scored per round, at most (search.bm25_tops sizes the next).
     per_round bigint := greatest(cap * kbs, 1);
     j integer;
-    lists integer;  -- lexemes weighing anything: some document holds them
     postings bigint;  -- the query's lists' lengths summed (over the source's every kind)
-    -- 'scan' or 'threshold' pins a path (tests cover both); by default ('auto') the scan,
-    -- unless several lists hold more than 200,000 postings between them.
+    -- 'scan' or 'threshold' pins a path (tests cover both); by default ('auto') one list in
+    -- one base is read best first, the rest scanned unless their lists are very long.
     path text := coalesce(nullif(current_setting('subspace.bm25_path', true), ''), 'auto');
 begin
     if n = 0 or coalesce(cardinality(kinds), 0) = 0 or cap <= 0 or kbs <= 0 then
@@ -304,14 +230,16 @@ begin
     select array_agg(coalesce(2.2::float8 * r.m
                               * ln(1 + (ndocs - t.ndoc + 0.5)::float8 / (t.ndoc + 0.5)), 0)
                      order by r.i),
-           count(t.ndoc), coalesce(sum(t.ndoc), 0)
-    into weight, lists, postings
+           coalesce(sum(t.ndoc), 0)
+    into weight, postings
     from unnest(lexemes, repeats) with ordinality r(lexeme, m, i)
     left join search.term_stats t
         on t.workspace_id = ws and t.source = src and t.lexeme = r.lexeme and t.ndoc > 0;
-    if path = 'scan' or (path = 'auto' and (lists = 1 or postings <= 200000)) then
+    if path = 'scan' or (path = 'auto' and postings <= 200000
+                         and (kbs > 1 or (select count(*) from unnest(weight) w where w > 0) > 1))
+    then
         return query select * from search.bm25_scan(
-            ws, src, kinds, lexemes, weight, lists, average, slack, clauses, cap, kbs, verify);
+            ws, src, kinds, lexemes, weight, average, clauses, cap, kbs, verify);
         return;
     end if;
     frontier := array_fill(1::float8, array[n]);
@@ -332,21 +260,27 @@ begin
                       from generate_series(1, least(n, 63)) g where done[g]);
         every_open := clauses is not null
             and not exists (select 1 from unnest(clauses) c where c & ~exhausted = 0);
-        -- A document not met yet that ties the cap-th may have the smaller id: the nil uuid.
-        advance := (false = any(done)) and (not filled or search.bm25_enters(
-            every_open, unseen, '00000000-0000-0000-0000-000000000000', k_every, k_score, k_id));
+        -- Strictly: a document not met yet that ties a cap-th may have the smaller id.
+        advance := (false = any(done)) and (not filled or exists (
+            select 1 from unnest(k_every, k_score) k(e, s)
+            where every_open > k.e or (every_open = k.e and unseen >= k.s)));
         if advance then
             -- Every list while a base is short of `cap` or the every-clause group is open
             -- above a cap-th; otherwise the lists holding at least an even share of the
             -- bound's excess over the weakest cap-th, so the long list of a common word is
             -- read only when the rare words' lists cannot close the gap (MaxScore's idea).
-            gap := case when filled and every_open = k_every then unseen - k_score end;
+            gap := null;
+            if filled and not exists (select 1 from unnest(k_every) e where every_open > e) then
+                gap := unseen - (select min(k.s) from unnest(k_every, k_score) k(e, s)
+                                 where k.e = every_open);
+            end if;
             active := (select count(*) from unnest(done) d where not d);
             wanted := array(select not done[g] and (gap is null or bound[g] * active >= gap)
                             from generate_series(1, n) g);
             with r as materialized (
-                select g, p.doc_id, p.part, p.impact,
-                       search.bm25_part(weight[g], p.tf, p.len, average) as score
+                select g, p.doc_id, p.part, p.impact, weight[g] * (1::float8
+                       - (0.3::float8 + 0.9::float8 * p.len / average)
+                       / (p.tf + (0.3::float8 + 0.9::float8 * p.len / average))) as score
                 from generate_series(1, n) g
                 cross join lateral (
                     -- The kinds' lists merged, each read only as far as the merge can need.
@@ -406,8 +340,10 @@ begin
         ), live as materialized (
             select u.doc_id, u.part, row_number() over (
                 order by u.every desc, u.most desc, u.doc_id, u.part) as rank
-            from u where not filled
-                or search.bm25_enters(u.every, u.most, u.doc_id, k_every, k_score, k_id)
+            from u where not filled or exists (
+                select 1 from unnest(k_every, k_score, k_id) k(e, s, id)
+                where u.every > k.e or (u.every = k.e and (u.most > k.s * (1 + 1e-12)
+                    or (u.most >= k.s * (1 - 1e-12) and u.doc_id <= k.id))))
         )
         select coalesce((select array_agg(l.doc_id) from live l where l.rank <= per_round), '{}'),
                coalesce((select array_agg(l.part) from live l where l.rank <= per_round), '{}'),
@@ -420,7 +356,9 @@ begin
             continue;
         end if;
 
-        hits := hits || search.bm25_verify(verify, chosen_doc, chosen_part, weight, average);
+        execute 'select coalesce(array_agg(row(h.*)::search.bm25_hit), ''{}'') from (' || verify || ') h'
+            into scored using chosen_doc, chosen_part, weight, average;
+        hits := hits || scored;
         v_doc := v_doc || chosen_doc;
         v_part := v_part || chosen_part;
         select * into k_every, k_score, k_id, filled, per_round
