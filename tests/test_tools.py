@@ -169,20 +169,23 @@ def test_each_lexical_query_uses_its_indexes(database: Database, cx: Context) ->
         plan = "\n".join(
             r["QUERY PLAN"] for r in conn.execute("explain " + query.sql, query.params)
         )
-        # BM25 scores the candidates search.bm25_top_k names: each found by its key.
+        # BM25 verifies the candidates search.bm25_top_k names, each found by its key (workspace
+        # first: without it the primary key is searched once per workspace), the scan's scores
+        # given.
         quoting = psycopg.ClientCursor(conn)
         candidates = {}
         for source in _sources(scope, candidates=True):
             verify = verify_sql(source, tsq)
             name = f"verify_{source.kind}"
             conn.execute(
-                f"prepare {name}(uuid[], integer[], float8[], float8) as "
+                f"prepare {name}(uuid[], integer[], float8[], float8, float8[], boolean[]) as "
                 + quoting.mogrify(verify.sql, verify.params)
             )
             candidates[source.kind] = "\n".join(
                 r["QUERY PLAN"]
                 for r in conn.execute(
-                    f"explain execute {name}('{{{uuid4()}}}', '{{0}}', '{{1}}', 10)"
+                    f"explain execute {name}('{{{uuid4()}}}', '{{0}}', '{{1}}', 10, '{{2}}', "
+                    "'{false}')"
                 )
             )
     for name in ("pages_title_tsv", "nodes_text_tsv", "file_chunks_text_tsv", "mail_tsv"):
@@ -194,6 +197,8 @@ def test_each_lexical_query_uses_its_indexes(database: Database, cx: Context) ->
         assert "Seq Scan" not in found, found
         table = {"page": "pages", "node": "nodes", "file": "file_chunks", "mail": "mail"}[source]
         assert f"using {table}_pkey on {table}" in found, found
+        lookup = found[found.index(f"using {table}_pkey on {table}") :].splitlines()
+        assert "workspace_id" in next(x for x in lookup if "Index Cond" in x), found
 
 
 def test_search_over_http(client: TestClient, database: Database, cx: Context) -> None:
