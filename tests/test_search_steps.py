@@ -3,6 +3,7 @@ steps (the pages served before, the legs that ran), and the cursor step on its o
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from uuid import UUID
 
 import pytest
@@ -10,12 +11,13 @@ import pytest
 from subspace import commands
 from subspace.context import Context
 from subspace.runtime import Database
-from subspace.search import lexical, vector
+from subspace.search import lexical, service, vector
 from subspace.search.cursors import fingerprint, seal, workspace_secret
 from subspace.search.filters import TagFilter, resolve_scope
 from subspace.search.fragments import Fragment
 from subspace.search.fusion import Fused, Hit
 from subspace.search.grouping import group_by_page
+from subspace.search.legs import SEARCH_SETTINGS, STATEMENT_TIMEOUT_MS
 from subspace.search.lexical import build_tsqueries
 from subspace.search.query import parse_query
 from subspace.search.service import SearchRequest
@@ -126,18 +128,38 @@ def failing(sql: Fragment) -> Fragment:
     return Fragment(f"select * from ({sql.sql}) q where 1 / (random() * 0)::int = 1", sql.params)
 
 
+def too_slow(sql: Fragment) -> Fragment:
+    """The statement `sql` made to outlast the search's time limit (lowered to 100 ms)."""
+    return Fragment(f"select * from ({sql.sql}) q where pg_sleep(0.3) is not null", sql.params)
+
+
+@pytest.mark.parametrize(
+    ("breaking", "error"), [(failing, "DivisionByZero"), (too_slow, "QueryCanceled")]
+)
 def test_a_failing_lexical_leg_leaves_the_vector_leg_to_answer(
-    database: Database, cx: Context, monkeypatch: pytest.MonkeyPatch
+    database: Database,
+    cx: Context,
+    monkeypatch: pytest.MonkeyPatch,
+    breaking: Callable[[Fragment], Fragment],
+    error: str,
 ) -> None:
     page = commands.create_page(cx, "Reef")
     node = commands.add_node(cx, page.id, "a grouper under the reef")
     index(database, cx)
     real = lexical.bm25_sql
-    monkeypatch.setattr(lexical, "bm25_sql", lambda *a, **k: failing(real(*a, **k)))
-    response = run(cx, "grouper", weights={"lexical": 1.0, "vector": 1.0})
-    assert response.degraded == ["lexical: failed (DivisionByZero)"]
-    assert response.legs["vector"].ran and node.id in ids(response)
-    assert response.rows[0].title == "Reef"  # hydrated after the failure, same transaction
+    monkeypatch.setattr(lexical, "bm25_sql", lambda *a, **k: breaking(real(*a, **k)))
+    monkeypatch.setattr(
+        service, "SEARCH_SETTINGS", SEARCH_SETTINGS.replace(f"{STATEMENT_TIMEOUT_MS}ms", "100ms")
+    )
+    # Again and again on the pool's connections: psycopg prepares a statement on its fifth
+    # run, and a failure must not leave a connection whose next searches fail.
+    for _ in range(12):
+        response = run(cx, "grouper", weights={"lexical": 1.0, "vector": 1.0})
+        assert response.degraded == [f"lexical: failed ({error})"]
+        assert response.legs["vector"].ran and node.id in ids(response)
+        assert response.rows[0].title == "Reef"  # hydrated after the failure, same transaction
+    monkeypatch.setattr(lexical, "bm25_sql", real)
+    assert not run(cx, "grouper").degraded
 
 
 def test_a_failing_vector_leg_leaves_the_lexical_leg_to_answer(

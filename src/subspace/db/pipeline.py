@@ -92,7 +92,7 @@ def pipelined_transaction(db: ConnectionPool[Conn] | Conn) -> Iterator[Conn]:
     """
     if not isinstance(db, ConnectionPool):
         try:
-            with db.transaction(), db.pipeline():
+            with db.transaction(), _unprepared(db), db.pipeline():
                 yield db
         finally:
             _unclaimed.pop(db, None)
@@ -100,7 +100,7 @@ def pipelined_transaction(db: ConnectionPool[Conn] | Conn) -> Iterator[Conn]:
     with db.connection() as conn:
         conn.autocommit = True
         try:
-            with conn.pipeline():
+            with _unprepared(conn), conn.pipeline():
                 conn.execute("begin")
                 yield conn
                 conn.execute("commit")
@@ -114,3 +114,22 @@ def pipelined_transaction(db: ConnectionPool[Conn] | Conn) -> Iterator[Conn]:
             _unclaimed.pop(conn, None)
             with suppress(psycopg.Error):
                 conn.autocommit = False
+
+
+@contextmanager
+def _unprepared(conn: Conn) -> Iterator[None]:
+    """No statement is prepared on `conn` while the block runs.
+
+    psycopg (3.3) counts a statement's executions and prepares it on the fifth, taking its
+    name as prepared when it sends the PREPARE. In a pipeline, a failed statement makes the
+    server skip the PREPAREs queued behind it, yet psycopg keeps the names of statements it
+    had counted before, so each later execution of such a statement on that connection fails
+    ("prepared statement _pg3_N does not exist"), search after search. Nothing is lost by not
+    preparing: the search plans every statement for its own words (force_custom_plan).
+    """
+    threshold = conn.prepare_threshold
+    conn.prepare_threshold = None
+    try:
+        yield
+    finally:
+        conn.prepare_threshold = threshold
