@@ -1,12 +1,11 @@
-"""The exact BM25 top-k's two paths side by side: the lexical leg's one statement with
-search.bm25_top_k pinned to the threshold algorithm, to the scan, and left to choose
-(subspace.bm25_path), on a database bench/search_latency.py built and kept with --home.
+"""The lexical leg's one statement alone (the exact BM25 top-k of every source), on a
+database bench/search_latency.py built and kept with --home: what the search's other steps
+(the query's analysis, the vector leg, fusion, the rows) add is left out.
 
 The queries are search_latency's (rare words, the commonest word, SciFact claims, the claims
-over memories only), each path timed on the same query in turn, after one untimed pass. Every
-path must return the same rows: a difference is reported and fails the run.
+over memories only), each timed after one untimed run of it.
 
-    python bench/bm25_paths.py --home DIR [--size 100000] [--bases 1 10] [--queries 20]
+    python bench/bm25_statement.py --home DIR [--size 100000] [--bases 1 10] [--queries 20]
 """
 
 from __future__ import annotations
@@ -16,7 +15,6 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -29,22 +27,17 @@ from subspace.search import lexical
 from subspace.search.filters import resolve_scope
 from subspace.search.query import parse_query
 
-PATHS = ("threshold", "scan", "auto")
 CAP = 100  # the leg's window at the default limit
 
 
-def run(
-    conn: Conn, cx: Context, text: str, kinds: list[str] | None, path: str
-) -> tuple[float, Any]:
-    """Milliseconds for the leg's statement on `path`, and its rows."""
-    conn.execute("select set_config('subspace.bm25_path', %s, true)", (path,))
+def run(conn: Conn, cx: Context, text: str, kinds: list[str] | None) -> float:
+    """Milliseconds for the leg's statement."""
     scope = resolve_scope(conn, cx.actor.workspace_id, cx.actor.user_id, kb_ids=None,
                           tags=None, kinds=kinds, max_knowledge_bases=50)  # fmt: skip
     sql = lexical.bm25_sql(conn, scope, lexical.build_tsqueries(conn, parse_query(text)), cap=CAP)
     started = time.perf_counter()
-    rows = conn.execute(sql.sql, sql.params).fetchall()
-    took = 1000 * (time.perf_counter() - started)
-    return took, [(r["kind"], r["target_id"], r["every"], round(r["score"], 9)) for r in rows]
+    conn.execute(sql.sql, sql.params).fetchall()
+    return 1000 * (time.perf_counter() - started)
 
 
 def main() -> None:
@@ -56,7 +49,6 @@ def main() -> None:
     args = parser.parse_args()
     settings = Settings(home=args.home, providers="fake", index_sweep_s=0)
     db = open_database(settings, pool_size=2)
-    differ = 0
     try:
         for kbs in args.bases:
             name = f"{kbs} bases, {args.size} chunks"
@@ -66,31 +58,20 @@ def main() -> None:
                 sys.exit(f"no workspace {name!r} in {args.home}: build it with search_latency.py")
             cx = db.context(actor, settings)
             queries = pick_queries(db, cx, args.queries)
-            print(f"\n{name}: lexical statement, p50 / p95 ms")
+            print(f"\n{name}: lexical statement, p50 / p95 / max ms")
             for query_class in QUERY_CLASSES:
                 kinds = [FILTER_KIND] if query_class == "kind_filter" else None
-                times: dict[str, list[float]] = {path: [] for path in PATHS}
+                times = []
                 with db.pool.connection() as conn:
                     for text in queries.texts[query_class]:
-                        for path in PATHS:
-                            run(conn, cx, text, kinds, path)  # untimed: warm the caches
-                        found = {}
-                        for path in PATHS:
-                            took, found[path] = run(conn, cx, text, kinds, path)
-                            times[path].append(took)
-                        if len({repr(rows) for rows in found.values()}) > 1:
-                            differ += 1
-                            print(f"  rows differ between paths for {text!r}")
+                        run(conn, cx, text, kinds)  # untimed: warm the caches
+                        times.append(run(conn, cx, text, kinds))
                     conn.rollback()
-                cells = "  ".join(
-                    f"{path} {statistics.median(t):6.1f} / {statistics.quantiles(t, n=20)[-1]:6.1f}"
-                    for path, t in times.items()
-                )
-                print(f"  {queries.labels[query_class]:45s} {cells}", flush=True)
+                p50, p95 = statistics.median(times), statistics.quantiles(times, n=20)[-1]
+                print(f"  {queries.labels[query_class]:45s} {p50:7.1f} / {p95:7.1f} / "
+                      f"{max(times):7.1f}", flush=True)  # fmt: skip
     finally:
         db.close()
-    if differ:
-        sys.exit(f"{differ} queries returned different rows on different paths")
 
 
 if __name__ == "__main__":
