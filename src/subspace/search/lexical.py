@@ -420,7 +420,7 @@ def bm25_sql(conn: Conn, scope: Scope, tsq: TsQueries, *, cap: int) -> Fragment:
         "repeats": [tsq.repeat(i) for i in range(len(tsq.lexemes))],
         "clauses": clause_masks(tsq),
         "cap": cap,
-        "kb_ids": list(scope.kb_ids),
+        **{f"kb_{n}": kb_id for n, kb_id in enumerate(scope.kb_ids)},
     }
     calls = []
     for source in _sources(scope, candidates=True):
@@ -428,10 +428,11 @@ def bm25_sql(conn: Conn, scope: Scope, tsq: TsQueries, *, cap: int) -> Fragment:
         params[f"verify_{source.kind}"] = quoting.mogrify(verify.sql, verify.params)
         params[f"source_{source.kind}"] = source.kind
         params[f"kinds_{source.kind}"] = source.kinds
+        bases = _bases_with_items(source, len(scope.kb_ids))
         calls.append(
             f"select * from search.bm25_top_k(%(ws)s::uuid, %(source_{source.kind})s::text, "
             f"%(kinds_{source.kind})s::text[], %(lexemes)s::text[], %(repeats)s::integer[], "
-            f"%(clauses)s::bigint[], %(cap)s::integer, {_bases_with_items(source)}, "
+            f"%(clauses)s::bigint[], %(cap)s::integer, {bases}, "
             f"%(verify_{source.kind})s::text)"
         )
     union = " union all ".join(calls)
@@ -440,15 +441,23 @@ def bm25_sql(conn: Conn, scope: Scope, tsq: TsQueries, *, cap: int) -> Fragment:
     )
 
 
-def _bases_with_items(source: Source) -> str:
-    """SQL counting the bases in scope that hold an item of `source`'s kinds. The top-k stops
-    once every base counted has its top; an empty base (a workspace's unused Default) would
-    otherwise keep it reading a common word's postings to the end."""
+def _bases_with_items(source: Source, bases: int) -> str:
+    """SQL counting the `bases` bases in scope (parameters kb_0, kb_1, ...) that hold an item of
+    `source`'s kinds. The top-k stops once every base counted has its top; an empty base (a
+    workspace's unused Default) would otherwise keep it reading a common word's postings to
+    the end.
+
+    One `exists` per base, its id a value the planner sees: a base it knows holds no item is
+    probed in the items' index. (Joined to the list of bases, the planner takes every base
+    for one as full as the fullest, and may scan all the workspace's items to find the first
+    of an empty base: 20 ms for 95,603 files.)"""
     item = registry.of_source(source.kind)[0].item
-    return (
-        "(select count(*)::integer from unnest(%(kb_ids)s::uuid[]) k(id) where exists ("
-        f"select 1 from {item.table} i where i.workspace_id = %(ws)s and i.{item.kb} = k.id))"
+    held = (
+        f"(exists (select 1 from {item.table} i where i.workspace_id = %(ws)s "
+        f"and i.{item.kb} = %(kb_{n})s::uuid))::integer"
+        for n in range(bases)
     )
+    return f"({' + '.join(held)})"
 
 
 def lexical_sql(scope: Scope, tsq: TsQueries, *, cap: int = 100) -> Fragment:
