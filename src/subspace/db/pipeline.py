@@ -37,9 +37,27 @@ class Later(Generic[T_co]):
         return self._value  # type: ignore[return-value]  # set by the first call
 
 
-# psycopg raises a pipeline's first error to whichever statement's reader fetched it, though
-# it may belong to a statement queued behind; it is kept here for that statement's reader.
+# psycopg raises a pipeline's first error wherever it reads it: to a statement's reader,
+# though it may belong to a statement queued behind, or to the sending of a later statement
+# (it reads the results that have arrived while it sends). It is kept here for the reader of
+# the statement it belongs to.
 _unclaimed: WeakKeyDictionary[Conn, psycopg.Error] = WeakKeyDictionary()
+
+
+def send(conn: Conn, sql: str, params: Any = None) -> None:
+    """Queue `sql` on `conn`, whose results are not wanted (a savepoint, a setting). In a
+    pipeline, an error raised meanwhile belongs to a statement queued before: it is kept for
+    that one's reader."""
+    try:
+        conn.execute(sql, params)
+    except psycopg.Error as exc:
+        if not _in_pipeline(conn):
+            raise
+        _unclaimed.setdefault(conn, exc)
+
+
+def _in_pipeline(conn: Conn) -> bool:
+    return conn.pgconn.pipeline_status != psycopg.pq.PipelineStatus.OFF
 
 
 def later(conn: Conn, sql: str, params: Any, shape: Callable[[Rows], T]) -> Later[T]:
@@ -49,7 +67,21 @@ def later(conn: Conn, sql: str, params: Any, shape: Callable[[Rows], T]) -> Late
     Read the results of one batch in the order they were queued: a failed statement aborts
     those behind it, and only the first error is the true one.
     """
-    cursor = conn.execute(sql, params)
+    try:
+        cursor = conn.execute(sql, params)
+    except psycopg.Error as exc:
+        if not _in_pipeline(conn):
+            raise
+        # An earlier statement's error (or this one's, if it came that soon), read while
+        # this one was sent: kept for that statement's reader. The server skips what follows
+        # a failure, so this statement's reader raises it as well.
+        _unclaimed.setdefault(conn, exc)
+        failed = exc
+
+        def fail() -> T:
+            raise _unclaimed.pop(conn, failed)
+
+        return Later(fail)
 
     def read() -> T:
         try:

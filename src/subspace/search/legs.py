@@ -15,7 +15,7 @@ import psycopg
 from pgvector import HalfVector
 
 from subspace.context import Context
-from subspace.db.pipeline import Later, recover
+from subspace.db.pipeline import Later, recover, send
 from subspace.db.pool import Conn
 from subspace.providers.base import EmbeddingProvider
 from subspace.search.filters import Scope
@@ -139,9 +139,9 @@ def run_legs(conn: Conn, cx: Context, plan: LegPlan, prepared: Prepared) -> Legs
     lexical = vector = None
     started = time.perf_counter()
     if plan.mode in ("hybrid", "lexical"):
-        conn.execute("savepoint lexical_leg")
+        send(conn, "savepoint lexical_leg")
         lexical = queue_lexical_leg(conn, plan.scope, tsq, cap=plan.window, ranker=plan.ranker)
-        conn.execute("release savepoint lexical_leg")
+        send(conn, "release savepoint lexical_leg")
     vector_leg = Leg("vector", weight=plan.weights["vector"])
     if plan.mode in ("hybrid", "vector"):
         vector = _queue_vector(conn, plan, prepared, tsq, vector_leg)
@@ -189,9 +189,9 @@ def _queue_vector(
         tsq.excluded,
         prepared.large_bases,
     )
-    conn.execute("savepoint vector_leg")
+    send(conn, "savepoint vector_leg")
     queued = queue_vector_leg(conn, asked, prepared.sizes)
-    conn.execute("release savepoint vector_leg")
+    send(conn, "release savepoint vector_leg")
     return queued
 
 

@@ -22,7 +22,7 @@ from uuid import UUID
 
 from pgvector import HalfVector
 
-from subspace.db.pipeline import Later, all_rows, later
+from subspace.db.pipeline import Later, all_rows, later, send
 from subspace.db.pool import Conn
 from subspace.db.vector_index import vector_expression
 from subspace.providers.base import EmbeddingProvider, ProviderError, checked_vectors
@@ -215,7 +215,8 @@ def queue_vector_leg(
     limit = min(MAX_INDEX_LIMIT, cap * min(2, len(large)))
     if large:
         # Scoped to the caller's transaction: the search runs in one.
-        conn.execute(
+        send(
+            conn,
             "select set_config('hnsw.ef_search', %s, true), "
             "set_config('hnsw.iterative_scan', 'relaxed_order', true), "
             "set_config('hnsw.max_scan_tuples', %s, true)",
