@@ -2,7 +2,7 @@
 
 Two queries: the first asks Postgres to turn the parsed query into tsqueries (its own output,
 so always valid), the second ranks ids and scores. BM25 is exact: per source,
-search.bm25_top_k (migrations 0014 and 0016) ranks documents from the query lexemes'
+search.bm25_top_k (migrations 0014, 0016 and 0017) ranks documents from the query lexemes'
 impact-ordered postings and verifies, with this module's SQL, only the documents that can
 still enter the top.
 Text is read only later, for the rows that survive fusion and the limit.

@@ -9,16 +9,56 @@
 
 drop type search.bm25_met;
 
+-- Scores on a grid: `x` rounded to a multiple of 2^-36 (1.5e-11). Sums of such numbers (below
+-- 2^17) are exact, so a document's score is the same whichever order its parts are added in
+-- (an aggregate's, a lookup's), documents alike tie exactly (the order between them is their
+-- ids'), and scores compare exactly. Rounding keeps order: a bound rounded so still bounds.
+create function search.bm25_grid(x float8) returns float8 language sql immutable as $$
+    select round(x * 68719476736::float8) / 68719476736::float8
+$$;
+
 -- What a lexeme of `weight`, (k1 + 1) * idf * its repeats, adds to the score of a document of
--- length `len` holding it `tf` times, as migration 0016 has it, now rounded to a multiple of
--- 2^-36 (1.5e-11). Sums of such parts are exact, so a document's score is the same whichever
--- order its parts are added in (an aggregate's, a lookup's), and documents alike tie exactly:
--- the order between them is their ids'.
+-- length `len` holding it `tf` times, as migration 0016 has it, on the grid.
 create or replace function search.bm25_part(weight float8, tf float8, len float8, average float8)
     returns float8 language sql immutable as $$
-    select round(weight * (1::float8 - (0.3::float8 + 0.9::float8 * len / average)
-                           / (tf + (0.3::float8 + 0.9::float8 * len / average)))
-                 * 68719476736::float8) / 68719476736::float8
+    select search.bm25_grid(weight * (1::float8 - (0.3::float8 + 0.9::float8 * len / average)
+                                      / (tf + (0.3::float8 + 0.9::float8 * len / average))))
+$$;
+
+-- Whether a document (every-clause group, score, id) ranks before the cap-th (k_every,
+-- k_score, k_id), as search.bm25_ranked orders them: scores on the grid compare exactly.
+create or replace function search.bm25_enters(
+    every boolean, score float8, id uuid, k_every boolean, k_score float8, k_id uuid
+) returns boolean language sql immutable as $$
+    select every > k_every or (every = k_every and (score > k_score
+        or (score = k_score and id <= k_id)))
+$$;
+
+-- search.bm25_tops of migration 0016, the cap-ths tying the weakest now those of its very
+-- score: after a round of verification, the weakest of the bases' cap-ths (group, score, and
+-- the largest target id among the cap-ths of that group and score: beating it says "can
+-- enter" whenever one of those bases would) among the bases that have `cap`, whether every one
+-- of the `kbs` bases has, and how many documents the next round verifies.
+create or replace function search.bm25_tops(
+    hits search.bm25_hit[], cap integer, kbs integer, per_round bigint, verified bigint
+) returns table (k_every boolean, k_score float8, k_id uuid, filled boolean, next_round bigint)
+    language sql immutable as $$
+    with r as materialized (
+        select * from search.bm25_ranked(hits)
+    ), kth as (  -- each full base's cap-th
+        select r.every, r.score, r.target_id from r where r.rank = cap
+    ), weakest as (
+        select k.every, k.score from kth k order by k.every, k.score limit 1
+    )
+    select w.every, w.score,
+           (select k.target_id from kth k
+            where k.every = w.every and k.score = w.score
+            order by k.target_id desc limit 1),
+           (select count(*) from kth) >= kbs,
+           -- numeric until bounded: the product can pass an integer's range
+           (select least(4 * per_round, greatest(cap, ceil(1.25 * (cap * kbs - count(*) filter (
+               where r.rank <= cap)) * verified / greatest(count(*), 1))))::bigint from r)
+    from (select 1) one left join weakest w on true
 $$;
 
 -- The lexemes a search of several lists may skip: taken from the one that adds least at most
@@ -61,13 +101,15 @@ set plan_cache_mode = auto as $$
 declare
     -- Documents ranked per pass: a pass ranks them all again, deeper, when filters turned
     -- so many away that the first were not enough.
-    depth bigint := 4 * greatest(cap * kbs, 1);
+    first_depth constant bigint := 4 * greatest(cap * kbs, 1);
+    depth bigint := first_depth;
     per_round bigint := greatest(cap * kbs, 1);  -- documents the next round verifies
     ranked search.bm25_scored[];
     found integer;
-    -- The most a document not ranked can score, and whether it can match every clause (null
-    -- when every document is ranked), and how many ranked documents rank above that: their
-    -- order is final.
+    -- Where what a document not ranked can score is bounded (one list read to a depth, or
+    -- documents ranked on what skipped lexemes add at most), that bound and whether such a
+    -- document can match every clause, else null; and how many ranked documents rank above
+    -- it: their order is final.
     beyond float8;
     beyond_every boolean;
     settled integer;
@@ -78,11 +120,11 @@ declare
     skipped boolean[];
     skipped_most float8 := 0;
     skipped_mask bigint := 0;
-    -- Lists skipped before any base has `cap`: the ranked documents' order is not final
+    -- Lists skipped before every base has `cap`: the ranked documents' order is not final
     -- (what a document not ranked may score is far above theirs), yet the best of them are
     -- verified, to learn what a cap-th scores before the lists are split for it.
     probing boolean := false;
-    budget bigint := 64 * greatest(cap * kbs, 1);  -- postings, for the first split
+    budget bigint := 64 * greatest(cap * kbs, 1);  -- postings read first, when lists are split
     postings bigint;  -- in the query's lists
     verified_doc uuid[] := '{}';  -- several lists: not ranked again by the next pass
     verified_part integer[] := '{}';
@@ -102,13 +144,13 @@ begin
         -- Lists longer than sixteen budgets between them are split. To begin with only the
         -- shortest are read, as many as a budget of postings holds (the shortest at least):
         -- the rare words' documents tend to make the bases' tops, and the first of them
-        -- verified tell what a cap-th scores. The lists are then split for that (below),
-        -- unless what the others add at most is too little for a document holding only them
-        -- to enter. Shorter lists are summed whole: a split costs more than it saves there.
+        -- verified tell what a cap-th scores; the lists are then split for that (below).
+        -- Shorter lists are summed whole: a split costs more than it saves there.
         select array_agg(x.skip order by x.g), sum(x.ndoc) into skipped, postings
         from (
             select l.g, coalesce(t.ndoc, 0) as ndoc, weight[l.g] > 0
-                       and coalesce(sum(t.ndoc) over w - t.ndoc, 0) >= budget as skip
+                       and coalesce(sum(t.ndoc) over w, 0) > budget
+                       and coalesce(sum(t.ndoc) over w - t.ndoc, 0) > 0 as skip
             from unnest(lexemes) with ordinality l(lexeme, g)
             left join search.term_stats t
                 on t.workspace_id = ws and t.source = src and t.lexeme = l.lexeme
@@ -118,12 +160,12 @@ begin
             skipped := array_fill(false, array[cardinality(lexemes)]);
         else
             most := array(
-                select case when weight[l.g] > 0 then weight[l.g] * slack * coalesce((
+                select case when weight[l.g] > 0 then search.bm25_grid(weight[l.g] * slack * coalesce((
                            select max(t.impact) from unnest(kinds) k(kind) cross join lateral (
                                select q.impact from search.postings q
                                where q.workspace_id = ws and q.source = src and q.kind = k.kind
                                      and q.lexeme = l.lexeme
-                               order by q.impact desc limit 1) t), 0) else 0 end
+                               order by q.impact desc limit 1) t), 0)) else 0 end
                 from unnest(lexemes) with ordinality l(lexeme, g) order by l.g);
         end if;
     end if;
@@ -147,14 +189,15 @@ begin
             )
             select coalesce(array_agg(row(d.doc_id, d.part, d.every, d.score)::search.bm25_scored
                                       order by d.every desc, d.score desc, d.doc_id, d.part), '{}'),
-                   case when count(*) = depth then weight[g] * min(d.impact) * slack end,
+                   case when count(*) = depth
+                       then search.bm25_grid(weight[g] * min(d.impact) * slack) end,
                    bool_or(d.every)
             into ranked, beyond, beyond_every
             from d;
         else
             select coalesce(sum(x.m), 0), coalesce(bit_or(1::bigint << (least(x.g, 64) - 1)::integer), 0)
             into skipped_most, skipped_mask
-            from unnest(most, skipped) with ordinality x(m, s, g) where x.s;
+            from unnest(most, skipped) with ordinality x(m, s, g) where x.s and x.m > 0;
             probing := skipped_most > 0 and not filled;
             -- The documents of the lists not skipped, not verified yet and able to enter a
             -- base's top, best first: each scored from its postings, with the skipped lexemes
@@ -170,7 +213,7 @@ begin
                     from unnest(lexemes) with ordinality l(lexeme, g)
                     join search.postings q on q.workspace_id = ws and q.source = src
                         and q.kind = any(kinds) and q.lexeme = l.lexeme
-                    where weight[l.g] > 0 and not skipped[l.g]
+                    where weight[l.g] > 0 and not (skipped[l.g] and most[l.g] > 0)
                 ), s as (
                     select p.doc_id, p.part, sum(p.score) + skipped_most as score,
                            bit_or(p.mask) as mask
@@ -187,7 +230,7 @@ begin
                 ) r
                 where not filled or search.bm25_enters(r.every, r.score, r.doc_id, k_every, k_score, k_id)
                 order by r.every desc, r.score desc, r.doc_id, r.part
-                limit case when probing then per_round else depth end
+                limit depth
             ) d;
             beyond := null;
             if skipped_most > 0 then
@@ -241,14 +284,20 @@ begin
             exit when probing and filled;  -- a cap-th learnt
         end loop;
         if probing then
-            -- Skip what adds at most a third of the weakest cap-th known now (nothing while a
-            -- base is short of `cap`), and rank again. The cap-th only rises, so a document
-            -- holding only skipped lexemes never can enter. Skipping all the cap-th rules out
-            -- would save reading more postings, but leave more documents to look up: those
-            -- whose other lexemes bring them within what the skipped add of the cap-th.
-            skipped := case when filled
-                then search.bm25_skippable(most, clauses, k_every, k_score / 3, k_id)
-                else array_fill(false, array[cardinality(lexemes)]) end;
+            if filled then
+                -- Skip what adds at most a third of the weakest cap-th known now, and rank
+                -- again. The cap-th only rises, so a document holding only skipped lexemes
+                -- never can enter. Skipping all the cap-th rules out would save reading more
+                -- postings, but leave more documents to look up: those whose other lexemes
+                -- bring them within what the skipped add of the cap-th.
+                skipped := search.bm25_skippable(most, clauses, k_every, k_score / 3, k_id);
+                depth := first_depth;
+            elsif found = depth then
+                depth := depth * 4;  -- the lists read hold more documents: verify deeper
+            else
+                -- The lists read cannot fill every base: skip nothing.
+                skipped := array_fill(false, array[cardinality(lexemes)]);
+            end if;
             continue;
         end if;
         exit when next <= settled;  -- stopped at a document that cannot enter
