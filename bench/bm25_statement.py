@@ -25,18 +25,21 @@ from subspace.db.pool import Conn
 from subspace.runtime import open_database
 from subspace.search import lexical
 from subspace.search.filters import resolve_scope
+from subspace.search.legs import SEARCH_SETTINGS
 from subspace.search.query import parse_query
 
 CAP = 100  # the leg's window at the default limit
 
 
 def run(conn: Conn, cx: Context, text: str, kinds: list[str] | None) -> float:
-    """Milliseconds for the leg's statement."""
+    """Milliseconds for the leg's statement, run as a search runs it: with the search's
+    settings (its statements planned for their own values) and not prepared."""
+    conn.execute(SEARCH_SETTINGS)
     scope = resolve_scope(conn, cx.actor.workspace_id, cx.actor.user_id, kb_ids=None,
                           tags=None, kinds=kinds, max_knowledge_bases=50)  # fmt: skip
     sql = lexical.bm25_sql(conn, scope, lexical.build_tsqueries(conn, parse_query(text)), cap=CAP)
     started = time.perf_counter()
-    conn.execute(sql.sql, sql.params).fetchall()
+    conn.execute(sql.sql, sql.params, prepare=False).fetchall()
     return 1000 * (time.perf_counter() - started)
 
 
