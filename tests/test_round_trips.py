@@ -33,6 +33,7 @@ class Traced:
     def __init__(self, dsn: str, directory: Path) -> None:
         self.directory = directory
         self.files: list[Any] = []
+        self.file_of: dict[int, Any] = {}  # each connection's own trace file, by id
         self.pool: ConnectionPool[Any] = ConnectionPool(
             dsn,
             min_size=2,
@@ -45,8 +46,10 @@ class Traced:
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
         _configure(conn)
-        trace = open(self.directory / f"conn{len(self.files)}.trace", "w")  # noqa: SIM115
+        # Named by the server process: the pool opens its connections on two threads at once.
+        trace = open(self.directory / f"conn{conn.pgconn.backend_pid}.trace", "w")  # noqa: SIM115
         self.files.append(trace)
+        self.file_of[id(conn)] = trace
         conn.pgconn.trace(trace.fileno())
         conn.pgconn.set_trace_flags(Trace.SUPPRESS_TIMESTAMPS | Trace.REGRESS_MODE)
 
@@ -55,10 +58,9 @@ class Traced:
         held = [self.pool.getconn() for _ in self.files]
         for conn in held:
             conn.pgconn.untrace()  # flushes
-            trace = self.files[held.index(conn)]
         sizes = [os.path.getsize(trace.name) for trace in self.files]
-        for conn, trace in zip(held, self.files, strict=True):
-            conn.pgconn.trace(trace.fileno())
+        for conn in held:  # the pool hands them out in any order: each to its own file
+            conn.pgconn.trace(self.file_of[id(conn)].fileno())
             conn.pgconn.set_trace_flags(Trace.SUPPRESS_TIMESTAMPS | Trace.REGRESS_MODE)
             self.pool.putconn(conn)
         return sizes
