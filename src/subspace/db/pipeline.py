@@ -45,19 +45,21 @@ _unclaimed: WeakKeyDictionary[Conn, psycopg.Error] = WeakKeyDictionary()
 
 
 def send(conn: Conn, sql: str, params: Any = None) -> None:
-    """Queue `sql` on `conn`, whose results are not wanted (a savepoint, a setting). In a
-    pipeline, an error raised meanwhile belongs to a statement queued before: it is kept for
-    that one's reader."""
+    """Queue `sql` on `conn`, whose results are not wanted (a savepoint, a setting)."""
+    _queue(conn, sql, params)
+
+
+def _queue(conn: Conn, sql: str, params: Any) -> psycopg.Cursor[Any] | psycopg.Error:
+    """`sql` queued on `conn`: its cursor, or, in a pipeline, the error psycopg raised while
+    sending it. That error is an earlier statement's (or this one's, if it came that soon),
+    read with the results that had arrived: it is kept for that statement's reader."""
     try:
-        conn.execute(sql, params)
+        return conn.execute(sql, params)
     except psycopg.Error as exc:
-        if not _in_pipeline(conn):
+        if conn.pgconn.pipeline_status == psycopg.pq.PipelineStatus.OFF:
             raise
         _unclaimed.setdefault(conn, exc)
-
-
-def _in_pipeline(conn: Conn) -> bool:
-    return conn.pgconn.pipeline_status != psycopg.pq.PipelineStatus.OFF
+        return exc
 
 
 def later(conn: Conn, sql: str, params: Any, shape: Callable[[Rows], T]) -> Later[T]:
@@ -67,18 +69,11 @@ def later(conn: Conn, sql: str, params: Any, shape: Callable[[Rows], T]) -> Late
     Read the results of one batch in the order they were queued: a failed statement aborts
     those behind it, and only the first error is the true one.
     """
-    try:
-        cursor = conn.execute(sql, params)
-    except psycopg.Error as exc:
-        if not _in_pipeline(conn):
-            raise
-        # An earlier statement's error (or this one's, if it came that soon), read while
-        # this one was sent: kept for that statement's reader. The server skips what follows
-        # a failure, so this statement's reader raises it as well.
-        _unclaimed.setdefault(conn, exc)
-        failed = exc
+    cursor = _queue(conn, sql, params)
+    if isinstance(cursor, psycopg.Error):
+        failed = cursor
 
-        def fail() -> T:
+        def fail() -> T:  # the server skips what follows a failure: this statement too
             raise _unclaimed.pop(conn, failed)
 
         return Later(fail)
