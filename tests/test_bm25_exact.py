@@ -556,3 +556,42 @@ def test_a_split_word_that_no_kind_searched_holds_is_held_by_no_document(
             if checked == 10:
                 break
     assert checked == 10 and failures == 0
+
+
+def test_a_document_enters_when_it_ranks_at_or_before_the_cap_th(database: Database) -> None:
+    # search.bm25_enters orders as search.bm25_ranked does: every-clause group and score
+    # descending, then id ascending; a document tying the cap-th exactly enters.
+    values = [
+        (every, score, UUID(int=n))
+        for every in (False, True)
+        for score in (1.0, 2.0)
+        for n in (1, 2)
+    ]
+    pairs = [(doc, kth) for doc in values for kth in values]
+    with database.pool.connection() as conn:
+        found = conn.execute(
+            "select search.bm25_enters(e, s, i, ke, ks, ki) as enters "
+            "from unnest(%s::boolean[], %s::float8[], %s::uuid[], %s::boolean[], %s::float8[], "
+            "%s::uuid[]) with ordinality x(e, s, i, ke, ks, ki, n) order by n",
+            [[pair[side][field] for pair in pairs] for side in (0, 1) for field in (0, 1, 2)],
+        ).fetchall()
+
+    def rank(doc: tuple[bool, float, UUID]) -> tuple[bool, float, UUID]:
+        every, score, target = doc
+        return (not every, -score, target)
+
+    assert [r["enters"] for r in found] == [rank(doc) <= rank(kth) for doc, kth in pairs]
+
+
+def test_whether_a_document_enters_is_worked_out_in_place_whatever_its_arguments(
+    database: Database,
+) -> None:
+    # The scan passes a subquery (a document's every-clause flag): were the call not replaced
+    # by the function's body, every document ranked would cost a function call.
+    with database.pool.connection() as conn:
+        plan = conn.execute(
+            "explain (verbose, costs off) select search.bm25_enters("
+            "exists (select 1 from unnest(array[g]) x where x = 2), g::float8, gen_random_uuid(), "
+            "true, 1::float8, gen_random_uuid()) from generate_series(1, 3) g"
+        ).fetchall()
+    assert "bm25_enters" not in "\n".join(r["QUERY PLAN"] for r in plan)
