@@ -417,3 +417,45 @@ def test_each_extraction_worker_gets_a_reserved_connection_of_its_own(
                 database.pool.putconn(conn)
     finally:
         database.close()
+
+
+def test_a_query_of_too_common_words_is_ranked_without_the_commonest_and_says_so(
+    database: Database, cx: Context
+) -> None:
+    # Ranking sums every posting of the words it cannot skip, about a microsecond each: past
+    # the limit the commonest words are left out (the rarest always stays), and the answer
+    # names them as the query wrote them.
+    page = commands.create_page(cx, "Postings")
+    for n in range(6):
+        commands.add_node(cx, page.id, f"harbor {n}")
+    for n in range(4):
+        commands.add_node(cx, page.id, f"ember {n}")
+    commands.add_node(cx, page.id, "quill")
+    index(database, cx)
+    query = "harbors embers quill"
+    whole = run(cx, query, mode="lexical", limit=20)
+    capped = replace(cx, settings=replace(cx.settings, max_query_postings=2))
+    ranked = run(capped, query, mode="lexical", limit=20)
+    hybrid = run(capped, query, mode="hybrid", limit=20)
+    assert (len(whole.rows), whole.degraded) == (11, [])
+    assert [row.passage for row in ranked.rows] == ["quill"]
+    left_out = (
+        'lexical: ranked without the commonest words "harbors", "embers": the documents '
+        "holding each of the query's words add up to 11, more than SUBSPACE_MAX_QUERY_POSTINGS "
+        "(2) allows; fewer or rarer words are ranked by all of them"
+    )
+    assert ranked.degraded == hybrid.degraded == [left_out]
+    assert ranked.legs["lexical"].ran and hybrid.legs["vector"].ran
+    one_word = run(capped, "harbors", mode="lexical", limit=20)
+    assert (len(one_word.rows), one_word.degraded) == (6, [])
+    rarest = run(capped, "harbors embers", mode="lexical", limit=20)
+    assert len(rarest.rows) == 4 and 'commonest words "harbors":' in rarest.degraded[0]
+    commons = " ".join(f"harbor{n}x" for n in range(8))
+    for _ in range(8):
+        commands.add_node(cx, page.id, commons)
+    index(database, cx)
+    many = run(capped, f"{commons} quill", mode="lexical")
+    assert (
+        'words "harbor0x", "harbor1x", "harbor2x", "harbor3x", "harbor4x" and 3 more:'
+        in (many.degraded[0])
+    )

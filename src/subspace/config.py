@@ -293,6 +293,14 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("SUBSPACE_MAX_QUERY_CHARS", "max_query_chars", int, 2_000, "Longest search query."),
     Setting(
+        "SUBSPACE_MAX_QUERY_POSTINGS",
+        "max_query_postings",
+        int,
+        1_000_000,
+        "Documents holding each of a query's words, added up, that BM25 ranks; past it, "
+        "without the commonest words (0: no limit).",
+    ),
+    Setting(
         "SUBSPACE_MAX_SEARCH_LIMIT",
         "max_search_limit",
         int,
@@ -392,6 +400,7 @@ class Settings:
     embed_timeout_ms: int = field(default=_DEFAULTS["embed_timeout_ms"])
     lexical_ranker: str = field(default=_DEFAULTS["lexical_ranker"])
     max_query_chars: int = field(default=_DEFAULTS["max_query_chars"])
+    max_query_postings: int = field(default=_DEFAULTS["max_query_postings"])
     max_search_limit: int = field(default=_DEFAULTS["max_search_limit"])
     max_knowledge_bases: int = field(default=_DEFAULTS["max_knowledge_bases"])
     max_tag_filters: int = field(default=_DEFAULTS["max_tag_filters"])

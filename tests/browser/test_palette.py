@@ -176,6 +176,26 @@ def test_a_degraded_search_says_which_leg_did_not_run(
         context.close()
 
 
+def test_a_search_ranked_without_its_commonest_words_says_which(
+    browser: Browser, live_few_postings: LiveServer
+) -> None:
+    live = live_few_postings
+    _page_with_bullets(live, "Harbors", "harbor of ash", "harbor of salt", "a quill")
+    context = browser.new_context(base_url=live.url)
+    try:
+        page = context.new_page()
+        page.goto(f"/?token={live.token}")
+        page.wait_for_selector("#page-list")
+        _open(page)
+        page.keyboard.type("harbors quill")
+        expect(page.locator(".palette-degraded")).to_contain_text(
+            'Keyword results ranked without the commonest words "harbors"'
+        )
+        expect(page.locator(".palette-degraded")).not_to_contain_text("only")
+    finally:
+        context.close()
+
+
 def test_a_typo_is_corrected_and_the_explain_toggle_shows_both_legs(
     page: Page, live: LiveServer
 ) -> None:

@@ -209,14 +209,19 @@ def run_eval(
         queries = {
             qid: add_typos(text) if typos else text for qid, text in collection.queries.items()
         }
-        # A collection's queries are all run: those over the server's query limit (a guard
-        # against hostile input, not a judgement on a benchmark) get it raised, and counted.
+        # A collection's queries are all run, and ranked by all their words: the server's
+        # guards against hostile input are not judgements on a benchmark. Queries over the
+        # query limit get it raised, and are counted.
         longest = max((len(text) for text in queries.values()), default=0)
         long_queries = sum(len(text) > settings.max_query_chars for text in queries.values())
-        if long_queries:
-            cx = dataclasses.replace(
-                cx, settings=dataclasses.replace(settings, max_query_chars=longest)
-            )
+        cx = dataclasses.replace(
+            cx,
+            settings=dataclasses.replace(
+                settings,
+                max_query_postings=0,
+                max_query_chars=longest if long_queries else settings.max_query_chars,
+            ),
+        )
         runs: dict[str, dict[str, list[str]]] = {}
 
         def ours(mode: str, **options: Any) -> dict[str, list[str]]:

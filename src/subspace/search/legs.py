@@ -34,6 +34,7 @@ from subspace.search.vector import (
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
+NAMED_WORDS = 5  # words left out of the ranking that the answer names; the rest are counted
 STATEMENT_TIMEOUT_MS = 10_000  # a search that takes longer than this is a bug, not a query
 # The search's transaction settings, as one statement so it can be queued (a pipeline sends
 # no multi-statement text): a time limit, and every statement planned for its own words. The
@@ -95,8 +96,9 @@ class LegsRun:
         }
 
     def degraded(self) -> list[str]:
-        """A line per leg that failed: a degraded search answers with the other leg."""
-        return [f"{leg.name}: {leg.error}" for leg in self.legs if leg.error]
+        """A line per leg that failed (a degraded search answers with the other leg) or ran
+        without part of the query."""
+        return [f"{leg.name}: {why}" for leg in self.legs if (why := leg.error or leg.left_out)]
 
 
 @dataclass(frozen=True)
@@ -138,16 +140,21 @@ def run_legs(conn: Conn, cx: Context, plan: LegPlan, prepared: Prepared) -> Legs
     tsq = prepared.tsq.result()
     lexical = vector = None
     started = time.perf_counter()
+    left_out = None
     if plan.mode in ("hybrid", "lexical"):
+        scored = tsq
+        if plan.ranker == "bm25":  # ts_rank_cd reads every match whatever its words
+            scored = tsq.within(cx.settings.max_query_postings)
+            left_out = _left_out(tsq, scored, cx.settings.max_query_postings)
         send(conn, "savepoint lexical_leg")
-        lexical = queue_lexical_leg(conn, plan.scope, tsq, cap=plan.window, ranker=plan.ranker)
+        lexical = queue_lexical_leg(conn, plan.scope, scored, cap=plan.window, ranker=plan.ranker)
         send(conn, "release savepoint lexical_leg")
     vector_leg = Leg("vector", weight=plan.weights["vector"])
     if plan.mode in ("hybrid", "vector"):
         vector = _queue_vector(conn, plan, prepared, tsq, vector_leg)
     legs: list[Leg] = []
     if lexical is not None:
-        leg = Leg("lexical", weight=plan.weights["lexical"])
+        leg = Leg("lexical", weight=plan.weights["lexical"], left_out=left_out)
         hits, leg.error = _read(conn, lexical, "lexical_leg")
         leg.hits = hits or []
         leg.ms = elapsed_ms(started)
@@ -164,6 +171,22 @@ def run_legs(conn: Conn, cx: Context, plan: LegPlan, prepared: Prepared) -> Legs
     # Rows are marked for the lexical leg's query only when it ran.
     ran_lexical = lexical is not None and not legs[0].error
     return LegsRun(legs, tsq if ran_lexical else TsQueries("", "", ""), plan.ranker)
+
+
+def _left_out(tsq: TsQueries, scored: TsQueries, max_postings: int) -> str | None:
+    """What the lexical leg says when it ranks without some of the query's words."""
+    if not scored.left_out:
+        return None
+    named = scored.left_out[:NAMED_WORDS]
+    words = ", ".join(f'"{word}"' for word in named)
+    if len(scored.left_out) > len(named):
+        words += f" and {len(scored.left_out) - len(named)} more"
+    return (
+        f"ranked without the commonest words {words}: the documents holding each of the "
+        f"query's words add up to {sum(tsq.postings):,}, more than "
+        f"SUBSPACE_MAX_QUERY_POSTINGS ({max_postings:,}) allows; fewer or rarer words are "
+        "ranked by all of them"
+    )
 
 
 def _queue_vector(

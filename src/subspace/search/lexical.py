@@ -10,6 +10,7 @@ Text is read only later, for the rows that survive fusion and the limit.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -50,6 +51,9 @@ class TsQueries:
     holds, per clause with words, the lexemes a document matching it contains one of.
     `phrases` says whether a term is a phrase of several words: without one, a document
     holding a query lexeme matches the query, and its clauses are its lexemes' groups.
+    `postings` says in how many documents of the workspace each lexeme is (all sources
+    together), `spelled` which of the query's words gave it; `left_out` holds the words whose
+    lexemes `within` took out of the scoring.
     """
 
     any_words: str
@@ -62,6 +66,39 @@ class TsQueries:
     repeats: tuple[int, ...] = ()
     clause_lexemes: tuple[tuple[str, ...], ...] = ()
     phrases: bool = False
+    postings: tuple[int, ...] = ()
+    spelled: tuple[str, ...] = ()
+    left_out: tuple[str, ...] = ()
+
+    def within(self, max_postings: int) -> TsQueries:
+        """These queries scored on at most `max_postings` postings (0: no limit): without
+        their commonest lexemes, as many as it takes, the rarest always kept.
+
+        Ranking sums every posting of the lexemes it cannot skip, about a microsecond each: a
+        query of many common words would otherwise hold a core for seconds. A lexeme left out
+        adds nothing to a score and counts for no clause; the query still excludes and matches
+        as written."""
+        total = sum(self.postings)
+        if not max_postings or total <= max_postings or len(self.lexemes) < 2:
+            return self
+        commonest = sorted(range(len(self.lexemes)), key=lambda i: (-self.postings[i], i))
+        left: list[int] = []  # commonest first
+        for i in commonest[:-1]:
+            if total <= max_postings:
+                break
+            left.append(i)
+            total -= self.postings[i]
+        kept = sorted(set(range(len(self.lexemes))) - set(left))
+        out = {self.lexemes[i] for i in left}
+        return dataclasses.replace(
+            self,
+            lexemes=tuple(self.lexemes[i] for i in kept),
+            repeats=tuple(self.repeat(i) for i in kept),
+            postings=tuple(self.postings[i] for i in kept),
+            spelled=tuple(self.spelled[i] for i in kept),
+            clause_lexemes=tuple(tuple(w for w in c if w not in out) for c in self.clause_lexemes),
+            left_out=tuple(dict.fromkeys(self.spelled[i] for i in left)),
+        )
 
     def repeat(self, index: int) -> int:
         """How often tsq.lexemes[index] occurs in the query (1 when not recorded)."""
@@ -99,14 +136,17 @@ def queue_tsqueries(
     # search.fold, as for documents (migration 0009): accents folded, CJK runs as bigrams, so
     # a CJK term is the phrase of its bigrams. Identifier parts are only added to documents:
     # a whole identifier stays the phrase of its own tokens.
-    # Each lexeme with its number of positions: a phrase that repeats a word counts it twice.
+    # Each lexeme with its number of positions (a phrase that repeats a word counts it twice)
+    # and the documents holding it in the workspace, all sources together.
     sql = (
-        "select t, coalesce(v.l, '{}') as l, coalesce(v.n, '{}') as n, "
+        "select t, coalesce(v.l, '{}') as l, coalesce(v.n, '{}') as n, coalesce(v.p, '{}') as p, "
         f"phraseto_tsquery('{CONFIG}', f)::text as q, typo.candidates, typo.candidate_ndocs "
         "from unnest(%(texts)s::text[], %(single)s::boolean[]) with ordinality u(t, single, i) "
         "cross join lateral (select search.fold(t) as f offset 0) folded "
         "cross join lateral (select array_agg(w.lexeme order by w.lexeme) as l, "
-        "array_agg(coalesce(array_length(w.positions, 1), 1) order by w.lexeme) as n "
+        "array_agg(coalesce(array_length(w.positions, 1), 1) order by w.lexeme) as n, "
+        "array_agg((select coalesce(sum(s.ndoc), 0) from search.term_stats s "
+        "where s.workspace_id = %(ws)s and s.lexeme = w.lexeme) order by w.lexeme) as p "
         f"from unnest(to_tsvector('{CONFIG}', f)) w) v "
         "left join lateral (select * from (select v.l[1] as w) word, lateral "
         f"({CANDIDATES_SQL}) found) typo on u.single and cardinality(v.l) = 1 order by i"
@@ -119,15 +159,16 @@ def _tsqueries(parsed: ParsedQuery, rows: list[dict[str, Any]]) -> TsQueries:
     lexemes_of = {r["t"]: list(r["l"]) for r in rows}
     counts_of = {r["t"]: dict(zip(r["l"], r["n"], strict=True)) for r in rows}
     tsquery_of: dict[str, str] = {r["t"]: r["q"] for r in rows}
+    postings_of = {w: int(n) for r in rows for w, n in zip(r["l"], r["p"], strict=True)}
     corrections: dict[str, str] = {}
     for r in rows:
         if r["candidates"]:
             word = r["l"][0]
-            found = best_correction(
-                word, dict(zip(r["candidates"], map(int, r["candidate_ndocs"]), strict=True))
-            )
+            ndocs = dict(zip(r["candidates"], map(int, r["candidate_ndocs"]), strict=True))
+            found = best_correction(word, ndocs)
             if found is not None:
                 corrections[word] = found
+                postings_of[found] = ndocs[found]
 
     def correction_of(text: str) -> str | None:
         words = lexemes_of[text]
@@ -148,9 +189,12 @@ def _tsqueries(parsed: ParsedQuery, rows: list[dict[str, Any]]) -> TsQueries:
     # Every occurrence of an alternative counts, with each of its lexemes as often as its
     # text has it; a typo's correction counts as often as the word it corrects.
     repeats: dict[str, int] = {}
+    spelled: dict[str, str] = {}
     for text in parsed.alternatives:
         if query := term(text):
             terms.append(Term(query, matched_by(text)))
+            for lexeme in matched_by(text):
+                spelled.setdefault(lexeme, text)
             for lexeme, count in counts_of[text].items():
                 repeats[lexeme] = repeats.get(lexeme, 0) + count
             if correction := correction_of(text):
@@ -175,6 +219,8 @@ def _tsqueries(parsed: ParsedQuery, rows: list[dict[str, Any]]) -> TsQueries:
         clause_lexemes,
         # A phrase has several positions, if only one lexeme's ("kax kax", foo_foo).
         any(sum(counts_of[text].values()) > 1 for text in parsed.alternatives if term(text)),
+        tuple(postings_of.get(w, 0) for w in lexemes),
+        tuple(spelled[w] for w in lexemes),
     )
 
 
