@@ -426,7 +426,8 @@ def test_a_query_of_too_common_words_is_ranked_without_the_commonest_and_says_so
     # the limit the commonest words are left out (the rarest always stays), and the answer
     # names them as the query wrote them.
     page = commands.create_page(cx, "Postings")
-    for n in range(6):
+    harbor = commands.add_node(cx, page.id, "harbor 0")
+    for n in range(1, 6):
         commands.add_node(cx, page.id, f"harbor {n}")
     for n in range(4):
         commands.add_node(cx, page.id, f"ember {n}")
@@ -440,16 +441,23 @@ def test_a_query_of_too_common_words_is_ranked_without_the_commonest_and_says_so
     assert (len(whole.rows), whole.degraded) == (11, [])
     assert [row.passage for row in ranked.rows] == ["quill"]
     left_out = (
-        'lexical: ranked without the commonest words "harbors", "embers": the documents '
-        "holding each of the query's words add up to 11, more than SUBSPACE_MAX_QUERY_POSTINGS "
-        "(2) allows; fewer or rarer words are ranked by all of them"
+        'lexical: without the commonest words "harbors", "embers": the documents holding each '
+        "of the query's words add up to 11, more than SUBSPACE_MAX_QUERY_POSTINGS (2) allows, "
+        "so a document holding only those is not found; fewer or rarer words are searched in full"
     )
     assert ranked.degraded == hybrid.degraded == [left_out]
     assert ranked.legs["lexical"].ran and hybrid.legs["vector"].ran
     one_word = run(capped, "harbors", mode="lexical", limit=20)
     assert (len(one_word.rows), one_word.degraded) == (6, [])
-    rarest = run(capped, "harbors embers", mode="lexical", limit=20)
-    assert len(rarest.rows) == 4 and 'commonest words "harbors":' in rarest.degraded[0]
+    # The rarest word kept is one some document holds, not an unknown word.
+    rarest = run(capped, "harbors embers xyzzyq", mode="lexical", limit=20)
+    assert len(rarest.rows) == 4 and 'commonest word "harbors":' in rarest.degraded[0]
+    explained = run(capped, query, mode="lexical", explain_target=f"node:{harbor.id}")
+    assert explained.absent is not None
+    assert (
+        "lexical leg: its text holds only words the search left out as too common"
+        in (explained.absent["reasons"])
+    )
     commons = " ".join(f"harbor{n}x" for n in range(8))
     for _ in range(8):
         commands.add_node(cx, page.id, commons)

@@ -297,8 +297,8 @@ SETTINGS: tuple[Setting, ...] = (
         "max_query_postings",
         int,
         1_000_000,
-        "Documents holding each of a query's words, added up, that BM25 ranks; past it, "
-        "without the commonest words (0: no limit).",
+        "Most documents holding a query's words (counted per word, added up) that BM25 reads; "
+        "past it, the commonest words are left out of the search (0: no limit).",
     ),
     Setting(
         "SUBSPACE_MAX_SEARCH_LIMIT",

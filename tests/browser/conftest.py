@@ -94,7 +94,7 @@ def live_dead_provider(
 @pytest.fixture
 def live_few_postings(database: Database, settings: Settings) -> Iterator[LiveServer]:
     """The whole app ranking a query by at most two documents' worth of its words' postings:
-    a query of two common words is ranked without the commoner (SUBSPACE_MAX_QUERY_POSTINGS)."""
+    a query of two common words is searched without the commoner (SUBSPACE_MAX_QUERY_POSTINGS)."""
     yield from _serve(database, replace(settings, max_query_postings=2))
 
 

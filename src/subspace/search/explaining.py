@@ -17,7 +17,7 @@ from subspace.search.filters import Scope, tag_filter
 from subspace.search.fragments import Fragment, bind
 from subspace.search.fusion import RRF_K, Fused, Leg, dedupe
 from subspace.search.hydrate import Row, hydrate
-from subspace.search.lexical import TsQueries
+from subspace.search.lexical import TsQueries, tsquery_literal
 from subspace.search.refs import Ref, parse_ref
 
 
@@ -231,20 +231,28 @@ def _lexical_absence(
 ) -> str:
     if not tsq.any_words:
         return "lexical leg: the query has no searchable words (only stopwords)"
-    # Any row of the target: a file matches when one of its chunks does.
-    row = conn.execute(
-        f"select exists (select 1 from {spec.table} a where a.workspace_id = %s "
-        f"and a.{spec.key} = %s and a.{spec.tsv} @@ %s::tsquery) as hit",
-        (scope.workspace_id, ident, tsq.any_words),
-    ).fetchone()
-    if row is None or not row["hit"]:
+    if not _holds(conn, scope, spec, ident, tsq.any_words):
         return "lexical leg: none of the query's words is in its text"
+    searched = " | ".join(tsquery_literal(lexeme) for lexeme in tsq.lexemes)
+    if tsq.left_out and not _holds(conn, scope, spec, ident, searched):
+        return "lexical leg: its text holds only words the search left out as too common"
     if tsq.excluded:
         return (
             f"lexical leg: matched, but outside the window of {window} per source and "
             "knowledge base, or removed by an excluded word"
         )
     return f"lexical leg: matched, but cut by the cap of {window} per source and knowledge base"
+
+
+def _holds(conn: Conn, scope: Scope, spec: registry.KindSpec, ident: UUID, tsquery: str) -> bool:
+    """Whether any row of the target matches `tsquery` (a file does when one of its chunks
+    does)."""
+    row = conn.execute(
+        f"select exists (select 1 from {spec.table} a where a.workspace_id = %s "
+        f"and a.{spec.key} = %s and a.{spec.tsv} @@ %s::tsquery) as hit",
+        (scope.workspace_id, ident, tsquery),
+    ).fetchone()
+    return row is not None and bool(row["hit"])
 
 
 def _vector_absence(

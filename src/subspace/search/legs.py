@@ -78,7 +78,7 @@ class LegsRun:
     """The legs that ran (or failed), in priority order, and the lexical leg's queries."""
 
     legs: list[Leg]
-    tsq: TsQueries  # empty when the lexical leg did not run or failed
+    tsq: TsQueries  # as the lexical leg searched them; empty when it did not run or failed
     ranker: str
 
     def reports(self) -> dict[str, LegReport]:
@@ -141,8 +141,8 @@ def run_legs(conn: Conn, cx: Context, plan: LegPlan, prepared: Prepared) -> Legs
     lexical = vector = None
     started = time.perf_counter()
     left_out = None
+    scored = tsq
     if plan.mode in ("hybrid", "lexical"):
-        scored = tsq
         if plan.ranker == "bm25":  # ts_rank_cd reads every match whatever its words
             scored = tsq.within(cx.settings.max_query_postings)
             left_out = _left_out(tsq, scored, cx.settings.max_query_postings)
@@ -168,9 +168,10 @@ def run_legs(conn: Conn, cx: Context, plan: LegPlan, prepared: Prepared) -> Legs
                 vector_leg.hits, vector_leg.plan = found
             vector_leg.ms = elapsed_ms(started)
         legs.append(vector_leg)
-    # Rows are marked for the lexical leg's query only when it ran.
+    # Rows are marked for the lexical leg's query only when it ran (all its words: those it
+    # left out only lose their postings, see TsQueries.within).
     ran_lexical = lexical is not None and not legs[0].error
-    return LegsRun(legs, tsq if ran_lexical else TsQueries("", "", ""), plan.ranker)
+    return LegsRun(legs, scored if ran_lexical else TsQueries("", "", ""), plan.ranker)
 
 
 def _left_out(tsq: TsQueries, scored: TsQueries, max_postings: int) -> str | None:
@@ -181,11 +182,12 @@ def _left_out(tsq: TsQueries, scored: TsQueries, max_postings: int) -> str | Non
     words = ", ".join(f'"{word}"' for word in named)
     if len(scored.left_out) > len(named):
         words += f" and {len(scored.left_out) - len(named)} more"
+    plural = "s" if len(scored.left_out) > 1 else ""
     return (
-        f"ranked without the commonest words {words}: the documents holding each of the "
+        f"without the commonest word{plural} {words}: the documents holding each of the "
         f"query's words add up to {sum(tsq.postings):,}, more than "
-        f"SUBSPACE_MAX_QUERY_POSTINGS ({max_postings:,}) allows; fewer or rarer words are "
-        "ranked by all of them"
+        f"SUBSPACE_MAX_QUERY_POSTINGS ({max_postings:,}) allows, so a document holding only "
+        f"{'those' if plural else 'that'} is not found; fewer or rarer words are searched in full"
     )
 
 

@@ -71,23 +71,30 @@ class TsQueries:
     left_out: tuple[str, ...] = ()
 
     def within(self, max_postings: int) -> TsQueries:
-        """These queries scored on at most `max_postings` postings (0: no limit): without
-        their commonest lexemes, as many as it takes, the rarest always kept.
+        """These queries searched on at most `max_postings` postings (0: no limit): without
+        their commonest lexemes, as many as it takes, the rarest that some document holds
+        always kept.
 
         Ranking sums every posting of the lexemes it cannot skip, about a microsecond each: a
         query of many common words would otherwise hold a core for seconds. A lexeme left out
-        adds nothing to a score and counts for no clause; the query still excludes and matches
-        as written."""
+        finds no document and adds nothing to a score; documents with every clause no longer
+        rank first (their clauses may have lost their words). Exclusions and phrases apply as
+        written."""
         total = sum(self.postings)
-        if not max_postings or total <= max_postings or len(self.lexemes) < 2:
+        if not max_postings or total <= max_postings:
             return self
-        commonest = sorted(range(len(self.lexemes)), key=lambda i: (-self.postings[i], i))
+        held = sorted(
+            (i for i in range(len(self.lexemes)) if self.postings[i] > 0),
+            key=lambda i: (-self.postings[i], i),
+        )
         left: list[int] = []  # commonest first
-        for i in commonest[:-1]:
+        for i in held[:-1]:
             if total <= max_postings:
                 break
             left.append(i)
             total -= self.postings[i]
+        if not left:
+            return self
         kept = sorted(set(range(len(self.lexemes))) - set(left))
         out = {self.lexemes[i] for i in left}
         return dataclasses.replace(
@@ -97,6 +104,7 @@ class TsQueries:
             postings=tuple(self.postings[i] for i in kept),
             spelled=tuple(self.spelled[i] for i in kept),
             clause_lexemes=tuple(tuple(w for w in c if w not in out) for c in self.clause_lexemes),
+            clauses=0,
             left_out=tuple(dict.fromkeys(self.spelled[i] for i in left)),
         )
 
@@ -189,12 +197,12 @@ def _tsqueries(parsed: ParsedQuery, rows: list[dict[str, Any]]) -> TsQueries:
     # Every occurrence of an alternative counts, with each of its lexemes as often as its
     # text has it; a typo's correction counts as often as the word it corrects.
     repeats: dict[str, int] = {}
-    spelled: dict[str, str] = {}
+    # The word that gave each lexeme: a word of the query's own before a typo it corrects.
+    spelled = {w: t for t in reversed(parsed.alternatives) for w in matched_by(t)}
+    spelled |= {w: t for t in reversed(parsed.alternatives) for w in lexemes_of[t]}
     for text in parsed.alternatives:
         if query := term(text):
             terms.append(Term(query, matched_by(text)))
-            for lexeme in matched_by(text):
-                spelled.setdefault(lexeme, text)
             for lexeme, count in counts_of[text].items():
                 repeats[lexeme] = repeats.get(lexeme, 0) + count
             if correction := correction_of(text):

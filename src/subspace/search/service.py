@@ -80,7 +80,7 @@ class SearchResponse:
     mode: str
     rows: list[Row]
     legs: dict[str, LegReport]
-    # A line per leg that failed ("vector: timeout") or ranked without part of the query.
+    # A line per leg that failed ("vector: timeout") or searched without part of the query.
     degraded: list[str]
     pending_embeddings: int
     is_question: bool

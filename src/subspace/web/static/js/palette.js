@@ -260,7 +260,7 @@ function correctedQuery(query, corrections) {
 }
 
 /** What the user should know about a leg that did not run ("Keyword results only: …") or
- * ranked without some of the query's words. */
+ * searched without some of the query's words. */
 function degradedNotices(response) {
   const lines = [];
   for (const entry of response.degraded || []) {
@@ -272,8 +272,8 @@ function degradedNotices(response) {
         : reason.startsWith("failed") ? `the vector search failed ${reason.slice(7)}`.trim()
         : `the embedding provider did not answer (${reason})`;
       lines.push(`Keyword results only: ${why}.`);
-    } else if (reason.startsWith("ranked without")) {
-      lines.push(`Keyword results ${reason}.`);
+    } else if (reason.startsWith("without")) {
+      lines.push(`Keyword search ${reason}.`);
     } else {
       lines.push(`Meaning-based results only: the keyword search ${reason}.`);
     }
