@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import httpx
 import pytest
@@ -47,6 +48,20 @@ def _upload(live: LiveServer, name: str, text: str) -> str:
 def _open(page: Page) -> None:
     page.keyboard.press("Control+k")
     expect(page.locator("#palette-input")).to_be_focused()
+
+
+@contextmanager
+def _palette(browser: Browser, live: LiveServer) -> Iterator[Page]:
+    """A signed-in tab of its own browser context on `live`, with the palette open."""
+    context = browser.new_context(base_url=live.url)
+    try:
+        page = context.new_page()
+        page.goto(f"/?token={live.token}")
+        page.wait_for_selector("#page-list")
+        _open(page)
+        yield page
+    finally:
+        context.close()
 
 
 def test_a_bullet_is_found_as_you_type_and_enter_opens_it(page: Page, live: LiveServer) -> None:
@@ -160,20 +175,13 @@ def test_a_degraded_search_says_which_leg_did_not_run(
 ) -> None:
     live = live_dead_provider
     _page_with_bullets(live, "Degraded", "the capybara sleeps")
-    context = browser.new_context(base_url=live.url)
-    try:
-        page = context.new_page()
-        page.goto(f"/?token={live.token}")
-        page.wait_for_selector("#page-list")
-        _open(page)
+    with _palette(browser, live) as page:
         page.keyboard.type("capybara")
         expect(page.locator(ROWS)).to_have_count(1)
         expect(page.locator(".palette-degraded")).to_contain_text(
             "Keyword results only: the embedding provider did not answer"
         )
         expect(page.locator(".palette-pending")).to_contain_text("for embeddings")
-    finally:
-        context.close()
 
 
 def test_a_search_without_its_commonest_words_says_which(
@@ -181,19 +189,12 @@ def test_a_search_without_its_commonest_words_says_which(
 ) -> None:
     live = live_few_postings
     _page_with_bullets(live, "Harbors", "harbor of ash", "harbor of salt", "a quill")
-    context = browser.new_context(base_url=live.url)
-    try:
-        page = context.new_page()
-        page.goto(f"/?token={live.token}")
-        page.wait_for_selector("#page-list")
-        _open(page)
+    with _palette(browser, live) as page:
         page.locator("#palette-input").fill("harbors quill")
         expect(page.locator(".palette-degraded")).to_contain_text(
             'Keyword search without the commonest word "harbors"'
         )
         expect(page.locator(".palette-degraded")).not_to_contain_text("results only")
-    finally:
-        context.close()
 
 
 def test_a_typo_is_corrected_and_the_explain_toggle_shows_both_legs(
