@@ -96,15 +96,14 @@ class TsQueries:
         if not left:
             return self
         kept = sorted(set(range(len(self.lexemes))) - set(left))
-        out = {self.lexemes[i] for i in left}
         return dataclasses.replace(
             self,
             lexemes=tuple(self.lexemes[i] for i in kept),
             repeats=tuple(self.repeat(i) for i in kept),
             postings=tuple(self.postings[i] for i in kept),
             spelled=tuple(self.spelled[i] for i in kept),
-            clause_lexemes=tuple(tuple(w for w in c if w not in out) for c in self.clause_lexemes),
-            clauses=0,
+            clauses=0,  # no every-clause group
+            clause_lexemes=(),
             left_out=tuple(dict.fromkeys(self.spelled[i] for i in left)),
         )
 
