@@ -31,6 +31,7 @@ from subspace.config import Settings
 from subspace.context import Context
 from subspace.db import queries
 from subspace.db.locks import RUN_LOCK_CLASS, SERVER_LOCK_KEY
+from subspace.db.notifications import Listener
 from subspace.db.pool import Conn
 from subspace.errors import Conflict, InvalidInput, NotFound, SubspaceError
 from subspace.models import Actor
@@ -560,7 +561,9 @@ class RunWorker:
             thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
     def run(self) -> None:
-        listener = threading.Thread(target=self._listen, name="runs-listen", daemon=True)
+        listener = Listener(
+            self.engine.db.dsn, CHANNEL, lambda _: self._wake.set(), name="runs-listen"
+        )
         listener.start()
         last_reap = 0.0
         while not self._stop.is_set():
@@ -577,7 +580,7 @@ class RunWorker:
                 log.exception("run worker round failed; retrying")
             self._wake.wait(POLL_SECONDS)
             self._wake.clear()
-        listener.join(timeout=3)
+        listener.stop()
 
     def _start(self, claimed: Claimed) -> None:
         def work() -> None:
@@ -592,18 +595,6 @@ class RunWorker:
         with self._lock:
             self._active.add(thread)
         thread.start()
-
-    def _listen(self) -> None:
-        while not self._stop.is_set():
-            try:
-                with psycopg.connect(self.engine.db.dsn, autocommit=True) as conn:
-                    conn.execute(f"listen {CHANNEL}")
-                    while not self._stop.is_set():
-                        for _ in conn.notifies(timeout=1.0, stop_after=1):
-                            self._wake.set()
-            except psycopg.Error:
-                log.warning("run worker lost its notification connection; reconnecting")
-                self._stop.wait(1.0)
 
 
 def start_run_worker(engine: RunEngine, max_runs: int) -> tuple[RunWorker, threading.Thread]:

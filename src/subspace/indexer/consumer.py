@@ -20,6 +20,7 @@ from uuid import UUID
 import psycopg
 
 from subspace.config import Settings
+from subspace.db.notifications import Listener
 from subspace.db.pool import Conn
 from subspace.indexer.impacts import refresh_drifted_impacts
 from subspace.indexer.reconcile import Outcome, reconcile
@@ -238,7 +239,7 @@ class Indexer:
 
     def run(self) -> None:
         """Consume until `stop()`: wake on NOTIFY, on a due debounce, or every few seconds."""
-        listener = threading.Thread(target=self._listen, name="indexer-listen", daemon=True)
+        listener = Listener(self.db.dsn, CHANNEL, lambda _: self._wake.set(), name="indexer-listen")
         listener.start()
         last_sweep = last_impacts = time.monotonic()
         while not self._stop.is_set():
@@ -258,21 +259,7 @@ class Indexer:
                 log.exception("indexer round failed; retrying")
             self._wake.wait(wait)
             self._wake.clear()
-        # The listener notices the stop within its one-second wait; let it close its connection
-        # before the database goes away.
-        listener.join(timeout=3)
-
-    def _listen(self) -> None:
-        while not self._stop.is_set():
-            try:
-                with psycopg.connect(self.db.dsn, autocommit=True) as conn:
-                    conn.execute(f"listen {CHANNEL}")
-                    while not self._stop.is_set():
-                        for _ in conn.notifies(timeout=1.0, stop_after=1):
-                            self._wake.set()
-            except psycopg.Error:
-                log.warning("indexer lost its notification connection; reconnecting")
-                self._stop.wait(1.0)
+        listener.stop()  # its connection closes before the database goes away
 
 
 def _dead_letter(conn: Conn, event_ids: list[int], error: str, attempts: int) -> None:

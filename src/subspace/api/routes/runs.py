@@ -13,7 +13,6 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-import psycopg
 from fastapi import APIRouter, Depends, Header, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict
@@ -23,6 +22,7 @@ from subspace.answers import runs
 from subspace.api.auth import require_context
 from subspace.api.openapi import BY_ID, error_responses
 from subspace.context import Context
+from subspace.db.notifications import Listener
 from subspace.errors import Busy, InvalidInput
 
 log = logging.getLogger(__name__)
@@ -248,18 +248,15 @@ class StepWaker:
     step (runs.STEPS_CHANNEL, NOTIFYed by whichever process executes the run)."""
 
     def __init__(self, dsn: str) -> None:
-        self.dsn = dsn
         self._waiting: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._listen, name="run-steps-listen", daemon=True)
+        self._listener = Listener(dsn, runs.STEPS_CHANNEL, self._wake, name="run-steps-listen")
 
     def start(self) -> None:
-        self._thread.start()
+        self._listener.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=3)
+        self._listener.stop()
 
     def watch(self, run_id: UUID) -> asyncio.Event:
         """An event set whenever the run writes a step; call from the stream's loop."""
@@ -276,20 +273,11 @@ class StepWaker:
             else:
                 self._waiting.pop(str(run_id), None)
 
-    def _listen(self) -> None:
-        while not self._stop.is_set():
-            try:
-                with psycopg.connect(self.dsn, autocommit=True) as conn:
-                    conn.execute(f"listen {runs.STEPS_CHANNEL}")
-                    while not self._stop.is_set():
-                        for note in conn.notifies(timeout=1.0, stop_after=1):
-                            with self._lock:
-                                waiting = list(self._waiting.get(note.payload, []))
-                            for loop, event in waiting:
-                                loop.call_soon_threadsafe(event.set)
-            except psycopg.Error:
-                log.warning("run streams lost their notification connection; polling")
-                self._stop.wait(1.0)
+    def _wake(self, run_id: str) -> None:
+        with self._lock:
+            waiting = list(self._waiting.get(run_id, []))
+        for loop, event in waiting:
+            loop.call_soon_threadsafe(event.set)
 
 
 def sse(event: str, data: dict[str, Any], seq: int | None = None) -> str:

@@ -1,0 +1,96 @@
+"""The LISTEN thread the background loops share: what it delivers, and how it stops."""
+
+from __future__ import annotations
+
+import queue
+import time
+
+import psycopg
+import pytest
+
+from subspace.db import notifications
+from subspace.db.notifications import Listener
+
+CHANNEL = "subspace_test_channel"
+
+
+def notify(dsn: str, payload: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("select pg_notify(%s, %s)", (CHANNEL, payload))
+
+
+def listeners(dsn: str) -> int:
+    """How many backends LISTEN on CHANNEL."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "select count(*) from pg_stat_activity where datname = current_database() "
+            "and query = %s",
+            (f"listen {CHANNEL}",),
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def listening(dsn: str) -> int:
+    """How many backends LISTEN on CHANNEL, once one does (or after 10 s)."""
+    deadline = time.monotonic() + 10
+    while not (count := listeners(dsn)) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return count
+
+
+def test_each_notification_reaches_the_callback_with_its_payload(db_dsn: str) -> None:
+    received: queue.Queue[str] = queue.Queue()
+    listener = Listener(db_dsn, CHANNEL, received.put, name="test-listen")
+    listener.start()
+    try:
+        assert listening(db_dsn) == 1
+        for payload in ("one", "two", "three"):
+            notify(db_dsn, payload)
+        assert [received.get(timeout=10) for _ in range(3)] == ["one", "two", "three"]
+    finally:
+        listener.stop()
+
+
+def test_stop_wakes_the_thread_however_long_it_would_wait(
+    db_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(notifications, "IDLE_S", 3600.0)
+    listener = Listener(db_dsn, CHANNEL, lambda _: None, name="test-listen")
+    listener.start()
+    assert listening(db_dsn) == 1
+    listener.stop(timeout_s=30)  # would give up after 30 s if the stop did not wake it
+    assert not listener._thread.is_alive()
+    assert listeners(db_dsn) == 0  # its connection is closed, not left to the server
+    listener.stop()  # twice is fine
+
+
+def test_a_lost_connection_is_opened_again_and_listens_again(
+    db_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(notifications, "RECONNECT_S", 0.05)
+    received: queue.Queue[str] = queue.Queue()
+    listener = Listener(db_dsn, CHANNEL, received.put, name="test-listen")
+    listener.start()
+    try:
+        assert listening(db_dsn) == 1
+        with psycopg.connect(db_dsn, autocommit=True) as conn:
+            conn.execute(
+                "select pg_terminate_backend(pid) from pg_stat_activity "
+                "where datname = current_database() and query = %s",
+                (f"listen {CHANNEL}",),
+            )
+        deadline = time.monotonic() + 10
+        while True:  # notify until the new connection hears it
+            notify(db_dsn, "again")
+            try:
+                assert received.get(timeout=0.2) == "again"
+                break
+            except queue.Empty:
+                assert time.monotonic() < deadline, "the listener never listened again"
+    finally:
+        listener.stop()
+
+
+def test_a_channel_that_is_not_an_identifier_is_refused(db_dsn: str) -> None:
+    with pytest.raises(ValueError, match="identifier"):
+        Listener(db_dsn, "x; drop table kb.pages", lambda _: None, name="test-listen")
