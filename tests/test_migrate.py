@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-import psycopg
-
 from subspace.db.migrate import available_migrations, migrate, pending_migrations
 from subspace.db.pool import connect
 
@@ -15,26 +13,16 @@ def test_migrate_twice_applies_nothing_the_second_time(db_dsn: str) -> None:
     assert [r["version"] for r in rows] == [m.version for m in available_migrations()]
 
 
-def test_migrate_from_empty_creates_default_workspace(server_dsn: str) -> None:
-    from tests.conftest import with_dbname
-
-    with psycopg.connect(server_dsn, autocommit=True) as conn:
-        conn.execute("drop database if exists subspace_test_empty with (force)")
-        conn.execute("create database subspace_test_empty")
-    dsn = with_dbname(server_dsn, "subspace_test_empty")
-    try:
-        applied = migrate(dsn)
-        assert [m.version for m in applied] == [m.version for m in available_migrations()]
-        with connect(dsn) as conn:
-            counts = conn.execute(
-                "select (select count(*) from kb.workspaces) as ws,"
-                " (select count(*) from kb.users) as users,"
-                " (select count(*) from kb.knowledge_bases where is_default) as kbs"
-            ).fetchone()
-        assert counts == {"ws": 1, "users": 1, "kbs": 1}
-    finally:
-        with psycopg.connect(server_dsn, autocommit=True) as conn:
-            conn.execute("drop database if exists subspace_test_empty with (force)")
+def test_migrate_from_empty_creates_default_workspace(empty_dsn: str) -> None:
+    applied = migrate(empty_dsn)
+    assert [m.version for m in applied] == [m.version for m in available_migrations()]
+    with connect(empty_dsn) as conn:
+        counts = conn.execute(
+            "select (select count(*) from kb.workspaces) as ws,"
+            " (select count(*) from kb.users) as users,"
+            " (select count(*) from kb.knowledge_bases where is_default) as kbs"
+        ).fetchone()
+    assert counts == {"ws": 1, "users": 1, "kbs": 1}
 
 
 def test_every_table_key_includes_workspace_id(db_dsn: str) -> None:
@@ -63,24 +51,14 @@ def test_every_table_key_includes_workspace_id(db_dsn: str) -> None:
                 assert "workspace_id" in key["cols"], f"{table['name']}.{key['conname']}"
 
 
-def test_concurrent_migrations_apply_each_file_once(server_dsn: str) -> None:
+def test_concurrent_migrations_apply_each_file_once(empty_dsn: str) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
-    from tests.conftest import with_dbname
-
-    with psycopg.connect(server_dsn, autocommit=True) as conn:
-        conn.execute("drop database if exists subspace_test_race with (force)")
-        conn.execute("create database subspace_test_race")
-    dsn = with_dbname(server_dsn, "subspace_test_race")
-    try:
-        with ThreadPoolExecutor(3) as pool:
-            results = list(pool.map(lambda _: migrate(dsn), range(3)))
-        assert sorted(len(r) for r in results) == [0, 0, len(available_migrations())]
-        with connect(dsn) as conn:
-            assert conn.execute("select count(*) as n from kb.workspaces").fetchone() == {"n": 1}
-    finally:
-        with psycopg.connect(server_dsn, autocommit=True) as conn:
-            conn.execute("drop database if exists subspace_test_race with (force)")
+    with ThreadPoolExecutor(3) as pool:
+        results = list(pool.map(lambda _: migrate(empty_dsn), range(3)))
+    assert sorted(len(r) for r in results) == [0, 0, len(available_migrations())]
+    with connect(empty_dsn) as conn:
+        assert conn.execute("select count(*) as n from kb.workspaces").fetchone() == {"n": 1}
 
 
 def test_pgvector_version_is_checked(db_dsn: str) -> None:

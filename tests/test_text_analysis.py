@@ -294,59 +294,48 @@ select
 """
 
 
-def test_migration_reindexes_stored_text_and_recounts_the_statistics(server_dsn: str) -> None:
-    from tests.conftest import with_dbname
-
-    name = "subspace_test_text_analysis"
-    with psycopg.connect(server_dsn, autocommit=True) as conn:
-        conn.execute(f"drop database if exists {name} with (force)")
-        conn.execute(f"create database {name}")
-    dsn = with_dbname(server_dsn, name)
-    try:
-        with psycopg.connect(dsn, autocommit=True, row_factory=dict_row) as conn:
-            conn.execute("create extension if not exists vector")
-            conn.execute(
-                "create table public.schema_migrations (version integer primary key,"
-                " name text not null, applied_at timestamptz not null default now())"
-            )
-            for migration in available_migrations():
-                if migration.version < 9:
-                    conn.execute(migration.sql)
-                    conn.execute(
-                        "insert into public.schema_migrations (version, name) values (%s, %s)",
-                        (migration.version, migration.name),
-                    )
-            conn.execute(
-                "with kb as (select workspace_id, id from kb.knowledge_bases), "
-                "page as (insert into kb.pages (workspace_id, kb_id, title) "
-                "  select workspace_id, id, 'Mon résumé' from kb returning workspace_id, id) "
-                "insert into kb.nodes (workspace_id, page_id, position, text) "
-                "select workspace_id, id, 0, 'PROJ-1234 会议记录 v1.2.3 café' from page"
-            )
-            conn.execute(
-                "insert into kb.blobs (workspace_id, sha256, size, data) "
-                "select workspace_id, 'x', 1, 'x' from kb.workspaces"
-            )
-            conn.execute(
-                "insert into kb.mail (workspace_id, kb_id, message_id, subject, raw_sha256, "
-                "body_text) select workspace_id, id, '<m@x>', 'Café', 'x', 'PROJ-1234' "
-                "from kb.knowledge_bases"
-            )
-            before = conn.execute(STATS_CHECK).fetchone()
-            assert before is not None and before["lexemes"] is None  # nothing folded yet
-        applied = migrate(dsn)
-        assert 9 in [m.version for m in applied]
-        with psycopg.connect(dsn, row_factory=dict_row) as conn:
-            after = conn.execute(STATS_CHECK).fetchone()
-        assert after == {
-            "stale_terms": 0,
-            "stale_lengths": 0,
-            "wrong_lengths": 0,
-            "lexemes": ["1234", "cafe", "resum", "v1", "会议"],
-        }
-    finally:
-        with psycopg.connect(server_dsn, autocommit=True) as conn:
-            conn.execute(f"drop database if exists {name} with (force)")
+def test_migration_reindexes_stored_text_and_recounts_the_statistics(empty_dsn: str) -> None:
+    with psycopg.connect(empty_dsn, autocommit=True, row_factory=dict_row) as conn:
+        conn.execute("create extension if not exists vector")
+        conn.execute(
+            "create table public.schema_migrations (version integer primary key,"
+            " name text not null, applied_at timestamptz not null default now())"
+        )
+        for migration in available_migrations():
+            if migration.version < 9:
+                conn.execute(migration.sql)
+                conn.execute(
+                    "insert into public.schema_migrations (version, name) values (%s, %s)",
+                    (migration.version, migration.name),
+                )
+        conn.execute(
+            "with kb as (select workspace_id, id from kb.knowledge_bases), "
+            "page as (insert into kb.pages (workspace_id, kb_id, title) "
+            "  select workspace_id, id, 'Mon résumé' from kb returning workspace_id, id) "
+            "insert into kb.nodes (workspace_id, page_id, position, text) "
+            "select workspace_id, id, 0, 'PROJ-1234 会议记录 v1.2.3 café' from page"
+        )
+        conn.execute(
+            "insert into kb.blobs (workspace_id, sha256, size, data) "
+            "select workspace_id, 'x', 1, 'x' from kb.workspaces"
+        )
+        conn.execute(
+            "insert into kb.mail (workspace_id, kb_id, message_id, subject, raw_sha256, "
+            "body_text) select workspace_id, id, '<m@x>', 'Café', 'x', 'PROJ-1234' "
+            "from kb.knowledge_bases"
+        )
+        before = conn.execute(STATS_CHECK).fetchone()
+        assert before is not None and before["lexemes"] is None  # nothing folded yet
+    applied = migrate(empty_dsn)
+    assert 9 in [m.version for m in applied]
+    with psycopg.connect(empty_dsn, row_factory=dict_row) as conn:
+        after = conn.execute(STATS_CHECK).fetchone()
+    assert after == {
+        "stale_terms": 0,
+        "stale_lengths": 0,
+        "wrong_lengths": 0,
+        "lexemes": ["1234", "cafe", "resum", "v1", "会议"],
+    }
 
 
 def test_statistics_follow_writes_of_analysed_text(database: Database, cx: Context) -> None:

@@ -27,6 +27,15 @@ work_mem = '32MB'
 max_parallel_maintenance_workers = 2
 max_connections = 200
 """
+# For a server whose data is thrown away when it stops (the test suite's): a commit no longer
+# waits for the disk, and creating or dropping a database no longer waits for a checkpoint's
+# fsyncs. Postgres still survives a crash of its clients; only a crash of the machine can lose
+# or corrupt data, which a throwaway server does not outlive anyway.
+THROWAWAY_TUNING = """\
+fsync = off
+synchronous_commit = off
+full_page_writes = off
+"""
 
 
 @dataclass
@@ -44,11 +53,11 @@ class EmbeddedPostgres:
             cleanup()
 
 
-def _tune(pgdata: Path) -> None:
+def _tune(pgdata: Path, *, throwaway: bool) -> None:
     """Include our settings from postgresql.conf (once) so they apply from the next start."""
     conf = pgdata / "postgresql.conf"
     tuning = pgdata / TUNING_FILE
-    tuning.write_text(TUNING, encoding="utf-8")
+    tuning.write_text(TUNING + (THROWAWAY_TUNING if throwaway else ""), encoding="utf-8")
     line = f"include_if_exists '{TUNING_FILE}'\n"
     text = conf.read_text(encoding="utf-8")
     if line not in text:
@@ -88,11 +97,13 @@ def _alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[-1].split()[0] != "Z"
 
 
-def start_embedded(pgdata: Path) -> EmbeddedPostgres:
+def start_embedded(pgdata: Path, *, throwaway: bool = False) -> EmbeddedPostgres:
     """Start (or attach to) the embedded server whose data lives in `pgdata`.
 
     A second process that starts the same `pgdata` attaches to the running server, and the
-    server stops when the last process holding it stops it or exits.
+    server stops when the last process holding it stops it or exits. `throwaway=True` trades
+    durability against a machine crash for speed (THROWAWAY_TUNING); only for data deleted
+    with the server.
     """
     with warnings.catch_warnings():
         # platformdirs warns when XDG_RUNTIME_DIR is unset; the fallback it picks is fine.
@@ -104,7 +115,7 @@ def start_embedded(pgdata: Path) -> EmbeddedPostgres:
     try:
         server = get_server(pgdata, cleanup_mode="stop", start=False)
         server.ensure_pgdata_inited()
-        _tune(pgdata)
+        _tune(pgdata, throwaway=throwaway)
         _forget_dead_holders(server)
         server.start()
     except Exception as exc:
