@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,7 +25,7 @@ from subspace.db.pool import open_pool
 from subspace.keys import create_key
 from subspace.models import Actor
 from subspace.runtime import Database
-from tests.databases import Clones, with_dbname
+from tests.databases import Clones, server_folder, with_dbname
 
 # pytest-xdist's workers start with COLUMNS=80 and LINES=24 in their environment, which the
 # CLI's console reads once, when it is created; without them it reads them as it prints, as it
@@ -42,12 +41,7 @@ def server_dsn() -> Iterator[str]:
     if external:
         yield external
         return
-    # Outside pytest's temporary folders: a concurrent pytest run prunes old ones, which would
-    # delete this server's data under it. In memory where the system has a tmpfs: creating a
-    # database checkpoints, which on a disk costs ~300 ms a test even without fsync, ~15 ms here.
-    memory = Path("/dev/shm")
-    where = memory if memory.is_dir() and os.access(memory, os.W_OK) else None
-    folder = Path(tempfile.mkdtemp(prefix="subspace-test-pg-", dir=where))
+    folder = server_folder()
     embedded = start_embedded(folder / "data", throwaway=True)
     yield embedded.dsn
     embedded.stop()
