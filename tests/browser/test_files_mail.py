@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from playwright.sync_api import Page, expect
+from playwright.sync_api import APIResponse, Page, Route, expect
 
 from subspace import commands
 from subspace.demo import __file__ as demo_init
@@ -136,6 +136,47 @@ def test_a_failed_extraction_shows_its_reason(page: Page, live: LiveServer) -> N
     status = page.locator(".file-table .file-status")
     expect(status).to_contain_text("failed: ")
     expect(status.locator(".status-reason")).not_to_be_empty()
+
+
+class HeldList:
+    """The view's first GET of `path`, answered with what the server held when it was asked,
+    but only on `release()`: a list read before an upload that arrives after it."""
+
+    def __init__(self, page: Page, path: str) -> None:
+        self.route: Route | None = None
+        self.response: APIResponse | None = None
+        page.route(f"**{path}?*", self._hold)
+
+    def _hold(self, route: Route) -> None:
+        if route.request.method == "GET" and self.route is None:
+            self.route, self.response = route, route.fetch()
+        else:
+            route.continue_()
+
+    def release(self) -> None:
+        assert self.route is not None, "the view never asked for its list"
+        self.route.fulfill(response=self.response)
+
+
+def test_a_file_uploaded_while_the_list_loads_is_listed(page: Page, live: LiveServer) -> None:
+    held = HeldList(page, "/api/files")
+    page.goto("/files")
+    page.set_input_files(
+        ".upload-button input[type=file]",
+        files=[{"name": "early.txt", "mimeType": "text/plain", "buffer": b"early notes"}],
+    )
+    expect(page.locator(".upload-row .upload-status")).to_contain_text("Uploaded")
+    held.release()
+    expect(page.locator(".file-table .file-name")).to_have_text(["early.txt"])
+
+
+def test_mail_imported_while_the_list_loads_is_listed(page: Page, live: LiveServer) -> None:
+    held = HeldList(page, "/api/mail")
+    page.goto("/mail")
+    page.set_input_files(".upload-button input[type=file]", str(MBOX))
+    expect(page.locator(".upload-row .upload-status")).to_have_text("4 imported")
+    held.release()
+    expect(page.locator(".mail-table .mail-subject")).to_have_count(3)
 
 
 def test_imported_mail_is_listed_newest_first_and_links_its_attachment(

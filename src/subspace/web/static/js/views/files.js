@@ -29,11 +29,14 @@ export async function render(container, _params, { signal }) {
   const uploads = h("ul", { class: "upload-list", "aria-live": "polite", "aria-label": "Uploads" });
   const table = h("div", { class: "file-table-wrap" });
   let timer = null;
+  let loads = 0;
 
   async function load() {
     clearTimeout(timer);
+    const mine = ++loads;
     const files = await get(`/api/files${query({ kb_id: state.kbId })}`, { signal });
-    if (signal.aborted) return;
+    // A load started later (an upload finished meanwhile) draws the newer list.
+    if (signal.aborted || mine !== loads) return;
     if (!files.length) {
       clear(table).append(h("p", { class: "muted empty" }, "No files yet: upload some, or drop them here."));
     } else {
@@ -53,20 +56,22 @@ export async function render(container, _params, { signal }) {
     uploads,
     table,
   );
-  // Ready for drops as soon as the view shows, before its list has loaded.
+  // Ready for drops as soon as the view shows, before its list has loaded; an upload that
+  // finishes before then loads the list again.
   const undrop = installDropUpload(container, { list: uploads });
-  try {
-    await load();
-  } catch (error) {
-    undrop();
-    throw error;
-  }
   const offKb = on("kb-changed", () => { uploads.replaceChildren(); reload(); });
   const offFiles = on("files-changed", reload);
-  return () => {
+  const stop = () => {
     clearTimeout(timer);
     undrop();
     offKb();
     offFiles();
   };
+  try {
+    await load();
+  } catch (error) {
+    stop();
+    throw error;
+  }
+  return stop;
 }

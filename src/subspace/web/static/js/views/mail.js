@@ -32,9 +32,13 @@ export async function render(container, _params, { signal }) {
   const report = h("div", { class: "import-reports" });
   const list = h("div", { class: "mail-list-wrap" });
 
+  let loads = 0;
+
   async function load() {
+    const mine = ++loads;
     const mail = await get(`/api/mail${query({ kb_id: state.kbId })}`, { signal });
-    if (signal.aborted) return;
+    // A load started later (an import finished meanwhile) draws the newer list.
+    if (signal.aborted || mine !== loads) return;
     if (!mail.length) {
       clear(list).append(h("p", { class: "muted empty" }, "No mail yet: import an .eml or .mbox file, or drop one here."));
       return;
@@ -58,19 +62,21 @@ export async function render(container, _params, { signal }) {
       uploadButton("Import mail", { ...options, accept: ".eml,.mbox,message/rfc822,application/mbox" })),
     h("p", { class: "muted drop-hint" }, "Drop .eml or .mbox files anywhere on this view to import them."),
     uploads, report, list);
-  // Ready for drops as soon as the view shows, before its list has loaded.
+  // Ready for drops as soon as the view shows, before its list has loaded; an import that
+  // finishes before then loads the list again.
   const undrop = installDropUpload(container, options);
-  try {
-    await load();
-  } catch (error) {
-    undrop();
-    throw error;
-  }
   const offKb = on("kb-changed", () => { uploads.replaceChildren(); report.replaceChildren(); reload(); });
   const offMail = on("mail-changed", reload);
-  return () => {
+  const stop = () => {
     undrop();
     offKb();
     offMail();
   };
+  try {
+    await load();
+  } catch (error) {
+    stop();
+    throw error;
+  }
+  return stop;
 }
