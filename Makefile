@@ -32,14 +32,17 @@ chromium:
 serve: $(VENV)/.installed
 	$(BIN)/subspace serve
 
+# One pytest-xdist worker per core, each with its own embedded Postgres (tests/conftest.py).
+PYTEST := $(BIN)/python -m pytest -q -n auto
+
 test: $(VENV)/.installed-dev chromium
-	$(BIN)/python -m pytest -q
+	$(PYTEST)
 
 check: $(VENV)/.installed-dev chromium
 	$(BIN)/ruff format --check src tests
 	$(BIN)/ruff check src tests
 	$(BIN)/mypy src
-	$(BIN)/python -m pytest -q
+	$(PYTEST)
 
 # docs/screenshots/: the palette, a page and the explain view, light and dark.
 screenshots: $(VENV)/.installed-dev chromium
