@@ -207,3 +207,38 @@ def test_ctrl_c_cancels_the_question_and_keeps_what_was_written(
     with cx.transaction() as conn:
         status = conn.execute("select status from kb.runs").fetchone()
     assert status is not None and status["status"] == "cancelled"
+
+
+def test_ctrl_c_while_a_bullet_prints_cancels_the_question(
+    runner: CliRunner, cx: Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Ctrl-C landed while the first answer bullet was printed: the interrupt escaped the loop,
+    # the command said "Aborted!" and the run went on with nobody watching.
+    import threading
+
+    from subspace import cli, commands
+    from subspace.answers import runs
+    from tests.test_runs import Quoting
+
+    page = commands.create_page(cx, "Launch")
+    commands.add_node(cx, page.id, "The beta ships on Friday.")
+    commands.add_node(cx, page.id, "The beta review is on Thursday.")
+    monkeypatch.setattr(runs, "default_strategies", lambda: {"rag": Quoting(threading.Event())})
+    printed = cli.console.print
+    interrupted = []
+
+    def print_or_interrupt(*args: object, **kwargs: object) -> None:
+        if not interrupted and args and str(args[0]).startswith("- "):
+            interrupted.append(args[0])
+            raise KeyboardInterrupt
+        printed(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(cli.console, "print", print_or_interrupt)
+    result = runner.invoke(main, ["ask", "beta", "--page", "Launch"])
+    assert interrupted, result.output
+    assert result.exit_code == 1, result.output
+    assert "Cancelling" in result.output, result.output
+    assert "The run cancelled" in result.output, result.output
+    with cx.transaction() as conn:
+        status = conn.execute("select status from kb.runs").fetchone()
+    assert status == {"status": "cancelled"}

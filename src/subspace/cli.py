@@ -396,21 +396,23 @@ def ask_command(question: str, strategy: str, page: str | None, as_json: bool) -
         steps: list[runs.Step] = []
         tail = runs.tail_steps(db, cx.actor.workspace_id, run.id)
         while True:
+            # Ctrl-C may land anywhere in a step, printing included: the run is cancelled and
+            # the steps after the last one kept are read again.
             try:
                 step = next(tail, None)
+                if step is None:
+                    break
+                steps.append(step)
+                if step.kind == "bullet":
+                    refs = " ".join(f"[{ref}]" for ref in step.data.get("refs", []))
+                    text = escape(f"- {step.data.get('text', '')} {refs}".rstrip())
+                    out.print(text, soft_wrap=True)
+                elif step.kind in ("tool", "error"):
+                    out.print(f"[dim]{escape(step.summary)}[/dim]", soft_wrap=True)
             except KeyboardInterrupt:
                 runs.request_cancel(cx, run.id)
                 out.print("[dim]Cancelling…[/dim]")
                 tail = runs.tail_steps(db, cx.actor.workspace_id, run.id, after=_last_seq(steps))
-                continue
-            if step is None:
-                break
-            steps.append(step)
-            if step.kind == "bullet":
-                refs = " ".join(f"[{ref}]" for ref in step.data.get("refs", []))
-                out.print(escape(f"- {step.data.get('text', '')} {refs}".rstrip()), soft_wrap=True)
-            elif step.kind in ("tool", "error"):
-                out.print(f"[dim]{escape(step.summary)}[/dim]", soft_wrap=True)
         if worker is not None:
             worker.join(timeout=10)
         with db.pool.connection() as conn:
