@@ -34,7 +34,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 class Quoting:
     """Answers with the passages of a lexical search, one bullet each, citing each hit; waits
-    for `gate` (when given) after the first bullet."""
+    for `gate` (when given) after each bullet, for 10 s at most, or until the run is
+    cancelled, as a model's stream would stop."""
 
     name = "rag-direct"
 
@@ -57,7 +58,10 @@ class Quoting:
             job.progress.bullet(bullet)
             bullets.append(bullet)
             if self.gate is not None:
-                self.gate.wait(10)
+                deadline = time.monotonic() + 10
+                while not self.gate.wait(0.1) and time.monotonic() < deadline:
+                    if job.progress.cancelled():
+                        break
         if not bullets:
             return Answer(False, [AnswerBullet(f"I found nothing about {job.question}.", [])])
         return Answer(True, bullets)
