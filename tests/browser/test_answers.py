@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
-import httpx
 import pytest
 import uvicorn
 from playwright.sync_api import Browser, Locator, Page, Request, Route, expect
@@ -86,13 +85,9 @@ def tab(browser: Browser, scripted: LiveServer) -> Iterator[Page]:
     yield from signed_in_tab(browser, scripted)
 
 
-def _api(live: LiveServer) -> httpx.Client:
-    return httpx.Client(base_url=live.url, headers={"authorization": f"Bearer {live.token}"})
-
-
 def _page(live: LiveServer, title: str, *texts: str) -> tuple[str, list[str]]:
     """A page with top-level bullets; its id and theirs."""
-    with _api(live) as api:
+    with live.api() as api:
         page_id = api.post("/api/pages", json={"title": title}).json()["id"]
         ids = []
         for text in texts:
@@ -226,7 +221,7 @@ def test_filing_rag_direct_as_a_bullet_answers_under_it(page: Page, live: LiveSe
     # the bullets typed around the run are saved: nothing was refused as stale
     expect(page.locator(".save-state")).to_have_text("Saved")
     expect(page.locator(".stale-notice")).to_have_count(0)
-    with _api(live) as api:
+    with live.api() as api:
         nodes = api.get(f"/api/pages/{page_id}").json()["nodes"]
     asked = next(n for n in nodes if n["text"].startswith("/rag-direct"))
     assert any(f"node:{fact}" in child["props"]["refs"] for child in asked["children"])
@@ -295,7 +290,7 @@ def test_cancel_stops_the_run_and_keeps_what_it_wrote(
     tab.reload()
     expect(_answers(tab, command)).to_have_count(1)
     expect(_answers(tab, command)).to_have_value("Written before the cancel.")
-    with _api(scripted) as api:
+    with scripted.api() as api:
         run_id = api.get(f"/api/pages/{page_id}").json()["nodes"][1]["children"][0]["props"]["run"]
         assert api.get(f"/api/runs/{run_id}").json()["status"] == "cancelled"
 
@@ -308,7 +303,7 @@ def test_opening_a_page_whose_run_goes_on_resumes_its_stream(
         AnswerBullet("Twice a day.", [f"node:{cited}"]),
         AnswerBullet("Every twelve hours or so.", [f"node:{cited}"]),
     ]
-    with _api(scripted) as api:
+    with scripted.api() as api:
         asked = api.post(
             "/api/ask", json={"question": "how often do tides turn?", "page_id": page_id}
         )
@@ -366,6 +361,6 @@ def test_a_question_the_server_refuses_says_why_and_keeps_the_bullet(
         "Not asked: The question is 2,004 characters; the limit is 2,000. Shorten it."
     )
     expect(tab.locator(".save-state")).to_have_text("Saved")
-    with _api(scripted) as api:
+    with scripted.api() as api:
         texts = [n["text"] for n in api.get(f"/api/pages/{page_id}").json()["nodes"]]
     assert texts == ["First bullet", f"/rag {question}", ""]

@@ -9,7 +9,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import httpx
 from playwright.sync_api import APIResponse, Page, Route, expect
 
 from subspace import commands
@@ -45,12 +44,8 @@ def drop_files(page: Page, selector: str, files: list[tuple[str, str, bytes]]) -
     page.evaluate(DROP, [selector, payload])
 
 
-def api(live: LiveServer) -> httpx.Client:
-    return httpx.Client(base_url=live.url, headers={"authorization": f"Bearer {live.token}"})
-
-
 def found(live: LiveServer, phrase: str, file_id: str) -> bool:
-    with api(live) as client:
+    with live.api() as client:
         rows = client.get("/api/search", params={"q": phrase, "mode": "lexical"}).json()["rows"]
     return any(file_id in row["ref"] for row in rows)
 
@@ -224,7 +219,7 @@ def test_imported_mail_is_listed_newest_first_and_links_its_attachment(
     expect(page.locator(".mail-headers")).to_contain_text("To")
     attachment = page.locator(".attachments a")
     expect(attachment).to_have_text("invoice-INV-20931.txt")
-    with api(live) as client:
+    with live.api() as client:
         files = client.get("/api/files").json()
     assert [f["name"] for f in files] == ["invoice-INV-20931.txt"]
     expect(attachment).to_have_attribute("href", f"/files/{files[0]['id']}")
@@ -249,14 +244,14 @@ def test_a_tag_is_defined_set_on_a_file_and_cleared(page: Page, live: LiveServer
     panel.locator(".tag-set button").click()
     chip = panel.locator(".tag-chip")
     expect(chip).to_have_text("priority 3 ×")
-    with api(live) as client:
+    with live.api() as client:
         values = client.get(f"/api/tags/values/file/{file.id}").json()
     assert [(v["name"], v["value"]) for v in values] == [("priority", 3.0)]
     page.click("[aria-label='Clear tag priority']")
     expect(chip).to_have_count(0)
     expect(panel).to_contain_text("No tags.")
     expect(panel.locator(".tag-set select")).to_be_focused()
-    with api(live) as client:
+    with live.api() as client:
         assert client.get(f"/api/tags/values/file/{file.id}").json() == []
 
 
@@ -269,7 +264,7 @@ def test_the_views_follow_the_selected_knowledge_base(page: Page, live: LiveServ
     )
 
     def all_ready() -> bool:
-        with api(live) as client:
+        with live.api() as client:
             return {f["status"] for f in client.get("/api/files").json()} == {"ready"}
 
     eventually(all_ready)  # so the list is not polling, and only the switch can redraw it
@@ -312,7 +307,7 @@ def test_install_drop_upload_lets_another_view_take_dropped_files(
     drop_files(page, "#view", [("dropped.txt", "text/plain", b"dropped on the start page")])
     tray = page.locator("#upload-tray")
     expect(tray.locator(".upload-status")).to_have_text("Uploaded; extracting its text.")
-    with api(live) as client:
+    with live.api() as client:
         files = client.get("/api/files").json()
     assert [f["name"] for f in files] == ["dropped.txt"]
     expect(tray.locator(".upload-name a")).to_have_attribute("href", f"/files/{files[0]['id']}")

@@ -6,7 +6,6 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-import httpx
 import pytest
 from playwright.sync_api import Browser, Page, Request, Route, expect
 
@@ -16,13 +15,9 @@ from tests.browser.conftest import LiveServer
 ROWS = "#palette-list [role=option]"
 
 
-def _api(live: LiveServer) -> httpx.Client:
-    return httpx.Client(base_url=live.url, headers={"authorization": f"Bearer {live.token}"})
-
-
 def _page_with_bullets(live: LiveServer, title: str, *texts: str) -> tuple[str, list[str]]:
     """A page with a chain of bullets, each nested under the one before; their ids."""
-    with _api(live) as api:
+    with live.api() as api:
         page_id = api.post("/api/pages", json={"title": title}).json()["id"]
         ids: list[str] = []
         for text in texts:
@@ -34,7 +29,7 @@ def _page_with_bullets(live: LiveServer, title: str, *texts: str) -> tuple[str, 
 
 
 def _upload(live: LiveServer, name: str, text: str) -> str:
-    with _api(live) as api:
+    with live.api() as api:
         answer = api.post("/api/files", files={"file": (name, text.encode(), "text/plain")})
         assert answer.status_code in (200, 201), answer.text
         file_id: str = answer.json()["id"]
@@ -90,7 +85,7 @@ def test_keyboard_only_moves_wraps_opens_and_esc_returns_focus(
     page_id, ids = _page_with_bullets(
         live, "Keyboard", "one xylophonist", "two xylophonist", "three xylophonist"
     )
-    with _api(live) as api:
+    with live.api() as api:
         other = api.post("/api/pages", json={"title": "xylophonist club"}).json()["id"]
     _open(page)
     page.keyboard.type("xylophonist")
@@ -270,7 +265,7 @@ def test_memory_and_mail_rows_are_marked_and_open_where_they_live(
     page: Page, live: LiveServer
 ) -> None:
     _, (bullet,) = _page_with_bullets(live, "Zoo", "the wombat prefers carrots")
-    with _api(live) as api:
+    with live.api() as api:
         assert api.patch(f"/api/nodes/{bullet}", json={"props": {"memory": True}}).is_success
     cx = live.database.default_context(live.settings)
     mail = commands.add_mail(
@@ -308,7 +303,7 @@ def test_memory_and_mail_rows_are_marked_and_open_where_they_live(
 def test_a_kb_chip_typed_in_the_query_keeps_to_that_knowledge_base(
     page: Page, live: LiveServer
 ) -> None:
-    with _api(live) as api:
+    with live.api() as api:
         research = api.post("/api/knowledge-bases", json={"name": "Research"}).json()["id"]
         theirs = api.post("/api/pages", json={"title": "pangolin scales", "kb_id": research})
         ours = api.post("/api/pages", json={"title": "pangolin sightings"})
