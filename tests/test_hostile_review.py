@@ -82,8 +82,14 @@ def test_a_body_that_is_not_json_is_told_so(client: TestClient, body: bytes, whe
 @pytest.mark.slow
 def test_a_request_body_that_stops_coming_is_closed_and_frees_its_connection(
     home: Path,  # noqa: F811
+    settings: Settings,
 ) -> None:
-    served = Served(home, SUBSPACE_HEADER_TIMEOUT_S="2", SUBSPACE_MAX_CONNECTIONS="20")
+    served = Served(
+        home,
+        SUBSPACE_DATABASE_URL=settings.database_url,
+        SUBSPACE_HEADER_TIMEOUT_S="2",
+        SUBSPACE_MAX_CONNECTIONS="20",
+    )
     try:
         body = b'{"title": "slow"}'
         dripping = socket.create_connection(("127.0.0.1", served.port))

@@ -20,6 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from subspace.config import Settings
 from subspace.logs import RedactFilter, RepeatFilter, redact
 
 
@@ -51,7 +52,9 @@ def lower_file_limit() -> None:
 
 
 class Served:
-    """`subspace serve --no-demo` in a subprocess, its output collected as it comes."""
+    """`subspace serve --no-demo` in a subprocess, its output collected as it comes: on an
+    embedded Postgres of its own under `home`, or where SUBSPACE_DATABASE_URL says (the tests
+    of the HTTP server alone, which need no server of their own)."""
 
     def __init__(self, home: Path, *, low_file_limit: bool = False, **env: str) -> None:
         self.port = free_port()
@@ -182,10 +185,13 @@ def busy_request(port: int, token: str) -> socket.socket:
 
 
 @pytest.mark.slow
-def test_slow_clients_are_closed_and_the_server_keeps_answering(home: Path) -> None:
+def test_slow_clients_are_closed_and_the_server_keeps_answering(
+    home: Path, settings: Settings
+) -> None:
     served = Served(
         home,
         low_file_limit=True,
+        SUBSPACE_DATABASE_URL=settings.database_url,
         SUBSPACE_HEADER_TIMEOUT_S="2",
         SUBSPACE_KEEP_ALIVE_S="30",
         SUBSPACE_MAX_CONNECTIONS="60",
@@ -248,8 +254,8 @@ def test_slow_clients_are_closed_and_the_server_keeps_answering(home: Path) -> N
 
 
 @pytest.mark.slow
-def test_the_access_log_shows_no_credentials(home: Path) -> None:
-    served = Served(home)
+def test_the_access_log_shows_no_credentials(home: Path, settings: Settings) -> None:
+    served = Served(home, SUBSPACE_DATABASE_URL=settings.database_url)
     token = served.token
     try:
         httpx.get(f"{served.url}/?token={token}")
