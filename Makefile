@@ -33,7 +33,9 @@ serve: $(VENV)/.installed
 	$(BIN)/subspace serve
 
 # One pytest-xdist worker per core, each with its own embedded Postgres (tests/conftest.py).
-PYTEST := $(BIN)/python -m pytest -q -n auto
+# PYTHONDONTWRITEBYTECODE, when the environment sets it, keeps pytest from caching the test
+# modules it rewrites for their assertions: every worker would rewrite them all (~4 s each).
+PYTEST := PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n auto
 
 test: $(VENV)/.installed-dev chromium
 	$(PYTEST)
