@@ -30,10 +30,11 @@ def listeners(dsn: str) -> int:
     return int(row[0]) if row else 0
 
 
-def listening(dsn: str) -> int:
-    """How many backends LISTEN on CHANNEL, once one does (or after 10 s)."""
+def listening(dsn: str, *, until: int = 1) -> int:
+    """How many backends LISTEN on CHANNEL, once `until` do (or after 10 s): a backend whose
+    client closed its connection leaves a moment later."""
     deadline = time.monotonic() + 10
-    while not (count := listeners(dsn)) and time.monotonic() < deadline:
+    while (count := listeners(dsn)) != until and time.monotonic() < deadline:
         time.sleep(0.02)
     return count
 
@@ -60,7 +61,7 @@ def test_stop_wakes_the_thread_however_long_it_would_wait(
     assert listening(db_dsn) == 1
     listener.stop(timeout_s=30)  # would give up after 30 s if the stop did not wake it
     assert not listener._thread.is_alive()
-    assert listeners(db_dsn) == 0  # its connection is closed, not left to the server
+    assert listening(db_dsn, until=0) == 0  # its connection is closed, not left open
     listener.stop()  # twice is fine
 
 
