@@ -45,11 +45,22 @@ def forge(body: bytes, secret: bytes | None = None, *, compressed: bool = False)
 
 
 def spaces_bomb(inflated_bytes: int) -> bytes:
-    """zlib of `inflated_bytes` spaces, built a MiB at a time (about 1,000:1)."""
-    packer = zlib.compressobj(9)
+    """zlib of `inflated_bytes` spaces (a whole number of MiB, at least two; about 1,000:1).
+
+    Each MiB is flushed whole, so every one after the first compresses to the same block: one
+    block is repeated instead of compressing the whole (2 s for a GiB). The checksum at the end
+    is the real one, so the stream inflates as one compressed whole would.
+    """
     chunk = b" " * 2**20
-    parts = [packer.compress(chunk) for _ in range(inflated_bytes // 2**20)]
-    return b"".join(parts) + packer.flush()
+    count = inflated_bytes // 2**20
+    packer = zlib.compressobj(9)
+    first = packer.compress(chunk) + packer.flush(zlib.Z_FULL_FLUSH)
+    block = packer.compress(chunk) + packer.flush(zlib.Z_FULL_FLUSH)
+    last = packer.flush()[:-4]  # the final empty block, without the checksum of two MiB
+    checksum = 1  # Adler-32 starts at 1
+    for _ in range(count):
+        checksum = zlib.adler32(chunk, checksum)
+    return first + block * (count - 1) + last + checksum.to_bytes(4, "big")
 
 
 @pytest.fixture
