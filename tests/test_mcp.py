@@ -264,3 +264,37 @@ def test_grep_prints_the_cursor_that_continues_it(database: Database, cx: Contex
             assert '"cursor"' not in _text(rest)
 
     _run(session)
+
+
+def test_mcp_opens_no_stream_and_no_session(
+    database: Database, cx: Context, settings: Settings
+) -> None:
+    """Stateless: a GET (the server-to-client event stream) and a DELETE (ending a session)
+    are refused at once, with or without a key, instead of holding a connection open."""
+    import httpx2
+
+    with database.pool.connection() as conn:
+        _, token = create_key(conn, cx.actor, "agent")
+    keyed = {"accept": "text/event-stream", "authorization": f"Bearer {token}"}
+    app = create_app(settings, database)
+
+    async def calls() -> None:
+        async with (
+            app.router.lifespan_context(app),
+            httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app)) as http,
+        ):
+            for method in ("GET", "DELETE"):
+                for headers in (keyed, {"accept": "text/event-stream"}):
+                    with anyio.fail_after(5):  # held open, the stream would never answer
+                        refused = await http.request(
+                            method, "http://testserver/mcp", headers=headers
+                        )
+                    assert refused.status_code == 405, (method, refused.text)
+                    assert refused.headers["allow"] == "POST"
+                    assert "POST only" in refused.json()["error"]["message"]
+            still = await http.post(
+                "http://testserver/mcp", json=_rpc("tools/list"), headers={**keyed, **MCP_HEADERS}
+            )
+            assert still.status_code == 200
+
+    _run(calls)

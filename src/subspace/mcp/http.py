@@ -64,6 +64,19 @@ class McpEndpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope)
+        if request.method != "POST":
+            # Stateless, so there is no stream for the server's own messages (GET) and no
+            # session to end (DELETE). The transport's spec allows 405 for both; held open,
+            # each GET would keep a connection and a task for as long as its client wished.
+            refused = error_response(
+                405,
+                "method_not_allowed",
+                f"{PATH} answers POST only: each JSON-RPC request gets its answer in the "
+                "response, with no event stream (GET) or session (DELETE) to open or end.",
+            )
+            refused.headers["Allow"] = "POST"
+            await refused(scope, receive, send)
+            return
         token = presented_key(request)
         if not token:
             response = error_response(
