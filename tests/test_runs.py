@@ -423,19 +423,68 @@ def test_a_stream_is_woken_by_the_steps_notifications(
     assert [name for _, name, _ in got][-2:] == ["status", "done"]
 
 
-def test_a_user_may_follow_a_few_runs_at_once() -> None:
+def test_streams_are_bounded_per_user_per_workspace_and_in_all() -> None:
     from subspace.api.routes.runs import StreamSlots
-    from subspace.errors import Busy
+    from subspace.errors import TooMany
 
-    slots = StreamSlots(2)
-    me, other = (uuid4(), uuid4()), (uuid4(), uuid4())
+    slots = StreamSlots(per_user=2, per_workspace=3, in_all=4)
+    ws, other_ws = uuid4(), uuid4()
+    me, colleague, stranger = (ws, uuid4()), (ws, uuid4()), (other_ws, uuid4())
     slots.take(me)
     slots.take(me)
-    with pytest.raises(Busy, match="already follows 2 runs"):
+    with pytest.raises(TooMany, match="already follows 2 runs"):
         slots.take(me)
-    slots.take(other)  # counted per user
+    slots.take(colleague)  # counted per user ...
+    with pytest.raises(TooMany, match="workspace already has 3 event streams"):
+        slots.take(colleague)  # ... and per workspace
+    slots.take(stranger)
+    with pytest.raises(TooMany, match="server already serves 4 event streams"):
+        slots.take((uuid4(), uuid4()))
     slots.give_back(me)
+    slots.take(stranger)  # a slot given back is free again
+    slots.give_back(stranger)
+    slots.give_back(colleague)
     slots.take(me)
+
+
+def test_a_stream_past_the_bound_answers_429_with_retry_after(
+    database: Database, settings: Settings, cx: Context, notes: dict[str, Any]
+) -> None:
+    from subspace.api.routes.runs import StreamSlots
+
+    with runs_client(database, settings, cx, Quoting(threading.Event())) as client:
+        client.app.state.run_streams = StreamSlots(per_user=0)  # type: ignore[attr-defined]
+        run_id = client.post("/api/ask", json={"question": "beta"}).json()["run_id"]
+        refused = client.get(f"/api/runs/{run_id}/events")
+        assert refused.status_code == 429, refused.text
+        assert refused.headers["retry-after"] == "1"
+        assert "already follows 0 runs" in refused.json()["error"]["message"]
+        client.post(f"/api/runs/{run_id}/cancel")
+
+
+def test_a_stream_ends_after_its_lifetime_and_resumes_where_it_stopped(
+    database: Database,
+    settings: Settings,
+    cx: Context,
+    notes: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from subspace.api.routes import runs as routes
+
+    monkeypatch.setattr(routes, "STREAM_MAX_S", 1.0)
+    gate = threading.Event()
+    with runs_client(database, settings, cx, Quoting(gate)) as client:
+        run_id = client.post("/api/ask", json={"question": "beta"}).json()["run_id"]
+        wait_for(lambda: [s for s in client.get(f"/api/runs/{run_id}").json()["steps"]])
+        started = time.monotonic()
+        first = sse_events(client, run_id)  # the run waits at its gate: the stream times out
+        assert time.monotonic() - started < 10
+        assert first and "done" not in [name for _, name, _ in first]
+        gate.set()
+        rest = sse_events(client, run_id, last=first[-1][0])
+    seqs = [int(seq) for seq, _, _ in first + rest if seq]
+    assert seqs == sorted(set(seqs)), "resumed with a step sent twice or out of order"
+    assert [name for _, name, _ in rest][-1] == "done"
 
 
 def test_a_server_stopping_mid_run_marks_it_failed_and_says_so(

@@ -57,6 +57,18 @@ class Busy(SubspaceError):
     retry_after_s = 1
 
 
+class TooMany(SubspaceError):
+    """The caller (a user or a workspace) holds as many of something as it may at once: event
+    streams, searches in flight, parsers. Others are not held up by it; it may retry soon."""
+
+    status = 429
+    code = "too_many_requests"
+
+    def __init__(self, message: str, retry_after_s: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
 class TooLarge(SubspaceError):
     """An input is over one of the configured limits."""
 

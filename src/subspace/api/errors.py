@@ -44,7 +44,11 @@ def _describe(errors: list[dict[str, object]]) -> str:
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(SubspaceError)
     async def subspace_error(request: Request, exc: SubspaceError) -> JSONResponse:
-        return error_response(exc.status, exc.code, exc.message)
+        response = error_response(exc.status, exc.code, exc.message)
+        retry_after = getattr(exc, "retry_after_s", None)
+        if retry_after is not None:
+            response.headers["Retry-After"] = str(retry_after)
+        return response
 
     @app.exception_handler(PoolTimeout)
     async def pool_timeout(request: Request, exc: PoolTimeout) -> JSONResponse:

@@ -86,6 +86,8 @@ WHY = {
     409: "The write conflicts: a name or Message-ID already taken, or a stale `base_version`.",
     413: "The body or an input is over one of the configured limits.",
     422: "An argument is missing, of the wrong type or out of range; the message names it.",
+    429: "The caller already holds as many as it may at once of something the server shares "
+    "(event streams, searches, mail parsers); retry after Retry-After.",
     503: "The server is busy (every database connection in use; see Retry-After) or its "
     "database cannot be reached.",
 }

@@ -8,6 +8,7 @@ import json
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import Annotated, Any, Literal
@@ -23,13 +24,18 @@ from subspace.api.auth import require_context
 from subspace.api.openapi import BY_ID, error_responses
 from subspace.context import Context
 from subspace.db.notifications import Listener
-from subspace.errors import Busy, InvalidInput
+from subspace.errors import InvalidInput, TooMany
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["answers"], responses=error_responses(*BY_ID))
 CX = Annotated[Context, Depends(require_context)]
 
 STREAMS_PER_USER = 4  # open event streams one user may hold; a page shows one run at a time
+STREAMS_PER_WORKSPACE = 16  # ... one workspace may hold
+STREAMS_IN_ALL = 100  # ... the server serves at once, far below its connection cap
+# A stream ends after this long, whatever its run does; a browser's EventSource reconnects
+# with Last-Event-ID and resumes. Its connection and slot cannot be held for ever.
+STREAM_MAX_S = 300.0
 POLL_S = 0.25  # how often a stream reads new steps when no notification wakes it
 WOKEN_POLL_S = 1.0  # ... and when the server's StepWaker does (a missed notification)
 HEARTBEAT_S = 15.0  # a comment line keeps proxies from closing an idle stream
@@ -212,33 +218,61 @@ def cancel_run(run_id: UUID, cx: CX) -> CancelOut:
 
 
 class StreamSlots:
-    """Counts each user's open event streams."""
+    """Counts the open event streams of each user, of each workspace and in all.
 
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self._open: dict[tuple[UUID, UUID], int] = {}
+    A stream holds a connection for as long as its run goes on, so each holder is bounded:
+    one user cannot take a workspace's streams, nor one workspace the server's.
+    """
+
+    def __init__(
+        self,
+        per_user: int = STREAMS_PER_USER,
+        per_workspace: int = STREAMS_PER_WORKSPACE,
+        in_all: int = STREAMS_IN_ALL,
+    ) -> None:
+        self.per_user = per_user
+        self.per_workspace = per_workspace
+        self.in_all = in_all
+        self._users: Counter[tuple[UUID, UUID]] = Counter()
+        self._workspaces: Counter[UUID] = Counter()
         self._lock = threading.Lock()
 
     def take(self, who: tuple[UUID, UUID]) -> None:
+        """Count one more stream of `who` (workspace, user), or raise TooMany."""
+        workspace = who[0]
         with self._lock:
-            if self._open.get(who, 0) >= self.limit:
-                raise Busy(
-                    f"This user already follows {self.limit} runs' events, the most one may. "
-                    "Close one, or read the run with GET /api/runs/{id}."
+            if self._users[who] >= self.per_user:
+                refusal = (
+                    f"This user already follows {self.per_user} runs' events, the most one may"
                 )
-            self._open[who] = self._open.get(who, 0) + 1
+            elif self._workspaces[workspace] >= self.per_workspace:
+                refusal = (
+                    f"This workspace already has {self.per_workspace} event streams open, the "
+                    "most one may"
+                )
+            elif self._workspaces.total() >= self.in_all:
+                refusal = f"The server already serves {self.in_all} event streams, the most it may"
+            else:
+                self._users[who] += 1
+                self._workspaces[workspace] += 1
+                return
+        raise TooMany(f"{refusal}. Close one, or read the run with GET /api/runs/{{id}}.")
 
     def give_back(self, who: tuple[UUID, UUID]) -> None:
         with self._lock:
-            self._open[who] -= 1
-            if not self._open[who]:
-                del self._open[who]
+            self._users[who] -= 1
+            self._workspaces[who[0]] -= 1
+            # Counter keeps zeros; a server that met many users would keep them all.
+            if not self._users[who]:
+                del self._users[who]
+            if not self._workspaces[who[0]]:
+                del self._workspaces[who[0]]
 
 
 def stream_slots(request: Request) -> StreamSlots:
     slots = getattr(request.app.state, "run_streams", None)
     if slots is None:
-        slots = request.app.state.run_streams = StreamSlots(STREAMS_PER_USER)
+        slots = request.app.state.run_streams = StreamSlots()
     assert isinstance(slots, StreamSlots)
     return slots
 
@@ -312,7 +346,7 @@ def _resume_after(last_event_id: str | None) -> int:
             "event's id is the step's seq; send Last-Event-ID to resume after it.",
             "content": {"text/event-stream": {"schema": {"type": "string"}}},
         },
-        503: error_responses(503)[503],
+        429: error_responses(429)[429],
     },
 )
 async def run_events(
@@ -322,7 +356,8 @@ async def run_events(
     last_event_id: Annotated[str | None, Header()] = None,
 ) -> StreamingResponse:
     """The run's progress and answer as they are written, from any process executing it;
-    ends after `done`. At most 4 streams per user; a heartbeat comment every 15 s."""
+    ends after `done`, or after 5 minutes (reconnect with Last-Event-ID to go on). At most 4
+    streams per user, 16 per workspace; a heartbeat comment every 15 s."""
     ws = cx.actor.workspace_id
     await run_in_threadpool(run_out, cx, run_id)  # 404 before the stream starts
     resume_after = _resume_after(last_event_id)
@@ -340,9 +375,9 @@ async def run_events(
 
     async def stream() -> AsyncIterator[str]:
         after = resume_after
-        last_sent = time.monotonic()
+        last_sent = started = time.monotonic()
         try:
-            while not await request.is_disconnected():
+            while time.monotonic() - started < STREAM_MAX_S and not await request.is_disconnected():
                 if woken is not None:
                     woken.clear()  # before the read: a step written after it wakes us
                 run, steps = await run_in_threadpool(read, after)
