@@ -32,6 +32,7 @@ from subspace.api.routes import (
     search,
     tags,
 )
+from subspace.api.security_headers import SecurityHeaders
 from subspace.config import Settings
 from subspace.db.locks import SERVER_LOCK_KEY
 from subspace.indexer.consumer import start_indexer
@@ -103,6 +104,7 @@ def create_app(settings: Settings, database: Database | None = None) -> FastAPI:
     install_docs(app)
     app.add_middleware(BodyLimit, settings=settings)
     app.add_middleware(CrossSiteCheck)
+    app.add_middleware(SecurityHeaders)
     # Outermost, so a request refused by the checks above is still counted and logged.
     app.state.metrics = Metrics(app.state)
     app.add_middleware(

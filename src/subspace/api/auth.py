@@ -13,16 +13,24 @@ from subspace.keys import authenticate, authenticate_admin
 COOKIE_NAME = "subspace_key"
 
 
-def presented_key(request: Request) -> str | None:
-    header = request.headers.get("authorization", "")
-    scheme, _, token = header.partition(" ")
+def header_key(request: Request) -> str | None:
+    """The key sent in a header: `Authorization: Bearer <key>`, or `X-API-Key: <key>` as
+    clients written against other knowledge APIs send it."""
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
     if scheme.lower() == "bearer" and token.strip():
         return token.strip()
-    # Clients written against other knowledge APIs send their key in X-API-Key.
-    api_key = request.headers.get("x-api-key", "").strip()
-    if api_key:
-        return api_key
-    return request.cookies.get(COOKIE_NAME)
+    return request.headers.get("x-api-key", "").strip() or None
+
+
+def presented_key(request: Request) -> str | None:
+    """The key of a header, else the web app's sign-in cookie."""
+    return header_key(request) or request.cookies.get(COOKIE_NAME)
+
+
+def uses_cookie(request: Request) -> bool:
+    """Whether the request is authenticated by the cookie, which a browser sends by itself
+    (any other header, such as `Authorization: Basic`, leaves the cookie in charge)."""
+    return header_key(request) is None and bool(request.cookies.get(COOKIE_NAME))
 
 
 def _required_key(request: Request) -> str:

@@ -2,17 +2,19 @@
 
 The cookie is SameSite=Lax, which already keeps it off cross-site POSTs in current browsers;
 this check also covers older browsers and same-site attackers (another port or subdomain). A
-request carrying its key in `Authorization` is not at risk: no other site can make a browser
-send that header.
+request carrying its key in a header (`Authorization: Bearer`, `X-API-Key`) is not at risk:
+no other site can make a browser send it. Any other request the cookie authenticates is
+checked, whatever else it carries.
 """
 
 from __future__ import annotations
 
 from urllib.parse import urlsplit
 
+from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from subspace.api.auth import COOKIE_NAME
+from subspace.api.auth import uses_cookie
 from subspace.api.errors import error_response
 
 SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
@@ -39,11 +41,9 @@ class CrossSiteCheck:
         ):
             await self.app(scope, receive, send)
             return
-        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-        uses_cookie = "authorization" not in headers and f"{COOKIE_NAME}=" in headers.get(
-            "cookie", ""
-        )
-        if uses_cookie:
+        request = Request(scope)
+        if uses_cookie(request):
+            headers = request.headers
             source = headers.get("origin") or headers.get("referer") or ""
             if not _origin_matches(source, headers.get("host", "")):
                 response = error_response(

@@ -28,7 +28,7 @@ REGENERATE = "subspace openapi > docs/openapi.json"
 DOCS_CSP = (
     "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
     "img-src 'self' data:; font-src 'self' data:; worker-src 'self' blob:; "
-    "connect-src 'self'; frame-ancestors 'self'"
+    "connect-src 'self'; frame-ancestors 'none'"
 )
 
 

@@ -14,6 +14,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
+from subspace.api.auth import header_key
 from subspace.api.errors import error_response
 from subspace.api.search_observer import search_observer
 from subspace.api.state import database
@@ -25,15 +26,6 @@ from subspace.providers.base import EmbeddingProvider
 
 PATH = "/mcp"
 _CONTEXT_KEY = "subspace.context"  # the caller's Context, set on the ASGI scope per request
-
-
-def presented_key(request: Request) -> str | None:
-    """The key of `Authorization: Bearer <key>` or `X-API-Key: <key>`. The web app's cookie
-    is not taken: MCP clients send a header, and a browser cannot be made to."""
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() == "bearer" and token.strip():
-        return token.strip()
-    return request.headers.get("x-api-key", "").strip() or None
 
 
 def _resolve(ctx: ServerRequestContext[Any, Any]) -> tuple[Context, EmbeddingProvider | None]:
@@ -77,7 +69,8 @@ class McpEndpoint:
             refused.headers["Allow"] = "POST"
             await refused(scope, receive, send)
             return
-        token = presented_key(request)
+        # The cookie is not taken: MCP clients send a header, and a browser cannot be made to.
+        token = header_key(request)
         if not token:
             response = error_response(
                 401,

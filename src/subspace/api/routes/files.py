@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from dataclasses import asdict, dataclass
 from typing import Annotated
 from urllib.parse import quote
@@ -134,6 +136,15 @@ def download_type(content_type: str) -> str:
     return base if base in SAFE_DOWNLOAD_TYPES else "application/octet-stream"
 
 
+def download_name(name: str) -> str:
+    """The name a download is saved under: the stored name's last path part, without
+    control characters or leading dots, so that `../../etc/passwd` saves as `passwd` and no
+    name hides itself or climbs out of the downloads folder."""
+    last = re.split(r"[/\\]", name)[-1]
+    visible = "".join(c for c in last if unicodedata.category(c)[0] != "C").strip()
+    return visible.lstrip(".").strip() or "download"
+
+
 @router.get(
     "/{file_id}/content",
     response_class=Response,
@@ -154,8 +165,9 @@ def download_file(file_id: UUID, cx: CX) -> Response:
     with cx.transaction() as conn:
         row = queries.get_file(conn, cx.actor.workspace_id, file_id)
         data = queries.read_blob(conn, cx.actor.workspace_id, row.sha256)
-    ascii_name = "".join(c if 32 <= ord(c) < 127 and c not in '"\\' else "_" for c in row.name)
-    disposition = f"attachment; filename=\"{ascii_name}\"; filename*=UTF-8''{quote(row.name)}"
+    name = download_name(row.name)
+    ascii_name = "".join(c if 32 <= ord(c) < 127 and c != '"' else "_" for c in name)
+    disposition = f"attachment; filename=\"{ascii_name}\"; filename*=UTF-8''{quote(name)}"
     return Response(
         data,
         media_type=download_type(row.content_type),
