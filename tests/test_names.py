@@ -15,8 +15,6 @@ PACKAGE = Path(subspace.__file__).parent
 SHARED = {
     "ToolCall": "answers.chat's is a chat model's call; the /api/tools route's request body "
     "keeps its name, which is its schema's name in the OpenAPI document clients are built from",
-    "presented_key": "the key a request presents, by its surface's rules: the API also takes "
-    "the web app's cookie, MCP only headers",
 }
 
 

@@ -27,6 +27,7 @@ from subspace.answers.chat import Cancelled, ChatError, ChatProvider
 from subspace.answers.sources import run_bullets
 from subspace.answers.strategies import STRATEGIES
 from subspace.answers.strategy import AnswerBullet, Job, Strategy
+from subspace.commands.retry import retried
 from subspace.config import Settings
 from subspace.context import Context
 from subspace.db import queries
@@ -127,6 +128,7 @@ def command_text(strategy: str, question: str) -> str:
     return f"/{strategy} {question}"
 
 
+@retried
 def enqueue_run(
     cx: Context,
     question: str,
@@ -178,6 +180,12 @@ def enqueue_run(
 
 
 def _questions_page(cx: Context, conn: Conn) -> UUID:
+    """The workspace's "Questions" page, created by the first question that needs it: two
+    asks at once wait for each other here, so the second finds the page the first made."""
+    conn.execute(
+        "select pg_advisory_xact_lock(hashtextextended(%s, 0))",
+        (f"questions-page:{cx.actor.workspace_id}",),
+    )
     row = conn.execute(
         "select p.id from kb.pages p join kb.knowledge_bases k "
         "on k.workspace_id = p.workspace_id and k.id = p.kb_id and k.is_default "
@@ -244,6 +252,7 @@ def record_step(conn: Conn, run: Run, kind: str, summary: str, data: dict[str, A
     return int(row["seq"])
 
 
+@retried
 def request_cancel(cx: Context, run_id: UUID) -> tuple[Run, bool]:
     """Ask the run to stop; returns the run and whether it was still going. A queued run is
     cancelled at once; a running one stops at its next step or bullet."""

@@ -9,11 +9,13 @@ import psycopg
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 from starlette.routing import Route
+from starlette.types import ASGIApp
 
 from subspace import __version__
 from subspace.answers.runs import RunEngine, start_run_worker
 from subspace.api.csrf import CrossSiteCheck
 from subspace.api.errors import install_error_handlers
+from subspace.api.last_resort import AnsweredErrors
 from subspace.api.limits import BodyLimit
 from subspace.api.metrics import Metrics
 from subspace.api.metrics import router as metrics_router
@@ -42,6 +44,13 @@ from subspace.mcp.http import McpEndpoint, run_mcp
 from subspace.providers.registry import create_provider
 from subspace.runtime import Database, open_database
 from subspace.web import routes as web
+
+
+class SubspaceApp(FastAPI):
+    """FastAPI with AnsweredErrors outside every other layer, ServerErrorMiddleware too."""
+
+    def build_middleware_stack(self) -> ASGIApp:
+        return AnsweredErrors(super().build_middleware_stack())
 
 
 def create_app(settings: Settings, database: Database | None = None) -> FastAPI:
@@ -80,7 +89,7 @@ def create_app(settings: Settings, database: Database | None = None) -> FastAPI:
             if owned:
                 db.close()
 
-    app = FastAPI(
+    app = SubspaceApp(
         title="Subspace",
         version=__version__,
         summary="Hybrid search over pages, files and mail.",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from uuid import UUID
 
 from subspace.commands.outbox import append_event
+from subspace.commands.retry import retried
 from subspace.context import Context
 from subspace.db import queries
 from subspace.errors import InvalidInput
@@ -41,11 +42,13 @@ def _apply(cx: Context, target_kind: str, target_id: UUID, sql: str, event: str)
         )
 
 
+@retried
 def exclude(cx: Context, target_kind: str, target_id: UUID) -> None:
     """Hide the item from the acting user's searches, grep, read and RAG. Safe to repeat."""
     _apply(cx, target_kind, target_id, _INSERT, "item.excluded")
 
 
+@retried
 def include(cx: Context, target_kind: str, target_id: UUID) -> None:
     """Undo `exclude` for the acting user."""
     _apply(cx, target_kind, target_id, _DELETE, "item.included")

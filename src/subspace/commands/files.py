@@ -8,6 +8,7 @@ from uuid import UUID
 from subspace.commands.blobs import put_blob
 from subspace.commands.outbox import append_event
 from subspace.commands.pages import resolve_kb
+from subspace.commands.retry import retried
 from subspace.commands.states import ARCHIVE, DELETE, RESTORE, set_state
 from subspace.context import Context
 from subspace.db import queries
@@ -29,6 +30,7 @@ def check_upload_size(cx: Context, size: int) -> None:
         )
 
 
+@retried
 def upload_file(
     cx: Context,
     name: str,
@@ -90,6 +92,7 @@ def find_stored_file(
     return None if row is None else queries.get_file(conn, workspace_id, row["id"])
 
 
+@retried
 def upload_file_once(
     cx: Context,
     name: str,
@@ -117,6 +120,7 @@ def upload_file_once(
         return upload_file(bound, name, data, content_type=content_type, kb_id=kb), False
 
 
+@retried
 def set_file_enabled(cx: Context, file_id: UUID, enabled: bool) -> File:
     """Disable a file to hide it from search, grep, read and RAG; enable it to bring it back."""
     assignment = "enabled = true" if enabled else "enabled = false"
@@ -124,14 +128,17 @@ def set_file_enabled(cx: Context, file_id: UUID, enabled: bool) -> File:
     return set_state(cx, "file", file_id, assignment, event, queries.get_file)
 
 
+@retried
 def archive_file(cx: Context, file_id: UUID) -> File:
     return set_state(cx, "file", file_id, ARCHIVE, "file.archived", queries.get_file)
 
 
+@retried
 def delete_file(cx: Context, file_id: UUID) -> File:
     """Soft-delete the file; its blob and text stay so it can be restored."""
     return set_state(cx, "file", file_id, DELETE, "file.deleted", queries.get_file)
 
 
+@retried
 def restore_file(cx: Context, file_id: UUID) -> File:
     return set_state(cx, "file", file_id, RESTORE, "file.restored", queries.get_file)

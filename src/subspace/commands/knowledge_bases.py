@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from subspace.commands.outbox import append_event
+from subspace.commands.retry import retried
 from subspace.context import Context
 from subspace.db import queries
 from subspace.errors import Conflict
@@ -10,6 +11,7 @@ from subspace.models import KnowledgeBase
 from subspace.text import clean_text, single_line
 
 
+@retried
 def create_knowledge_base(cx: Context, name: str) -> KnowledgeBase:
     """Create a named knowledge base; names are unique within a workspace."""
     name = single_line(

@@ -12,6 +12,7 @@ from uuid import UUID
 from subspace.commands.blobs import put_blob
 from subspace.commands.outbox import append_event
 from subspace.commands.pages import resolve_kb
+from subspace.commands.retry import retried
 from subspace.commands.states import ARCHIVE, DELETE, RESTORE, set_state
 from subspace.context import Context
 from subspace.db import queries
@@ -67,6 +68,7 @@ def _synthesize_raw(
     return msg.as_bytes()
 
 
+@retried
 def add_mail(
     cx: Context,
     *,
@@ -136,13 +138,16 @@ def add_mail(
         return queries.get_mail(conn, ws, row["id"])
 
 
+@retried
 def archive_mail(cx: Context, mail_id: UUID) -> Mail:
     return set_state(cx, "mail", mail_id, ARCHIVE, "mail.archived", queries.get_mail)
 
 
+@retried
 def delete_mail(cx: Context, mail_id: UUID) -> Mail:
     return set_state(cx, "mail", mail_id, DELETE, "mail.deleted", queries.get_mail)
 
 
+@retried
 def restore_mail(cx: Context, mail_id: UUID) -> Mail:
     return set_state(cx, "mail", mail_id, RESTORE, "mail.restored", queries.get_mail)

@@ -8,6 +8,7 @@ from typing import Any
 from uuid import UUID
 
 from subspace.commands.outbox import append_event
+from subspace.commands.retry import retried
 from subspace.context import Context
 from subspace.db import queries
 from subspace.db.pool import Conn
@@ -130,7 +131,10 @@ def check_base_version(page: Page, base_version: int | None) -> None:
 
 
 def _touch_page(conn: Conn, ws: UUID, page_id: UUID) -> None:
-    # The version moves in the writing transaction, under the page's row lock.
+    # The version moves in the writing transaction, under the page's row lock. Called before
+    # the bullets are written: every transaction that writes a page and its bullets takes the
+    # workspace's text statistics in one order, the page's then the bullets' (as creating a
+    # page with bullets does), so two writers never wait on each other in a circle.
     conn.execute(
         "update kb.pages set updated_at = now(), version = version + 1 "
         "where workspace_id = %s and id = %s",
@@ -138,6 +142,7 @@ def _touch_page(conn: Conn, ws: UUID, page_id: UUID) -> None:
     )
 
 
+@retried
 def add_node(
     cx: Context,
     page_id: UUID,
@@ -156,6 +161,7 @@ def add_node(
         page = queries.get_page(conn, ws, page_id, lock=True)
         _refuse_if_deleted(page, "takes no new bullets", "add the bullet")
         check_base_version(page, base_version)
+        _touch_page(conn, ws, page_id)
         slot = _place(conn, ws, page_id, parent_id, position)
         _open_gap(conn, ws, page_id, parent_id, slot)
         row = conn.execute(
@@ -164,7 +170,6 @@ def add_node(
             (ws, page_id, parent_id, slot, text, encoded_props),
         ).fetchone()
         assert row is not None
-        _touch_page(conn, ws, page_id)
         append_event(
             conn, cx.actor.workspace_id, "nodes.changed", page_id=page_id, node_ids=[row["id"]]
         )
@@ -191,23 +196,25 @@ def _locked_node(cx: Context, conn: Conn, node_id: UUID, base_version: int | Non
     return queries.get_node(conn, ws, node_id)
 
 
+@retried
 def edit_node(cx: Context, node_id: UUID, text: str, *, base_version: int | None = None) -> Node:
     """Replace the bullet's text."""
     text = node_text(cx, text)
     ws = cx.actor.workspace_id
     with cx.transaction() as conn:
         node = _locked_node(cx, conn, node_id, base_version)
+        _touch_page(conn, ws, node.page_id)
         conn.execute(
             "update kb.nodes set text = %s, updated_at = now() where workspace_id = %s and id = %s",
             (text, ws, node_id),
         )
-        _touch_page(conn, ws, node.page_id)
         append_event(
             conn, cx.actor.workspace_id, "nodes.changed", page_id=node.page_id, node_ids=[node_id]
         )
         return queries.get_node(conn, ws, node_id)
 
 
+@retried
 def set_props(
     cx: Context,
     node_id: UUID,
@@ -223,6 +230,7 @@ def set_props(
     ws = cx.actor.workspace_id
     with cx.transaction() as conn:
         node = _locked_node(cx, conn, node_id, base_version)
+        _touch_page(conn, ws, node.page_id)
         merged = {} if replace else dict(node.props)
         for key, value in props.items():
             if value is None:
@@ -234,13 +242,13 @@ def set_props(
             "where workspace_id = %s and id = %s",
             (_props(merged), ws, node_id),
         )
-        _touch_page(conn, ws, node.page_id)
         append_event(
             conn, cx.actor.workspace_id, "nodes.changed", page_id=node.page_id, node_ids=[node_id]
         )
         return queries.get_node(conn, ws, node_id)
 
 
+@retried
 def set_memory(cx: Context, node_id: UUID, on: bool) -> Node:
     """Turn the node into a memory item, or back into a plain bullet."""
     return set_props(cx, node_id, {"memory": True if on else None})
@@ -259,6 +267,7 @@ def _subtree_ids(conn: Conn, ws: UUID, node_id: UUID) -> list[UUID]:
     return [row["id"] for row in rows]
 
 
+@retried
 def move_node(
     cx: Context,
     node_id: UUID,
@@ -271,6 +280,7 @@ def move_node(
     ws = cx.actor.workspace_id
     with cx.transaction() as conn:
         node = _locked_node(cx, conn, node_id, base_version)
+        _touch_page(conn, ws, node.page_id)
         if parent_id is not None and parent_id in _subtree_ids(conn, ws, node_id):
             raise Conflict("A node cannot move under itself or one of its descendants.")
         _close_gap(conn, ws, node.page_id, node.parent_id, node.position)
@@ -281,13 +291,13 @@ def move_node(
             "where workspace_id = %s and id = %s",
             (parent_id, slot, ws, node_id),
         )
-        _touch_page(conn, ws, node.page_id)
         append_event(
             conn, cx.actor.workspace_id, "nodes.moved", page_id=node.page_id, node_ids=[node_id]
         )
         return queries.get_node(conn, ws, node_id)
 
 
+@retried
 def indent_node(cx: Context, node_id: UUID, *, base_version: int | None = None) -> Node:
     """Make the node the last child of its previous sibling."""
     ws = cx.actor.workspace_id
@@ -303,6 +313,7 @@ def indent_node(cx: Context, node_id: UUID, *, base_version: int | None = None) 
         return move_node(cx.on(conn), node_id, parent_id=row["id"], position=None)
 
 
+@retried
 def outdent_node(cx: Context, node_id: UUID, *, base_version: int | None = None) -> Node:
     """Make the node the next sibling of its parent."""
     ws = cx.actor.workspace_id
@@ -316,15 +327,16 @@ def outdent_node(cx: Context, node_id: UUID, *, base_version: int | None = None)
         )
 
 
+@retried
 def delete_node(cx: Context, node_id: UUID, *, base_version: int | None = None) -> list[UUID]:
     """Delete the node and its subtree; return the ids deleted."""
     ws = cx.actor.workspace_id
     with cx.transaction() as conn:
         node = _locked_node(cx, conn, node_id, base_version)
+        _touch_page(conn, ws, node.page_id)
         deleted = _subtree_ids(conn, ws, node_id)
         conn.execute("delete from kb.nodes where workspace_id = %s and id = %s", (ws, node_id))
         _close_gap(conn, ws, node.page_id, node.parent_id, node.position)
-        _touch_page(conn, ws, node.page_id)
         append_event(
             conn,
             cx.actor.workspace_id,

@@ -6,6 +6,7 @@ from uuid import UUID, uuid4
 
 from subspace.commands.nodes import check_base_version, node_text
 from subspace.commands.outbox import append_event
+from subspace.commands.retry import retried
 from subspace.commands.states import ARCHIVE, DELETE, RESTORE, set_state
 from subspace.context import Context
 from subspace.db import queries
@@ -32,6 +33,7 @@ def resolve_kb(cx: Context, conn: Conn, kb_id: UUID | None) -> UUID:
     return queries.get_knowledge_base(conn, cx.actor.workspace_id, kb_id).id
 
 
+@retried
 def create_page(cx: Context, title: str, *, kb_id: UUID | None = None) -> Page:
     """Create an empty page in `kb_id` (default: the workspace's default knowledge base)."""
     title = _title(cx, title)
@@ -47,6 +49,7 @@ def create_page(cx: Context, title: str, *, kb_id: UUID | None = None) -> Page:
         return queries.get_page(conn, ws, row["id"])
 
 
+@retried
 def create_page_from_outline(
     cx: Context,
     title: str,
@@ -100,6 +103,7 @@ def find_page_by_source(cx: Context, kb_id: UUID, source_sha256: str) -> Page | 
     return None if row is None else Page(**row)
 
 
+@retried
 def rename_page(cx: Context, page_id: UUID, title: str, *, base_version: int | None = None) -> Page:
     title = _title(cx, title)
     ws = cx.actor.workspace_id
@@ -125,16 +129,19 @@ def _set_page_state(
         return set_state(cx.on(conn), "page", page_id, assignment, event, queries.get_page)
 
 
+@retried
 def archive_page(cx: Context, page_id: UUID, *, base_version: int | None = None) -> Page:
     """Hide the page from search, grep, read and RAG until it is restored."""
     return _set_page_state(cx, page_id, ARCHIVE, "page.archived", base_version)
 
 
+@retried
 def delete_page(cx: Context, page_id: UUID, *, base_version: int | None = None) -> Page:
     """Soft-delete the page: its rows stay so `restore_page` can bring it back."""
     return _set_page_state(cx, page_id, DELETE, "page.deleted", base_version)
 
 
+@retried
 def restore_page(cx: Context, page_id: UUID, *, base_version: int | None = None) -> Page:
     """Undo archive and delete."""
     return _set_page_state(cx, page_id, RESTORE, "page.restored", base_version)

@@ -9,6 +9,7 @@ from uuid import UUID
 
 from subspace.commands.outbox import append_event
 from subspace.commands.pages import resolve_kb
+from subspace.commands.retry import retried
 from subspace.context import Context
 from subspace.db import queries
 from subspace.errors import Conflict, InvalidInput
@@ -20,6 +21,7 @@ TAG_TARGETS: tuple[ItemKind, ...] = ("page", "file", "mail")
 MAX_TAG_TEXT_CHARS = 1_000  # a tag value is a label, not a document
 
 
+@retried
 def create_tag(cx: Context, name: str, type: str, *, kb_id: UUID | None = None) -> TagDefinition:
     """Define tag `name` of `type` (text, number, date or boolean) in a knowledge base."""
     name = single_line(
@@ -70,6 +72,7 @@ def coerce_tag_value(tag: TagDefinition, value: Any) -> tuple[str, Any]:
     return "value_bool", value
 
 
+@retried
 def set_tag(cx: Context, tag_id: UUID, target_kind: str, target_id: UUID, value: Any) -> None:
     """Set the value of tag `tag_id` on a page, file or mail of the tag's knowledge base."""
     if target_kind not in TAG_TARGETS:
@@ -100,6 +103,7 @@ def set_tag(cx: Context, tag_id: UUID, target_kind: str, target_id: UUID, value:
         )
 
 
+@retried
 def remove_tag(cx: Context, tag_id: UUID, target_kind: str, target_id: UUID) -> bool:
     """Untag the item; return whether it carried the tag."""
     ws = cx.actor.workspace_id
