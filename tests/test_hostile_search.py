@@ -478,3 +478,30 @@ def test_a_query_of_too_common_words_is_ranked_without_the_commonest_and_says_so
         'words "harbor0x", "harbor1x", "harbor2x", "harbor3x", "harbor4x" and 3 more:'
         in (many.degraded[0])
     )
+
+
+def test_a_pasted_paragraph_is_ranked_by_its_rarest_words_and_says_so(
+    database: Database, cx: Context
+) -> None:
+    # Each distinct word adds its list to the ranking statement: 150 words of a page took the
+    # whole 10 s statement timeout. Past SUBSPACE_MAX_QUERY_WORDS the commonest are left out.
+    page = commands.create_page(cx, "Paragraph")
+    words = [f"w{n}q" for n in range(40)]
+    for n, word in enumerate(words):  # w0q is in 40 bullets, w39q in 1
+        for copy in range(40 - n):
+            commands.add_node(cx, page.id, f"{word} {copy}")
+    target = commands.add_node(cx, page.id, " ".join(words[-8:]))
+    index(database, cx)
+    paragraph = " ".join(words)
+    bounded = replace(cx, settings=replace(cx.settings, max_query_words=8))
+    found = run(bounded, paragraph, mode="lexical", limit=5)
+    assert found.rows[0].id == target.id  # it holds every one of the 8 rarest
+    assert found.degraded == [
+        'lexical: without the commonest words "w0q", "w1q", "w2q", "w3q", "w4q" and 27 more: '
+        "the query has 40 words found in documents, and BM25 ranks by the 8 rarest "
+        "(SUBSPACE_MAX_QUERY_WORDS), so a document holding only those is not found; fewer or "
+        "rarer words are searched in full"
+    ]
+    whole = run(replace(cx, settings=replace(cx.settings, max_query_words=0)), paragraph)
+    assert whole.degraded == []
+    assert run(cx, " ".join(words[:32]), mode="lexical").degraded == []  # 32 by default

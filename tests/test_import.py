@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from subspace.cli import main
 from subspace.commands.files import upload_file_once
@@ -161,3 +162,34 @@ def test_the_same_bytes_are_one_file_whatever_the_name_or_the_way_in(
     stored, existed = upload_file_once(cx, "another-name.docx", data)
     assert existed and stored.name == "timetable.docx"
     assert counts(database)["files"] == 1
+
+
+def test_an_item_the_database_refuses_fails_alone_and_imports_next_time(
+    runner: CliRunner,
+    folder: Path,
+    database: Database,
+    settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The mail table is locked by another session and the import's sessions wait 0.3 s for
+    a lock at most: the messages fail (the database refused them), the rest is imported,
+    and the command ends with its report instead of a traceback."""
+    params = conninfo_to_dict(settings.database_url)
+    params["options"] = "-c lock_timeout=300"
+    monkeypatch.setenv("SUBSPACE_DATABASE_URL", make_conninfo(**params))  # type: ignore[arg-type]
+    with database.pool.connection() as blocker, blocker.transaction():
+        blocker.execute("lock table kb.mail in share row exclusive mode")
+        result = runner.invoke(main, ["import", str(folder), "--json"])
+    assert result.exit_code == 0, result.output
+    outcomes = {
+        row["source"]: (row["outcome"], row["detail"]) for row in json.loads(result.stdout)["rows"]
+    }
+    assert outcomes["mail/one.eml"] == (
+        "failed",
+        "the database refused it (LockNotAvailable); import again to retry",
+    )
+    assert outcomes["notes/trip.md"] == ("imported", "")
+    again = runner.invoke(main, ["import", str(folder), "--json"])
+    outcomes = {row["source"]: row["outcome"] for row in json.loads(again.stdout)["rows"]}
+    assert outcomes["mail/one.eml"] == "imported"
+    assert outcomes["notes/trip.md"] == "duplicate"

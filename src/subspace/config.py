@@ -269,6 +269,15 @@ SETTINGS: tuple[Setting, ...] = (
         "workspaces in turn.",
     ),
     Setting(
+        "SUBSPACE_PARSE_MEMORY_MB",
+        "parse_memory_mb",
+        int,
+        3_072,
+        "Memory for all the processes that extract files and parse mail together, in MB: "
+        "as many run at once as SUBSPACE_EXTRACT_MEMORY_MB fits in it (at least one), one "
+        "workspace all but one of them.",
+    ),
+    Setting(
         "SUBSPACE_MAX_RUNS",
         "max_runs",
         int,
@@ -299,6 +308,14 @@ SETTINGS: tuple[Setting, ...] = (
         1_000_000,
         "Most documents holding a query's words (counted per word, added up) that BM25 reads; "
         "past it, the commonest words are left out of the search (0: no limit).",
+    ),
+    Setting(
+        "SUBSPACE_MAX_QUERY_WORDS",
+        "max_query_words",
+        int,
+        32,
+        "Most distinct words of a query that BM25 ranks by: past it, the commonest are left "
+        "out, so a pasted paragraph costs what a long question does (0: no limit).",
     ),
     Setting(
         "SUBSPACE_MAX_SEARCH_LIMIT",
@@ -396,11 +413,13 @@ class Settings:
     extract_timeout_s: int = field(default=_DEFAULTS["extract_timeout_s"])
     extract_memory_mb: int = field(default=_DEFAULTS["extract_memory_mb"])
     extract_workers: int = field(default=_DEFAULTS["extract_workers"])
+    parse_memory_mb: int = field(default=_DEFAULTS["parse_memory_mb"])
     max_runs: int = field(default=_DEFAULTS["max_runs"])
     embed_timeout_ms: int = field(default=_DEFAULTS["embed_timeout_ms"])
     lexical_ranker: str = field(default=_DEFAULTS["lexical_ranker"])
     max_query_chars: int = field(default=_DEFAULTS["max_query_chars"])
     max_query_postings: int = field(default=_DEFAULTS["max_query_postings"])
+    max_query_words: int = field(default=_DEFAULTS["max_query_words"])
     max_search_limit: int = field(default=_DEFAULTS["max_search_limit"])
     max_knowledge_bases: int = field(default=_DEFAULTS["max_knowledge_bases"])
     max_tag_filters: int = field(default=_DEFAULTS["max_tag_filters"])

@@ -219,6 +219,7 @@ def run_eval(
             settings=dataclasses.replace(
                 settings,
                 max_query_postings=0,
+                max_query_words=0,
                 max_query_chars=longest if long_queries else settings.max_query_chars,
             ),
         )

@@ -20,7 +20,7 @@ from subspace.indexer.consumer import event_target
 from subspace.indexer.reconcile import Outcome, reconcile
 from subspace.indexer.sources import IndexTarget, all_targets
 from subspace.ingest.extract import ExtractionFailed
-from subspace.ingest.worker import extract_limits, new_extractor, record_extraction
+from subspace.ingest.worker import extract_limits, parsers, record_extraction
 from subspace.providers.base import EmbeddingProvider
 from subspace.runtime import Database
 
@@ -63,20 +63,20 @@ def reextract_files(
             "and (%s::uuid is null or kb_id = %s) order by workspace_id, id",
             (kb_id, kb_id),
         ).fetchall()
-    extractor = new_extractor(settings)
+    pool = parsers(settings)
     ready = failed = 0
-    try:
-        for row in files:
-            with db.pool.connection() as conn, conn.transaction():
-                blob = conn.execute(
-                    "select f.name, f.content_type, b.data from kb.files f join kb.blobs b "
-                    "on b.workspace_id = f.workspace_id and b.sha256 = f.blob_sha256 "
-                    "where f.workspace_id = %s and f.id = %s for update of f",
-                    (row["workspace_id"], row["id"]),
-                ).fetchone()
-                if blob is None:
-                    continue
-                try:
+    for row in files:
+        with db.pool.connection() as conn, conn.transaction():
+            blob = conn.execute(
+                "select f.name, f.content_type, b.data from kb.files f join kb.blobs b "
+                "on b.workspace_id = f.workspace_id and b.sha256 = f.blob_sha256 "
+                "where f.workspace_id = %s and f.id = %s for update of f",
+                (row["workspace_id"], row["id"]),
+            ).fetchone()
+            if blob is None:
+                continue
+            try:
+                with pool.lease(row["workspace_id"], None) as extractor:
                     result = extractor.extract(
                         bytes(blob["data"]),
                         blob["name"],
@@ -84,14 +84,12 @@ def reextract_files(
                         extract_limits(settings),
                         settings.extract_timeout_s,
                     )
-                    ready += 1
-                    record_extraction(conn, row["workspace_id"], row["id"], result)
-                except ExtractionFailed as exc:
-                    failed += 1
-                    record_extraction(conn, row["workspace_id"], row["id"], exc.reason)
-            progress(1)
-    finally:
-        extractor.close()
+                ready += 1
+                record_extraction(conn, row["workspace_id"], row["id"], result)
+            except ExtractionFailed as exc:
+                failed += 1
+                record_extraction(conn, row["workspace_id"], row["id"], exc.reason)
+        progress(1)
     return ready, failed
 
 

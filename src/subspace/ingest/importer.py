@@ -3,25 +3,32 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any, TypeVar
 from uuid import UUID
+
+import psycopg
 
 from subspace import commands
 from subspace.commands.files import check_upload_size
+from subspace.commands.retry import retried
 from subspace.config import Settings
 from subspace.context import Context
 from subspace.errors import Conflict, SubspaceError, TooLarge
 from subspace.ingest.extract import HTML_SUFFIXES, MARKDOWN_SUFFIXES, ExtractionFailed, decode_text
-from subspace.ingest.isolation import IsolatedExtractor
 from subspace.ingest.mail import ParsedMail, parse_message, split_mbox
 from subspace.ingest.outline import parse_outline, parse_plain_text
-from subspace.ingest.worker import extract_pending, new_extractor
+from subspace.ingest.worker import extract_pending, parsers
 from subspace.models import Mail
 from subspace.runtime import Database
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 PAGE_SUFFIXES = MARKDOWN_SUFFIXES | {".txt", ".text"}
 FILE_SUFFIXES = {".pdf", ".docx"} | HTML_SUFFIXES
@@ -66,8 +73,58 @@ def importable_files(root: Path) -> list[Path]:
     )
 
 
-def store_mail(cx: Context, parsed: ParsedMail, kb_id: UUID | None) -> tuple[Mail, list[UUID]]:
-    """Store a parsed message and its attachments in one transaction; Conflict if present."""
+def cut_name(name: str, limit: int) -> str:
+    """`name` within `limit` characters, its extension kept: a long attachment name is
+    shortened in the middle, never refused with its message.
+
+    >>> cut_name("minutes-" + "x" * 20 + ".pdf", 16)
+    'minutes-xxx….pdf'
+    """
+    if len(name) <= limit:
+        return name
+    stem, dot, suffix = name.rpartition(".")
+    if not dot or len(suffix) > 16 or not stem:
+        return name[: limit - 1] + "…"
+    return stem[: limit - len(suffix) - 2] + "…." + suffix
+
+
+def _fitted(parsed: ParsedMail, limit: int) -> tuple[ParsedMail, list[str]]:
+    """The message with each field within its limit, and a note for each field cut: an
+    imported message is kept whatever its headers hold."""
+    notes = list(parsed.notes)
+    fields: dict[str, str] = {}
+    for name, what, most in (
+        ("subject", "subject", limit),
+        ("sender", "sender", limit),
+        ("recipients", "recipients", 10 * limit),
+    ):
+        value = " ".join(getattr(parsed, name).split())
+        if len(value) > most:
+            fields[name] = value[: most - 1] + "…"
+            notes.append(f"the {what} was cut to {most:,} characters")
+    if len(parsed.message_id) > limit:
+        fields["message_id"] = f"<{hashlib.sha256(parsed.raw).hexdigest()}@subspace.invalid>"
+        notes.append(f"its Message-ID is over {limit:,} characters; one from its bytes is used")
+    attachments = []
+    for attachment in parsed.attachments:
+        name = " ".join(attachment.name.split())
+        if len(name) > limit:
+            notes.append(f"an attachment's name was cut to {limit:,} characters")
+            attachment = replace(attachment, name=cut_name(name, limit))
+        attachments.append(attachment)
+    fitted = replace(parsed, attachments=attachments)
+    for name, value in fields.items():
+        setattr(fitted, name, value)
+    return fitted, notes
+
+
+@retried
+def store_mail(
+    cx: Context, parsed: ParsedMail, kb_id: UUID | None
+) -> tuple[Mail, list[UUID], list[str]]:
+    """Store a parsed message and its attachments in one transaction; Conflict if present.
+    Returns the mail, its attachments' file ids, and notes on what was cut to keep it."""
+    parsed, notes = _fitted(parsed, cx.settings.max_title_chars)
     with cx.transaction() as conn:
         bound = cx.on(conn)
         mail = commands.add_mail(
@@ -84,7 +141,11 @@ def store_mail(cx: Context, parsed: ParsedMail, kb_id: UUID | None) -> tuple[Mai
         file_ids = []
         for attachment in parsed.attachments:
             if len(attachment.data) > cx.settings.max_upload_bytes:
-                continue  # the message is kept; an oversized attachment is not
+                notes.append(
+                    f"the attachment {attachment.name!r} is over SUBSPACE_MAX_UPLOAD_BYTES and "
+                    "was left out"
+                )
+                continue
             stored = commands.upload_file(
                 bound,
                 attachment.name,
@@ -94,38 +155,34 @@ def store_mail(cx: Context, parsed: ParsedMail, kb_id: UUID | None) -> tuple[Mai
                 mail_id=mail.id,
             )
             file_ids.append(stored.id)
-    return mail, file_ids
+    return mail, file_ids, notes
 
 
 class Importer:
     """Imports files one by one; each file is its own transaction, so one failure stays one.
 
-    Mail is parsed in a child process under the extraction limits; `close()` (or leaving a
-    `with` block) stops that child.
+    Mail is parsed in a child process of the process's parser pool, under the extraction
+    limits; a message waits `parser_wait_s` at most for one (None: as long as it takes), then
+    raises TooMany or Busy.
     """
 
-    def __init__(self, cx: Context, kb_id: UUID) -> None:
+    def __init__(self, cx: Context, kb_id: UUID, *, parser_wait_s: float | None = None) -> None:
         self.cx = cx
         self.kb_id = kb_id
         self.report = ImportReport()
-        self._parser: IsolatedExtractor | None = None
+        self.parser_wait_s = parser_wait_s
 
     def __enter__(self) -> Importer:
         return self
 
     def __exit__(self, *_: object) -> None:
-        self.close()
+        pass
 
-    def close(self) -> None:
-        """Stop the mail parser's child process. Safe to call twice."""
-        if self._parser is not None:
-            self._parser.close()
-            self._parser = None
-
-    def _isolated(self) -> IsolatedExtractor:
-        if self._parser is None:
-            self._parser = new_extractor(self.cx.settings)
-        return self._parser
+    def _parse(self, function: Callable[..., T], args: tuple[Any, ...], **options: Any) -> T:
+        """`function(*args)` in a parser child (its keywords: kwargs, task)."""
+        pool = parsers(self.cx.settings)
+        with pool.lease(self.cx.actor.workspace_id, self.parser_wait_s) as parser:
+            return parser.run(function, args, self.cx.settings.extract_timeout_s, **options)
 
     def add(self, path: Path, label: str) -> None:
         suffix = path.suffix.lower()
@@ -144,6 +201,12 @@ class Importer:
             self.report.rows.append(ImportRow(label, _kind(suffix), "failed", exc.message))
         except OSError as exc:
             self.report.rows.append(ImportRow(label, _kind(suffix), "failed", exc.strerror or ""))
+        except psycopg.Error as exc:
+            # One item the database refused (a lost connection, a statement cancelled) fails
+            # alone; importing the folder again skips what is already in and retries it.
+            log.warning("importing %s failed: %s", label, exc)
+            detail = f"the database refused it ({type(exc).__name__}); import again to retry"
+            self.report.rows.append(ImportRow(label, _kind(suffix), "failed", detail))
 
     def _page(self, path: Path, label: str) -> None:
         data = path.read_bytes()
@@ -186,10 +249,9 @@ class Importer:
         """Import one message (.eml bytes) and its attachments."""
         settings = self.cx.settings
         try:
-            parsed = self._isolated().run(
+            parsed = self._parse(
                 parse_message,
                 (raw,),
-                settings.extract_timeout_s,
                 kwargs={
                     "max_html_depth": settings.max_html_depth,
                     "max_mime_depth": settings.max_mime_depth,
@@ -200,11 +262,11 @@ class Importer:
             self.report.rows.append(ImportRow(label, "mail", "failed", exc.reason))
             return
         try:
-            _, attachment_ids = store_mail(self.cx, parsed, self.kb_id)
+            _, attachment_ids, notes = store_mail(self.cx, parsed, self.kb_id)
         except Conflict:
             self.report.rows.append(ImportRow(label, "mail", "duplicate"))
             return
-        self.report.rows.append(ImportRow(label, "mail", "imported"))
+        self.report.rows.append(ImportRow(label, "mail", "imported", "; ".join(notes)))
         for file_id in attachment_ids:
             self.report.rows.append(
                 ImportRow(f"{label} (attachment)", "file", "imported", file_id=file_id)
@@ -214,9 +276,7 @@ class Importer:
         """Import every message of an mbox; a malformed one fails alone. Over `max_messages`,
         raise TooLarge before importing any."""
         try:
-            messages = self._isolated().run(
-                split_mbox, (data,), self.cx.settings.extract_timeout_s, task="reading the mailbox"
-            )
+            messages = self._parse(split_mbox, (data,), task="reading the mailbox")
         except ExtractionFailed as exc:
             self.report.rows.append(ImportRow(label, "mail", "failed", exc.reason))
             return

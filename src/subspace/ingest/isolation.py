@@ -11,11 +11,12 @@ import resource
 import signal
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Iterator
 from multiprocessing.connection import Connection
 from typing import Any, TypeVar, cast
 
 from subspace.ingest.extract import Extracted, ExtractionFailed, ExtractLimits, extract
+from subspace.shares import Shares
 
 T = TypeVar("T")
 
@@ -228,3 +229,65 @@ def extract_isolated(
         return extractor.extract(data, name, content_type, limits, timeout_s)
     finally:
         extractor.close()
+
+
+class ParserPool:
+    """The children that parse untrusted bytes in this process (file extraction and mail
+    alike), within one memory budget: at most `size` at work at once, each capped at
+    `memory_bytes`, and one workspace at most `size - 1` of them while others wait.
+
+    Children are kept between leases and reused; there are never more than `size`.
+    """
+
+    def __init__(self, memory_bytes: int, size: int) -> None:
+        self.memory_bytes = memory_bytes
+        self.size = max(1, size)
+        self.shares = Shares(
+            "mail parsers or file extractions at work", total=self.size, per_key=max(1, size - 1)
+        )
+        self._idle: list[IsolatedExtractor] = []
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def lease(self, workspace_id: Hashable, wait_s: float | None) -> Iterator[IsolatedExtractor]:
+        """A child for the block; waits up to `wait_s` (None: for as long as it takes) for
+        one to come free, then raises TooMany or Busy."""
+        with self.shares.hold(workspace_id, wait_s):
+            with self._lock:
+                extractor = self._idle.pop() if self._idle else None
+            extractor = extractor or IsolatedExtractor(self.memory_bytes)
+            try:
+                yield extractor
+            finally:
+                with self._lock:
+                    self._idle.append(extractor)
+
+    def close(self) -> None:
+        """Stop the idle children. Safe to call twice."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for extractor in idle:
+            extractor.close()
+
+
+_POOLS: dict[tuple[int, int], ParserPool] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def parser_pool(memory_mb: int, budget_mb: int) -> ParserPool:
+    """This process's pool for a memory cap and a budget: every importer and extraction
+    worker of the process shares it, so the budget holds for all its children together."""
+    key = (memory_mb, budget_mb)
+    with _POOLS_LOCK:
+        pool = _POOLS.get(key)
+        if pool is None:
+            pool = _POOLS[key] = ParserPool(memory_mb * _MiB, budget_mb // max(1, memory_mb))
+        return pool
+
+
+def close_parser_pools() -> None:
+    """Stop every pool's idle children (at exit, or when a server stops)."""
+    with _POOLS_LOCK:
+        pools = list(_POOLS.values())
+    for pool in pools:
+        pool.close()

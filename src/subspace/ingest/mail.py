@@ -23,6 +23,9 @@ from subspace.text import clean_text
 
 MAX_HTML_DEPTH_FOR_MAIL = 512  # mail bodies get the same protection as HTML files
 MAX_MIME_DEPTH = 100  # the standard library's parser recurses per level: 1,500 levels overflow
+# Longest header (folded lines together) the parser is given; the rest is cut. A To of a few
+# hundred recipients fits; parsing one this long takes about 0.1 s.
+MAX_HEADER_BYTES = 32 * 1024
 
 _CONTENT_TYPE = b"content-type:"
 _ENCLOSED = b""  # the level of a message/rfc822 part (no boundary is empty)
@@ -45,8 +48,9 @@ class ParsedMail:
     recipients: str
     sent_at: datetime | None
     body_text: str
-    raw: bytes
+    raw: bytes  # as received, whatever was cut for the parser
     attachments: list[Attachment] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what was cut to keep the message
 
 
 class MalformedMessage(ExtractionFailed):
@@ -109,12 +113,13 @@ def parse_message(
     (no zone, or outside the years 1 to 9999 in UTC) leaves the mail without a date."""
     if not raw.strip():
         raise MalformedMessage("the message is empty")
-    if mime_depth_exceeds(raw, max_mime_depth):
+    scan = scan_message(raw, max_mime_depth)
+    if scan.too_deep:
         raise MalformedMessage(
             f"the message nests MIME parts more than {max_mime_depth} levels deep "
             "(SUBSPACE_MAX_MIME_DEPTH)"
         )
-    msg = message_from_bytes(raw, policy=policy.default)
+    msg = message_from_bytes(scan.bounded, policy=policy.default)
     assert isinstance(msg, EmailMessage)
     if not msg.keys():
         raise MalformedMessage("the message has no headers")
@@ -130,6 +135,10 @@ def parse_message(
         body_text=_body_text(msg, max_html_depth),
         raw=raw,
         attachments=_attachments(msg),
+        notes=[
+            f"the {name} header was cut to {MAX_HEADER_BYTES // 1024} KB"
+            for name in dict.fromkeys(scan.cut)
+        ],
     )
 
 
@@ -150,10 +159,23 @@ def _sent_at(date: str) -> datetime | None:
     return sent_at
 
 
-def mime_depth_exceeds(raw: bytes, max_depth: int) -> bool:
-    """Whether the message nests multipart and message/* parts deeper than `max_depth`.
+@dataclass
+class Scan:
+    """What one pass over a message's lines found before the parser sees it."""
 
-    One pass over the lines, following the boundaries the way the parser will, so an
+    too_deep: bool  # MIME parts nest deeper than allowed
+    bounded: bytes  # the message with every header cut to MAX_HEADER_BYTES
+    cut: list[str]  # the names of the headers cut, in order
+
+
+def scan_message(raw: bytes, max_depth: int, max_header_bytes: int = MAX_HEADER_BYTES) -> Scan:
+    """One pass over the lines: whether multipart and message/* parts nest deeper than
+    `max_depth`, and the message with each header (of the message and of every part) cut to
+    `max_header_bytes`.
+
+    The parser's headers cost more than linear time in their length (a Subject of 100,000
+    encoded words took 3.7 s and 800 MB; a To of 50,000 addresses 15.6 s), so none reaches it
+    longer than a real one gets. The boundaries are followed the way the parser will, so an
     over-deep message is refused before the recursive parser sees it.
     """
     # Open levels, innermost last: a multipart's boundary, or _ENCLOSED for a message/rfc822.
@@ -161,38 +183,56 @@ def mime_depth_exceeds(raw: bytes, max_depth: int) -> bool:
     in_headers = True
     content_type: list[bytes] = []  # the current header block's, unfolded
     folding = False  # the header being read is Content-Type, continued on indented lines
-    for line in raw.splitlines():
+    out: list[bytes] = []
+    cut: list[str] = []
+    header_bytes = 0  # of the header being read
+    header_name = ""
+    for line in raw.splitlines(keepends=True):
+        bare = line.rstrip(b"\r\n")
         if in_headers:
-            if line.strip():
-                if line[:1] in (b" ", b"\t"):
+            if bare.strip():
+                continued = bare[:1] in (b" ", b"\t")
+                if continued:
                     if folding:
-                        content_type.append(line)
+                        content_type.append(bare)
                 else:
-                    folding = line[: len(_CONTENT_TYPE)].lower() == _CONTENT_TYPE
+                    header_bytes = 0
+                    header_name = bare.split(b":", 1)[0].decode("ascii", "replace").strip()
+                    folding = bare[: len(_CONTENT_TYPE)].lower() == _CONTENT_TYPE
                     if folding:
-                        content_type = [line[len(_CONTENT_TYPE) :]]
+                        content_type = [bare[len(_CONTENT_TYPE) :]]
+                room = max_header_bytes - header_bytes
+                header_bytes += len(bare)
+                if len(bare) <= room:
+                    out.append(line)
+                    continue
+                if room > 0:  # the line that crosses the bound: its start is kept
+                    out.append(bare[:room] + line[len(bare) :])
+                    cut.append(header_name or "a header")
                 continue
             # The blank line that ends a header block.
+            out.append(line)
             in_headers = folding = False
             nested = _nested_level(b" ".join(content_type))
             content_type = []
             if nested is not None:
                 levels.append(nested)
                 if len(levels) > max_depth:
-                    return True
+                    return Scan(too_deep=True, bounded=b"", cut=cut)
                 # An enclosed message's own headers follow at once.
                 in_headers = nested == _ENCLOSED
             continue
-        if not line.startswith(b"--") or not levels:
+        out.append(line)
+        if not bare.startswith(b"--") or not levels:
             continue
         for index in range(len(levels) - 1, -1, -1):
             boundary = levels[index]
-            if boundary != _ENCLOSED and line.startswith(b"--" + boundary):
-                closing = line[len(boundary) + 2 :].startswith(b"--")
+            if boundary != _ENCLOSED and bare.startswith(b"--" + boundary):
+                closing = bare[len(boundary) + 2 :].startswith(b"--")
                 del levels[index + (0 if closing else 1) :]
                 in_headers = not closing
                 break
-    return False
+    return Scan(too_deep=False, bounded=b"".join(out), cut=cut)
 
 
 def _nested_level(content_type: bytes) -> bytes | None:

@@ -16,7 +16,7 @@ from subspace.config import Settings
 from subspace.db.pool import Conn
 from subspace.indexer.chunking import split_text
 from subspace.ingest.extract import Extracted, ExtractionFailed, ExtractLimits
-from subspace.ingest.isolation import IsolatedExtractor
+from subspace.ingest.isolation import ParserPool, parser_pool
 from subspace.runtime import Database
 from subspace.text import clean_text
 
@@ -77,7 +77,7 @@ class Rotation:
 def extract_next(
     db: Database,
     settings: Settings,
-    extractor: IsolatedExtractor,
+    pool: ParserPool,
     only: Collection[UUID] | None = None,
     rotation: Rotation | None = None,
 ) -> bool:
@@ -100,13 +100,15 @@ def extract_next(
                 return False
             claimed = (row["workspace_id"], row["id"])
             try:
-                result: Extracted | str = extractor.extract(
-                    bytes(row["data"]),
-                    row["name"],
-                    row["content_type"],
-                    extract_limits(settings),
-                    timeout_s=settings.extract_timeout_s,
-                )
+                # Waits for a child within the budget, however long: this is background work.
+                with pool.lease(row["workspace_id"], None) as extractor:
+                    result: Extracted | str = extractor.extract(
+                        bytes(row["data"]),
+                        row["name"],
+                        row["content_type"],
+                        extract_limits(settings),
+                        timeout_s=settings.extract_timeout_s,
+                    )
             except ExtractionFailed as exc:
                 result = exc.reason
             record_extraction(conn, row["workspace_id"], row["id"], result)
@@ -202,8 +204,9 @@ def record_extraction(
     )
 
 
-def new_extractor(settings: Settings) -> IsolatedExtractor:
-    return IsolatedExtractor(settings.extract_memory_mb * 1024 * 1024)
+def parsers(settings: Settings) -> ParserPool:
+    """The process's children for extraction and mail parsing, within SUBSPACE_PARSE_MEMORY_MB."""
+    return parser_pool(settings.extract_memory_mb, settings.parse_memory_mb)
 
 
 def store_file_chunks(conn: Conn, workspace_id: UUID, file_id: UUID, pieces: list[str]) -> None:
@@ -239,13 +242,9 @@ def extract_pending(
     rotation = Rotation()
 
     def drain() -> int:
-        extractor = new_extractor(settings)
         done = 0
-        try:
-            while extract_next(db, settings, extractor, only, rotation):
-                done += 1
-        finally:
-            extractor.close()
+        while extract_next(db, settings, parsers(settings), only, rotation):
+            done += 1
         return done
 
     if workers <= 1:
@@ -287,17 +286,14 @@ class ExtractionWorker:
                 thread.join(timeout=self._settings.extract_timeout_s + 5)
 
     def _run(self) -> None:
-        extractor = new_extractor(self._settings)
-        try:
-            while not self._stop.is_set():
-                try:
-                    while not self._stop.is_set() and extract_next(
-                        self._db, self._settings, extractor, rotation=self._rotation
-                    ):
-                        pass
-                except Exception:  # keep the worker alive through a database hiccup
-                    log.exception("extraction worker failed; retrying")
-                self._wake.wait(POLL_SECONDS)
-                self._wake.clear()
-        finally:
-            extractor.close()
+        pool = parsers(self._settings)
+        while not self._stop.is_set():
+            try:
+                while not self._stop.is_set() and extract_next(
+                    self._db, self._settings, pool, rotation=self._rotation
+                ):
+                    pass
+            except Exception:  # keep the worker alive through a database hiccup
+                log.exception("extraction worker failed; retrying")
+            self._wake.wait(POLL_SECONDS)
+            self._wake.clear()

@@ -144,8 +144,9 @@ def run_legs(conn: Conn, cx: Context, plan: LegPlan, prepared: Prepared) -> Legs
     scored = tsq
     if plan.mode in ("hybrid", "lexical"):
         if plan.ranker == "bm25":  # ts_rank_cd reads every match whatever its words
-            scored = tsq.within(cx.settings.max_query_postings)
-            left_out = _left_out(tsq, scored, cx.settings.max_query_postings)
+            limits = (cx.settings.max_query_postings, cx.settings.max_query_words)
+            scored = tsq.within(*limits)
+            left_out = _left_out(tsq, scored, *limits)
         send(conn, "savepoint lexical_leg")
         lexical = queue_lexical_leg(conn, plan.scope, scored, cap=plan.window, ranker=plan.ranker)
         send(conn, "release savepoint lexical_leg")
@@ -174,7 +175,7 @@ def run_legs(conn: Conn, cx: Context, plan: LegPlan, prepared: Prepared) -> Legs
     return LegsRun(legs, scored if ran_lexical else TsQueries("", "", ""), plan.ranker)
 
 
-def _left_out(tsq: TsQueries, scored: TsQueries, max_postings: int) -> str | None:
+def _left_out(tsq: TsQueries, scored: TsQueries, max_postings: int, max_words: int) -> str | None:
     """What the lexical leg says when it ranks without some of the query's words."""
     if not scored.left_out:
         return None
@@ -183,10 +184,20 @@ def _left_out(tsq: TsQueries, scored: TsQueries, max_postings: int) -> str | Non
     if len(scored.left_out) > len(named):
         words += f" and {len(scored.left_out) - len(named)} more"
     plural = "s" if len(scored.left_out) > 1 else ""
+    held = sum(1 for count in tsq.postings if count > 0)
+    if max_words and held > max_words:
+        why = (
+            f"the query has {held:,} words found in documents, and BM25 ranks by the "
+            f"{max_words:,} rarest (SUBSPACE_MAX_QUERY_WORDS)"
+        )
+    else:
+        why = (
+            f"the documents holding each of the query's words add up to "
+            f"{sum(tsq.postings):,}, more than SUBSPACE_MAX_QUERY_POSTINGS ({max_postings:,}) "
+            "allows"
+        )
     return (
-        f"without the commonest word{plural} {words}: the documents holding each of the "
-        f"query's words add up to {sum(tsq.postings):,}, more than "
-        f"SUBSPACE_MAX_QUERY_POSTINGS ({max_postings:,}) allows, so a document holding only "
+        f"without the commonest word{plural} {words}: {why}, so a document holding only "
         f"{'those' if plural else 'that'} is not found; fewer or rarer words are searched in full"
     )
 

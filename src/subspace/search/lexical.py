@@ -70,26 +70,26 @@ class TsQueries:
     spelled: tuple[str, ...] = ()
     left_out: tuple[str, ...] = ()
 
-    def within(self, max_postings: int) -> TsQueries:
-        """These queries searched on at most `max_postings` postings (0: no limit): without
-        their commonest lexemes, as many as it takes, the rarest that some document holds
-        always kept.
+    def within(self, max_postings: int, max_words: int = 0) -> TsQueries:
+        """These queries searched on at most `max_words` lexemes and `max_postings` postings
+        (0: no limit): without their commonest lexemes, as many as it takes, the rarest that
+        some document holds always kept.
 
-        Ranking sums every posting of the lexemes it cannot skip, about a microsecond each: a
-        query of many common words would otherwise hold a core for seconds. A lexeme left out
-        finds no document and adds nothing to a score; documents with every clause no longer
-        rank first (their clauses may have lost their words). Exclusions and phrases apply as
-        written."""
-        total = sum(self.postings)
-        if not max_postings or total <= max_postings:
-            return self
+        Ranking sums every posting of the lexemes it cannot skip, about a microsecond each,
+        and each lexeme adds its own list to the statement: a query of many common words, or
+        of a whole paragraph's words, would otherwise hold a core for seconds. A lexeme left
+        out finds no document and adds nothing to a score; documents with every clause no
+        longer rank first (their clauses may have lost their words). Exclusions and phrases
+        apply as written."""
         held = sorted(
             (i for i in range(len(self.lexemes)) if self.postings[i] > 0),
             key=lambda i: (-self.postings[i], i),
         )
-        left: list[int] = []  # commonest first
-        for i in held[:-1]:
-            if total <= max_postings:
+        # Commonest first: past max_words, then past max_postings.
+        left = held[: max(0, len(held) - max_words)] if max_words else []
+        total = sum(self.postings) - sum(self.postings[i] for i in left)
+        for i in held[len(left) : -1]:
+            if not max_postings or total <= max_postings:
                 break
             left.append(i)
             total -= self.postings[i]

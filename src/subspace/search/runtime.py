@@ -3,6 +3,7 @@ and the query embeddings' threads and cache."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import OrderedDict
@@ -11,9 +12,15 @@ from uuid import UUID
 
 from pgvector import HalfVector
 
+from subspace.shares import Shares
+
 LARGE_BASE_TTL_S = 60.0  # how long a base found to hold EXACT_SCAN_ROWS vectors stays "large"
 EMBED_THREADS = 4  # query embeddings waited on at once; a hung provider holds only these
 QUERY_CACHE_SIZE = 512  # recent query embeddings kept, for a palette typing and retyping
+# Searches one workspace runs at once: one per core keeps the cores busy, and a workspace
+# sending many leaves room for the others' (each waits its turn, then 429).
+SEARCHES_PER_WORKSPACE = max(2, os.cpu_count() or 2)
+SEARCH_WAIT_S = 2.0  # how long a search waits for its workspace's turn
 
 
 class LargeBases:
@@ -86,6 +93,7 @@ class SearchRuntime:
         *,
         large_base_ttl_s: float = LARGE_BASE_TTL_S,
         query_cache_size: int = QUERY_CACHE_SIZE,
+        searches_per_workspace: int = SEARCHES_PER_WORKSPACE,
     ) -> None:
         self.large_bases = LargeBases(large_base_ttl_s)
         # Query embeddings run on threads of their own, so a search waits for one at most
@@ -95,6 +103,7 @@ class SearchRuntime:
             max_workers=EMBED_THREADS, thread_name_prefix="query-embed"
         )
         self.query_vectors = QueryVectors(query_cache_size)
+        self.searches = Shares("searches in flight", total=None, per_key=searches_per_workspace)
 
     def close(self) -> None:
         """Wait for the query embeddings running, then stop their threads. Safe

@@ -43,6 +43,7 @@ from subspace.search.lexical import CONFIG as LEXICAL_CONFIG
 from subspace.search.lexical import TsQueries
 from subspace.search.options import MODES, RANKERS
 from subspace.search.query import ParsedQuery, parse_query
+from subspace.search.runtime import SEARCH_WAIT_S
 
 # Default weight of the vector leg, by provider, from `subspace eval --sweep` on SciFact (see
 # docs/benchmarks.md). Trigram vectors only know spelling: at 0.01 the vector leg cannot move
@@ -204,8 +205,13 @@ def _check_tags(tags: object, max_filters: int) -> None:
 def search(
     cx: Context, provider: EmbeddingProvider | None, request: SearchRequest
 ) -> SearchResponse:
-    """Run one search; see SearchRequest for the options and SearchResponse for the answer."""
-    response = _search(cx, provider, request)
+    """Run one search; see SearchRequest for the options and SearchResponse for the answer.
+
+    A workspace runs SEARCHES_PER_WORKSPACE at once; more wait their turn (429 after
+    SEARCH_WAIT_S), so that one workspace's flood cannot take the cores from the others.
+    """
+    with cx.search_runtime.searches.hold(cx.actor.workspace_id, SEARCH_WAIT_S):
+        response = _search(cx, provider, request)
     if cx.on_search is not None:
         cx.on_search(response)
     return response

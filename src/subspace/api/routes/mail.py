@@ -25,6 +25,9 @@ from subspace.models import Mail
 
 router = APIRouter(prefix="/api/mail", tags=["mail"], responses=error_responses(*BY_ID))
 CX = Annotated[Context, Depends(require_context)]
+# How long an upload waits for a mail parser (they are shared by every workspace, within
+# SUBSPACE_PARSE_MEMORY_MB) before it answers 429 or 503 with Retry-After.
+PARSER_WAIT_S = 5.0
 
 
 class MailIn(BaseModel):
@@ -95,7 +98,7 @@ def import_mail(
     check_upload_size(cx, len(data))
     with cx.transaction() as conn:
         kb = resolve_kb(cx, conn, kb_id)
-    with Importer(cx, kb) as importer:
+    with Importer(cx, kb, parser_wait_s=PARSER_WAIT_S) as importer:
         if name.lower().endswith(".mbox") or data.startswith(b"From "):
             importer.add_mailbox(data, name, max_messages=cx.settings.max_mailbox_messages)
         else:

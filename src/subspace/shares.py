@@ -1,0 +1,69 @@
+"""Slots of something the server holds a fixed number of, shared fairly among workspaces.
+
+A search in flight, a parser child, a database connection: each is held for a while and
+given back. One workspace flooding the server takes at most `per_key` of them, so the
+others always find some free, and a caller that waits past its deadline is told which
+bound it met: its own workspace's (429, TooMany) or the server's (503, Busy).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Hashable, Iterator
+from contextlib import contextmanager
+
+from subspace.errors import Busy, TooMany
+
+
+class Shares:
+    def __init__(self, what: str, *, total: int | None, per_key: int) -> None:
+        """`what` names one slot in messages ("searches in flight"); `total` None is no
+        bound in all."""
+        self.what = what
+        self.total = total
+        self.per_key = per_key
+        self._held: Counter[Hashable] = Counter()
+        self._changed = threading.Condition()
+
+    def held(self, key: Hashable | None = None) -> int:
+        """How many `key` holds, or all keys together."""
+        with self._changed:
+            return self._held.total() if key is None else self._held[key]
+
+    def _refusal(self, key: Hashable) -> str | None:
+        if self._held[key] >= self.per_key:
+            return "workspace"
+        if self.total is not None and self._held.total() >= self.total:
+            return "server"
+        return None
+
+    @contextmanager
+    def hold(self, key: Hashable, wait_s: float | None) -> Iterator[None]:
+        """Hold one slot for `key` in the block; wait up to `wait_s` (None: for ever) for
+        one to come free, then raise TooMany (the key's share is taken) or Busy."""
+        deadline = None if wait_s is None else time.monotonic() + wait_s
+        with self._changed:
+            while (bound := self._refusal(key)) is not None:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise self._error(bound)
+                self._changed.wait(left)
+            self._held[key] += 1
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._held[key] -= 1
+                if not self._held[key]:
+                    del self._held[key]
+                self._changed.notify_all()
+
+    def _error(self, bound: str) -> Busy | TooMany:
+        if bound == "workspace":
+            return TooMany(
+                f"This workspace already has {self.per_key} {self.what}, the most one may "
+                "at once, so others can be served too. Retry in 1 s."
+            )
+        return Busy(f"The server already has {self.total} {self.what}, its most. Retry in 1 s.")

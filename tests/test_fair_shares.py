@@ -1,0 +1,77 @@
+"""One workspace's load leaves room for the others: searches in flight are bounded per
+workspace, past the bound a search waits its turn and then answers 429."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+
+import pytest
+from fastapi.testclient import TestClient
+
+from subspace import commands
+from subspace.api import create_app
+from subspace.config import Settings
+from subspace.context import Context
+from subspace.errors import TooMany
+from subspace.keys import create_key
+from subspace.runtime import Database
+from subspace.search import service
+from subspace.workspaces import create_workspace
+from tests.search_helpers import index, run
+
+
+def _other_workspace(database: Database, cx: Context) -> Context:
+    with database.pool.connection() as conn:
+        actor = create_workspace(conn, "Neighbour")
+    return replace(cx, actor=actor)
+
+
+def test_a_workspace_at_its_share_waits_while_another_searches(
+    database: Database, cx: Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(service, "SEARCH_WAIT_S", 0.2)
+    commands.add_node(cx, commands.create_page(cx, "Ferries").id, "the ferry leaves at nine")
+    neighbour = _other_workspace(database, cx)
+    commands.add_node(neighbour, commands.create_page(neighbour, "Trains").id, "the ferry too")
+    index(database, cx)
+    shares = cx.search_runtime.searches
+    taken = threading.Event()
+    done = threading.Event()
+
+    def flood() -> None:  # the workspace's every slot held, as by long searches
+        with shares.hold(cx.actor.workspace_id, 1), shares.hold(cx.actor.workspace_id, 1):
+            taken.set()
+            done.wait(30)
+
+    shares.per_key = 2
+    holder = threading.Thread(target=flood)
+    holder.start()
+    try:
+        assert taken.wait(10)
+        with pytest.raises(TooMany, match="already has 2 searches in flight"):
+            run(cx, "ferry", mode="lexical")
+        assert [row.passage for row in run(neighbour, "ferry", mode="lexical").rows] == [
+            "the ferry too"
+        ]
+    finally:
+        done.set()
+        holder.join()
+    assert run(cx, "ferry", mode="lexical").rows  # its turn came back
+
+
+def test_past_its_share_a_search_answers_429_with_retry_after(
+    database: Database, settings: Settings, cx: Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(service, "SEARCH_WAIT_S", 0.1)
+    with database.pool.connection() as conn:
+        _, token = create_key(conn, cx.actor, "flood")
+    client = TestClient(create_app(settings, database))
+    client.headers["authorization"] = f"Bearer {token}"
+    shares = cx.search_runtime.searches
+    with client, shares.hold(cx.actor.workspace_id, 0):
+        shares.per_key = 1
+        refused = client.post("/api/search", json={"query": "ferry"})
+        assert refused.status_code == 429, refused.text
+        assert refused.headers["retry-after"] == "1"
+        assert refused.json()["error"]["code"] == "too_many_requests"
