@@ -27,3 +27,15 @@ export function on(name, listener) {
   bus.addEventListener(name, wrapped);
   return () => bus.removeEventListener(name, wrapped);
 }
+
+// A view's first load, after it has subscribed to what changes it: when the load fails, the
+// subscriptions are undone (`stop`) before the error goes on. Returns `stop`.
+export async function firstLoad(load, stop) {
+  try {
+    await load();
+  } catch (error) {
+    stop();
+    throw error;
+  }
+  return stop;
+}

@@ -3,7 +3,7 @@
 
 import { get, query } from "../api.js";
 import { clear, formatDate, h } from "../dom.js";
-import { on, state } from "../state.js";
+import { firstLoad, on, state } from "../state.js";
 import { formatSize, installDropUpload, uploadButton } from "../upload.js";
 
 const POLL_MS = 1000; // how often statuses are read again while a file is still processing
@@ -67,11 +67,5 @@ export async function render(container, _params, { signal }) {
     offKb();
     offFiles();
   };
-  try {
-    await load();
-  } catch (error) {
-    stop();
-    throw error;
-  }
-  return stop;
+  return firstLoad(load, stop);
 }

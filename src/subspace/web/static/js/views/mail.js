@@ -3,7 +3,7 @@
 
 import { get, query } from "../api.js";
 import { clear, formatDate, h } from "../dom.js";
-import { on, state } from "../state.js";
+import { firstLoad, on, state } from "../state.js";
 import { installDropUpload, uploadButton } from "../upload.js";
 
 const IMPORT = "/api/mail/import";
@@ -72,11 +72,5 @@ export async function render(container, _params, { signal }) {
     offKb();
     offMail();
   };
-  try {
-    await load();
-  } catch (error) {
-    stop();
-    throw error;
-  }
-  return stop;
+  return firstLoad(load, stop);
 }
