@@ -523,3 +523,23 @@ def test_answers_quote_sources_not_earlier_questions_and_answers(
     beta = f"node:{notes['beta'].id}"
     for answer in answers:
         assert [props["refs"] for _, props in answer] == [[beta]]
+
+
+def test_a_workspace_that_queued_many_questions_takes_turns_with_the_others(
+    database: Database, settings: Settings, cx: Context, notes: dict[str, Any]
+) -> None:
+    from subspace.workspaces import create_workspace
+
+    with database.pool.connection() as conn:
+        neighbour = replace(cx, actor=create_workspace(conn, "Neighbour"))
+    flood = [runs.enqueue_run(cx, f"beta {n}", "rag", page_id=notes["page"].id) for n in range(3)]
+    theirs = runs.enqueue_run(neighbour, "one question", "rag")
+    engine = runs.RunEngine(database, settings, None, {"rag": Quoting()})
+    first = engine.claim()
+    second = engine.claim()  # the flooding workspace has a run going; the other has none
+    assert first is not None and second is not None
+    try:
+        assert [first.run.id, second.run.id] == [flood[0].id, theirs.id]
+    finally:
+        for claimed in (first, second):
+            engine.execute(claimed)

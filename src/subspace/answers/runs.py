@@ -362,6 +362,17 @@ class Recorder:
         return row is None or bool(row["cancel_requested"])
 
 
+# The queued run of the workspace with the fewest runs going, the oldest first.
+_NEXT_RUN = f"""
+select {RUN_COLUMNS} from kb.runs r
+where r.status = 'queued' and (%s::uuid is null or r.id = %s)
+order by (select count(*) from kb.runs going
+          where going.workspace_id = r.workspace_id and going.status = 'running'),
+         r.created_at
+limit 1 for update skip locked
+"""
+
+
 @dataclass
 class RunEngine:
     """Claims and executes runs: the same code in the server's worker and in the CLI."""
@@ -374,7 +385,9 @@ class RunEngine:
     stopping: threading.Event = field(default_factory=threading.Event)
 
     def claim(self, run_id: UUID | None = None) -> Claimed | None:
-        """Take the oldest queued run (or `run_id`), lock it and mark it running."""
+        """Take the next queued run (or `run_id`), lock it and mark it running: the oldest of
+        the workspaces running the fewest, so a workspace that queued many questions at once
+        takes turns with the others instead of making them wait for all of its own."""
         with self.db.pool.connection() as conn:  # cheap, before a connection of its own
             if (
                 conn.execute("select 1 from kb.runs where status = 'queued' limit 1").fetchone()
@@ -384,12 +397,7 @@ class RunEngine:
         lock = psycopg.connect(self.db.dsn, autocommit=True, row_factory=dict_row)
         try:
             with lock.transaction():
-                row = lock.execute(
-                    f"select {RUN_COLUMNS} from kb.runs where status = 'queued' "
-                    "and (%s::uuid is null or id = %s) order by created_at "
-                    "limit 1 for update skip locked",
-                    (run_id, run_id),
-                ).fetchone()
+                row = lock.execute(_NEXT_RUN, (run_id, run_id)).fetchone()
                 if row is None:
                     lock.close()
                     return None
