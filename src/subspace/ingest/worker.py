@@ -209,6 +209,9 @@ def parsers(settings: Settings) -> ParserPool:
     return parser_pool(settings.extract_memory_mb, settings.parse_memory_mb)
 
 
+CHUNKS_PER_STATEMENT = 200
+
+
 def store_file_chunks(conn: Conn, workspace_id: UUID, file_id: UUID, pieces: list[str]) -> None:
     """Store the file's text pieces as numbered chunks, keeping each chunk's enabled flag.
 
@@ -218,12 +221,16 @@ def store_file_chunks(conn: Conn, workspace_id: UUID, file_id: UUID, pieces: lis
         "delete from search.file_chunks where workspace_id = %s and file_id = %s and n >= %s",
         (workspace_id, file_id, len(pieces)),
     )
-    if pieces:
-        conn.cursor().executemany(
+    # A few hundred chunks a statement: the statistics and postings triggers run once per
+    # statement, over all its rows, instead of once per chunk (12 ms each for a file of
+    # random bytes, whose every chunk is words no other chunk holds).
+    for start in range(0, len(pieces), CHUNKS_PER_STATEMENT):
+        batch = pieces[start : start + CHUNKS_PER_STATEMENT]
+        conn.execute(
             "insert into search.file_chunks (workspace_id, file_id, n, text) "
-            "values (%s, %s, %s, %s) on conflict (workspace_id, file_id, n) "
-            "do update set text = excluded.text",
-            [(workspace_id, file_id, n, text) for n, text in enumerate(pieces)],
+            "select %s, %s, n, text from unnest(%s::int[], %s::text[]) as c (n, text) "
+            "on conflict (workspace_id, file_id, n) do update set text = excluded.text",
+            (workspace_id, file_id, list(range(start, start + len(batch))), batch),
         )
 
 
