@@ -190,6 +190,6 @@ def test_an_item_the_database_refuses_fails_alone_and_imports_next_time(
     )
     assert outcomes["notes/trip.md"] == ("imported", "")
     again = runner.invoke(main, ["import", str(folder), "--json"])
-    outcomes = {row["source"]: row["outcome"] for row in json.loads(again.stdout)["rows"]}
-    assert outcomes["mail/one.eml"] == "imported"
-    assert outcomes["notes/trip.md"] == "duplicate"
+    retried = {row["source"]: row["outcome"] for row in json.loads(again.stdout)["rows"]}
+    assert retried["mail/one.eml"] == "imported"
+    assert retried["notes/trip.md"] == "duplicate"

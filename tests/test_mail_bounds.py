@@ -168,3 +168,40 @@ def _pid() -> int:
     import os
 
     return os.getpid()
+
+
+def test_a_slot_given_back_goes_to_the_workspace_holding_fewest() -> None:
+    """A holds both slots and has a third request waiting; B asks after it: the slot A gives
+    back goes to B, which holds none, before A's request that came first."""
+    shares = Shares("requests in flight", total=2, per_key=3)
+    order: list[str] = []
+    releases = [threading.Event(), threading.Event()]
+
+    def holder(release: threading.Event) -> None:
+        with shares.hold("a", None):
+            release.wait(10)
+
+    def waiter(key: str) -> None:
+        with shares.hold(key, 10):
+            order.append(key)
+
+    holders = [threading.Thread(target=holder, args=(r,)) for r in releases]
+    for thread in holders:
+        thread.start()
+    while shares.held() < 2:
+        pass
+    again = threading.Thread(target=waiter, args=("a",))
+    again.start()
+    while len(shares._waiting) < 1:
+        pass
+    theirs = threading.Thread(target=waiter, args=("b",))
+    theirs.start()
+    while len(shares._waiting) < 2:
+        pass
+    releases[0].set()
+    theirs.join(10)
+    assert order[0] == "b"  # a still held one, b none: b went first
+    releases[1].set()
+    for thread in (*holders, again):
+        thread.join(10)
+    assert order == ["b", "a"]

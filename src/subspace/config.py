@@ -274,8 +274,8 @@ SETTINGS: tuple[Setting, ...] = (
         int,
         3_072,
         "Memory for all the processes that extract files and parse mail together, in MB: "
-        "as many run at once as SUBSPACE_EXTRACT_MEMORY_MB fits in it (at least one), one "
-        "workspace all but one of them.",
+        "as many run at once as SUBSPACE_EXTRACT_MEMORY_MB fits in it (at least one, at most "
+        "one per core), one workspace all but one of them.",
     ),
     Setting(
         "SUBSPACE_MAX_RUNS",

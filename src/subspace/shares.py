@@ -1,13 +1,16 @@
 """Slots of something the server holds a fixed number of, shared fairly among workspaces.
 
 A search in flight, a parser child, a database connection: each is held for a while and
-given back. One workspace flooding the server takes at most `per_key` of them, so the
-others always find some free, and a caller that waits past its deadline is told which
-bound it met: its own workspace's (429, TooMany) or the server's (503, Busy).
+given back. One workspace takes at most `per_key` of them; when several wait, the slot given
+back goes to the waiter whose workspace holds the fewest (the earliest of those), so a
+workspace flooding the server leaves the next free slot to the others. A caller that waits
+past its deadline is told which bound it met: its own workspace's (429, TooMany) or the
+server's (503, Busy).
 """
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections import Counter
@@ -25,6 +28,8 @@ class Shares:
         self.total = total
         self.per_key = per_key
         self._held: Counter[Hashable] = Counter()
+        self._waiting: dict[int, Hashable] = {}  # ticket -> key, in the order they came
+        self._tickets = itertools.count()
         self._changed = threading.Condition()
 
     def held(self, key: Hashable | None = None) -> int:
@@ -32,11 +37,17 @@ class Shares:
         with self._changed:
             return self._held.total() if key is None else self._held[key]
 
-    def _refusal(self, key: Hashable) -> str | None:
+    def _refusal(self, key: Hashable, ticket: int) -> str | None:
+        """Why `key`'s waiter `ticket` may not take a slot now, or None."""
         if self._held[key] >= self.per_key:
             return "workspace"
         if self.total is not None and self._held.total() >= self.total:
             return "server"
+        mine = (self._held[key], ticket)
+        for other, other_key in self._waiting.items():
+            eligible = other_key != key and self._held[other_key] < self.per_key
+            if eligible and (self._held[other_key], other) < mine:
+                return "server"  # another workspace's turn comes first
         return None
 
     @contextmanager
@@ -45,11 +56,17 @@ class Shares:
         one to come free, then raise TooMany (the key's share is taken) or Busy."""
         deadline = None if wait_s is None else time.monotonic() + wait_s
         with self._changed:
-            while (bound := self._refusal(key)) is not None:
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    raise self._error(bound)
-                self._changed.wait(left)
+            ticket = next(self._tickets)
+            self._waiting[ticket] = key
+            try:
+                while (bound := self._refusal(key, ticket)) is not None:
+                    left = None if deadline is None else deadline - time.monotonic()
+                    if left is not None and left <= 0:
+                        raise self._error(bound)
+                    self._changed.wait(left)
+            finally:
+                del self._waiting[ticket]
+                self._changed.notify_all()  # the waiter behind this one may go now
             self._held[key] += 1
         try:
             yield

@@ -276,12 +276,16 @@ _POOLS_LOCK = threading.Lock()
 
 def parser_pool(memory_mb: int, budget_mb: int) -> ParserPool:
     """This process's pool for a memory cap and a budget: every importer and extraction
-    worker of the process shares it, so the budget holds for all its children together."""
+    worker of the process shares it, so the budget holds for all its children together. It
+    has as many children as the budget holds, and no more than the machine has cores."""
     key = (memory_mb, budget_mb)
     with _POOLS_LOCK:
         pool = _POOLS.get(key)
         if pool is None:
-            pool = _POOLS[key] = ParserPool(memory_mb * _MiB, budget_mb // max(1, memory_mb))
+            # Parsing is work for a core: more children than cores parse no faster, and
+            # would leave the server's requests no core of their own.
+            size = min(budget_mb // max(1, memory_mb), os.cpu_count() or 1)
+            pool = _POOLS[key] = ParserPool(memory_mb * _MiB, size)
         return pool
 
 

@@ -1,0 +1,369 @@
+"""Two tenants on one server: what a normal workspace meets while another attacks it, and 50
+clients of mixed reads and writes.
+
+Starts `subspace serve` (fake provider) on a fresh embedded Postgres in a temporary folder,
+with two workspaces, "Normal" and "Hostile", each seeded with PAGES pages of BULLETS bullets
+over the API. /healthz is timed every 50 ms throughout on a fresh connection (bench/hostile.py's
+probe). Then, for SECONDS each:
+
+1. baseline: the normal tenant alone, CLIENTS_NORMAL clients sending its mix back to back
+   (a hybrid search of two words, reading the page list, adding a bullet);
+2. each attack of the hostile tenant, with the normal tenant's clients running the same mix:
+   long queries (150 distinct words of its pages, 10 at once), event streams and GET /mcp
+   held open (300 sockets), mail uploads whose Subject is 100,000 encoded words (12 at once),
+   writers that deadlocked before (asks without a page beside bullet writers), and slow
+   questions queued (20 /rag-direct asks);
+3. mixed: 50 clients, half per tenant, the normal mix, no attack.
+
+Prints, per phase, the normal tenant's p50/p95/p99 and errors, the attacker's status codes,
+and /healthz's p95 and failures; with --json the same as one object.
+
+    python bench/tenants.py [--seconds 60] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.hostile import HealthProbe, free_port
+
+PAGES = 4
+BULLETS = 150
+CLIENTS_NORMAL = 2
+WORDS = (
+    "harbor ferry schedule ticket crew engine harbour pier cargo manifest weather tide "
+    "captain deck lantern rope anchor compass chart voyage island lighthouse beacon storm "
+    "sail mast hull keel rudder galley cabin port starboard bow stern knot buoy dock wharf "
+    "quay berth channel strait reef shoal current drift swell wave gale breeze fog mist"
+).split()
+
+
+def cli(home: Path, *args: str) -> str:
+    env = {**os.environ, "SUBSPACE_HOME": str(home), "PROVIDERS": "fake"}
+    done = subprocess.run(
+        [sys.executable, "-m", "subspace", *args], env=env, capture_output=True, text=True
+    )
+    if done.returncode:
+        raise SystemExit(f"subspace {' '.join(args)} failed: {done.stderr}")
+    return done.stdout
+
+
+class Served:
+    def __init__(self, home: Path) -> None:
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        env = {**os.environ, "SUBSPACE_HOME": str(home), "SUBSPACE_PORT": str(self.port),
+               "PROVIDERS": "fake", "SUBSPACE_LOG_LEVEL": "warning"}  # fmt: skip
+        self.log = (home / "server.log").open("wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "subspace", "serve", "--no-demo"],
+            env=env, stdout=self.log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(self.base + "/readyz", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise SystemExit(f"the server did not start; see {home / 'server.log'}")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def client(server: Served, token: str) -> httpx.Client:
+    return httpx.Client(
+        base_url=server.base, headers={"authorization": f"Bearer {token}"}, timeout=30
+    )
+
+
+def seed(server: Served, token: str, seed_n: int) -> list[str]:
+    """PAGES pages of BULLETS bullets of harbour words; returns the page ids."""
+    rng = random.Random(seed_n)
+    ids = []
+    with client(server, token) as http:
+        for p in range(PAGES):
+            page = http.post("/api/pages", json={"title": f"Harbor log {p}"}).json()
+            ids.append(page["id"])
+            for _ in range(BULLETS):
+                text = " ".join(rng.choice(WORDS) for _ in range(12))
+                http.post("/api/nodes", json={"page_id": page["id"], "text": text})
+    return ids
+
+
+class Clients:
+    """Threads sending `mix` back to back until stopped; each keeps (ms, status) per request."""
+
+    def __init__(self, count: int, make: Callable[[int], Callable[[], int]]) -> None:
+        self.samples: list[tuple[float, int]] = []
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._threads = [
+            threading.Thread(target=self._run, args=(make(n),), daemon=True) for n in range(count)
+        ]
+
+    def _run(self, request: Callable[[], int]) -> None:
+        while not self._stop.is_set():
+            started = time.perf_counter()
+            try:
+                status = request()
+            except httpx.HTTPError:
+                status = 0
+            with self._lock:
+                self.samples.append(((time.perf_counter() - started) * 1000, status))
+
+    def __enter__(self) -> Clients:
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=60)
+
+
+def normal_mix(server: Served, token: str, pages: list[str]) -> Callable[[int], Callable[[], int]]:
+    def make(n: int) -> Callable[[], int]:
+        http = client(server, token)
+        rng = random.Random(n)
+        turn = iter(range(10**9))
+
+        def request() -> int:
+            step = next(turn) % 3
+            if step == 0:
+                query = f"{rng.choice(WORDS)} {rng.choice(WORDS)}"
+                return http.post("/api/search", json={"query": query}).status_code
+            if step == 1:
+                return http.get("/api/pages").status_code
+            body = {"page_id": rng.choice(pages), "text": f"note {rng.random()}"}
+            return http.post("/api/nodes", json=body).status_code
+
+        return request
+
+    return make
+
+
+def percentiles(samples: list[tuple[float, int]]) -> dict[str, Any]:
+    times = sorted(ms for ms, _ in samples) or [0.0]
+
+    def rank(q: float) -> float:
+        return round(times[max(0, math.ceil(q * len(times)) - 1)], 1)
+
+    return {
+        "requests": len(samples),
+        "p50_ms": rank(0.5),
+        "p95_ms": rank(0.95),
+        "p99_ms": rank(0.99),
+        "errors": sum(1 for _, status in samples if status == 0 or status >= 500),
+        "statuses": dict(Counter(status for _, status in samples)),
+    }
+
+
+# -- the attacks: each runs until `stop` is set, and counts the statuses it got --------------
+
+
+def long_queries(server: Served, token: str, stop: threading.Event, codes: Counter[int]) -> None:
+    words = [f"{a}{b}" for a in WORDS[:15] for b in ("", "s", "ed", "ing", "er", "ly", "x", "y",
+             "z", "q")]  # fmt: skip
+    query = " ".join(words[:150])
+
+    def one() -> None:
+        with client(server, token) as http:
+            while not stop.is_set():
+                try:
+                    codes[http.post("/api/search", json={"query": query}).status_code] += 1
+                except httpx.HTTPError:
+                    codes[0] += 1
+
+    threads = [threading.Thread(target=one) for _ in range(10)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+def held_streams(server: Served, token: str, stop: threading.Event, codes: Counter[int]) -> None:
+    """300 sockets asking for streams (GET /mcp and run events), read and held open."""
+    with client(server, token) as http:
+        run_id = http.post("/api/ask", json={"question": "harbor ferry?"}).json()["run_id"]
+    sockets = []
+    for n in range(300):
+        path = "/mcp" if n % 2 else f"/api/runs/{run_id}/events"
+        sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+        sock.sendall(
+            f"GET {path} HTTP/1.1\r\nhost: x\r\naccept: text/event-stream\r\n"
+            f"authorization: Bearer {token}\r\n\r\n".encode()
+        )
+        try:
+            head = sock.recv(200).split(b" ", 2)
+            codes[int(head[1]) if len(head) > 1 else 0] += 1
+        except OSError:
+            codes[0] += 1
+        sockets.append(sock)
+    stop.wait()
+    for sock in sockets:
+        sock.close()
+
+
+def mail_bombs(server: Served, token: str, stop: threading.Event, codes: Counter[int]) -> None:
+    words = b" ".join([b"=?utf-8?b?w6k=?="] * 100_000)
+
+    def one(n: int) -> None:
+        with client(server, token) as http:
+            k = 0
+            while not stop.is_set():
+                k += 1
+                raw = (b"Message-ID: <bomb-%d-%d@x>\r\nFrom: a@x\r\nSubject: " % (n, k)) + words
+                raw += b"\r\n\r\nbody\r\n"
+                try:
+                    files = {"file": ("bomb.eml", raw, "message/rfc822")}
+                    codes[http.post("/api/mail/import", files=files).status_code] += 1
+                except httpx.HTTPError:
+                    codes[0] += 1
+
+    threads = [threading.Thread(target=one, args=(n,)) for n in range(12)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+def lock_writers(server: Served, token: str, stop: threading.Event, codes: Counter[int]) -> None:
+    """Asks without a page (filed on the Questions page) beside bullet writers."""
+    with client(server, token) as http:
+        page = http.post("/api/pages", json={"title": "Contended"}).json()["id"]
+
+    def one(n: int) -> None:
+        with client(server, token) as http:
+            k = 0
+            while not stop.is_set():
+                k += 1
+                try:
+                    if n < 4:
+                        reply = http.post("/api/ask", json={"question": f"ferry {k}?"})
+                    else:
+                        reply = http.post("/api/nodes", json={"page_id": page, "text": f"w {k}"})
+                    codes[reply.status_code] += 1
+                except httpx.HTTPError:
+                    codes[0] += 1
+
+    threads = [threading.Thread(target=one, args=(n,)) for n in range(12)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+def slow_questions(server: Served, token: str, stop: threading.Event, codes: Counter[int]) -> None:
+    with client(server, token) as http:
+        for n in range(20):
+            body = {"question": f"harbor ferry crew deck {n}?", "strategy": "rag-direct"}
+            codes[http.post("/api/ask", json=body).status_code] += 1
+    stop.wait()
+
+
+ATTACKS = {
+    "long queries": long_queries,
+    "held streams": held_streams,
+    "mail bombs": mail_bombs,
+    "lock writers": lock_writers,
+    "slow questions": slow_questions,
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=60)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    home = Path(tempfile.mkdtemp(prefix="subspace-tenants-")) / "home"
+    cli(home, "workspaces", "create", "Hostile")
+    normal = cli(home, "keys", "create", "--name", "normal").strip().splitlines()[-1]
+    hostile = cli(home, "keys", "create", "--name", "hostile", "--workspace", "Hostile")
+    hostile = hostile.strip().splitlines()[-1]
+    server = Served(home)
+    probe = HealthProbe("127.0.0.1", server.port)
+    result: dict[str, Any] = {}
+    try:
+        normal_pages = seed(server, normal, 1)
+        hostile_pages = seed(server, hostile, 2)
+        probe.start()
+        time.sleep(5)  # the indexer catches up with the seed
+        mix = normal_mix(server, normal, normal_pages)
+
+        def phase(name: str, run: Callable[[], dict[str, Any]]) -> None:
+            started = time.monotonic()
+            found = run()
+            found["healthz"] = probe.window(started, time.monotonic())
+            result[name] = found
+            if not args.json:
+                print(name, json.dumps(found))
+
+        def alone() -> dict[str, Any]:
+            with Clients(CLIENTS_NORMAL, mix) as normal_clients:
+                time.sleep(args.seconds)
+            return {"normal": percentiles(normal_clients.samples)}
+
+        phase("baseline", alone)
+        for name, attack in ATTACKS.items():
+
+            def attacked(attack: Callable[..., None] = attack) -> dict[str, Any]:
+                stop = threading.Event()
+                codes: Counter[int] = Counter()
+                thread = threading.Thread(target=attack, args=(server, hostile, stop, codes))
+                thread.start()
+                time.sleep(1)  # the attack under way
+                with Clients(CLIENTS_NORMAL, mix) as normal_clients:
+                    time.sleep(args.seconds)
+                stop.set()
+                thread.join(timeout=120)
+                return {"normal": percentiles(normal_clients.samples), "attacker": dict(codes)}
+
+            phase(name, attacked)
+            time.sleep(3)  # what the attack left running settles
+
+        hostile_mix = normal_mix(server, hostile, hostile_pages)
+
+        def mixed() -> dict[str, Any]:
+            with Clients(25, mix) as ours, Clients(25, hostile_mix) as theirs:
+                time.sleep(args.seconds)
+            return {
+                "normal": percentiles(ours.samples),
+                "all": percentiles(ours.samples + theirs.samples),
+            }
+
+        phase("mixed 50 clients", mixed)
+    finally:
+        probe.stop()
+        server.stop()
+    if args.json:
+        print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
