@@ -6,19 +6,20 @@ with two workspaces, "Normal" and "Hostile", each seeded with PAGES pages of BUL
 over the API. /healthz is timed every 50 ms throughout on a fresh connection (bench/hostile.py's
 probe). Then, for SECONDS each:
 
-1. baseline: the normal tenant alone, CLIENTS_NORMAL clients sending its mix back to back
-   (a hybrid search of two words, reading the page list, adding a bullet);
+1. baseline: the normal tenant alone, CLIENTS_NORMAL clients sending its mix with a pause of
+   NORMAL_PAUSE_S after each request (a hybrid search of two words, reading the page list,
+   adding a bullet);
 2. each attack of the hostile tenant, with the normal tenant's clients running the same mix:
    long queries (150 distinct words of its pages, 10 at once), event streams and GET /mcp
    held open (300 sockets), mail uploads whose Subject is 100,000 encoded words (12 at once),
    writers that deadlocked before (asks without a page beside bullet writers), and slow
    questions queued (20 /rag-direct asks);
-3. mixed: 50 clients, half per tenant, the normal mix, no attack.
+3. mixed: 50 clients, half per tenant, the normal mix back to back, no attack.
 
 Prints, per phase, the normal tenant's p50/p95/p99 and errors, the attacker's status codes,
 and /healthz's p95 and failures; with --json the same as one object.
 
-    python bench/tenants.py [--seconds 60] [--json]
+    python bench/tenants.py [--seconds 60] [--only baseline mixed …] [--json]
 """
 
 from __future__ import annotations
@@ -48,6 +49,10 @@ from bench.hostile import HealthProbe, free_port
 PAGES = 4
 BULLETS = 150
 CLIENTS_NORMAL = 2
+# A normal tenant is people at work, not a load generator: each of its clients pauses this
+# long between requests (about 20 requests a second in all), so its unloaded latency is the
+# server's, not that of a machine its own clients already fill.
+NORMAL_PAUSE_S = 0.1
 WORDS = (
     "harbor ferry schedule ticket crew engine harbour pier cargo manifest weather tide "
     "captain deck lantern rope anchor compass chart voyage island lighthouse beacon storm "
@@ -118,7 +123,10 @@ def seed(server: Served, token: str, seed_n: int) -> list[str]:
 class Clients:
     """Threads sending `mix` back to back until stopped; each keeps (ms, status) per request."""
 
-    def __init__(self, count: int, make: Callable[[int], Callable[[], int]]) -> None:
+    def __init__(
+        self, count: int, make: Callable[[int], Callable[[], int]], pause_s: float = 0.0
+    ) -> None:
+        self.pause_s = pause_s
         self.samples: list[tuple[float, int]] = []
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -135,6 +143,7 @@ class Clients:
                 status = 0
             with self._lock:
                 self.samples.append(((time.perf_counter() - started) * 1000, status))
+            self._stop.wait(self.pause_s)
 
     def __enter__(self) -> Clients:
         for thread in self._threads:
@@ -300,7 +309,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--only", nargs="*", default=None, help="phases to run (baseline, an attack's name, mixed)"
+    )
     args = parser.parse_args()
+    wanted = set(args.only) if args.only is not None else None
     home = Path(tempfile.mkdtemp(prefix="subspace-tenants-")) / "home"
     cli(home, "workspaces", "create", "Hostile")
     normal = cli(home, "keys", "create", "--name", "normal").strip().splitlines()[-1]
@@ -317,6 +330,8 @@ def main() -> None:
         mix = normal_mix(server, normal, normal_pages)
 
         def phase(name: str, run: Callable[[], dict[str, Any]]) -> None:
+            if wanted is not None and name.split()[0] not in wanted and name not in wanted:
+                return
             started = time.monotonic()
             found = run()
             found["healthz"] = probe.window(started, time.monotonic())
@@ -325,7 +340,7 @@ def main() -> None:
                 print(name, json.dumps(found))
 
         def alone() -> dict[str, Any]:
-            with Clients(CLIENTS_NORMAL, mix) as normal_clients:
+            with Clients(CLIENTS_NORMAL, mix, NORMAL_PAUSE_S) as normal_clients:
                 time.sleep(args.seconds)
             return {"normal": percentiles(normal_clients.samples)}
 
@@ -338,14 +353,15 @@ def main() -> None:
                 thread = threading.Thread(target=attack, args=(server, hostile, stop, codes))
                 thread.start()
                 time.sleep(1)  # the attack under way
-                with Clients(CLIENTS_NORMAL, mix) as normal_clients:
+                with Clients(CLIENTS_NORMAL, mix, NORMAL_PAUSE_S) as normal_clients:
                     time.sleep(args.seconds)
                 stop.set()
                 thread.join(timeout=120)
                 return {"normal": percentiles(normal_clients.samples), "attacker": dict(codes)}
 
             phase(name, attacked)
-            time.sleep(3)  # what the attack left running settles
+            if wanted is None or name in wanted:
+                time.sleep(3)  # what the attack left running settles
 
         hostile_mix = normal_mix(server, hostile, hostile_pages)
 

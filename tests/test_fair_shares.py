@@ -75,3 +75,39 @@ def test_past_its_share_a_search_answers_429_with_retry_after(
         assert refused.status_code == 429, refused.text
         assert refused.headers["retry-after"] == "1"
         assert refused.json()["error"]["code"] == "too_many_requests"
+
+
+def test_beside_another_workspace_a_flood_of_writes_holds_one_connection_per_core(
+    database: Database, cx: Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from subspace import context as module
+
+    monkeypatch.setattr(module, "CONNECTION_WAIT_S", 0.2)
+    assert cx.connection_shares is not None
+    shared = cx.connection_shares.shared_per_key
+    assert shared is not None
+    neighbour = _other_workspace(database, cx)
+    page = commands.create_page(cx, "Busy")
+    holding = threading.Barrier(shared + 1)
+    release = threading.Event()
+
+    def hold_a_transaction() -> None:
+        with cx.transaction():
+            holding.wait(10)
+            release.wait(10)
+
+    threads = [threading.Thread(target=hold_a_transaction) for _ in range(shared)]
+    with neighbour.transaction():  # the neighbour uses the server too
+        for thread in threads:
+            thread.start()
+        holding.wait(10)
+        try:
+            with pytest.raises(TooMany, match="its share while other workspaces"):
+                commands.add_node(cx, page.id, "one more")
+            # The neighbour is not held up: its writes go on.
+            commands.create_page(neighbour, "Quiet")
+        finally:
+            release.set()
+            for thread in threads:
+                thread.join()
+    assert commands.add_node(cx, page.id, "its turn again").text == "its turn again"

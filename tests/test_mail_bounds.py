@@ -4,6 +4,7 @@ message is kept, and the parser children shared within one memory budget."""
 from __future__ import annotations
 
 import threading
+import time
 from uuid import uuid4
 
 import pytest
@@ -205,3 +206,26 @@ def test_a_slot_given_back_goes_to_the_workspace_holding_fewest() -> None:
     for thread in (*holders, again):
         thread.join(10)
     assert order == ["b", "a"]
+
+
+def test_beside_another_workspace_a_key_holds_its_shared_share(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from subspace import shares as module
+
+    monkeypatch.setattr(module, "ACTIVE_S", 0.2)
+    shares = Shares("searches in flight", total=None, per_key=2, shared_per_key=1)
+    with shares.hold("a", 0), shares.hold("a", 0):
+        pass  # alone, the whole share
+    with (
+        shares.hold("b", 0),
+        shares.hold("a", 0),
+        pytest.raises(TooMany, match="its share while other workspaces"),
+        shares.hold("a", 0.05),
+    ):
+        pass
+    with pytest.raises(TooMany, match="its share"), shares.hold("a", 0), shares.hold("a", 0):
+        pass  # b gave its slot back a moment ago: it still counts as using the server
+    time.sleep(0.3)
+    with shares.hold("a", 0), shares.hold("a", 0):
+        pass

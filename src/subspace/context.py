@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
+from uuid import UUID
 
 from psycopg_pool import ConnectionPool
 
 from subspace.config import Settings
 from subspace.db.pool import Conn
 from subspace.models import Actor
+from subspace.shares import Shares
+
+# How long a request waits for its workspace's turn at a connection (then 429 or 503): as
+# long as it would wait for the pool itself (runtime.REQUEST_CONNECTION_WAIT_S).
+CONNECTION_WAIT_S = 2.0
+_turns = threading.local()  # the workspaces whose turn this thread holds
 
 if TYPE_CHECKING:
     from subspace.search.runtime import SearchRuntime
@@ -38,16 +46,35 @@ class Context:
     # sources, and a page asked the same question often would otherwise fill the top hits
     # with its own questions and answers (answers/sources.py).
     sources_only: bool = False
+    # The server's request connections, shared fairly among workspaces (runtime.py); None
+    # outside a server.
+    connection_shares: Shares | None = None
 
     @contextmanager
     def transaction(self) -> Iterator[Conn]:
         """Yield a connection inside a transaction that commits on success."""
         if isinstance(self.db, ConnectionPool):
-            with self.db.connection() as conn, conn.transaction():
+            with self._turn(), self.db.connection() as conn, conn.transaction():
                 yield conn
         else:
             with self.db.transaction():
                 yield self.db
+
+    @contextmanager
+    def _turn(self) -> Iterator[None]:
+        """This workspace's turn at a request connection: a thread already holding one for
+        it (a command inside another's block) goes on without waiting for a second."""
+        workspace = self.actor.workspace_id
+        held: set[UUID] = _turns.__dict__.setdefault("workspaces", set())
+        if self.connection_shares is None or workspace in held:
+            yield
+            return
+        with self.connection_shares.hold(workspace, CONNECTION_WAIT_S):
+            held.add(workspace)
+            try:
+                yield
+            finally:
+                held.discard(workspace)
 
     def on(self, conn: Conn) -> Context:
         """The same context bound to one connection."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -17,6 +18,7 @@ from subspace.db.pool import Conn, open_pool
 from subspace.keys import default_actor
 from subspace.models import Actor
 from subspace.search.runtime import SearchRuntime
+from subspace.shares import Shares
 
 if TYPE_CHECKING:
     from subspace.search.service import SearchResponse
@@ -41,6 +43,18 @@ def reserved_connections(settings: Settings) -> int:
 REQUEST_CONNECTION_WAIT_S = 2.0
 
 
+def connection_shares(pool_size: int) -> Shares:
+    """The request connections' shares: a workspace alone may use the whole pool; beside
+    another it holds one per core, so that its flood of writes leaves the others connections
+    and cores."""
+    return Shares(
+        "database connections in use",
+        total=None,
+        per_key=pool_size,
+        shared_per_key=max(1, os.cpu_count() or 1),
+    )
+
+
 @dataclass
 class Database:
     """A migrated database and its pools; `close()` also stops an embedded server we started.
@@ -56,6 +70,7 @@ class Database:
     embedded: EmbeddedPostgres | None
     requests: ConnectionPool[Conn] | None = None
     search_runtime: SearchRuntime = field(default_factory=SearchRuntime)
+    connection_shares: Shares = field(default_factory=lambda: connection_shares(10))
 
     def close(self) -> None:
         """Stop the searches' threads, close the pools, then stop the embedded server. Safe
@@ -91,6 +106,7 @@ class Database:
             settings=settings,
             search_runtime=self.search_runtime,
             on_search=on_search,
+            connection_shares=self.connection_shares,
         )
 
 
@@ -123,4 +139,10 @@ def open_database(settings: Settings, *, pool_size: int = 10) -> Database:
         if embedded is not None:
             embedded.stop()
         raise
-    return Database(dsn=dsn, pool=pool, embedded=embedded, requests=requests)
+    return Database(
+        dsn=dsn,
+        pool=pool,
+        embedded=embedded,
+        requests=requests,
+        connection_shares=connection_shares(pool_size),
+    )

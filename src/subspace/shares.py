@@ -19,15 +19,25 @@ from contextlib import contextmanager
 
 from subspace.errors import Busy, TooMany
 
+# How long a workspace counts as using the server after its last slot was given back: its
+# next request comes soon, and should find the others held to their shared share.
+ACTIVE_S = 1.0
+
 
 class Shares:
-    def __init__(self, what: str, *, total: int | None, per_key: int) -> None:
+    def __init__(
+        self, what: str, *, total: int | None, per_key: int, shared_per_key: int | None = None
+    ) -> None:
         """`what` names one slot in messages ("searches in flight"); `total` None is no
-        bound in all."""
+        bound in all. A key holds at most `per_key` while it is alone, and at most
+        `shared_per_key` (when given) while another key holds, waits for or lately gave
+        back a slot: alone, a workspace has the whole machine; beside another, its half."""
         self.what = what
         self.total = total
         self.per_key = per_key
+        self.shared_per_key = shared_per_key
         self._held: Counter[Hashable] = Counter()
+        self._last_use: dict[Hashable, float] = {}
         self._waiting: dict[int, Hashable] = {}  # ticket -> key, in the order they came
         self._tickets = itertools.count()
         self._changed = threading.Condition()
@@ -37,10 +47,21 @@ class Shares:
         with self._changed:
             return self._held.total() if key is None else self._held[key]
 
+    def _others_active(self, key: Hashable) -> bool:
+        now = time.monotonic()
+        return (
+            any(k != key for k in self._held)
+            or any(k != key for k in self._waiting.values())
+            or any(k != key and now - at < ACTIVE_S for k, at in self._last_use.items())
+        )
+
     def _refusal(self, key: Hashable, ticket: int) -> str | None:
         """Why `key`'s waiter `ticket` may not take a slot now, or None."""
         if self._held[key] >= self.per_key:
             return "workspace"
+        shared = self.shared_per_key
+        if shared is not None and self._held[key] >= shared and self._others_active(key):
+            return "shared"
         if self.total is not None and self._held.total() >= self.total:
             return "server"
         mine = (self._held[key], ticket)
@@ -75,6 +96,10 @@ class Shares:
                 self._held[key] -= 1
                 if not self._held[key]:
                     del self._held[key]
+                now = time.monotonic()
+                self._last_use[key] = now
+                for old in [k for k, at in self._last_use.items() if now - at >= ACTIVE_S]:
+                    del self._last_use[old]  # only the recent are kept
                 self._changed.notify_all()
 
     def _error(self, bound: str) -> Busy | TooMany:
@@ -82,5 +107,10 @@ class Shares:
             return TooMany(
                 f"This workspace already has {self.per_key} {self.what}, the most one may "
                 "at once, so others can be served too. Retry in 1 s."
+            )
+        if bound == "shared":
+            return TooMany(
+                f"This workspace already has {self.shared_per_key} {self.what}, its share "
+                "while other workspaces use the server too. Retry in 1 s."
             )
         return Busy(f"The server already has {self.total} {self.what}, its most. Retry in 1 s.")
