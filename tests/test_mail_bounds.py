@@ -153,14 +153,17 @@ def test_a_waiting_holder_gets_the_slot_given_back() -> None:
 def test_the_pool_reuses_its_children_and_never_has_more_than_its_size() -> None:
     pool = ParserPool(256 * _MiB, 2)
     try:
-        with pool.lease("a", 1) as first:
-            first_pid = first.run(_pid, (), 10)
+        with pool.lease("a", 1) as first, pool.lease("a", 1) as second:  # alone: both
+            pids = {first.run(_pid, (), 10), second.run(_pid, (), 10)}
+        assert len(pids) == 2
+        with pool.lease("a", 1) as mine:
+            assert mine.run(_pid, (), 10) in pids  # a child kept, not a new one
+            with pool.lease("b", 1) as theirs:
+                assert theirs.run(_pid, (), 10) in pids
+                with pytest.raises(Busy), pool.lease("c", 0.05):
+                    pass
             with pytest.raises(TooMany), pool.lease("a", 0.05):
-                pass
-            with pool.lease("b", 1) as second:
-                assert second.run(_pid, (), 10) != first_pid
-        with pool.lease("c", 1) as again:
-            assert again.run(_pid, (), 10) in {first_pid, second.pid}
+                pass  # b used the pool a moment ago: a holds all but one
     finally:
         pool.close()
 

@@ -275,7 +275,7 @@ SETTINGS: tuple[Setting, ...] = (
         3_072,
         "Memory for all the processes that extract files and parse mail together, in MB: "
         "as many run at once as SUBSPACE_EXTRACT_MEMORY_MB fits in it (at least one, at most "
-        "one per core), one workspace all but one of them.",
+        "one per core); beside another, a workspace holds all but one of them.",
     ),
     Setting(
         "SUBSPACE_MAX_RUNS",

@@ -234,7 +234,7 @@ def extract_isolated(
 class ParserPool:
     """The children that parse untrusted bytes in this process (file extraction and mail
     alike), within one memory budget: at most `size` at work at once, each capped at
-    `memory_bytes`, and one workspace at most `size - 1` of them while others wait.
+    `memory_bytes`; a workspace alone may use them all, beside another all but one.
 
     Children are kept between leases and reused; there are never more than `size`.
     """
@@ -243,7 +243,10 @@ class ParserPool:
         self.memory_bytes = memory_bytes
         self.size = max(1, size)
         self.shares = Shares(
-            "mail parsers or file extractions at work", total=self.size, per_key=max(1, size - 1)
+            "mail parsers or file extractions at work",
+            total=self.size,
+            per_key=self.size,
+            shared_per_key=max(1, self.size - 1),
         )
         self._idle: list[IsolatedExtractor] = []
         self._lock = threading.Lock()
