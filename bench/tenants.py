@@ -44,7 +44,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.hostile import HealthProbe, free_port
+from bench.hostile import HealthProbe, Server, free_port
 
 PAGES = 4
 BULLETS = 150
@@ -71,42 +71,13 @@ def cli(home: Path, *args: str) -> str:
     return done.stdout
 
 
-class Served:
-    def __init__(self, home: Path) -> None:
-        self.port = free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
-        env = {**os.environ, "SUBSPACE_HOME": str(home), "SUBSPACE_PORT": str(self.port),
-               "PROVIDERS": "fake", "SUBSPACE_LOG_LEVEL": "warning"}  # fmt: skip
-        self.log = (home / "server.log").open("wb")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "subspace", "serve", "--no-demo"],
-            env=env, stdout=self.log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(self.base + "/readyz", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        raise SystemExit(f"the server did not start; see {home / 'server.log'}")
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-
-
-def client(server: Served, token: str) -> httpx.Client:
+def client(server: Server, token: str) -> httpx.Client:
     return httpx.Client(
         base_url=server.base, headers={"authorization": f"Bearer {token}"}, timeout=30
     )
 
 
-def seed(server: Served, token: str, seed_n: int) -> list[str]:
+def seed(server: Server, token: str, seed_n: int) -> list[str]:
     """PAGES pages of BULLETS bullets of harbour words; returns the page ids."""
     rng = random.Random(seed_n)
     ids = []
@@ -156,7 +127,7 @@ class Clients:
             thread.join(timeout=60)
 
 
-def normal_mix(server: Served, token: str, pages: list[str]) -> Callable[[int], Callable[[], int]]:
+def normal_mix(server: Server, token: str, pages: list[str]) -> Callable[[int], Callable[[], int]]:
     def make(n: int) -> Callable[[], int]:
         http = client(server, token)
         rng = random.Random(n)
@@ -196,12 +167,21 @@ def percentiles(samples: list[tuple[float, int]]) -> dict[str, Any]:
 # -- the attacks: each runs until `stop` is set, and counts the statuses it got --------------
 
 
-def long_queries(server: Served, token: str, stop: threading.Event, codes: Counter[int]) -> None:
+def in_threads(count: int, one: Callable[[int], None]) -> None:
+    """`one(n)` for n in range(count), each in a thread of its own; returns when all end."""
+    threads = [threading.Thread(target=one, args=(n,)) for n in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+def long_queries(server: Server, token: str, stop: threading.Event, codes: Counter[int]) -> None:
     words = [f"{a}{b}" for a in WORDS[:15] for b in ("", "s", "ed", "ing", "er", "ly", "x", "y",
              "z", "q")]  # fmt: skip
     query = " ".join(words[:150])
 
-    def one() -> None:
+    def one(_: int) -> None:
         with client(server, token) as http:
             while not stop.is_set():
                 try:
@@ -209,14 +189,10 @@ def long_queries(server: Served, token: str, stop: threading.Event, codes: Count
                 except httpx.HTTPError:
                     codes[0] += 1
 
-    threads = [threading.Thread(target=one) for _ in range(10)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    in_threads(10, one)
 
 
-def held_streams(server: Served, token: str, stop: threading.Event, codes: Counter[int]) -> None:
+def held_streams(server: Server, token: str, stop: threading.Event, codes: Counter[int]) -> None:
     """300 sockets asking for streams (GET /mcp and run events), read and held open."""
     with client(server, token) as http:
         run_id = http.post("/api/ask", json={"question": "harbor ferry?"}).json()["run_id"]
@@ -239,7 +215,7 @@ def held_streams(server: Served, token: str, stop: threading.Event, codes: Count
         sock.close()
 
 
-def mail_bombs(server: Served, token: str, stop: threading.Event, codes: Counter[int]) -> None:
+def mail_bombs(server: Server, token: str, stop: threading.Event, codes: Counter[int]) -> None:
     words = b" ".join([b"=?utf-8?b?w6k=?="] * 100_000)
 
     def one(n: int) -> None:
@@ -255,14 +231,10 @@ def mail_bombs(server: Served, token: str, stop: threading.Event, codes: Counter
                 except httpx.HTTPError:
                     codes[0] += 1
 
-    threads = [threading.Thread(target=one, args=(n,)) for n in range(12)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    in_threads(12, one)
 
 
-def lock_writers(server: Served, token: str, stop: threading.Event, codes: Counter[int]) -> None:
+def lock_writers(server: Server, token: str, stop: threading.Event, codes: Counter[int]) -> None:
     """Asks without a page (filed on the Questions page) beside bullet writers."""
     with client(server, token) as http:
         page = http.post("/api/pages", json={"title": "Contended"}).json()["id"]
@@ -281,14 +253,10 @@ def lock_writers(server: Served, token: str, stop: threading.Event, codes: Count
                 except httpx.HTTPError:
                     codes[0] += 1
 
-    threads = [threading.Thread(target=one, args=(n,)) for n in range(12)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    in_threads(12, one)
 
 
-def slow_questions(server: Served, token: str, stop: threading.Event, codes: Counter[int]) -> None:
+def slow_questions(server: Server, token: str, stop: threading.Event, codes: Counter[int]) -> None:
     with client(server, token) as http:
         for n in range(20):
             body = {"question": f"harbor ferry crew deck {n}?", "strategy": "rag-direct"}
@@ -319,7 +287,7 @@ def main() -> None:
     normal = cli(home, "keys", "create", "--name", "normal").strip().splitlines()[-1]
     hostile = cli(home, "keys", "create", "--name", "hostile", "--workspace", "Hostile")
     hostile = hostile.strip().splitlines()[-1]
-    server = Served(home)
+    server = Server(home, free_port())
     probe = HealthProbe("127.0.0.1", server.port)
     result: dict[str, Any] = {}
     try:

@@ -20,6 +20,7 @@ from subspace.config import Settings
 from subspace.context import Context
 from subspace.db.pool import open_pool
 from subspace.errors import InvalidCursor
+from subspace.ingest.outline import OutlineItem
 from subspace.models import Actor
 from subspace.runtime import Database, open_database, reserved_connections
 from subspace.search import cursors
@@ -485,11 +486,11 @@ def test_a_pasted_paragraph_is_ranked_by_its_rarest_words_and_says_so(
 ) -> None:
     # Each distinct word adds its list to the ranking statement: 150 words of a page took the
     # whole 10 s statement timeout. Past SUBSPACE_MAX_QUERY_WORDS the commonest are left out.
-    page = commands.create_page(cx, "Paragraph")
     words = [f"w{n}q" for n in range(40)]
-    for n, word in enumerate(words):  # w0q is in 40 bullets, w39q in 1
-        for copy in range(40 - n):
-            commands.add_node(cx, page.id, f"{word} {copy}")
+    items = [  # w0q is in 40 bullets, w39q in 1
+        OutlineItem(f"{word} {copy}") for n, word in enumerate(words) for copy in range(40 - n)
+    ]
+    page = commands.create_page_from_outline(cx, "Paragraph", items)
     target = commands.add_node(cx, page.id, " ".join(words[-8:]))
     index(database, cx)
     paragraph = " ".join(words)
