@@ -37,14 +37,16 @@ def server_folder() -> Path:
 def _remove_abandoned(parent: Path) -> None:
     for folder in parent.glob(f"{SERVER_PREFIX}*"):
         try:
-            pid = int((folder / "data" / "postmaster.pid").read_text().split()[0])
+            # initdb's standalone backend writes its pid negated: it is running too.
+            pid = abs(int((folder / "data" / "postmaster.pid").read_text().split()[0]))
         except (OSError, ValueError, IndexError):
             pid = None
-        if pid is None:
-            with_server = time.time() - folder.stat().st_mtime < ABANDONED_AFTER_S
-        else:
-            with_server = Path(f"/proc/{pid}").exists()
-        if not with_server:
+        try:
+            young = time.time() - folder.stat().st_mtime < ABANDONED_AFTER_S
+        except OSError:
+            continue  # removed meanwhile
+        running = pid is not None and Path(f"/proc/{pid}").exists()
+        if not (running or young):
             shutil.rmtree(folder, ignore_errors=True)
 
 
