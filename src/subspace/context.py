@@ -22,6 +22,7 @@ CONNECTION_WAIT_S = 2.0
 _turns = threading.local()  # the workspaces whose turn this thread holds
 
 if TYPE_CHECKING:
+    from subspace.ingest.isolation import ParserPools
     from subspace.search.runtime import SearchRuntime
     from subspace.search.service import SearchResponse
 
@@ -49,6 +50,8 @@ class Context:
     # The server's request connections, shared fairly among workspaces (runtime.py); None
     # outside a server.
     connection_shares: Shares | None = None
+    # The children that parse mail and extract files (ingest/isolation.py): the Database's.
+    parsers: ParserPools | None = None
 
     @contextmanager
     def transaction(self) -> Iterator[Conn]:

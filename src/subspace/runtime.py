@@ -15,6 +15,7 @@ from subspace.context import Context
 from subspace.db.embedded import EmbeddedPostgres, start_embedded
 from subspace.db.migrate import migrate
 from subspace.db.pool import Conn, open_pool
+from subspace.ingest.isolation import ParserPools
 from subspace.keys import default_actor
 from subspace.models import Actor
 from subspace.search.runtime import SearchRuntime
@@ -71,11 +72,13 @@ class Database:
     requests: ConnectionPool[Conn] | None = None
     search_runtime: SearchRuntime = field(default_factory=SearchRuntime)
     connection_shares: Shares = field(default_factory=lambda: connection_shares(10))
+    parsers: ParserPools = field(default_factory=ParserPools)
 
     def close(self) -> None:
         """Stop the searches' threads, close the pools, then stop the embedded server. Safe
         to call twice."""
         self.search_runtime.close()
+        self.parsers.close()
         if self.requests is not None:
             self.requests.close()
         self.pool.close()
@@ -107,6 +110,7 @@ class Database:
             search_runtime=self.search_runtime,
             on_search=on_search,
             connection_shares=self.connection_shares,
+            parsers=self.parsers,
         )
 
 

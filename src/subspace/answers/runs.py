@@ -427,6 +427,8 @@ class RunEngine:
             settings=self.settings,
             search_runtime=self.db.search_runtime,
             sources_only=True,
+            connection_shares=self.db.connection_shares,
+            parsers=self.db.parsers,
         )
         recorder = Recorder(self, run, cx)
         try:

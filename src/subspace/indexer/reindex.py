@@ -63,7 +63,7 @@ def reextract_files(
             "and (%s::uuid is null or kb_id = %s) order by workspace_id, id",
             (kb_id, kb_id),
         ).fetchall()
-    pool = parsers(settings)
+    pool = parsers(db, settings)
     ready = failed = 0
     for row in files:
         with db.pool.connection() as conn, conn.transaction():

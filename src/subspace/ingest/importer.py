@@ -23,7 +23,7 @@ from subspace.errors import Conflict, SubspaceError, TooLarge
 from subspace.ingest.extract import HTML_SUFFIXES, MARKDOWN_SUFFIXES, ExtractionFailed, decode_text
 from subspace.ingest.mail import ParsedMail, parse_message, split_mbox
 from subspace.ingest.outline import parse_outline, parse_plain_text
-from subspace.ingest.worker import extract_pending, parsers
+from subspace.ingest.worker import extract_pending
 from subspace.models import Mail
 from subspace.runtime import Database
 
@@ -161,7 +161,7 @@ def store_mail(
 class Importer:
     """Imports files one by one; each file is its own transaction, so one failure stays one.
 
-    Mail is parsed in a child process of the process's parser pool, under the extraction
+    Mail is parsed in a child process of the database's parser pool, under the extraction
     limits; a message waits `parser_wait_s` at most for one (None: as long as it takes), then
     raises TooMany or Busy.
     """
@@ -180,7 +180,10 @@ class Importer:
 
     def _parse(self, function: Callable[..., T], args: tuple[Any, ...], **options: Any) -> T:
         """`function(*args)` in a parser child (its keywords: kwargs, task)."""
-        pool = parsers(self.cx.settings)
+        pools = self.cx.parsers
+        assert pools is not None, "a Context from Database.context() carries the parser pools"
+        settings = self.cx.settings
+        pool = pools.get(settings.extract_memory_mb, settings.parse_memory_mb)
         with pool.lease(self.cx.actor.workspace_id, self.parser_wait_s) as parser:
             return parser.run(function, args, self.cx.settings.extract_timeout_s, **options)
 

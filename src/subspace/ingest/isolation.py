@@ -273,28 +273,29 @@ class ParserPool:
             extractor.close()
 
 
-_POOLS: dict[tuple[int, int], ParserPool] = {}
-_POOLS_LOCK = threading.Lock()
+class ParserPools:
+    """A database's parser pools, one per memory cap and budget (a caller's settings may
+    tighten them): every importer and extraction worker of the database with the same
+    settings shares one, so the budget holds for all its children together."""
 
+    def __init__(self) -> None:
+        self._pools: dict[tuple[int, int], ParserPool] = {}
+        self._lock = threading.Lock()
 
-def parser_pool(memory_mb: int, budget_mb: int) -> ParserPool:
-    """This process's pool for a memory cap and a budget: every importer and extraction
-    worker of the process shares it, so the budget holds for all its children together. It
-    has as many children as the budget holds, and no more than the machine has cores."""
-    key = (memory_mb, budget_mb)
-    with _POOLS_LOCK:
-        pool = _POOLS.get(key)
-        if pool is None:
-            # Parsing is work for a core: more children than cores parse no faster, and
-            # would leave the server's requests no core of their own.
-            size = min(budget_mb // max(1, memory_mb), os.cpu_count() or 1)
-            pool = _POOLS[key] = ParserPool(memory_mb * _MiB, size)
-        return pool
+    def get(self, memory_mb: int, budget_mb: int) -> ParserPool:
+        """The pool of children capped at `memory_mb` each, as many as `budget_mb` holds and
+        no more than the machine has cores: parsing is work for a core, and more children
+        than cores parse no faster while leaving the server's requests no core."""
+        with self._lock:
+            pool = self._pools.get((memory_mb, budget_mb))
+            if pool is None:
+                size = min(budget_mb // max(1, memory_mb), os.cpu_count() or 1)
+                pool = self._pools[(memory_mb, budget_mb)] = ParserPool(memory_mb * _MiB, size)
+            return pool
 
-
-def close_parser_pools() -> None:
-    """Stop every pool's idle children (at exit, or when a server stops)."""
-    with _POOLS_LOCK:
-        pools = list(_POOLS.values())
-    for pool in pools:
-        pool.close()
+    def close(self) -> None:
+        """Stop every pool's idle children. Safe to call twice."""
+        with self._lock:
+            pools = list(self._pools.values())
+        for pool in pools:
+            pool.close()

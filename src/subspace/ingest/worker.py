@@ -16,7 +16,7 @@ from subspace.config import Settings
 from subspace.db.pool import Conn
 from subspace.indexer.chunking import split_text
 from subspace.ingest.extract import Extracted, ExtractionFailed, ExtractLimits
-from subspace.ingest.isolation import ParserPool, parser_pool
+from subspace.ingest.isolation import ParserPool
 from subspace.runtime import Database
 from subspace.text import clean_text
 
@@ -204,12 +204,12 @@ def record_extraction(
     )
 
 
-def parsers(settings: Settings) -> ParserPool:
-    """The process's children for extraction and mail parsing, within SUBSPACE_PARSE_MEMORY_MB."""
-    return parser_pool(settings.extract_memory_mb, settings.parse_memory_mb)
-
-
 CHUNKS_PER_STATEMENT = 200
+
+
+def parsers(db: Database, settings: Settings) -> ParserPool:
+    """The database's children for extraction and mail, within these settings' budget."""
+    return db.parsers.get(settings.extract_memory_mb, settings.parse_memory_mb)
 
 
 def store_file_chunks(conn: Conn, workspace_id: UUID, file_id: UUID, pieces: list[str]) -> None:
@@ -250,7 +250,7 @@ def extract_pending(
 
     def drain() -> int:
         done = 0
-        while extract_next(db, settings, parsers(settings), only, rotation):
+        while extract_next(db, settings, parsers(db, settings), only, rotation):
             done += 1
         return done
 
@@ -293,7 +293,7 @@ class ExtractionWorker:
                 thread.join(timeout=self._settings.extract_timeout_s + 5)
 
     def _run(self) -> None:
-        pool = parsers(self._settings)
+        pool = parsers(self._db, self._settings)
         while not self._stop.is_set():
             try:
                 while not self._stop.is_set() and extract_next(
