@@ -167,9 +167,26 @@ def percentiles(samples: list[tuple[float, int]]) -> dict[str, Any]:
 # -- the attacks: each runs until `stop` is set, and counts the statuses it got --------------
 
 
-def in_threads(count: int, one: Callable[[int], None]) -> None:
-    """`one(n)` for n in range(count), each in a thread of its own; returns when all end."""
-    threads = [threading.Thread(target=one, args=(n,)) for n in range(count)]
+Send = Callable[[httpx.Client, int, int], httpx.Response]  # (client, thread, round) -> reply
+
+
+def hammer(
+    server: Server, token: str, stop: threading.Event, codes: Counter[int], clients: int,
+    send: Send,
+) -> None:  # fmt: skip
+    """`clients` threads calling `send` back to back until `stop`, counting the statuses."""
+
+    def one(n: int) -> None:
+        with client(server, token) as http:
+            k = 0
+            while not stop.is_set():
+                k += 1
+                try:
+                    codes[send(http, n, k).status_code] += 1
+                except httpx.HTTPError:
+                    codes[0] += 1
+
+    threads = [threading.Thread(target=one, args=(n,)) for n in range(clients)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -180,16 +197,8 @@ def long_queries(server: Server, token: str, stop: threading.Event, codes: Count
     words = [f"{a}{b}" for a in WORDS[:15] for b in ("", "s", "ed", "ing", "er", "ly", "x", "y",
              "z", "q")]  # fmt: skip
     query = " ".join(words[:150])
-
-    def one(_: int) -> None:
-        with client(server, token) as http:
-            while not stop.is_set():
-                try:
-                    codes[http.post("/api/search", json={"query": query}).status_code] += 1
-                except httpx.HTTPError:
-                    codes[0] += 1
-
-    in_threads(10, one)
+    hammer(server, token, stop, codes, 10, lambda http, n, k: http.post(
+        "/api/search", json={"query": query}))  # fmt: skip
 
 
 def held_streams(server: Server, token: str, stop: threading.Event, codes: Counter[int]) -> None:
@@ -218,20 +227,12 @@ def held_streams(server: Server, token: str, stop: threading.Event, codes: Count
 def mail_bombs(server: Server, token: str, stop: threading.Event, codes: Counter[int]) -> None:
     words = b" ".join([b"=?utf-8?b?w6k=?="] * 100_000)
 
-    def one(n: int) -> None:
-        with client(server, token) as http:
-            k = 0
-            while not stop.is_set():
-                k += 1
-                raw = (b"Message-ID: <bomb-%d-%d@x>\r\nFrom: a@x\r\nSubject: " % (n, k)) + words
-                raw += b"\r\n\r\nbody\r\n"
-                try:
-                    files = {"file": ("bomb.eml", raw, "message/rfc822")}
-                    codes[http.post("/api/mail/import", files=files).status_code] += 1
-                except httpx.HTTPError:
-                    codes[0] += 1
+    def send(http: httpx.Client, n: int, k: int) -> httpx.Response:
+        raw = b"Message-ID: <bomb-%d-%d@x>\r\nFrom: a@x\r\nSubject: %s\r\n\r\nbody\r\n" % (
+            n, k, words)  # fmt: skip
+        return http.post("/api/mail/import", files={"file": ("bomb.eml", raw, "message/rfc822")})
 
-    in_threads(12, one)
+    hammer(server, token, stop, codes, 12, send)
 
 
 def lock_writers(server: Server, token: str, stop: threading.Event, codes: Counter[int]) -> None:
@@ -239,21 +240,12 @@ def lock_writers(server: Server, token: str, stop: threading.Event, codes: Count
     with client(server, token) as http:
         page = http.post("/api/pages", json={"title": "Contended"}).json()["id"]
 
-    def one(n: int) -> None:
-        with client(server, token) as http:
-            k = 0
-            while not stop.is_set():
-                k += 1
-                try:
-                    if n < 4:
-                        reply = http.post("/api/ask", json={"question": f"ferry {k}?"})
-                    else:
-                        reply = http.post("/api/nodes", json={"page_id": page, "text": f"w {k}"})
-                    codes[reply.status_code] += 1
-                except httpx.HTTPError:
-                    codes[0] += 1
+    def send(http: httpx.Client, n: int, k: int) -> httpx.Response:
+        if n < 4:
+            return http.post("/api/ask", json={"question": f"ferry {k}?"})
+        return http.post("/api/nodes", json={"page_id": page, "text": f"w {k}"})
 
-    in_threads(12, one)
+    hammer(server, token, stop, codes, 12, send)
 
 
 def slow_questions(server: Server, token: str, stop: threading.Event, codes: Counter[int]) -> None:

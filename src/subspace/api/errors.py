@@ -14,11 +14,25 @@ from subspace.errors import Busy, SubspaceError
 
 log = logging.getLogger(__name__)
 
+# What a request answers when every database connection it may take is in use.
+BUSY_POOL = Busy(
+    f"The server is busy: every database connection is in use. Retry in {Busy.retry_after_s} s."
+)
+
 
 def error_response(status: int, code: str, message: str) -> JSONResponse:
     return JSONResponse(
         {"error": {"code": code, "message": message, "status": status}}, status_code=status
     )
+
+
+def error_reply(exc: SubspaceError) -> JSONResponse:
+    """The answer to one of Subspace's errors, with Retry-After when it says when to retry."""
+    response = error_response(exc.status, exc.code, exc.message)
+    retry_after = getattr(exc, "retry_after_s", None)
+    if retry_after is not None:
+        response.headers["Retry-After"] = str(retry_after)
+    return response
 
 
 def _describe(errors: list[dict[str, object]]) -> str:
@@ -44,25 +58,14 @@ def _describe(errors: list[dict[str, object]]) -> str:
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(SubspaceError)
     async def subspace_error(request: Request, exc: SubspaceError) -> JSONResponse:
-        response = error_response(exc.status, exc.code, exc.message)
-        retry_after = getattr(exc, "retry_after_s", None)
-        if retry_after is not None:
-            response.headers["Retry-After"] = str(retry_after)
-        return response
+        return error_reply(exc)
 
     @app.exception_handler(PoolTimeout)
     async def pool_timeout(request: Request, exc: PoolTimeout) -> JSONResponse:
         # Every request connection is busy (slow or hostile searches): say so and when to
         # come back, instead of a 500 for a server that is merely full.
         log.warning("no free connection for %s %s: %s", request.method, request.url.path, exc)
-        response = error_response(
-            Busy.status,
-            Busy.code,
-            "The server is busy: every database connection is in use. "
-            f"Retry in {Busy.retry_after_s} s.",
-        )
-        response.headers["Retry-After"] = str(Busy.retry_after_s)
-        return response
+        return error_reply(BUSY_POOL)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -23,6 +23,7 @@ _DELETE = (
 )
 
 
+@retried
 def _apply(cx: Context, target_kind: str, target_id: UUID, sql: str, event: str) -> None:
     if target_kind not in EXCLUDABLE:
         raise InvalidInput(
@@ -42,13 +43,11 @@ def _apply(cx: Context, target_kind: str, target_id: UUID, sql: str, event: str)
         )
 
 
-@retried
 def exclude(cx: Context, target_kind: str, target_id: UUID) -> None:
     """Hide the item from the acting user's searches, grep, read and RAG. Safe to repeat."""
     _apply(cx, target_kind, target_id, _INSERT, "item.excluded")
 
 
-@retried
 def include(cx: Context, target_kind: str, target_id: UUID) -> None:
     """Undo `exclude` for the acting user."""
     _apply(cx, target_kind, target_id, _DELETE, "item.included")

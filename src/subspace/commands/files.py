@@ -120,7 +120,6 @@ def upload_file_once(
         return upload_file(bound, name, data, content_type=content_type, kb_id=kb), False
 
 
-@retried
 def set_file_enabled(cx: Context, file_id: UUID, enabled: bool) -> File:
     """Disable a file to hide it from search, grep, read and RAG; enable it to bring it back."""
     assignment = "enabled = true" if enabled else "enabled = false"
@@ -128,17 +127,14 @@ def set_file_enabled(cx: Context, file_id: UUID, enabled: bool) -> File:
     return set_state(cx, "file", file_id, assignment, event, queries.get_file)
 
 
-@retried
 def archive_file(cx: Context, file_id: UUID) -> File:
     return set_state(cx, "file", file_id, ARCHIVE, "file.archived", queries.get_file)
 
 
-@retried
 def delete_file(cx: Context, file_id: UUID) -> File:
     """Soft-delete the file; its blob and text stay so it can be restored."""
     return set_state(cx, "file", file_id, DELETE, "file.deleted", queries.get_file)
 
 
-@retried
 def restore_file(cx: Context, file_id: UUID) -> File:
     return set_state(cx, "file", file_id, RESTORE, "file.restored", queries.get_file)

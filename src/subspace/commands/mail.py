@@ -138,16 +138,13 @@ def add_mail(
         return queries.get_mail(conn, ws, row["id"])
 
 
-@retried
 def archive_mail(cx: Context, mail_id: UUID) -> Mail:
     return set_state(cx, "mail", mail_id, ARCHIVE, "mail.archived", queries.get_mail)
 
 
-@retried
 def delete_mail(cx: Context, mail_id: UUID) -> Mail:
     return set_state(cx, "mail", mail_id, DELETE, "mail.deleted", queries.get_mail)
 
 
-@retried
 def restore_mail(cx: Context, mail_id: UUID) -> Mail:
     return set_state(cx, "mail", mail_id, RESTORE, "mail.restored", queries.get_mail)

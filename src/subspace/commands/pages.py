@@ -118,6 +118,7 @@ def rename_page(cx: Context, page_id: UUID, title: str, *, base_version: int | N
         return queries.get_page(conn, ws, page_id)
 
 
+@retried
 def _set_page_state(
     cx: Context, page_id: UUID, assignment: str, event: str, base_version: int | None
 ) -> Page:
@@ -129,19 +130,16 @@ def _set_page_state(
         return set_state(cx.on(conn), "page", page_id, assignment, event, queries.get_page)
 
 
-@retried
 def archive_page(cx: Context, page_id: UUID, *, base_version: int | None = None) -> Page:
     """Hide the page from search, grep, read and RAG until it is restored."""
     return _set_page_state(cx, page_id, ARCHIVE, "page.archived", base_version)
 
 
-@retried
 def delete_page(cx: Context, page_id: UUID, *, base_version: int | None = None) -> Page:
     """Soft-delete the page: its rows stay so `restore_page` can bring it back."""
     return _set_page_state(cx, page_id, DELETE, "page.deleted", base_version)
 
 
-@retried
 def restore_page(cx: Context, page_id: UUID, *, base_version: int | None = None) -> Page:
     """Undo archive and delete."""
     return _set_page_state(cx, page_id, RESTORE, "page.restored", base_version)

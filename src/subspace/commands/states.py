@@ -7,6 +7,7 @@ from typing import TypeVar
 from uuid import UUID
 
 from subspace.commands.outbox import append_event
+from subspace.commands.retry import retried
 from subspace.context import Context
 from subspace.db.pool import Conn
 
@@ -19,6 +20,7 @@ RESTORE = "archived_at = null, deleted_at = null"
 _TABLES = {"page": "kb.pages", "file": "kb.files", "mail": "kb.mail"}
 
 
+@retried
 def set_state(
     cx: Context,
     kind: str,

@@ -21,7 +21,7 @@ from subspace.config import Settings
 from subspace.context import Context
 from subspace.errors import Conflict, SubspaceError, TooLarge
 from subspace.ingest.extract import HTML_SUFFIXES, MARKDOWN_SUFFIXES, ExtractionFailed, decode_text
-from subspace.ingest.mail import ParsedMail, parse_message, split_mbox
+from subspace.ingest.mail import ParsedMail, derived_message_id, parse_message, split_mbox
 from subspace.ingest.outline import parse_outline, parse_plain_text
 from subspace.ingest.worker import extract_pending
 from subspace.models import Mail
@@ -93,17 +93,13 @@ def _fitted(parsed: ParsedMail, limit: int) -> tuple[ParsedMail, list[str]]:
     imported message is kept whatever its headers hold."""
     notes = list(parsed.notes)
     fields: dict[str, str] = {}
-    for name, what, most in (
-        ("subject", "subject", limit),
-        ("sender", "sender", limit),
-        ("recipients", "recipients", 10 * limit),
-    ):
+    for name, most in (("subject", limit), ("sender", limit), ("recipients", 10 * limit)):
         value = " ".join(getattr(parsed, name).split())
         if len(value) > most:
             fields[name] = value[: most - 1] + "…"
-            notes.append(f"the {what} was cut to {most:,} characters")
+            notes.append(f"the {name} was cut to {most:,} characters")
     if len(parsed.message_id) > limit:
-        fields["message_id"] = f"<{hashlib.sha256(parsed.raw).hexdigest()}@subspace.invalid>"
+        fields["message_id"] = derived_message_id(parsed.raw)
         notes.append(f"its Message-ID is over {limit:,} characters; one from its bytes is used")
     attachments = []
     for attachment in parsed.attachments:
@@ -171,12 +167,6 @@ class Importer:
         self.kb_id = kb_id
         self.report = ImportReport()
         self.parser_wait_s = parser_wait_s
-
-    def __enter__(self) -> Importer:
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        pass
 
     def _parse(self, function: Callable[..., T], args: tuple[Any, ...], **options: Any) -> T:
         """`function(*args)` in a parser child (its keywords: kwargs, task)."""
@@ -315,11 +305,11 @@ def import_path(
 ) -> ImportReport:
     """Import `root` (a file or a folder, recursively) into knowledge base `kb_id`."""
     base = root if root.is_dir() else root.parent
-    with Importer(cx, kb_id) as importer:
-        for path in importable_files(root):
-            importer.add(path, str(path.relative_to(base)))
-            if on_file is not None:
-                on_file(path)
+    importer = Importer(cx, kb_id)
+    for path in importable_files(root):
+        importer.add(path, str(path.relative_to(base)))
+        if on_file is not None:
+            on_file(path)
     return importer.report
 
 

@@ -102,6 +102,12 @@ def _attachments(msg: EmailMessage) -> list[Attachment]:
     return found
 
 
+def derived_message_id(raw: bytes) -> str:
+    """A Message-ID made from the message's bytes, for one without a usable one: the same
+    message imported twice still gets the same id, so it is found a duplicate."""
+    return f"<{hashlib.sha256(raw).hexdigest()}@subspace.invalid>"
+
+
 def parse_message(
     raw: bytes,
     *,
@@ -125,7 +131,7 @@ def parse_message(
         raise MalformedMessage("the message has no headers")
     message_id = _header(msg, "Message-ID").strip()
     if not message_id:
-        message_id = f"<{hashlib.sha256(raw).hexdigest()}@subspace.invalid>"
+        message_id = derived_message_id(raw)
     return ParsedMail(
         message_id=message_id,
         subject=_header(msg, "Subject"),

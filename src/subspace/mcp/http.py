@@ -15,11 +15,11 @@ from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
 from subspace.api.auth import header_key
-from subspace.api.errors import error_response
+from subspace.api.errors import BUSY_POOL, error_reply, error_response
 from subspace.api.search_observer import search_observer
 from subspace.api.state import database
 from subspace.context import Context
-from subspace.errors import Busy, SubspaceError, Unauthorized
+from subspace.errors import SubspaceError, Unauthorized
 from subspace.keys import authenticate
 from subspace.mcp.server import build_server
 from subspace.providers.base import EmbeddingProvider
@@ -85,17 +85,10 @@ class McpEndpoint:
         try:
             cx = await run_in_threadpool(_context, request, token)
         except SubspaceError as exc:
-            await error_response(exc.status, exc.code, exc.message)(scope, receive, send)
+            await error_reply(exc)(scope, receive, send)
             return
         except PoolTimeout:
-            busy = error_response(
-                Busy.status,
-                Busy.code,
-                "The server is busy: every database connection is in use. "
-                f"Retry in {Busy.retry_after_s} s.",
-            )
-            busy.headers["Retry-After"] = str(Busy.retry_after_s)
-            await busy(scope, receive, send)
+            await error_reply(BUSY_POOL)(scope, receive, send)
             return
         if manager is None:
             await error_response(

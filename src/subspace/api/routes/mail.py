@@ -98,11 +98,11 @@ def import_mail(
     check_upload_size(cx, len(data))
     with cx.transaction() as conn:
         kb = resolve_kb(cx, conn, kb_id)
-    with Importer(cx, kb, parser_wait_s=PARSER_WAIT_S) as importer:
-        if name.lower().endswith(".mbox") or data.startswith(b"From "):
-            importer.add_mailbox(data, name, max_messages=cx.settings.max_mailbox_messages)
-        else:
-            importer.add_message(data, name)
+    importer = Importer(cx, kb, parser_wait_s=PARSER_WAIT_S)
+    if name.lower().endswith(".mbox") or data.startswith(b"From "):
+        importer.add_mailbox(data, name, max_messages=cx.settings.max_mailbox_messages)
+    else:
+        importer.add_message(data, name)
     wake_extractor(request)
     outcomes = {r.outcome for r in importer.report.rows}
     if not outcomes & {"imported", "duplicate"}:
