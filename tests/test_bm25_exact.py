@@ -24,7 +24,14 @@ from subspace.db.pool import Conn
 from subspace.runtime import Database
 from subspace.search import lexical
 from subspace.search.filters import TagFilter, resolve_scope
-from subspace.search.lexical import ALL_WORDS_CLAUSES, BM25_B, BM25_K1, build_tsqueries
+from subspace.search.lexical import (
+    ALL_WORDS_CLAUSES,
+    BM25_B,
+    BM25_K1,
+    build_tsqueries,
+    source_weight,
+    title_kinds,
+)
 from subspace.search.query import parse_query
 
 SEED = 15
@@ -317,6 +324,7 @@ def brute_force(
                 idf = math.log(1 + (ndocs - n + 0.5) / (n + 0.5))
                 norm = BM25_K1 * (1 - BM25_B + BM25_B * doc.length / avgdl)
                 score += _quantized(m * idf * tf * (BM25_K1 + 1) / (tf + norm))
+        score *= source_weight(doc.source)  # a title counts for more (KindSpec.weight)
         worded = [c for c in clauses if any(c)]
         every = 0 < len(clauses) <= ALL_WORDS_CLAUSES and all(
             any(_phrase_at(doc, alt) for alt in c if alt) for c in worded
@@ -331,7 +339,9 @@ def brute_force(
     for entries in ranked.values():
         entries.sort(key=lambda e: (not e[0], -e[1], e[2].target_id))
         found += entries[:cap]
-    found.sort(key=lambda e: (not e[0], -e[1], e[2].kind, e[2].target_id))
+    titles = set(title_kinds())  # among the rows with every clause, titles first
+    found.sort(key=lambda e: (not e[0], not (e[0] and e[2].kind in titles), -e[1], e[2].kind,
+                              e[2].target_id))  # fmt: skip
     return [(d.kind, d.target_id, d.kb_id, every, score) for every, score, d in found]
 
 

@@ -195,11 +195,14 @@ def test_a_one_percent_kind_filter_still_fills_the_limit(
         commands.add_node(cx, page.id, f"memory {i} {filler(rng, 8)}", props={"memory": True})
     index(database, cx)
     monkeypatch.setattr(vector, "EXACT_SCAN_ROWS", 100)  # force the index path
-    response = run(cx, "timber marble", mode="vector", kinds=["memory"], limit=10)
+    # No similarity floor: the filler's nearest neighbours are what fills the limit.
+    response = run(
+        cx, "timber marble", mode="vector", kinds=["memory"], limit=10, min_similarity=-1
+    )
     assert response.legs["vector"].plan == "index"
     assert len(response.rows) == 10 and {row.type for row in response.rows} == {"mem"}
     monkeypatch.setattr(vector, "EXACT_SCAN_ROWS", 2_000)
-    exact = run(cx, "timber marble", mode="vector", kinds=["memory"], limit=10)
+    exact = run(cx, "timber marble", mode="vector", kinds=["memory"], limit=10, min_similarity=-1)
     assert exact.legs["vector"].plan == "exact" and ids(exact) == ids(response)
 
 
@@ -349,7 +352,8 @@ def test_negation_holds_on_both_legs(database: Database, cx: Context) -> None:
     drop = commands.add_node(cx, page.id, "jitter multiplied the load")
     index(database, cx)
     for mode in ("lexical", "vector", "hybrid"):
-        found = ids(run(cx, "jitter -load", mode=mode))
+        # No similarity floor: what is checked is that the vector leg leaves out "load".
+        found = ids(run(cx, "jitter -load", mode=mode, min_similarity=-1))
         assert keep.id in found and drop.id not in found, mode
 
 

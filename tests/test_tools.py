@@ -37,7 +37,8 @@ def test_kb_search_renders_hits_with_refs(database: Database, cx: Context) -> No
     assert text.splitlines()[0] == (
         f"1. [node] Runbook — Drain the node before the upgrade (node:{step.id})"
     )
-    assert kb_search(cx, FakeProvider(), "zzzqqq", kinds=["mail"]) == "No results."
+    nothing = kb_search(cx, FakeProvider(), "zzzqqq", kinds=["mail"])
+    assert nothing.startswith("No matches for “zzzqqq”: no item holds its words")
 
 
 def test_kb_read_and_node_read(cx: Context) -> None:

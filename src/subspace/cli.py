@@ -22,6 +22,7 @@ from subspace.errors import SubspaceError
 from subspace.providers.base import EmbeddingProvider, ProviderError
 from subspace.runtime import Database, open_database
 from subspace.search.options import (
+    ANSWERS,
     DEFAULT_GREP_LIMIT,
     DEFAULT_SEARCH_LIMIT,
     GREP_MAX_RESULTS,
@@ -213,6 +214,18 @@ def _print_import_report(report: ImportReport) -> None:
     default=None,
     help="Lexical ranker (default: SUBSPACE_LEXICAL_RANKER).",
 )
+@click.option(
+    "--answers",
+    type=click.Choice(ANSWERS),
+    default="include",
+    help="Bullets answer runs wrote: include (below their sources), exclude or only.",
+)
+@click.option(
+    "--min-similarity",
+    type=click.FloatRange(-1, 1),
+    default=None,
+    help="Similarity a row only the vector leg found must reach (default: the model's floor).",
+)
 @click.option("--explain", is_flag=True, help="Show the fusion terms of each row.")
 @click.option("--json", "as_json", is_flag=True, help="Print the full response as JSON.")
 def search_command(
@@ -223,6 +236,8 @@ def search_command(
     limit: int,
     tags: tuple[tuple[str, str, str], ...],
     ranker: str | None,
+    answers: str,
+    min_similarity: float | None,
     explain: bool,
     as_json: bool,
 ) -> None:
@@ -247,6 +262,8 @@ def search_command(
                 limit=limit,
                 explain=explain,
                 ranker=ranker,
+                answers=answers,
+                min_similarity=min_similarity,
             ),
         )
     if as_json:
@@ -266,7 +283,7 @@ def search_command(
         title = " › ".join(row.breadcrumb) if row.breadcrumb else row.title
         table.add_row(
             str(number),
-            row.type,
+            f"{row.type} (answer)" if row.answer else row.type,
             title,
             row.passage[:160],
             legs.get("lexical", ""),
@@ -278,7 +295,10 @@ def search_command(
                 f"{t['leg']} {t['weight']:g}/({t['rank']}+60)" for t in row.explain["terms"]
             )
             table.add_row("", "", "", f"[dim]{terms}[/dim]", "", "", "")
-    console.print(table)
+    if response.rows:
+        console.print(table)
+    for note in response.notes:
+        click.echo(note)
     count = len(response.rows)
     footer = f"{count} result{'' if count == 1 else 's'} in {response.took_ms:.0f} ms"
     if response.degraded:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -310,6 +311,14 @@ SETTINGS: tuple[Setting, ...] = (
         "past it, the commonest words are left out of the search (0: no limit).",
     ),
     Setting(
+        "SUBSPACE_MIN_SIMILARITY",
+        "min_similarity",
+        float,
+        None,
+        "Cosine similarity a row only the vector leg found must reach to be shown, from -1 "
+        "to 1 (unset: the floor measured for the embedding model; 0 shows nearly all).",
+    ),
+    Setting(
         "SUBSPACE_MAX_QUERY_WORDS",
         "max_query_words",
         int,
@@ -420,6 +429,7 @@ class Settings:
     max_query_chars: int = field(default=_DEFAULTS["max_query_chars"])
     max_query_postings: int = field(default=_DEFAULTS["max_query_postings"])
     max_query_words: int = field(default=_DEFAULTS["max_query_words"])
+    min_similarity: float | None = field(default=_DEFAULTS["min_similarity"])
     max_search_limit: int = field(default=_DEFAULTS["max_search_limit"])
     max_knowledge_bases: int = field(default=_DEFAULTS["max_knowledge_bases"])
     max_tag_filters: int = field(default=_DEFAULTS["max_tag_filters"])
@@ -460,6 +470,16 @@ def _parse(setting: Setting, raw: str) -> Any:
                 f"{setting.env} must be at most {setting.maximum}, got {value}. Fix or unset it."
             )
         return value
+    if setting.type is float:
+        try:
+            number = float(raw)
+        except ValueError:
+            number = math.nan
+        if not -1 <= number <= 1:
+            raise ConfigError(
+                f"{setting.env} must be a number from -1 to 1, got {raw!r}. Fix or unset it."
+            )
+        return number
     if setting.type is Path:
         return Path(raw).expanduser()
     if setting.choices:

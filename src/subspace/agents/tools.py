@@ -30,6 +30,7 @@ from subspace.search.options import (
     DEFAULT_GREP_LIMIT,
     DEFAULT_SEARCH_LIMIT,
     GREP_MAX_RESULTS,
+    Answers,
     Kind,
 )
 from subspace.search.service import SearchRequest, search
@@ -63,6 +64,11 @@ class SearchArgs(BaseModel):
         ge=1,
         description="Most hits to return, 1 to the server's SUBSPACE_MAX_SEARCH_LIMIT (100 unless "
         "changed).",
+    )
+    answers: Answers = Field(
+        default="include",
+        description="Bullets earlier answers wrote: include (ranked below their sources), "
+        "exclude, or only.",
     )
 
 
@@ -120,19 +126,22 @@ def kb_search(
     *,
     kinds: list[str] | None = None,
     limit: int = DEFAULT_SEARCH_LIMIT,
+    answers: str = "include",
 ) -> str:
     """Ranked hits as text, one per line: type, title › breadcrumb, passage, and ref.
 
     `limit` is honoured up to SUBSPACE_MAX_SEARCH_LIMIT (beyond it, InvalidInput says so).
     """
-    response = search(cx, provider, SearchRequest(query=query, kinds=kinds, limit=limit))
+    request = SearchRequest(query=query, kinds=kinds, limit=limit, answers=answers)
+    response = search(cx, provider, request)
     lines = []
     for number, row in enumerate(response.rows, start=1):
         place = " › ".join(row.breadcrumb) if row.breadcrumb else row.title
         passage = " ".join(row.passage.split())
-        lines.append(f"{number}. [{row.type}] {place} — {passage} ({row.ref})")
+        kind = f"{row.type}, answer" if row.answer else row.type
+        lines.append(f"{number}. [{kind}] {place} — {passage} ({row.ref})")
     if not lines:
-        lines.append("No results.")
+        lines += response.notes or ["No results."]
     if response.degraded:
         lines.append(f"(degraded: {'; '.join(response.degraded)})")
     return "\n".join(lines)
@@ -463,7 +472,7 @@ class ToolSpec:
 def _run_search(cx: Context, provider: EmbeddingProvider | None, args: BaseModel) -> str:
     assert isinstance(args, SearchArgs)
     kinds: list[str] | None = None if args.kinds is None else list(args.kinds)
-    return kb_search(cx, provider, args.query, kinds=kinds, limit=args.limit)
+    return kb_search(cx, provider, args.query, kinds=kinds, limit=args.limit, answers=args.answers)
 
 
 def _run_grep(cx: Context, provider: EmbeddingProvider | None, args: BaseModel) -> str:

@@ -71,8 +71,10 @@ class _Holder:
     hidden_by: tuple[str, ...]
 
 
-# What a search for an answer's sources (Scope.sources_only) leaves out, as explain says it.
-ASKED_BY_RUN = "an answer run asked with it or wrote it"
+# What a search without answers (Scope.answers: exclude) leaves out, and one for answers
+# only keeps out, as explain says it.
+ASKED_BY_RUN = "an answer run asked with it or wrote it (answers: exclude)"
+NOT_AN_ANSWER = "no answer run asked with it or wrote it (answers: only)"
 
 
 def _target_is_item(spec: registry.KindSpec) -> bool:
@@ -128,7 +130,7 @@ def _holder(conn: Conn, scope: Scope, spec: registry.KindSpec, ref: Ref) -> _Hol
                 f"exists (select 1 from {spec.table} r where r.workspace_id = i.workspace_id "
                 f"and r.{spec.key} = i.{item.key}{wanted} and {reason.hidden('r')}) as row_{n}"
             )
-    if scope.sources_only and spec.asked_by_run is not None and row_alias is not None:
+    if scope.answers != "include" and spec.asked_by_run is not None and row_alias is not None:
         columns.append(f"coalesce({spec.asked_by_run(row_alias)}, false) as asked_by_run")
     for n, kind in enumerate(sharing):
         if kind.only is not None and row_alias is not None:
@@ -147,8 +149,10 @@ def _holder(conn: Conn, scope: Scope, spec: registry.KindSpec, ref: Ref) -> _Hol
     )
     labels = [r.label for n, r in enumerate(item.reasons) if found[f"item_{n}"]]
     labels += [r.label for n, r in enumerate(spec.row_reasons) if found.get(f"row_{n}")]
-    if found.get("asked_by_run"):
+    if scope.answers == "exclude" and found.get("asked_by_run"):
         labels.append(ASKED_BY_RUN)
+    if scope.answers == "only" and not found.get("asked_by_run"):
+        labels.append(NOT_AN_ANSWER)
     return _Holder(kind, found["item_id"], found["kb_id"], tuple(labels))
 
 

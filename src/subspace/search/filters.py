@@ -58,7 +58,7 @@ class Scope:
     kb_names: dict[UUID, str]
     kinds: frozenset[str]
     tags: list[ResolvedTagFilter] = field(default_factory=list)
-    sources_only: bool = False  # leave out the bullets answer runs asked with or wrote
+    answers: str = "include"  # the bullets answer runs asked with or wrote (options.ANSWERS)
 
     def shared(self) -> Fragment:
         """The parameters every predicate of the scope may name: %(ws)s, %(user)s, %(kbs)s."""
@@ -97,7 +97,7 @@ def resolve_scope(
     kinds: list[str] | None,
     tags: list[TagFilter] | None,
     max_knowledge_bases: int,
-    sources_only: bool = False,
+    answers: str = "include",
     bases: Later[dict[UUID, str]] | None = None,
 ) -> Scope:
     """Check the filters against the workspace and resolve names to ids; `bases` are the
@@ -119,9 +119,10 @@ def resolve_scope(
         chosen = sorted(set(kb_ids), key=lambda k: (names[k], str(k)))
     else:
         chosen = list(names)
-    scope = Scope(
-        workspace_id, user_id, chosen, names, normalize_kinds(kinds), sources_only=sources_only
-    )
+    wanted = normalize_kinds(kinds)
+    if answers == "only":  # only kinds whose rows an answer run can write
+        wanted = frozenset(k for k in wanted if registry.get(k).asked_by_run is not None)
+    scope = Scope(workspace_id, user_id, chosen, names, wanted, answers=answers)
     scope.tags = [_resolve_tag(conn, workspace_id, chosen, f) for f in tags or []]
     return scope
 
@@ -198,11 +199,14 @@ def page_visible(alias: str) -> str:
 
 
 def asked_by_run(scope: Scope, spec: registry.KindSpec, alias: str) -> str:
-    """`and ...` leaving out, for a search that wants sources only, the row of `spec` at
-    `alias` when an answer run asked with it or wrote it; empty otherwise."""
-    if not scope.sources_only or spec.asked_by_run is None:
+    """`and ...` keeping the row of `spec` at `alias` as the scope's `answers` asks: without
+    the rows an answer run asked with or wrote (exclude), or with only those (only); empty
+    when it takes both (include) or the kind has no such rows."""
+    if scope.answers == "include" or spec.asked_by_run is None:
         return ""
-    return f" and not ({spec.asked_by_run(alias)})"
+    if scope.answers == "only":
+        return f" and coalesce({spec.asked_by_run(alias)}, false)"
+    return f" and not coalesce({spec.asked_by_run(alias)}, false)"
 
 
 def tag_filter(scope: Scope, alias: str, item: str, key: str = "id") -> Fragment:
@@ -312,12 +316,11 @@ def _embedded_row(
             found.append(Fragment(exists))
         else:  # the item has rows of other kinds, which the check must not hide
             found.append(Fragment(f"(not {kind.sql} or {exists})", kind.params))
-    if scope.sources_only and spec.asked_by_run is not None:
-        found.append(
-            Fragment(
-                f"not exists (select 1 from {spec.table} {a} where {kind.sql} "
-                f"and {where} and {spec.asked_by_run(a)} offset 0)",
-                kind.params,
-            )
-        )
+    if scope.answers != "include" and spec.asked_by_run is not None:
+        by_run = f"{where} and {spec.asked_by_run(a)}"
+        run = f"exists (select 1 from {spec.table} {a} where {by_run} offset 0)"
+        # Only: the scope holds no kind without such rows (resolve_scope), so every
+        # embedding checked here is of this source.
+        check = run if scope.answers == "only" else f"not ({kind.sql} and {run})"
+        found.append(Fragment(check, kind.params))
     return found

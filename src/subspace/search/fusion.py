@@ -70,6 +70,7 @@ class Fused:
     tie_group: int = 1  # how many candidates shared this score
     tie_reason: str = ""
     more_on_page: int = 0  # when grouping by page: other matches on the same page
+    answer: bool = False  # an answer run asked with it or wrote it (search/derived.py)
 
     @property
     def best_hit(self) -> Hit:

@@ -6,7 +6,7 @@ from uuid import UUID
 
 from subspace.db.pool import Conn
 from subspace.search import kinds as registry
-from subspace.search.filters import Scope
+from subspace.search.filters import Scope, asked_by_run
 from subspace.search.fusion import Fused, ItemKey
 from subspace.search.lexical import TsQueries
 
@@ -38,7 +38,7 @@ def group_by_page(conn: Conn, scope: Scope, fused: list[Fused], tsq: TsQueries) 
     if on_page and tsq.any_words:
         # Lexical matches beyond the legs' windows count too: the count is exact.
         params = {"ws": scope.workspace_id, "pages": list(on_page), "q": tsq.any_words}
-        for r in conn.execute(_matches_on_pages(), params):
+        for r in conn.execute(_matches_on_pages(scope), params):
             on_page[r["page_id"]].add((r["kind"], r["id"]))
     for item in kept:
         page_id = page_of(item)
@@ -47,17 +47,33 @@ def group_by_page(conn: Conn, scope: Scope, fused: list[Fused], tsq: TsQueries) 
     return kept
 
 
-def _matches_on_pages() -> str:
-    """SQL: every row of the pages %(pages)s whose text matches %(q)s, as (kind, id, page_id)
-    with the target it counts as: one SELECT per BM25 source of the page's kinds (a memory is
-    a node, and shares its table)."""
+def _matches_on_pages(scope: Scope) -> str:
+    """SQL: every row of the pages %(pages)s whose text matches %(q)s and that the search
+    would show (its kinds, its answers filter), as (kind, id, page_id) with the target it
+    counts as: one SELECT per BM25 source of the page's kinds in scope (a memory is a node,
+    and shares its table)."""
     parts = []
     for source in dict.fromkeys(spec.source for spec in registry.of_item(GROUPED_ITEM)):
-        spec = registry.of_source(source)[0]
+        declared = registry.of_source(source)
+        wanted = [spec for spec in declared if spec.name in scope.kinds]
+        if not wanted:
+            continue
+        spec = declared[0]
         a = spec.alias
+        only = ""
+        if len(wanted) < len(declared):
+            only = (
+                " and ("
+                + " or ".join(f"coalesce({k.only(a)}, false)" if k.only else "true" for k in wanted)
+                + ")"
+            )
         parts.append(
             f"select '{spec.target_kind}' as kind, {a}.{spec.key} as id, "
             f"{a}.{spec.item_key} as page_id from {spec.table} {a} where {a}.workspace_id = "
             f"%(ws)s and {a}.{spec.item_key} = any(%(pages)s) and {a}.{spec.tsv} @@ %(q)s::tsquery"
+            f"{only}{asked_by_run(scope, spec, a)}"
         )
-    return " union all ".join(parts)
+    return (
+        " union all ".join(parts)
+        or "select null::text as kind, null::uuid as id, null::uuid as page_id where false"
+    )

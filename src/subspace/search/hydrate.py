@@ -68,6 +68,7 @@ class Row:
     sent_at: datetime | None = None
     more_on_page: int | None = None
     explain: dict[str, Any] | None = None
+    answer: bool = False  # a bullet an answer run asked with or wrote: derived, not a source
 
 
 def split_highlights(marked: str) -> tuple[str, list[tuple[int, int]]]:
@@ -285,6 +286,7 @@ def _row(scope: Scope, item: Fused, d: dict[str, Any], lexemes: Collection[str])
         created_at=d["created_at"],
         updated_at=d["updated_at"],
         breadcrumb=d.get("breadcrumb", []),
+        answer=item.answer,
     )
     # The fields the item declares it fills: its id (page_id...) and its own columns (sender).
     if spec.item.row_id:

@@ -121,6 +121,10 @@ class KindSpec:
     by before their id ("n<32 hex>"; its target's initial when empty): one letter per target
     kind, kept for good, since cursors users hold name targets by it. `grep` is false for a
     kind kb.grep leaves out (page titles: kb.read shows them, grep looks in what is written).
+    `weight` scales the BM25 scores of the kind's source when the sources' hits are put in
+    one order: a title counts for more than a passing mention of the same words. A kind
+    whose rows are titles (`is_title`) goes first among the rows holding every word of a
+    short lookup, as a quick switcher lists the page called what was typed.
     """
 
     name: str
@@ -143,6 +147,8 @@ class KindSpec:
     embedding: EmbeddingLink | None = None
     cursor_key: str = ""
     grep: bool = True
+    weight: float = 1.0
+    is_title: bool = False
 
     @property
     def target_kind(self) -> str:
@@ -219,10 +225,13 @@ MAIL_ITEM = ItemSpec(
     row_id="mail_id", row_columns=("sender", "sent_at"),
 )  # fmt: skip
 
+# A page's title against its bullets, from `subspace eval --title-weights` on SciFact laid out as
+# titled pages (docs/benchmarks.md, "Titles").
+TITLE_WEIGHT = 2.0
 PAGE = KindSpec(
     "page", PAGE_ITEM, "kb.pages", "p", key="id", item_key="id", text="title",
     tsv="title_tsv", length="title_len", source="page", row_type="page", grep=False,
-    cursor_key="p",
+    cursor_key="p", weight=TITLE_WEIGHT, is_title=True,
 )  # fmt: skip
 NODE = KindSpec(
     "node", PAGE_ITEM, "kb.nodes", "n", key="id", item_key="page_id", text="text",

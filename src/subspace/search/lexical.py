@@ -277,7 +277,7 @@ def _sources(scope: Scope, *, candidates: bool = False) -> list[Source]:
         if scope.tags:  # tag filters write their own parameters into the text
             query = _source_query(scope, declared, wanted, candidates)
         else:
-            sql = _untagged_source_sql(declared, wanted, scope.sources_only, candidates)
+            sql = _untagged_source_sql(declared, wanted, scope.answers, candidates)
             query = Fragment(sql, scope.shared().params)
         found.append(Source(source, query, [spec.name for spec in wanted]))
     return found
@@ -287,15 +287,15 @@ def _sources(scope: Scope, *, candidates: bool = False) -> list[Source]:
 def _untagged_source_sql(
     declared: tuple[registry.KindSpec, ...],
     wanted: tuple[registry.KindSpec, ...],
-    sources_only: bool,
+    answers: str,
     candidates: bool,
 ) -> str:
     """The text of `_source_query` for a scope without tag filters. It depends only on the
-    kinds' declarations and on whether the scope wants sources only, so it is built once per
+    kinds' declarations and on which answer rows the scope wants, so it is built once per
     shape: generating it from the declarations on every search cost a third of a
     millisecond, a tenth of a rare word's lexical search."""
     kinds = frozenset(spec.name for spec in wanted)
-    shape = Scope(UUID(int=0), UUID(int=0), [], {}, kinds, sources_only=sources_only)
+    shape = Scope(UUID(int=0), UUID(int=0), [], {}, kinds, answers=answers)
     return _source_query(shape, declared, wanted, candidates).sql
 
 
@@ -482,16 +482,34 @@ def bm25_sql(conn: Conn, scope: Scope, tsq: TsQueries, *, cap: int) -> Fragment:
         params[f"source_{source.kind}"] = source.kind
         params[f"kinds_{source.kind}"] = source.kinds
         bases = _bases_with_items(source, len(scope.kb_ids))
+        params[f"weight_{source.kind}"] = source_weight(source.kind)
         calls.append(
-            f"select * from search.bm25_top_k(%(ws)s::uuid, %(source_{source.kind})s::text, "
+            "select kind, target_id, item_id, kb_id, ref, every, "
+            f"score * %(weight_{source.kind})s::float8 as score "
+            f"from search.bm25_top_k(%(ws)s::uuid, %(source_{source.kind})s::text, "
             f"%(kinds_{source.kind})s::text[], %(lexemes)s::text[], %(repeats)s::integer[], "
             f"%(clauses)s::bigint[], %(cap)s::integer, {bases}, "
             f"%(verify_{source.kind})s::text)"
         )
     union = " union all ".join(calls)
     return Fragment(
-        f"select * from ({union}) hits order by every desc, score desc, kind, target_id", params
+        f"select * from ({union}) hits order by every desc, {TITLES_FIRST}, score desc, kind, "
+        "target_id",
+        params | {"title_kinds": title_kinds()},
     )
+
+
+# Among the rows holding every word of a short lookup, titles first (KindSpec.is_title).
+TITLES_FIRST = "(every and kind = any(%(title_kinds)s::text[])) desc"
+
+
+def title_kinds() -> list[str]:
+    return [spec.name for spec in registry.registered() if spec.is_title]
+
+
+def source_weight(source: str) -> float:
+    """What a BM25 score of `source` counts for beside the other sources' (KindSpec.weight)."""
+    return registry.of_source(source)[0].weight
 
 
 def _bases_with_items(source: Source, bases: int) -> str:
@@ -520,10 +538,11 @@ def lexical_sql(scope: Scope, tsq: TsQueries, *, cap: int = 100) -> Fragment:
     common = Fragment("", {"any_words": tsq.any_words, "cap": cap})
     every = _every(tsq)
     excluded = _not_excluded(tsq, "s")
-    score = Fragment("ts_rank_cd(s.tsv, %(any_words)s::tsquery)")
     parts = []
     for source in _sources(scope):
         rows = source.query
+        weight = float(source_weight(source.kind))  # a number of ours, written in as text
+        score = Fragment(f"ts_rank_cd(s.tsv, %(any_words)s::tsquery) * {weight!r}::float8")
         # One row per target: the best chunk of a file stands for the file.
         parts.append(
             Fragment(
@@ -545,8 +564,9 @@ def lexical_sql(scope: Scope, tsq: TsQueries, *, cap: int = 100) -> Fragment:
         )
     union = " union all ".join(part.sql for part in parts)
     return Fragment(
-        f"select * from ({union}) hits order by every desc, score desc, kind, target_id",
-        bind(common, *parts),
+        f"select * from ({union}) hits order by every desc, {TITLES_FIRST}, score desc, kind, "
+        "target_id",
+        bind(common, Fragment("", {"title_kinds": title_kinds()}), *parts),
     )
 
 

@@ -24,6 +24,11 @@ KIND_ALIASES: dict[str, Kind] = {"mem": "memory", "memories": "memory", "nodes":
 KIND_LABELS: dict[Kind, str] = {"page": "Pages", "node": "Bullets", "memory": "Memories",
                                 "file": "Files", "mail": "Mail"}  # fmt: skip
 
+# Bullets an answer run wrote or asked with (the "/rag …" question and its answers): shown
+# below the sources by default (include), left out (exclude), or alone (only).
+Answers = Literal["include", "exclude", "only"]
+ANSWERS: tuple[Answers, ...] = get_args(Answers)
+
 TextOp = Literal["eq", "neq", "contains", "not_contains", "starts_with", "ends_with"]
 OrderedOp = Literal["eq", "neq", "gt", "gte", "lt", "lte", "between"]
 TagOp = Literal[TextOp, OrderedOp]

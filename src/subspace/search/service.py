@@ -26,7 +26,9 @@ from subspace.search.cursors import (
     queue_workspace_secret,
     read_cursor,
 )
+from subspace.search.derived import answer_citations, below_sources, queue_has_answers
 from subspace.search.filters import Scope, TagFilter, queue_knowledge_bases, resolve_scope
+from subspace.search.floor import above_floor, floor_for
 from subspace.search.fusion import RRF_K, Fused, ItemKey, fuse
 from subspace.search.grouping import group_by_page
 from subspace.search.hydrate import Row, queue_hydrate
@@ -41,7 +43,7 @@ from subspace.search.legs import (
 )
 from subspace.search.lexical import CONFIG as LEXICAL_CONFIG
 from subspace.search.lexical import TsQueries
-from subspace.search.options import MODES, RANKERS
+from subspace.search.options import ANSWERS, MODES, RANKERS
 from subspace.search.query import ParsedQuery, parse_query
 from subspace.search.runtime import SEARCH_WAIT_S
 
@@ -73,6 +75,10 @@ class SearchRequest:
     cursor: str | None = None
     ranker: str | None = None  # bm25 or ts_rank_cd; None: SUBSPACE_LEXICAL_RANKER
     typos: bool = True  # match query words absent from the vocabulary to close ones
+    answers: str = "include"  # include (below their sources), exclude or only
+    # Cosine similarity a row only the vector leg found must reach; None: the setting's,
+    # else the embedding model's measured floor (search/floor.py).
+    min_similarity: float | None = None
 
 
 @dataclass
@@ -93,6 +99,10 @@ class SearchResponse:
     corrections: dict[str, str] = field(default_factory=dict)
     # With explain: each leg's own first `limit` rows, in its order (the fused list's parts).
     leg_rows: dict[str, list[Row]] = field(default_factory=dict)
+    # The similarity floor the vector leg's own rows had to reach (None when it did not
+    # run), and how many of its candidates stayed under it.
+    min_similarity: float | None = None
+    below_floor: int = 0
 
 
 def default_weights(provider: EmbeddingProvider | None) -> dict[str, float]:
@@ -132,6 +142,20 @@ def validate(request: SearchRequest, cx: Context) -> ParsedQuery:
         raise InvalidInput(f"limit must be a whole number, got {request.limit!r}.")
     if request.ranker is not None and request.ranker not in RANKERS:
         raise InvalidInput(f"Unknown ranker {request.ranker!r}. Use one of: {', '.join(RANKERS)}.")
+    if request.answers not in ANSWERS:
+        raise InvalidInput(
+            f"Unknown answers filter {request.answers!r}. Use one of: {', '.join(ANSWERS)}."
+        )
+    similarity = request.min_similarity
+    if similarity is not None and not (
+        isinstance(similarity, int | float)
+        and not isinstance(similarity, bool)
+        and -1 <= similarity <= 1
+    ):
+        raise InvalidInput(
+            f"min_similarity must be a number from -1 to 1, got {similarity!r}. Leave it out "
+            "for the embedding model's floor."
+        )
     if request.mode not in MODES:
         raise InvalidInput(f"Unknown mode {request.mode!r}. Use one of: {', '.join(MODES)}.")
     if not 1 <= request.limit <= settings.max_search_limit:
@@ -231,6 +255,7 @@ def _search(
         bases = queue_knowledge_bases(conn, ws)
         secret = queue_workspace_secret(conn, ws)
         pending = queue_waiting_for_embeddings(conn, ws)
+        asked = queue_has_answers(conn, ws)
         prepared = None
         if not parsed.is_empty:
             prepared = prepare_legs(
@@ -242,7 +267,13 @@ def _search(
             return _browse(conn, scope, request, parsed, started, pending.result())
         plan = plan_legs(cx, provider, request, parsed, scope, paging)
         ran = run_legs(conn, cx, plan, prepared)
-        candidates = fuse_legs(ran)
+        floor = floor_for(provider, cx.settings.min_similarity, request.min_similarity)
+        floored = above_floor(fuse_legs(ran), floor)
+        candidates = floored.kept
+        if scope.answers == "include" and asked.result():
+            candidates = below_sources(candidates, answer_citations(conn, ws, candidates))
+        for item in candidates if scope.answers == "only" else ():
+            item.answer = True
         page = group_and_page(conn, scope, candidates, ran.tsq, paging, request)
         hydrated = hydrate_page(conn, scope, page, ran.tsq)
         explained = Explained()
@@ -251,6 +282,10 @@ def _search(
         next_page = next_cursor(conn, request, paging, page.targets, more=page.more)
         corrections = _user_corrections(conn, parsed, ran.tsq.corrections)
     rows = hydrated.result()
+    vector_ran = any(leg.name == "vector" and leg.ran for leg in ran.legs)
+    notes = list(next_page.notes)
+    if not rows and not paging.served:
+        notes.append(_nothing_found(parsed, corrections, ran, floored.below, floor))
     return SearchResponse(
         query=parsed.text,
         mode=request.mode,
@@ -262,9 +297,11 @@ def _search(
         next_cursor=next_page.cursor,
         absent=explained.absent,
         took_ms=elapsed_ms(started),
-        notes=list(next_page.notes),
+        notes=notes,
         corrections=corrections,
         leg_rows=explained.leg_rows,
+        min_similarity=floor if vector_ran else None,
+        below_floor=floored.below if vector_ran else 0,
     )
 
 
@@ -283,7 +320,8 @@ def resolve_request_scope(
         kinds=request.kinds,
         tags=request.tags,
         max_knowledge_bases=cx.settings.max_knowledge_bases,
-        sources_only=cx.sources_only,
+        # An answer run's searches never see answers: it cites sources (answers/sources.py).
+        answers="exclude" if cx.sources_only else request.answers,
         bases=bases,
     )
 
@@ -431,6 +469,25 @@ def explain_page(
 
 
 # -- helpers ----------------------------------------------------------------------------------
+
+
+def _nothing_found(
+    parsed: ParsedQuery, corrections: dict[str, str], ran: LegsRun, below: int, floor: float
+) -> str:
+    """Why a search found no row, as every surface says it."""
+    line = f"No matches for “{parsed.text}”"
+    if corrections:
+        searched = " ".join(corrections.get(word, word) for word in parsed.text.split())
+        line += f" (searched as “{searched}”)"
+    why = []
+    if any(leg.name == "lexical" and leg.ran for leg in ran.legs):
+        why.append("no item holds its words")
+    if below:
+        why.append(
+            f"the {below:,} nearest by meaning are under the similarity floor ({floor:g}; "
+            "min_similarity or SUBSPACE_MIN_SIMILARITY lowers it)"
+        )
+    return line + (": " + ", and ".join(why) if why else "") + "."
 
 
 def _user_corrections(conn: Conn, parsed: ParsedQuery, lexemes: dict[str, str]) -> dict[str, str]:

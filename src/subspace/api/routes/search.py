@@ -19,6 +19,7 @@ from subspace.search.options import (
     KIND_ALIASES,
     KINDS,
     TAG_OPS,
+    Answers,
     Mode,
     Ranker,
 )
@@ -115,6 +116,18 @@ class SearchIn(BaseModel):
     cursor: str | None = None
     ranker: Ranker | None = None
     typos: bool = True
+    answers: Answers = Field(
+        default="include",
+        description="Bullets an answer run asked with or wrote: include (ranked below the "
+        "sources they cite), exclude, or only.",
+    )
+    min_similarity: float | None = Field(
+        default=None,
+        ge=-1,
+        le=1,
+        description="Cosine similarity a row only the vector leg found must reach; absent: "
+        "SUBSPACE_MIN_SIMILARITY, else the embedding model's measured floor.",
+    )
 
 
 def _run(request: Request, cx: Context, body: SearchIn) -> SearchResponse:
@@ -136,6 +149,8 @@ def _run(request: Request, cx: Context, body: SearchIn) -> SearchResponse:
             cursor=body.cursor,
             ranker=body.ranker,
             typos=body.typos,
+            answers=body.answers,
+            min_similarity=body.min_similarity,
         ),
     )
 

@@ -70,7 +70,7 @@ function build(returnFocus) {
   input.addEventListener("input", onInput);
   return {
     root, dialog, input, list, chips, notices, explainPanel, explainToggle, returnFocus,
-    kinds: new Set(), kbs: new Set(), explain: false, typos: true,
+    kinds: new Set(), kbs: new Set(), explain: false, typos: true, answersOnly: false,
     timer: null, controller: null, response: null, options: [], active: -1, query: "",
   };
 }
@@ -148,6 +148,7 @@ async function run() {
     query, group_by_page: true, limit: LIMIT, explain: p.explain, typos: p.typos,
     kinds: p.kinds.size ? [...p.kinds] : null,
     knowledge_bases: p.kbs.size ? [...p.kbs] : null,
+    answers: p.answersOnly ? "only" : "include",
   };
   try {
     const response = await post("/api/search", body, { signal: controller.signal });
@@ -177,6 +178,8 @@ function drawChips() {
   const kinds = KINDS.map(([kind, label]) => chip(label, p.kinds.has(kind), () => {
     if (!p.kinds.delete(kind)) p.kinds.add(kind);
   }));
+  // Earlier answers rank below their sources; this chip lists them alone.
+  kinds.push(chip("Answers", p.answersOnly, () => { p.answersOnly = !p.answersOnly; }));
   const bases = state.knowledgeBases.length > 1 ? state.knowledgeBases.map((kb) =>
     chip(kb.name, p.kbs.has(kb.id), () => {
       if (!p.kbs.delete(kb.id)) p.kbs.add(kb.id);
@@ -232,8 +235,7 @@ function drawResults(response, query) {
     }
   });
   if (!elements.length) {
-    elements.push(h("li", { class: "palette-empty muted", role: "presentation" },
-      query ? `Nothing matches “${query}”${p.kinds.size || p.kbs.size ? " with these filters" : ""}.` : "Nothing matches these filters."));
+    elements.push(h("li", { class: "palette-empty muted", role: "presentation" }, emptyLine(response, query, corrected)));
   }
   // A question gets an answer as well as hits: the Ask row files "/rag <question>".
   p.askable = Boolean(query) && (response.is_question || query.endsWith("?"));
@@ -252,6 +254,16 @@ function drawResults(response, query) {
   p.list.dataset.query = query;
   setOptions(items);
   drawExplain();
+}
+
+/** What an empty list says: no matches for the query (as corrected), and under which filters. */
+function emptyLine(response, query, corrected) {
+  const p = palette;
+  if (!query) return "Nothing matches these filters.";
+  const filtered = p.kinds.size || p.kbs.size || p.answersOnly ? " with these filters" : "";
+  const searched = corrected ? ` (searched as “${corrected}”)` : "";
+  const floor = response.below_floor > 0 ? "; nothing close enough in meaning either" : "";
+  return `No matches for “${query}”${searched}${filtered}${floor}.`;
 }
 
 function correctedQuery(query, corrections) {
@@ -283,7 +295,9 @@ function degradedNotices(response) {
 
 function rowOption(row, index, sub = false) {
   const type = row.type in BADGES ? row.type : "node";
-  const parts = [h("span", { class: `badge badge-${type}` }, BADGES[type])];
+  const parts = [row.answer
+    ? h("span", { class: "badge badge-answer", title: "Written by an earlier answer: its sources rank above it" }, "Answer")
+    : h("span", { class: `badge badge-${type}` }, BADGES[type])];
   const body = h("span", { class: "row-body" });
   if (type === "page") {
     body.append(h("span", { class: "row-title" }, ...highlighted(row.passage || row.title, row.highlights)));

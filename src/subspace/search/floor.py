@@ -1,0 +1,76 @@
+"""The similarity floor: a row only the vector leg found is shown only when it is similar
+enough to the query.
+
+The vector leg always returns the query's nearest neighbours, however far they are, so
+without a floor a query of gibberish would list the workspace's least distant bullets. A
+row the lexical leg found as well is never dropped: its words match. Pure: no I/O.
+
+Each model gets its own floor, because cosine similarities are not comparable across models
+(hashed trigrams put any two English texts near 0.5, MiniLM puts unrelated ones near 0.1).
+The floors are measured by bench/similarity_floor.py on SciFact (docs/benchmarks.md, "The
+similarity floor"): the similarity that 99 % of gibberish queries' nearest documents stay
+under, checked against the share of judged-relevant pairs it keeps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from subspace.providers.base import EmbeddingProvider
+from subspace.search.fusion import Fused
+
+# cosine similarity (1 - cosine distance) a vector-only row must reach, by embedding model.
+MODEL_FLOORS: dict[str, float] = {
+    # SciFact: keeps 90 % of relevant pairs; gibberish's nearest document passes 0.3 %.
+    "fake-trigram-256": 0.45,
+    # SciFact: keeps 91 % of relevant pairs, 1.9 % of random pairs; gibberish's nearest
+    # document passes in 2 % of queries.
+    "local:all-MiniLM-L6-v2": 0.35,
+    # Not measured on this machine (it reaches no API): the model's unrelated texts sit near
+    # 0.1 and related ones from 0.3 up; bench/similarity_floor.py --provider openai measures it.
+    "text-embedding-3-small": 0.25,
+    "text-embedding-3-large": 0.25,
+}
+
+
+def model_floor(provider: EmbeddingProvider | None) -> float:
+    """The measured floor of the provider's model; 0 (no floor) for a model not measured."""
+    if provider is None:
+        return 0.0
+    return MODEL_FLOORS.get(provider.model, 0.0)
+
+
+def floor_for(
+    provider: EmbeddingProvider | None, setting: float | None, requested: float | None
+) -> float:
+    """The floor a search applies: the request's, else the setting's
+    (SUBSPACE_MIN_SIMILARITY), else the model's."""
+    if requested is not None:
+        return requested
+    if setting is not None:
+        return setting
+    return model_floor(provider)
+
+
+@dataclass(frozen=True)
+class Floored:
+    """The candidates kept, and how many only the vector leg found below the floor."""
+
+    kept: list[Fused]
+    below: int
+
+
+def above_floor(candidates: list[Fused], floor: float) -> Floored:
+    """The candidates in order, without those only the vector leg found whose similarity is
+    under `floor`."""
+    kept = [item for item in candidates if passes(item, floor)]
+    return Floored(kept, len(candidates) - len(kept))
+
+
+def passes(item: Fused, floor: float) -> bool:
+    """Whether a fused row is shown under `floor`: another leg found it, or its vector
+    similarity reaches the floor."""
+    found = item.hits.get("vector")
+    if found is None or len(item.hits) > 1:
+        return True
+    return found[1].score >= floor
