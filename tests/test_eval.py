@@ -112,3 +112,20 @@ def test_eval_runs_queries_over_the_query_limit(
     table = CliRunner().invoke(main, ["eval", str(dataset), "--provider", "fake"])
     assert table.exit_code == 0, table.output
     assert "1 of the queries are longer than SUBSPACE_MAX_QUERY_CHARS (2,000)" in table.stdout
+
+
+def test_eval_titled_finds_a_document_by_its_title_and_tries_title_weights(
+    tmp_path: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SUBSPACE_DATABASE_URL", settings.database_url)
+    monkeypatch.setenv("SUBSPACE_HOME", str(tmp_path / "home"))
+    dataset = write_collection(tmp_path / "tiny")
+    # "bread" is only d3's title once the title is not copied into the bullet.
+    (dataset / "queries.jsonl").write_text(json.dumps({"_id": "q1", "text": "bread"}) + "\n")
+    (dataset / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td3\t1\n")
+    result = CliRunner().invoke(main, ["eval", str(dataset), "--provider", "fake", "--json",
+                                       "--titled"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["titled"] and report["arms"]["lexical"]["mrr@10"] == 1.0
+    assert report["arms"]["lexical_title_weight_2"]["mrr@10"] == 1.0

@@ -599,6 +599,12 @@ def reindex(kb_name: str | None) -> None:
     help="Swap two inner letters in about half the long words of each query, deterministically.",
 )
 @click.option("--sweep", is_flag=True, help="Also try several vector-leg weights.")
+@click.option(
+    "--titled",
+    is_flag=True,
+    help="Make each title its page's title and the text its bullet, search both, and try "
+    "several title weights.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option(
     "--out",
@@ -607,7 +613,7 @@ def reindex(kb_name: str | None) -> None:
     help="Also write the report as Markdown to this file.",
 )
 def eval_command(dataset_dir: Path, provider_name: str | None, typos: bool, sweep: bool,
-                 as_json: bool, out: Path | None) -> None:  # fmt: skip
+                 titled: bool, as_json: bool, out: Path | None) -> None:  # fmt: skip
     """Measure nDCG@10, Recall@100 and MRR@10 on a BEIR collection, for every arm of the
     search and for reference systems (bm25s, RRF of bm25s and the same vectors, and the
     source document's all-words ts_rank_cd), in one run on a fresh database."""
@@ -622,7 +628,7 @@ def eval_command(dataset_dir: Path, provider_name: str | None, typos: bool, swee
         collection = load_collection(dataset_dir)
         provider = CachingProvider(create_provider(settings, provider_name),
                                    settings.home / "eval-cache")  # fmt: skip
-        report = run_eval(settings, collection, provider, typos=typos, sweep=sweep,
+        report = run_eval(settings, collection, provider, typos=typos, sweep=sweep, titled=titled,
                           progress=lambda m: err_console.print(f"[dim]{m}[/dim]"))  # fmt: skip
     except (SubspaceError, ProviderError) as exc:
         raise click.ClickException(str(exc)) from None

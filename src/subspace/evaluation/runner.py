@@ -34,6 +34,7 @@ from subspace.indexer.reindex import VECTOR_INDEX_SQL
 from subspace.ingest.importer import import_path
 from subspace.providers.base import EmbeddingProvider, EmbedResult
 from subspace.runtime import Database, resolve_dsn
+from subspace.search import kinds as registry
 from subspace.search.options import RANKERS
 from subspace.search.service import SearchRequest, search
 
@@ -90,11 +91,12 @@ class EvalReport:
     # Queries over SUBSPACE_MAX_QUERY_CHARS, run with the limit raised to the longest.
     long_queries: int = 0
     max_query_chars: int = 0
+    titled: bool = False  # titles as page titles, texts as bullets, both searched
 
     def as_json(self) -> dict[str, Any]:
         return {"dataset": self.dataset, "provider": self.provider, "model": self.model,
                 "queries": self.queries, "typos": self.typos, "arms": self.arms,
-                "long_queries": self.long_queries}  # fmt: skip
+                "long_queries": self.long_queries, "titled": self.titled}  # fmt: skip
 
     def long_queries_note(self) -> str:
         return (
@@ -108,6 +110,7 @@ class EvalReport:
             "",
             f"Provider `{self.provider}` (model `{self.model}`), {self.queries} queries"
             + (", with typos" if self.typos else "")
+            + (", titles as page titles" if self.titled else "")
             + ".",
             *(["", self.long_queries_note()] if self.long_queries else []),
             "",
@@ -143,14 +146,15 @@ def _fresh_database(settings: Settings) -> tuple[Database, Callable[[], None]]:
     return db, drop
 
 
-def _write_corpus(collection: Collection, folder: Path) -> dict[str, str]:
-    """One Markdown file per document; returns the file hash -> document id."""
+def _write_corpus(collection: Collection, folder: Path, titled: bool) -> dict[str, str]:
+    """One Markdown file per document; returns the file hash -> document id. Titled, the
+    title is the page's alone and the bullet holds the text; otherwise the bullet holds both."""
     by_hash = {}
     for doc_id, (title, text) in collection.corpus.items():
         heading = " ".join(title.split()) or doc_id
         body = (
             " ".join(f"{title.strip()}. {text}".split())
-            if title.strip()
+            if title.strip() and not titled
             else " ".join(text.split())
         )
         data = f"# {heading}\n\n{body}\n".encode()
@@ -159,6 +163,7 @@ def _write_corpus(collection: Collection, folder: Path) -> dict[str, str]:
     return by_hash
 
 
+TITLE_WEIGHTS = (1.0, 1.5, 2.0, 3.0, 5.0)  # a page title's weights tried on a titled layout
 SWEEP_WEIGHTS = (
     0.0,
     0.02,
@@ -180,14 +185,18 @@ def run_eval(
     *,
     typos: bool = False,
     sweep: bool = False,
+    titled: bool = False,
     progress: Callable[[str], None] = lambda _: None,
 ) -> EvalReport:
+    """Every arm on `collection`. Titled, each document's title is its page's title and its
+    text its bullet, and the search ranks titles and bullets together (a document is found
+    by either), with the lexical arm also tried at each of TITLE_WEIGHTS."""
     db, drop = _fresh_database(settings)
     try:
         cx = db.default_context(settings)
         kb = commands.create_knowledge_base(cx, f"eval {collection.name}")
         with tempfile.TemporaryDirectory() as tmp:
-            by_hash = _write_corpus(collection, Path(tmp))
+            by_hash = _write_corpus(collection, Path(tmp), titled)
             progress(f"importing {len(collection.corpus):,} documents")
             import_path(cx, Path(tmp), kb_id=kb.id)
         with db.pool.connection() as conn:
@@ -195,7 +204,9 @@ def run_eval(
                 r["id"]: by_hash[r["source_sha256"]]
                 for r in conn.execute(
                     "select n.id, p.source_sha256 from kb.nodes n join kb.pages p "
-                    "on p.workspace_id = n.workspace_id and p.id = n.page_id"
+                    "on p.workspace_id = n.workspace_id and p.id = n.page_id "
+                    "union all select p.id, p.source_sha256 from kb.pages p "
+                    "where p.source_sha256 is not null"
                 )
             }
             # Build the vector index once after loading: faster than growing it row by row.
@@ -224,6 +235,7 @@ def run_eval(
             ),
         )
         runs: dict[str, dict[str, list[str]]] = {}
+        kinds = ["page", "node"] if titled else ["node"]
 
         def ours(mode: str, **options: Any) -> dict[str, list[str]]:
             # The first ten are what a search with the default limit shows (its candidate
@@ -233,7 +245,7 @@ def run_eval(
                 ranked: list[str] = []
                 for limit in (FIRST_PAGE, DEPTH):
                     response = search(cx, provider, SearchRequest(
-                        query=text, mode=mode, kinds=["node"], limit=limit, **options))  # fmt: skip
+                        query=text, mode=mode, kinds=kinds, limit=limit, **options))  # fmt: skip
                     ranked += [doc_of[r.id] for r in response.rows if r.id in doc_of]
                 found[qid] = list(dict.fromkeys(ranked))[:DEPTH]
             return found
@@ -245,6 +257,9 @@ def run_eval(
                 runs[f"lexical_{ranker}"] = ours("lexical", ranker=ranker)
         runs["vector"] = ours("vector")
         runs["hybrid"] = ours("hybrid")
+        for weight in TITLE_WEIGHTS if titled else ():
+            with registry.replaced(dataclasses.replace(registry.get("page"), weight=weight)):
+                runs[f"lexical_title_weight_{weight:g}"] = ours("lexical")
         if sweep:
             for weight in SWEEP_WEIGHTS:
                 runs[f"hybrid_vector_weight_{weight}"] = ours(
@@ -265,7 +280,7 @@ def run_eval(
             runs["lancedb_hybrid"] = _lancedb_hybrid(texts, queries, provider)
         report = EvalReport(collection.name, provider.name, provider.model, len(queries), typos,
                             long_queries=long_queries,
-                            max_query_chars=settings.max_query_chars)  # fmt: skip
+                            max_query_chars=settings.max_query_chars, titled=titled)  # fmt: skip
         for arm, run in runs.items():
             report.arms[arm] = evaluate(run, collection.qrels)
         provider.save()

@@ -24,7 +24,8 @@ every query that names the table under another alias. They may use %(ws)s, %(use
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 Condition = Callable[[str], str]  # SQL over the row at the given alias
@@ -299,6 +300,18 @@ def register(spec: KindSpec) -> KindSpec:
             )
     _REGISTRY[spec.name] = spec
     return spec
+
+
+@contextmanager
+def replaced(spec: KindSpec) -> Iterator[None]:
+    """`spec` in the place of the registered kind of its name while the block runs (the
+    evaluation tries a title's other weights with it)."""
+    old = _REGISTRY[spec.name]
+    _REGISTRY[spec.name] = spec
+    try:
+        yield
+    finally:
+        _REGISTRY[spec.name] = old
 
 
 def unregister(name: str) -> None:
