@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -328,3 +329,20 @@ def test_a_kb_chip_typed_in_the_query_keeps_to_that_knowledge_base(
     page.keyboard.type("pangolin")
     expect(options).to_have_count(2)
     assert ours.status_code == 201
+
+
+def test_gibberish_says_no_matches_and_the_answers_chip_keeps_to_answers(
+    page: Page, live: LiveServer
+) -> None:
+    _page_with_bullets(live, "Harbour log", "The ferry leaves pier 3 at 7:40")
+    _open(page)
+    page.keyboard.type("xqzvbnm wplkjh")
+    empty = page.locator("#palette-list .palette-empty")
+    # (and, once the bullet is embedded, "; nothing close enough in meaning either.")
+    expect(empty).to_have_text(re.compile(r"^No matches for “xqzvbnm wplkjh”[.;]"))
+    expect(page.locator(ROWS)).to_have_count(0)
+    page.fill("#palette-input", "ferry pier")
+    expect(page.locator(ROWS).first.locator(".badge")).to_have_text("Bullet")
+    page.get_by_role("button", name="Answers").click()
+    expect(page.get_by_role("button", name="Answers")).to_have_attribute("aria-pressed", "true")
+    expect(empty).to_have_text("No matches for “ferry pier” with these filters.")
