@@ -345,6 +345,7 @@ async function expand(row, item) {
     query: p.query, group_by_page: false, limit: EXPAND_LIMIT, typos: p.typos,
     kinds: [...(p.kinds.size ? p.kinds : new Set(["page", "node", "memory"]))].filter((k) => k !== "file" && k !== "mail"),
     knowledge_bases: p.kbs.size ? [...p.kbs] : null,
+    answers: p.answersOnly ? "only" : "include",
   };
   let response;
   try {
