@@ -219,3 +219,13 @@ def test_an_answer_waits_for_every_source_it_cites() -> None:
     answer, same = _fused("a3", 0.5), _fused("s3", 0.25)
     assert below_sources([answer, same], {answer.target: set()})[0] is same
     assert replace(answer).answer
+
+
+def test_explain_lists_the_legs_without_rows_under_the_floor_and_says_why_one_is_absent(
+    cx: Context, notes: dict[str, Any]
+) -> None:
+    found = run(cx, GIBBERISH, mode="vector", min_similarity=-1).rows[0]
+    response = run(cx, GIBBERISH, explain=True, explain_target=found.ref)
+    assert response.rows == [] and response.leg_rows.get("vector") == []
+    assert response.absent is not None and not response.absent["shown"]
+    assert any("under the similarity floor 0.45" in r for r in response.absent["reasons"])

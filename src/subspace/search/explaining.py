@@ -41,14 +41,16 @@ def leg_lists(
     """Each leg's own first `limit` targets as rows, in that leg's order, each with its
     fusion terms: what the fused list is made of, shown beside it.
 
-    `fused` holds every candidate (before grouping by page), so each hit has its fused row.
+    `fused` holds every candidate shown or not (before grouping by page), so each hit has its
+    fused row; a vector hit under the similarity floor has none and is not listed.
     """
     by_target = {item.target: item for item in fused}
     lists: dict[str, list[Row]] = {}
     for leg in legs:
         if not leg.ran:
             continue
-        items = [by_target[hit.target] for hit in dedupe(leg.hits)[:limit]]
+        hits = [hit for hit in dedupe(leg.hits) if hit.target in by_target]
+        items = [by_target[hit.target] for hit in hits[:limit]]
         rows = hydrate(conn, scope, items, tsq)
         explained = {item.target: row_explain(item) for item in items}
         for row in rows:
@@ -186,6 +188,7 @@ class ExplainRequest:
     legs: Sequence[Leg]
     window: int  # candidates each leg drew per source and knowledge base
     provider: EmbeddingProvider | None
+    floor: float = 0.0  # the similarity a row only the vector leg found had to reach
 
 
 def explain_target(conn: Conn, request: ExplainRequest) -> dict[str, Any]:
@@ -227,6 +230,15 @@ def explain_target(conn: Conn, request: ExplainRequest) -> dict[str, Any]:
     for position, item in enumerate(request.candidates, start=1):
         if item.target == key:
             reasons.append(f"cut by the limit: fused position {position}")
+            break
+    else:
+        vector = next((leg for leg in request.legs if leg.name == "vector" and leg.ran), None)
+        hit = next((h for h in dedupe(vector.hits) if h.target == key), None) if vector else None
+        if hit is not None:
+            reasons.append(
+                f"only the vector leg found it, at similarity {hit.score:.3f}: under the "
+                f"similarity floor {request.floor:g} (min_similarity lowers it)"
+            )
     return {"target": spec, "shown": False, "reasons": reasons}
 
 

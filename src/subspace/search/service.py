@@ -278,7 +278,9 @@ def _search(
         hydrated = hydrate_page(conn, scope, page, ran.tsq)
         explained = Explained()
         if request.explain or request.explain_target:
-            explained = explain_page(conn, request, plan, ran, page, hydrated.result(), paging)
+            explained = explain_page(
+                conn, request, plan, ran, page, hydrated.result(), paging, floor
+            )
         next_page = next_cursor(conn, request, paging, page.targets, more=page.more)
         corrections = _user_corrections(conn, parsed, ran.tsq.corrections)
     rows = hydrated.result()
@@ -440,6 +442,7 @@ def explain_page(
     page: ResultPage,
     rows: list[Row],
     paging: Paging,
+    floor: float,
 ) -> Explained:
     """Sets each row's explanation when asked; each leg's list, and why the target is absent."""
     leg_rows: dict[str, list[Row]] = {}
@@ -463,6 +466,7 @@ def explain_page(
                 legs=ran.legs,
                 window=plan.window,
                 provider=plan.provider,
+                floor=floor,
             ),
         )
     return Explained(leg_rows, absent)
