@@ -13,7 +13,7 @@ import pytest
 
 from subspace import commands
 from subspace.agents.tools import kb_read
-from subspace.answers import prompts
+from subspace.answers import prompts, runs
 from subspace.answers.chat import Cancelled, Message, ToolCall, ToolDef
 from subspace.answers.evidence import Evidence, LineReader, parse_answer, plain_text
 from subspace.answers.fake_chat import FakeChat
@@ -228,6 +228,27 @@ def test_injected_instructions_reach_the_model_fenced_as_quoted_data(
         assert offered <= {"kb.search", "kb.grep", "kb.read", "kb.node.read"}
         assert answer.found
     assert kb_read(cx, page.id) == before
+
+
+def test_rag_direct_quotes_the_bullets_under_a_bullet_it_finds_but_no_question(
+    database: Database, cx: Context
+) -> None:
+    """The children of a heading the search finds answer for it, each citable by its own ref;
+    a question asked under the heading is no source and is not quoted."""
+    page = commands.create_page(cx, "Lift outage")
+    heading = commands.add_node(cx, page.id, "Root cause")
+    motor = commands.add_node(cx, page.id, "The motor overheated in the heat", parent_id=heading.id)
+    asked = runs.enqueue_run(cx, "what caused the lift outage?", "rag", node_id=heading.id)
+    # Not embedded: only the lexical leg finds, so the heading is found and the bullet under
+    # it, which shares none of the question's words, is not.
+    chat = Recording(lambda messages, tools: FakeChat().complete(messages, tools=tools))
+    answer, _ = ask(cx, "rag-direct", "What caused the lift outage?", chat)
+    quoted = "\n".join(m.content for messages, _ in chat.calls for m in messages)
+    assert f"  - The motor overheated in the heat (node:{motor.id})" in quoted
+    assert str(asked.node_id) not in quoted and "/rag what caused" not in quoted
+    assert answer.bullets == [
+        AnswerBullet("The motor overheated in the heat", [f"node:{motor.id}"])
+    ]
 
 
 def test_a_write_or_unknown_tool_is_refused_back_to_the_model(

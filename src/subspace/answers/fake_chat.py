@@ -1,10 +1,12 @@
 """FakeChat: a deterministic, extractive stand-in for a chat model, offline.
 
-It answers by quoting the sentences of the quoted sources that share the most words with the
-question, each with the ref it came from, and says NOTHING_FOUND when no sentence shares at
-least half of the question's content words (one shared word is a neighbour, not an answer).
-Given tools, it makes a fixed, sensible sequence of calls: kb.search with the question, then
-kb.read (or kb.node.read) on the best hit, then it answers. Asked to choose pages
+It answers by quoting the sentences of the quoted sources that answer the question, each with
+the ref it came from (answers/extractive.py says which: near the question's words, adding to
+them, the kind of answer asked for first), and says NOTHING_FOUND when none does. Each line it
+reads keeps what surrounds it: the page's title and the bullets above it (from a search hit's
+breadcrumb, a read page's indentation, a quoted passage's title). Given tools, it makes a
+fixed, sensible sequence of calls: kb.search with the question, then kb.read (or kb.node.read)
+of the hit most likely to lead to the answer, then it answers. Asked to choose pages
 (rag-pageindex), it picks the pages whose title and outline share the most words.
 """
 
@@ -12,56 +14,25 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from functools import lru_cache
 
 from subspace.answers import prompts
 from subspace.answers.chat import Message, ToolCall, ToolDef
 from subspace.answers.evidence import ref_regex
+from subspace.answers.extractive import Sentence, answering, content_words, leading
 
 MAX_BULLETS = 3
 MAX_PAGES = 3
-STEM_CHARS = 5  # a crude stem: enough for plurals and -ing forms of most English words
-_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+CRUMB = " › "  # between the parts of a breadcrumb, as kb.search prints it
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _QUOTED = re.compile(
     re.escape(prompts.QUOTE_OPEN)
-    + r' source="([^"]*)" title="[^"]*">>>\n(.*?)\n'
+    + r' source="([^"]*)" title="([^"]*)">>>\n(.*?)\n'
     + re.escape(prompts.QUOTE_END),
     re.DOTALL,
 )
-_SEARCH_LINE = re.compile(r"^\d+\. \[\w+\] .*? — ")  # "1. [node] Page › crumb — "
-_STOPWORDS = frozenset(
-    "a an and are as at be by can could did do does for from had has have how i in is it its "
-    "me my of on or our should that the their there these this to was we were what when where "
-    "which who whom why will with would you your about any into than then them they not no "
-    "there".split()
-)
-
-
-def content_words(text: str) -> set[str]:
-    """The lower-cased words of `text` that carry meaning (no stopwords, no single letters),
-    each cut to STEM_CHARS so that "leave" meets "leaves".
-
-    >>> sorted(content_words("When does the tram leave?"))
-    ['leave', 'tram']
-    """
-    return {
-        w[:STEM_CHARS] for w in (m.group(0).lower() for m in _WORD.finditer(text))
-        if len(w) > 1 and w not in _STOPWORDS
-    }  # fmt: skip
-
-
-def enough(shared: int, wanted: int) -> bool:
-    """Whether a sentence sharing `shared` of the question's `wanted` content words answers
-    it: at least half of them. One shared word ("tram") is a neighbour, not an answer."""
-    return shared > 0 and 2 * shared >= wanted
-
-
-@dataclass(frozen=True)
-class Passage:
-    ref: str
-    text: str
+_SEARCH_LINE = re.compile(r"^\d+\. \[\w+\] (.*?) — ")  # "1. [node] Page › crumb — "
+_OUTLINE_LINE = re.compile(r"^( *)- ")  # a bullet of a read page, two spaces a level
 
 
 class FakeChat:
@@ -82,7 +53,7 @@ class FakeChat:
             call = _next_call(question, messages, {t.name for t in tools})
             if call is not None:
                 return Message("assistant", "", tool_calls=(call,))
-        return _say(_extract(question, _passages(messages)), on_text)
+        return _say(_extract(question, _quoted_lines(messages)), on_text)
 
 
 def _question(messages: Sequence[Message]) -> str:
@@ -93,7 +64,8 @@ def _question(messages: Sequence[Message]) -> str:
 
 
 def _next_call(question: str, messages: Sequence[Message], offered: set[str]) -> ToolCall | None:
-    """kb.search first; after it, a read of the best hit; then None (time to answer)."""
+    """kb.search first; after it, a read of the hit that leads to the answer; then None
+    (time to answer)."""
     calls = [call for m in messages for call in m.tool_calls]
     number = len(calls) + 1
     if not calls:
@@ -103,7 +75,7 @@ def _next_call(question: str, messages: Sequence[Message], offered: set[str]) ->
     if len(calls) > 1 or calls[-1].name != "kb.search":
         return None
     results = [m.content for m in messages if m.tool_call_id == calls[-1].id]
-    best = _best(question, _passages_of("", results[-1] if results else ""))
+    best = leading(question, _sentences(_lines("", "", results[-1] if results else "")))
     if best is None:
         return None
     if best.ref.startswith("node:") and "kb.node.read" in offered:
@@ -113,63 +85,74 @@ def _next_call(question: str, messages: Sequence[Message], offered: set[str]) ->
     return None
 
 
-def _passages(messages: Sequence[Message]) -> list[Passage]:
-    passages: list[Passage] = []
+def _quoted_lines(messages: Sequence[Message]) -> list[Sentence]:
+    """Every line quoted to the model, with its ref and what surrounds it."""
+    lines: list[Sentence] = []
     for message in messages:
         if message.role in ("user", "tool"):
             for match in _QUOTED.finditer(message.content):
-                passages.extend(_passages_of(match.group(1), match.group(2)))
-    return passages
+                lines.extend(_lines(match.group(1), match.group(2), match.group(3)))
+    return lines
 
 
 @lru_cache(maxsize=8)
 def _line_refs(ref: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
-    """A ref (`ref`, a regex) closing a line in parentheses, and one opening a kb.grep line."""
-    return re.compile(rf"\s*\(({ref})\)\s*$"), re.compile(rf"^({ref}) \(.*?\) ×\d+: ")
+    """A ref (`ref`, a regex) closing a line in parentheses, and one opening a kb.grep line
+    (its ref, then the item's title in parentheses)."""
+    return re.compile(rf"\s*\(({ref})\)\s*$"), re.compile(rf"^({ref}) \((.*?)\) ×\d+: ")
 
 
-def _passages_of(source: str, text: str) -> list[Passage]:
-    """A quoted block's lines as passages, each with the ref printed on it (or the block's)."""
-    passages = []
-    trailing, leading = _line_refs(ref_regex().pattern)
+def _lines(source: str, title: str, text: str) -> list[Sentence]:
+    """A quoted block's lines, each with the ref printed on it (or the block's, when the block
+    quotes one item) and its context: a search hit's breadcrumb, a grep match's title, or the
+    block's heading (or title) and the bullets the line is indented under."""
+    lines = []
+    trailing, leading_ref = _line_refs(ref_regex().pattern)
+    own = source if ref_regex().fullmatch(source) else ""
+    # A block quoting one item is titled by its place; one holding a tool's output, by the tool.
+    root: tuple[str, ...] = tuple(title.split(CRUMB)) if own and title else ()
+    above: list[tuple[int, str]] = []  # (depth, text) of the bullets over the next line
     for line in text.splitlines():
-        ref = source if ref_regex().fullmatch(source) else ""
-        if line.startswith("# "):
-            continue  # a heading: the title, already part of the source
+        ref, context = own, root
         if (found := trailing.search(line)) is not None:
             ref, line = found.group(1), line[: found.start()]
-        elif (found := leading.match(line)) is not None:
-            ref, line = found.group(1), line[found.end() :]
-        line = _SEARCH_LINE.sub("", line.strip()).removeprefix("- ").removesuffix(" [memory]")
+        if line.startswith("# "):  # a read item's heading: the title of what follows
+            root, above = (line[2:].strip(),), []
+            continue
+        if (found := leading_ref.match(line)) is not None:
+            ref, context, line = found.group(1), (found.group(2),), line[found.end() :]
+        elif (found := _SEARCH_LINE.match(line)) is not None:
+            context, line = tuple(found.group(1).split(CRUMB)), line[found.end() :]
+        else:
+            bullet = _OUTLINE_LINE.match(line)
+            depth = len(bullet.group(1)) // 2 + 1 if bullet else 0
+            line = line[bullet.end() :] if bullet else line.strip()
+            line = line.removesuffix(" [memory]")
+            while above and above[-1][0] >= depth:
+                above.pop()
+            context = root + tuple(text for _, text in above)
+            above.append((depth, line.strip()))
         if ref and line.strip():
-            passages.append(Passage(ref, line.strip()))
-    return passages
+            lines.append(Sentence(line.strip(), ref, context))
+    return lines
 
 
-def _best(question: str, passages: list[Passage]) -> Passage | None:
-    wanted = content_words(question)
-    scored = [(len(wanted & content_words(p.text)), -i, p) for i, p in enumerate(passages)]
-    scored = [s for s in scored if s[0] > 0]
-    return max(scored, key=lambda s: (s[0], s[1]))[2] if scored else None
+def _sentences(lines: list[Sentence]) -> list[Sentence]:
+    """Each line cut into its sentences, each keeping the line's ref and context."""
+    return [
+        Sentence(" ".join(part.split()), line.ref, line.context)
+        for line in lines
+        for part in _SENTENCE_END.split(line.text)
+        if part.strip()
+    ]
 
 
-def _extract(question: str, passages: list[Passage]) -> str:
-    """Up to MAX_BULLETS sentences sharing the most content words with the question."""
-    wanted = content_words(question)
-    candidates: list[tuple[int, int, str, str]] = []
-    seen: set[str] = set()
-    for passage in passages:
-        for sentence in _SENTENCE_END.split(passage.text):
-            sentence = " ".join(sentence.split())
-            key = sentence.lower()
-            shared = len(wanted & content_words(sentence))
-            if enough(shared, len(wanted)) and key not in seen:
-                seen.add(key)
-                candidates.append((shared, -len(candidates), sentence, passage.ref))
-    if not candidates:
+def _extract(question: str, lines: list[Sentence]) -> str:
+    """Up to MAX_BULLETS sentences that answer the question, each citing its ref."""
+    best = answering(question, _sentences(lines), MAX_BULLETS)
+    if not best:
         return prompts.NOTHING_FOUND
-    best = sorted(candidates, reverse=True)[:MAX_BULLETS]
-    return "\n".join(f"- {sentence} [{ref}]" for _, _, sentence, ref in best)
+    return "\n".join(f"- {sentence.text} [{sentence.ref}]" for sentence in best)
 
 
 def _choose_pages(question: str, messages: Sequence[Message]) -> str:
@@ -181,7 +164,8 @@ def _choose_pages(question: str, messages: Sequence[Message]) -> str:
             continue
         for match in _QUOTED.finditer(message.content):
             if match.group(1).startswith("page:"):
-                shared = len(wanted & content_words(match.group(2)))
+                outline = f"{match.group(2)}\n{match.group(3)}"
+                shared = len(wanted & content_words(outline))
                 if shared:
                     scores.append((shared, -len(scores), match.group(1)))
     if not scores:

@@ -1,0 +1,218 @@
+"""The extractive rule: which quoted sentences answer a question, for a chat model that quotes.
+
+A sentence answers when it adds to the question. It must be near the question's words (they
+are in the sentence, or in its page's title and the bullets above it), hold at least half of
+them there, and say something they do not: a sentence made only of the question's words
+restates it, and one that asks or quotes a question (a tip suggesting it) is not its answer.
+When the question asks for a duration ("how long…"), a time ("when…"), a number ("how
+many…") or a cause ("what caused…", "why…"), the sentences that give one come first and the
+others are left out, if any gives one.
+
+>>> [s.text for s in answering("How long was checkout down?", [
+...     Sentence("How long was checkout down?", "node:1"),
+...     Sentence("Checkout was down.", "node:2"),
+...     Sentence("Checkout was down for 14 minutes.", "node:3")])]
+['Checkout was down for 14 minutes.']
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+STEM_CHARS = 5  # a crude stem: enough for plurals and -ing forms of most English words
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+_STOPWORDS = frozenset(
+    "a an and are as at be by can could did do does for from had has have how i in is it its "
+    "me my of on or our should that the their there these this to was we were what when where "
+    "which who whom why will with would you your about any into than then them they not no "
+    "there".split()
+)
+
+AnswerKind = Literal["duration", "time", "number", "cause"]
+
+# What a question asks for, read from its first words: a question is asked at its start, and
+# a statement (a claim to check) that says "when" or "causes" further on asks for nothing.
+_ASKS: tuple[tuple[re.Pattern[str], AnswerKind], ...] = (
+    (re.compile(r"(?:for )?how long\b"), "duration"),
+    (re.compile(r"how (?:many|much)\b"), "number"),
+    (re.compile(r"(?:when|(?:at |on |by )?(?:what|which) (?:time|day|date|year))\b"), "time"),
+    (
+        re.compile(
+            r"(?:why|what (?:caused|causes|led to|leads to)|"
+            r"what (?:is|was|were|are) the (?:root )?(?:causes?|reasons?))\b"
+        ),
+        "cause",
+    ),
+)
+_NUMBER_WORDS = (
+    "one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty|"
+    "forty|fifty|sixty|ninety|hundred"
+)
+_NUMBER = rf"(?:\d+(?:[.,]\d+)?|{_NUMBER_WORDS})"
+_AMOUNT = rf"(?:{_NUMBER}|a few|several|half an?|an?)"  # of a duration: "an hour", "a week"
+_GIVES: dict[AnswerKind, re.Pattern[str]] = {
+    "duration": re.compile(
+        rf"\b{_AMOUNT}[\s-]+(?:seconds?|minutes?|hours?|days?|weeks?|months?|years?)\b"
+        r"|\b\d+(?:[.,]\d+)?\s?(?:ms|s|min|h)\b",
+        re.IGNORECASE,
+    ),
+    "time": re.compile(
+        r"\b(?:mon|tues|wednes|thurs|fri|satur|sun)days?\b|\b(?:january|february|march|april|"
+        r"may|june|july|august|september|october|november|december)\b|\b\d{1,2}:\d{2}\b|"
+        r"\b\d{1,2}\s?(?:am|pm)\b|\b(?:noon|midnight|morning|afternoon|evening|tonight|today|"
+        r"tomorrow|yesterday|weekend|spring|summer|autumn|winter)\b|\b(?:19|20)\d{2}\b|"
+        r"\bat (?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)\b",
+        re.IGNORECASE,
+    ),
+    "number": re.compile(rf"\b{_NUMBER}\b", re.IGNORECASE),
+    "cause": re.compile(
+        r"\b(?:because|caused|causes|cause|due to|owing to|led to|leads to|results? in|"
+        r"resulted in|result of|reasons?)\b",
+        re.IGNORECASE,
+    ),
+}
+# A bullet above a sentence that names what it lists: the bullets under "Root cause" are causes.
+_NAMES: dict[AnswerKind, re.Pattern[str]] = {
+    "cause": re.compile(r"\b(?:causes?|reasons?|why)\b", re.IGNORECASE),
+    "duration": re.compile(r"\b(?:duration|downtime|how long)\b", re.IGNORECASE),
+    "time": re.compile(r"\b(?:when|dates?|times?)\b", re.IGNORECASE),
+}
+_QUOTATION = re.compile(r"\"[^\"]*\"|“[^”]*”")
+
+
+def content_words(text: str) -> set[str]:
+    """The lower-cased words of `text` that carry meaning (no stopwords, no single letters),
+    each cut to STEM_CHARS so that "leave" meets "leaves".
+
+    >>> sorted(content_words("When does the tram leave?"))
+    ['leave', 'tram']
+    """
+    return {
+        w[:STEM_CHARS] for w in (m.group(0).lower() for m in _WORD.finditer(text))
+        if len(w) > 1 and w not in _STOPWORDS
+    }  # fmt: skip
+
+
+# Words that only say what kind of answer is wanted: "Root cause" names causes, gives none.
+_KIND_WORDS: dict[AnswerKind, frozenset[str]] = {
+    "duration": frozenset(content_words("long duration downtime time")),
+    "time": frozenset(content_words("time day date year")),
+    "number": frozenset(content_words("many much number count")),
+    "cause": frozenset(content_words("cause causes caused reason reasons root because why")),
+}
+
+
+def enough(shared: int, wanted: int) -> bool:
+    """Whether `shared` of the question's `wanted` content words are enough to answer it: at
+    least half of them. One shared word ("tram") is a neighbour, not an answer."""
+    return shared > 0 and 2 * shared >= wanted
+
+
+@dataclass(frozen=True)
+class Question:
+    words: frozenset[str]  # its content words, less those that say what kind of answer it wants
+    wants: AnswerKind | None
+
+
+def read_question(text: str) -> Question:
+    """The question's content words and the kind of answer it asks for, if it names one.
+
+    >>> question = read_question("How long was checkout down?")
+    >>> sorted(question.words), question.wants
+    (['check', 'down'], 'duration')
+    """
+    lowered = " ".join(text.lower().split())
+    for pattern, kind in _ASKS:
+        asked = pattern.match(lowered)
+        if asked is not None:
+            words = content_words(lowered) - content_words(asked.group(0))
+            return Question(frozenset(words), kind)
+    return Question(frozenset(content_words(lowered)), None)
+
+
+@dataclass(frozen=True)
+class Sentence:
+    text: str
+    ref: str
+    context: tuple[str, ...] = ()  # its page's title, then the bullets above it, nearest last
+
+
+@dataclass(frozen=True, order=True)
+class _Fit:
+    """How well a sentence answers, best first when sorted in reverse (see _fit)."""
+
+    gives: bool  # it gives the kind of answer asked for
+    covered: int  # question words in the sentence or around it
+    around: int  # question words in its title and the bullets above it
+    shared: int  # question words in the sentence itself
+    adds: bool  # it says something besides the question's words
+
+
+def _fit(question: Question, sentence: Sentence) -> _Fit | None:
+    """How `sentence` fits `question`, or None when it cannot be the answer (or lead to it)."""
+    if "?" in sentence.text or _quotes_question(question, sentence.text):
+        return None
+    own = content_words(sentence.text)
+    around = question.words & content_words(" ".join(sentence.context))
+    shared = question.words & own
+    covered = shared | around
+    gives = question.wants is not None and _gives(question.wants, sentence)
+    if not (shared or gives) or not enough(len(covered), len(question.words)):
+        return None
+    kind_words = _KIND_WORDS[question.wants] if question.wants is not None else frozenset()
+    adds = bool(own - question.words - kind_words)
+    return _Fit(gives, len(covered), len(around), len(shared), adds)
+
+
+def _gives(kind: AnswerKind, sentence: Sentence) -> bool:
+    """Whether the sentence gives a `kind`: it says one, or sits under a bullet naming it."""
+    if _GIVES[kind].search(sentence.text):
+        return True
+    names = _NAMES.get(kind)
+    return names is not None and any(names.search(above) for above in sentence.context[1:])
+
+
+def _quotes_question(question: Question, text: str) -> bool:
+    """Whether the question's words in `text` are all inside quotation marks: a sentence that
+    suggests searching or asking them ('subspace search "checkout outage"') quotes them."""
+    shared = question.words & content_words(text)
+    quoted = content_words(" ".join(_QUOTATION.findall(text)))
+    return bool(shared) and shared <= quoted
+
+
+def _ranked(question: Question, sentences: Iterable[Sentence], *, adding: bool) -> list[Sentence]:
+    """The sentences that fit `question` (and add to it, when `adding`), best first; those
+    giving the kind of answer asked for only, when any does."""
+    fits = []
+    for position, sentence in enumerate(sentences):
+        fit = _fit(question, sentence)
+        if fit is not None and (fit.adds or not adding):
+            fits.append((fit, -position, sentence))
+    if any(fit.gives for fit, _, _ in fits):
+        fits = [f for f in fits if f[0].gives]
+    fits.sort(key=lambda f: (f[0], f[1]), reverse=True)
+    return [sentence for _, _, sentence in fits]
+
+
+def answering(question: str, sentences: Iterable[Sentence], count: int = 3) -> list[Sentence]:
+    """The (at most `count`) sentences that answer `question`, best first; [] when none does.
+    The same sentence text quoted twice counts once."""
+    seen: set[str] = set()
+    chosen: list[Sentence] = []
+    for sentence in _ranked(read_question(question), sentences, adding=True):
+        key = sentence.text.lower()
+        if key not in seen and len(chosen) < count:
+            seen.add(key)
+            chosen.append(sentence)
+    return chosen
+
+
+def leading(question: str, sentences: Iterable[Sentence]) -> Sentence | None:
+    """The sentence most likely to lead to the answer when read with what is around it: as
+    `answering` ranks them, but a bullet that only names the answer's kind ("Root cause")
+    counts, since what is under it may answer."""
+    ranked = _ranked(read_question(question), sentences, adding=False)
+    return ranked[0] if ranked else None

@@ -1,0 +1,149 @@
+"""The extractive rule the fake (and local) chat provider answers by: the sentences that add to
+the question answer it, never one that restates it; what surrounds a line (its page's title,
+the bullets above it) counts as near; the kind of answer asked for comes first."""
+
+from __future__ import annotations
+
+from uuid import UUID, uuid5
+
+import pytest
+
+from subspace.answers import prompts
+from subspace.answers.chat import Message
+from subspace.answers.extractive import Sentence, answering, leading, read_question
+from subspace.answers.fake_chat import FakeChat
+
+_NS = UUID("8d6f7f0e-2b1a-4c3d-9e8f-0a1b2c3d4e5f")
+
+
+def ref(name: str) -> str:
+    """A stable node ref for a name, so a table can say which bullet it expects."""
+    return f"node:{uuid5(_NS, name)}"
+
+
+def ask(question: str, *quoted: str) -> list[str]:
+    """FakeChat's answer to `question` from the quoted blocks, as its lines."""
+    messages = [
+        Message("system", prompts.ANSWER_SYSTEM),
+        Message("user", prompts.question_message(question, list(quoted))),
+    ]
+    return FakeChat().complete(messages).content.splitlines()
+
+
+def outline(title: str, *bullets: tuple[int, str, str]) -> str:
+    """A page as kb.read prints it, fenced: (depth, name, text) for each bullet."""
+    page = f"page:{uuid5(_NS, title)}"
+    lines = [f"# {title} ({page})"]
+    lines += [f"{'  ' * depth}- {text} ({ref(name)})" for depth, name, text in bullets]
+    return prompts.fence(page, title, "\n".join(lines))
+
+
+INCIDENT = outline(
+    "Incident review: checkout outage",
+    (0, "ticket", "Ticket: PROJ-1234"),
+    (0, "impact", "Impact: checkout returned HTTP 502 for 14 minutes on a Tuesday evening"),
+    (0, "cause", "Root cause"),
+    (1, "pool", "A connection pool of 10 was exhausted when the payment provider slowed down"),
+    (1, "retries", "Retries without jitter multiplied the load"),
+    (0, "fixes", "Fixes"),
+    (1, "breaker", "Raise the pool to 40 and add a circuit breaker around the payment client"),
+)
+TIPS = outline(
+    "Welcome",
+    (0, "ask-tip", 'On the command line: subspace ask "what caused the checkout outage?"'),
+    (0, "search-tip", 'subspace search "checkout outage", with --explain to see each rank'),
+    (0, "restated", "Checkout was down."),
+)
+
+
+@pytest.mark.parametrize(
+    ("question", "expected"),
+    [
+        # The sentence with the duration, not the ones made of the question's own words.
+        ("How long was checkout down?", ["impact"]),
+        # The bullets under "Root cause", which share no word with the question.
+        ("What caused the checkout outage?", ["pool", "retries"]),
+        ("Why was checkout down?", ["pool", "retries"]),
+    ],
+)
+def test_the_sentences_that_add_to_the_question_answer_it(
+    question: str, expected: list[str]
+) -> None:
+    answer = ask(question, TIPS, INCIDENT)
+    assert [line.rsplit(" [", 1)[1] for line in answer] == [f"{ref(name)}]" for name in expected]
+
+
+def test_a_sentence_that_only_restates_the_question_is_never_the_answer() -> None:
+    restating = prompts.fence(
+        ref("a"),
+        "Notes",
+        "How long was checkout down? Checkout was down. Was checkout down for long?",
+    )
+    assert ask("How long was checkout down?", restating) == [prompts.NOTHING_FOUND]
+    answered = prompts.fence(ref("b"), "Notes", "Checkout was down for 14 minutes.")
+    assert ask("How long was checkout down?", restating, answered) == [
+        f"- Checkout was down for 14 minutes. [{ref('b')}]"
+    ]
+
+
+def test_a_sentence_that_asks_or_quotes_the_question_is_not_its_answer() -> None:
+    """A question in the sources, or a tip suggesting the search, holds the question's words
+    without answering them."""
+    asks = Sentence("Was the checkout outage caused by the pool resize on Friday?", ref("asks"))
+    quotes = Sentence('Try it: subspace search "checkout outage" in a terminal', ref("quotes"))
+    answers = Sentence("The checkout outage came from an exhausted connection pool", ref("answers"))
+    assert answering("What caused the checkout outage?", [asks, quotes, answers]) == [answers]
+    assert answering("checkout outage", [quotes, answers]) == [answers]
+
+
+def test_a_search_hits_breadcrumb_counts_as_near() -> None:
+    """kb.search prints `[kind] Page › crumb — passage (ref)`: the bullet under "Root cause"
+    answers from its breadcrumb, as it does from a read page's indentation."""
+    hits = "\n".join(
+        [
+            f'1. [node] Welcome › Ask — subspace ask "what caused the checkout outage?" '
+            f"({ref('ask-tip')})",
+            f"2. [node] Incident review: checkout outage — Root cause ({ref('cause')})",
+            f"3. [node] Incident review: checkout outage › Root cause — Retries without jitter "
+            f"multiplied the load ({ref('retries')})",
+        ]
+    )
+    assert ask(
+        "What caused the checkout outage?", prompts.fence("kb.search", "kb.search", hits)
+    ) == [f"- Retries without jitter multiplied the load [{ref('retries')}]"]
+    sentences = [
+        Sentence('subspace ask "what caused the checkout outage?"', ref("ask-tip"), ("Welcome",)),
+        Sentence("Root cause", ref("cause"), ("Incident review: checkout outage",)),
+    ]
+    # The heading holds no answer, but it is the one to read.
+    assert answering("What caused the checkout outage?", sentences) == []
+    assert leading("What caused the checkout outage?", sentences) == sentences[1]
+
+
+def test_the_kind_asked_for_comes_first_and_alone() -> None:
+    sentences = [
+        Sentence("The pool slowed down checkout badly", ref("pool"), ()),
+        Sentence("Checkout stalled for 14 minutes", ref("impact"), ()),
+    ]
+    assert answering("How long was checkout down?", sentences) == [sentences[1]]
+    # Without a sentence of that kind, the nearest ones answer.
+    assert answering("How long was checkout down?", sentences[:1]) == sentences[:1]
+
+
+@pytest.mark.parametrize(
+    ("text", "wants"),
+    [
+        ("How long was checkout down?", "duration"),
+        ("When is the on-call handover?", "time"),
+        ("How many retries were there?", "number"),
+        ("What caused the checkout outage?", "cause"),
+        ("Why did checkout fail?", "cause"),
+        # A statement asks for nothing, whatever words it holds further on.
+        ("Smoking causes lung cancer when started young", None),
+        ("What is the checkout outage?", None),
+    ],
+)
+def test_what_a_question_asks_for_is_read_from_its_first_words(
+    text: str, wants: str | None
+) -> None:
+    assert read_question(text).wants == wants
