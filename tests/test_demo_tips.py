@@ -93,11 +93,6 @@ def first_row(demo: Demo, query: str, kinds: list[str] | None = None) -> tuple[s
 # -- the search palette ----------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ranking: the welcome page's own mentions of 'checkout outage' (its tips) outrank "
-    "the incident page's title; passes once page titles weigh more than passing mentions",
-)
 def test_the_palette_tip_finds_the_incident_page_first(demo: Demo) -> None:
     query = demo.tip(r"and type: (.+)$").group(1)
     assert query == "checkout outage"
