@@ -163,7 +163,7 @@ def _write_corpus(collection: Collection, folder: Path, titled: bool) -> dict[st
     return by_hash
 
 
-TITLE_WEIGHTS = (1.0, 1.5, 2.0, 3.0, 5.0)  # a page title's weights tried on a titled layout
+TITLE_WEIGHTS = (0.5, 0.75, 1.0, 1.5, 2.0)  # a page title's weights tried on a titled layout
 SWEEP_WEIGHTS = (
     0.0,
     0.02,
