@@ -37,8 +37,8 @@ from subspace.answers.strategies import STRATEGIES
 from subspace.answers.strategy import Answer, AnswerBullet, Job
 from subspace.config import Settings
 from subspace.db.vector_index import defer_vector_index
-from subspace.evaluation.beir import load_collection
-from subspace.evaluation.runner import _fresh_database, _write_corpus
+from subspace.evaluation.beir import load_collection, write_corpus
+from subspace.evaluation.runner import _fresh_database
 from subspace.indexer.consumer import Indexer
 from subspace.indexer.reindex import VECTOR_INDEX_SQL
 from subspace.ingest.importer import import_path
@@ -90,7 +90,7 @@ def main() -> None:
         started = time.perf_counter()
         kb = commands.create_knowledge_base(cx, f"bench {collection.name}")
         with tempfile.TemporaryDirectory() as tmp:
-            by_hash = _write_corpus(collection, Path(tmp))
+            by_hash = write_corpus(collection, Path(tmp))
             import_path(cx, Path(tmp), kb_id=kb.id)
         with db.pool.connection() as conn:
             doc_of: dict[str, str] = {}

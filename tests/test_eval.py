@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from subspace.cli import main
 from subspace.config import Settings
 from subspace.errors import InvalidInput
 from subspace.evaluation.beir import add_typos, load_collection
-from subspace.evaluation.metrics import evaluate, mrr_at, ndcg_at, recall_at, rrf
+from subspace.evaluation.metrics import evaluate, mrr_at, ndcg_at, recall_at, rrf, success_at
 
 
 def test_metrics_by_hand() -> None:
@@ -25,6 +26,39 @@ def test_metrics_by_hand() -> None:
     assert mrr_at(ranked, relevant) == 0.5
     assert evaluate({"q": ranked}, {"q": relevant, "empty": {}})["mrr@10"] == 0.5
     assert rrf([["x", "y"], ["y", "z"]]) == ["y", "x", "z"]
+
+
+def test_success_at_counts_any_grade_in_the_first_k() -> None:
+    assert success_at(["b", "a"], {"a": 1}) == 0.0
+    assert success_at(["b", "a"], {"a": 1}, k=2) == 1.0
+    assert success_at(["b", "a"], {"a": 0, "b": 2}) == 1.0
+    assert success_at(["a"], {"a": 0}) == 0.0  # judged, but not relevant
+    assert success_at([], {"a": 1}) == 0.0
+
+
+def test_answerable_and_empty_queries_are_scored_apart() -> None:
+    qrels = {"q1": {"a": 2}, "q2": {"b": 1}, "q3": {"b": 1, "d": 2}, "q4": {"a": 1}}
+    runs = {
+        "q1": ["a"],  # found first
+        "q2": [],  # nothing came back
+        "q3": ["c", "b"],  # the grade-1 document second, the grade-2 one missed
+        "q4": ["z"],  # a row, but not a relevant one
+        "n1": [],  # judged to have no answer: right to be empty
+        "n2": ["x"],  # judged to have no answer, yet a row came back
+        "n3": [],
+    }
+    scores = evaluate(runs, qrels, ["success@1", "ndcg@10", "not_empty", "empty"],
+                      expect_empty={"n1", "n2", "n3"})  # fmt: skip
+    q3_ndcg = (1 / math.log2(3)) / (2 / math.log2(2) + 1 / math.log2(3))
+    assert scores == {
+        "success@1": 0.25,  # only q1; the queries judged empty are not averaged in
+        "ndcg@10": round((1 + 0 + q3_ndcg + 0) / 4, 4),
+        "not_empty": 0.75,  # q1, q3 and q4
+        "empty": round(2 / 3, 4),  # n1 and n3
+    }
+    # Without queries judged empty there is nothing to average: 0.0, as for no judged query.
+    assert evaluate(runs, qrels, ["empty"]) == {"empty": 0.0}
+    assert evaluate({}, {}, ["success@1"]) == {"success@1": 0.0}
 
 
 def test_typos_are_deterministic_and_keep_the_ends() -> None:

@@ -614,21 +614,24 @@ def reindex(kb_name: str | None) -> None:
 )
 def eval_command(dataset_dir: Path, provider_name: str | None, typos: bool, sweep: bool,
                  titled: bool, as_json: bool, out: Path | None) -> None:  # fmt: skip
-    """Measure nDCG@10, Recall@100 and MRR@10 on a BEIR collection, for every arm of the
-    search and for reference systems (bm25s, RRF of bm25s and the same vectors, and the
-    source document's all-words ts_rank_cd), in one run on a fresh database."""
-    from subspace.evaluation.beir import load_collection
-    from subspace.evaluation.runner import CachingProvider, run_eval
+    """Measure retrieval quality on a collection, for every arm of the search and for
+    reference systems (bm25s, RRF of bm25s and the same vectors, LanceDB's hybrid search, and
+    on BEIR the source document's all-words ts_rank_cd), in one run on a fresh database.
+
+    DATASET_DIR is a BEIR collection (nDCG@10, Recall@100, MRR@10 on bullets) or a judged
+    workspace with judgments.jsonl (success@1, nDCG@10, and whether each query that should
+    find nothing does, over every kind, as the palette searches)."""
+    from subspace.evaluation.runner import METRIC_LABELS, CachingProvider, read_dataset, run_eval
     from subspace.providers.registry import create_provider
 
     settings = _settings()
     _setup_logging(settings)
     logging.getLogger("subspace").setLevel(logging.WARNING)
     try:
-        collection = load_collection(dataset_dir)
+        dataset = read_dataset(dataset_dir)
         provider = CachingProvider(create_provider(settings, provider_name),
                                    settings.home / "eval-cache")  # fmt: skip
-        report = run_eval(settings, collection, provider, typos=typos, sweep=sweep, titled=titled,
+        report = run_eval(settings, dataset, provider, typos=typos, sweep=sweep, titled=titled,
                           progress=lambda m: err_console.print(f"[dim]{m}[/dim]"))  # fmt: skip
     except (SubspaceError, ProviderError) as exc:
         raise click.ClickException(str(exc)) from None
@@ -637,13 +640,14 @@ def eval_command(dataset_dir: Path, provider_name: str | None, typos: bool, swee
     if as_json:
         click.echo(json.dumps(report.as_json(), indent=2))
         return
-    table = Table("arm", "nDCG@10", "Recall@100", "MRR@10",
+    table = Table("arm", *(METRIC_LABELS[m] for m in report.metrics),
                   title=f"{report.dataset}, {report.provider} ({report.model}), "
                   f"{report.queries} queries{' with typos' if typos else ''}")  # fmt: skip
     for arm, scores in report.arms.items():
-        table.add_row(arm, f"{scores['ndcg@10']:.3f}", f"{scores['recall@100']:.3f}",
-                      f"{scores['mrr@10']:.3f}")  # fmt: skip
+        table.add_row(arm, *(f"{scores[m]:.3f}" for m in report.metrics))
     console.print(table)
+    if report.expect_empty:
+        click.echo(f"{report.expect_empty} of the queries are judged to have no answer.")
     if report.long_queries:
         click.echo(report.long_queries_note())
 

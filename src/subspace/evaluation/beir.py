@@ -1,14 +1,29 @@
-"""Reading a BEIR-layout collection, and the deterministic typo perturbation of queries."""
+"""A BEIR-layout collection: reading it, loading it into a database, and the deterministic
+typo perturbation of queries.
+
+Each document becomes a Markdown file (`# title`, then the title and text as one paragraph),
+imported as a page whose one bullet holds the document; the search runs on bullets only, so
+one result is one document.
+"""
 
 from __future__ import annotations
 
 import csv
 import hashlib
 import json
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from uuid import UUID
 
+from subspace import commands
+from subspace.context import Context
 from subspace.errors import InvalidInput
+from subspace.evaluation.loaded import Loaded
+from subspace.evaluation.metrics import BEIR_METRICS
+from subspace.ingest.importer import import_path
+
+DEPTH = 100  # documents retrieved per query (Recall@100)
 
 
 @dataclass
@@ -44,6 +59,57 @@ def load_collection(folder: Path, split: str = "test") -> Collection:
             if str(query["_id"]) in qrels:
                 queries[str(query["_id"])] = query["text"]
     return Collection(folder.name, corpus, queries, qrels)
+
+
+def write_corpus(collection: Collection, folder: Path, titled: bool = False) -> dict[str, str]:
+    """One Markdown file per document; returns the file hash -> document id. Titled, the
+    title is the page's alone and the bullet holds the text; otherwise the bullet holds both."""
+    by_hash = {}
+    for doc_id, (title, text) in collection.corpus.items():
+        heading = " ".join(title.split()) or doc_id
+        body = (
+            " ".join(f"{title.strip()}. {text}".split())
+            if title.strip() and not titled
+            else " ".join(text.split())
+        )
+        data = f"# {heading}\n\n{body}\n".encode()
+        (folder / f"{hashlib.sha1(doc_id.encode()).hexdigest()}.md").write_bytes(data)
+        by_hash[hashlib.sha256(data).hexdigest()] = doc_id
+    return by_hash
+
+
+def import_collection(cx: Context, collection: Collection, titled: bool = False) -> Loaded:
+    """Import the documents into a new knowledge base; each bullet stands for its document.
+    Titled (write_corpus), its page's title does too, and titles and bullets are searched."""
+    kb = commands.create_knowledge_base(cx, f"eval {collection.name}")
+    with tempfile.TemporaryDirectory() as tmp:
+        by_hash = write_corpus(collection, Path(tmp), titled)
+        import_path(cx, Path(tmp), kb_id=kb.id)
+    with cx.transaction() as conn:
+        bullets = conn.execute(
+            "select n.id, n.text, p.id as page_id, p.source_sha256 from kb.nodes n "
+            "join kb.pages p on p.workspace_id = n.workspace_id and p.id = n.page_id "
+            "where p.kb_id = %s",
+            (kb.id,),
+        ).fetchall()
+    doc_of: dict[UUID, str] = {r["id"]: by_hash[r["source_sha256"]] for r in bullets}
+    text_of = {doc_of[r["id"]]: r["text"] for r in bullets}
+    if titled:  # the reference arms read each document whole, as the untitled bullet holds it
+        doc_of |= {r["page_id"]: by_hash[r["source_sha256"]] for r in bullets}
+        text_of = {
+            doc: f"{t}. {x}" if t.strip() else x for doc, (t, x) in collection.corpus.items()
+        }
+    return Loaded(
+        name=collection.name,
+        queries=collection.queries,
+        qrels=collection.qrels,
+        expect_empty=frozenset(),
+        target_of=doc_of,
+        texts={doc: text_of[doc] for doc in collection.corpus},  # in the corpus's order
+        kinds=["page", "node"] if titled else ["node"],
+        depth=DEPTH,
+        metrics=BEIR_METRICS,
+    )
 
 
 def add_typos(text: str) -> str:

@@ -1,9 +1,10 @@
-"""Ranking metrics as BEIR computes them. Pure: no I/O."""
+"""Ranking metrics as BEIR computes them, and whether a search answered at all. Pure: no I/O."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
 
 Qrels = Mapping[str, Mapping[str, int]]  # query id -> document id -> relevance grade
 
@@ -29,18 +30,56 @@ def mrr_at(ranked: Sequence[str], relevant: Mapping[str, int], k: int = 10) -> f
     return 0.0
 
 
-def evaluate(runs: Mapping[str, Sequence[str]], qrels: Qrels) -> dict[str, float]:
-    """Mean nDCG@10, Recall@100 and MRR@10 over the judged queries."""
-    judged = [q for q in qrels if any(g > 0 for g in qrels[q].values())]
-    if not judged:
-        return {"ndcg@10": 0.0, "recall@100": 0.0, "mrr@10": 0.0}
-    totals = {"ndcg@10": 0.0, "recall@100": 0.0, "mrr@10": 0.0}
-    for query in judged:
-        ranked = runs.get(query, [])
-        totals["ndcg@10"] += ndcg_at(ranked, qrels[query])
-        totals["recall@100"] += recall_at(ranked, qrels[query])
-        totals["mrr@10"] += mrr_at(ranked, qrels[query])
-    return {name: round(value / len(judged), 4) for name, value in totals.items()}
+def success_at(ranked: Sequence[str], relevant: Mapping[str, int], k: int = 1) -> float:
+    """1.0 when one of the first k documents is relevant (any grade), else 0.0."""
+    return 1.0 if any(relevant.get(doc, 0) > 0 for doc in ranked[:k]) else 0.0
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A per-query score and the queries it is averaged over: those with a relevant document
+    (`answerable`), or those judged to have none, where nothing should come back."""
+
+    score: Callable[[Sequence[str], Mapping[str, int]], float]
+    answerable: bool = True
+
+
+METRICS = {
+    "success@1": Metric(lambda ranked, relevant: success_at(ranked, relevant, k=1)),
+    "ndcg@10": Metric(lambda ranked, relevant: ndcg_at(ranked, relevant, k=10)),
+    "recall@100": Metric(lambda ranked, relevant: recall_at(ranked, relevant, k=100)),
+    "mrr@10": Metric(lambda ranked, relevant: mrr_at(ranked, relevant, k=10)),
+    # The share of queries with an answer that returned at least one row...
+    "not_empty": Metric(lambda ranked, _: float(bool(ranked))),
+    # ...and of the queries judged to have none that returned no row.
+    "empty": Metric(lambda ranked, _: float(not ranked), answerable=False),
+}
+BEIR_METRICS = ("ndcg@10", "recall@100", "mrr@10")
+
+
+def evaluate(
+    runs: Mapping[str, Sequence[str]],
+    qrels: Qrels,
+    metrics: Sequence[str] = BEIR_METRICS,
+    *,
+    expect_empty: Collection[str] = (),
+) -> dict[str, float]:
+    """The mean of each metric over its queries: the ones with a relevant document in `qrels`,
+    or for "empty" the queries of `expect_empty` (judged to have no answer). A metric with no
+    query to average over is 0.0.
+
+    >>> evaluate({"q": ["b", "a"], "nothing": []}, {"q": {"a": 1}}, ["mrr@10", "empty"],
+    ...          expect_empty={"nothing"})
+    {'mrr@10': 0.5, 'empty': 1.0}
+    """
+    answerable = [q for q in qrels if any(g > 0 for g in qrels[q].values())]
+    scores = {}
+    for name in metrics:
+        metric = METRICS[name]
+        queries = answerable if metric.answerable else list(expect_empty)
+        total = sum(metric.score(runs.get(q, []), qrels.get(q, {})) for q in queries)
+        scores[name] = round(total / len(queries), 4) if queries else 0.0
+    return scores
 
 
 def rrf(rankings: Sequence[Sequence[str]], k: int = 60, depth: int = 100) -> list[str]:

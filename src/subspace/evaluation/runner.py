@@ -1,14 +1,13 @@
-"""Load a BEIR collection through the import path, index it, and score every arm.
+"""Load a collection into a fresh database, index it, and score every arm on it.
 
-Each document becomes a Markdown file (`# title`, then the title and text as one paragraph),
-imported as a page whose one bullet holds the document; the search runs on bullets only, so
-one result is one document. Reference arms run in the same process on the same texts.
+A collection is a BEIR-layout folder (`evaluation.beir`) or a judged workspace
+(`evaluation.judged_workspace`); each has one loader, and every arm is scored the same way.
+Reference arms run in the same process on the same texts.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import logging
 import os
 import tempfile
@@ -21,17 +20,24 @@ from uuid import UUID
 import numpy as np
 import psycopg
 
-from subspace import commands
 from subspace.config import Settings
+from subspace.context import Context
 from subspace.db.migrate import migrate
 from subspace.db.pool import open_pool
 from subspace.db.vector_index import defer_vector_index
-from subspace.evaluation.beir import Collection, add_typos
+from subspace.errors import InvalidInput
+from subspace.evaluation.beir import Collection, add_typos, import_collection, load_collection
+from subspace.evaluation.judged_workspace import (
+    JudgedWorkspace,
+    import_judged_workspace,
+    is_judged_workspace,
+    read_judged_workspace,
+)
+from subspace.evaluation.loaded import Loaded
 from subspace.evaluation.metrics import evaluate, rrf
 from subspace.indexer.chunking import text_hash
 from subspace.indexer.consumer import Indexer
 from subspace.indexer.reindex import VECTOR_INDEX_SQL
-from subspace.ingest.importer import import_path
 from subspace.providers.base import EmbeddingProvider, EmbedResult
 from subspace.runtime import Database, resolve_dsn
 from subspace.search import kinds as registry
@@ -40,7 +46,6 @@ from subspace.search.service import SearchRequest, search
 
 log = logging.getLogger(__name__)
 
-DEPTH = 100  # documents retrieved per query (Recall@100)
 FIRST_PAGE = 10  # the default limit: nDCG@10 and MRR@10 measure what it shows
 
 
@@ -80,6 +85,16 @@ class CachingProvider:
         np.savez(self.path, keys=keys, vectors=vectors)
 
 
+METRIC_LABELS = {
+    "success@1": "success@1",
+    "ndcg@10": "nDCG@10",
+    "recall@100": "Recall@100",
+    "mrr@10": "MRR@10",
+    "not_empty": "not empty",  # of the queries with an answer
+    "empty": "empty",  # of the queries judged to have none
+}
+
+
 @dataclass
 class EvalReport:
     dataset: str
@@ -87,7 +102,9 @@ class EvalReport:
     model: str
     queries: int
     typos: bool
+    metrics: tuple[str, ...]  # the columns, names from metrics.METRICS
     arms: dict[str, dict[str, float]] = field(default_factory=dict)
+    expect_empty: int = 0  # queries judged to have no answer
     # Queries over SUBSPACE_MAX_QUERY_CHARS, run with the limit raised to the longest.
     long_queries: int = 0
     max_query_chars: int = 0
@@ -95,8 +112,23 @@ class EvalReport:
 
     def as_json(self) -> dict[str, Any]:
         return {"dataset": self.dataset, "provider": self.provider, "model": self.model,
-                "queries": self.queries, "typos": self.typos, "arms": self.arms,
+                "queries": self.queries, "expect_empty": self.expect_empty, "typos": self.typos,
+                "metrics": list(self.metrics), "arms": self.arms,
                 "long_queries": self.long_queries, "titled": self.titled}  # fmt: skip
+
+    def summary(self) -> str:
+        """The provider and the queries, in one sentence."""
+        return (
+            f"Provider `{self.provider}` (model `{self.model}`), {self.queries} queries"
+            + (
+                f", {self.expect_empty} of them judged to have no answer"
+                if self.expect_empty
+                else ""
+            )
+            + (", with typos" if self.typos else "")
+            + (", titles as page titles" if self.titled else "")
+            + "."
+        )
 
     def long_queries_note(self) -> str:
         return (
@@ -108,18 +140,16 @@ class EvalReport:
         lines = [
             f"# Retrieval quality on {self.dataset}",
             "",
-            f"Provider `{self.provider}` (model `{self.model}`), {self.queries} queries"
-            + (", with typos" if self.typos else "")
-            + (", titles as page titles" if self.titled else "")
-            + ".",
+            self.summary(),
             *(["", self.long_queries_note()] if self.long_queries else []),
             "",
-            "| arm | nDCG@10 | Recall@100 | MRR@10 |",
-            "|---|---|---|---|",
+            "| arm | " + " | ".join(METRIC_LABELS[m] for m in self.metrics) + " |",
+            "|---" * (len(self.metrics) + 1) + "|",
         ]
         for arm, scores in self.arms.items():
-            lines.append(f"| {arm} | {scores['ndcg@10']:.3f} | {scores['recall@100']:.3f} | "
-                         f"{scores['mrr@10']:.3f} |")  # fmt: skip
+            lines.append(
+                f"| {arm} | " + " | ".join(f"{scores[m]:.3f}" for m in self.metrics) + " |"
+            )
         return "\n".join(lines) + "\n"
 
 
@@ -146,23 +176,6 @@ def _fresh_database(settings: Settings) -> tuple[Database, Callable[[], None]]:
     return db, drop
 
 
-def _write_corpus(collection: Collection, folder: Path, titled: bool) -> dict[str, str]:
-    """One Markdown file per document; returns the file hash -> document id. Titled, the
-    title is the page's alone and the bullet holds the text; otherwise the bullet holds both."""
-    by_hash = {}
-    for doc_id, (title, text) in collection.corpus.items():
-        heading = " ".join(title.split()) or doc_id
-        body = (
-            " ".join(f"{title.strip()}. {text}".split())
-            if title.strip() and not titled
-            else " ".join(text.split())
-        )
-        data = f"# {heading}\n\n{body}\n".encode()
-        (folder / f"{hashlib.sha1(doc_id.encode()).hexdigest()}.md").write_bytes(data)
-        by_hash[hashlib.sha256(data).hexdigest()] = doc_id
-    return by_hash
-
-
 TITLE_WEIGHTS = (0.5, 0.75, 1.0, 1.5, 2.0)  # a page title's weights tried on a titled layout
 SWEEP_WEIGHTS = (
     0.0,
@@ -178,9 +191,34 @@ SWEEP_WEIGHTS = (
 )  # vector-leg weights tried by --sweep
 
 
+def read_dataset(folder: Path) -> Collection | JudgedWorkspace:
+    """The collection in `folder`: a judged workspace when it has judgments.jsonl, else BEIR."""
+    if is_judged_workspace(folder):
+        return read_judged_workspace(folder)
+    if not (folder / "corpus.jsonl").is_file():
+        raise InvalidInput(
+            f"{folder} holds no collection: a BEIR collection has corpus.jsonl, queries.jsonl "
+            "and qrels/test.tsv; a judged workspace has judgments.jsonl and a workspace/ folder."
+        )
+    return load_collection(folder)
+
+
+def load(
+    db: Database, cx: Context, dataset: Collection | JudgedWorkspace, titled: bool = False
+) -> Loaded:
+    """Put the collection into the database with its type's loader (titled: BEIR only)."""
+    if isinstance(dataset, JudgedWorkspace):
+        if titled:
+            raise InvalidInput(
+                "--titled lays out a BEIR collection; a judged workspace has its own."
+            )
+        return import_judged_workspace(db, cx, dataset)
+    return import_collection(cx, dataset, titled)
+
+
 def run_eval(
     settings: Settings,
-    collection: Collection,
+    dataset: Collection | JudgedWorkspace,
     provider: CachingProvider,
     *,
     typos: bool = False,
@@ -194,32 +232,18 @@ def run_eval(
     db, drop = _fresh_database(settings)
     try:
         cx = db.default_context(settings)
-        kb = commands.create_knowledge_base(cx, f"eval {collection.name}")
-        with tempfile.TemporaryDirectory() as tmp:
-            by_hash = _write_corpus(collection, Path(tmp), titled)
-            progress(f"importing {len(collection.corpus):,} documents")
-            import_path(cx, Path(tmp), kb_id=kb.id)
+        progress(f"importing {dataset.name}")
+        loaded = load(db, cx, dataset, titled)
         with db.pool.connection() as conn:
-            doc_of: dict[UUID, str] = {
-                r["id"]: by_hash[r["source_sha256"]]
-                for r in conn.execute(
-                    "select n.id, p.source_sha256 from kb.nodes n join kb.pages p "
-                    "on p.workspace_id = n.workspace_id and p.id = n.page_id "
-                    "union all select p.id, p.source_sha256 from kb.pages p "
-                    "where p.source_sha256 is not null"
-                )
-            }
             # Build the vector index once after loading: faster than growing it row by row.
             defer_vector_index(conn, provider.model, provider.dimensions)
-        progress("embedding the corpus")
+        progress("embedding")
         Indexer(db, settings, provider).drain(timeout_s=24 * 3600)
         with db.pool.connection() as conn:
             conn.execute(VECTOR_INDEX_SQL)
             conn.execute("analyze")
         provider.save()
-        queries = {
-            qid: add_typos(text) if typos else text for qid, text in collection.queries.items()
-        }
+        queries = {qid: add_typos(text) if typos else text for qid, text in loaded.queries.items()}
         # A collection's queries are all run, and ranked by all their words: the server's
         # guards against hostile input are not judgements on a benchmark. Queries over the
         # query limit get it raised, and are counted.
@@ -234,63 +258,79 @@ def run_eval(
                 max_query_chars=longest if long_queries else settings.max_query_chars,
             ),
         )
-        runs: dict[str, dict[str, list[str]]] = {}
-        kinds = ["page", "node"] if titled else ["node"]
-
-        def ours(mode: str, **options: Any) -> dict[str, list[str]]:
-            # The first ten are what a search with the default limit shows (its candidate
-            # window is that of a person's query); the rest come from a limit-100 search.
-            found = {}
-            for qid, text in queries.items():
-                ranked: list[str] = []
-                for limit in (FIRST_PAGE, DEPTH):
-                    response = search(cx, provider, SearchRequest(
-                        query=text, mode=mode, kinds=kinds, limit=limit, **options))  # fmt: skip
-                    ranked += [doc_of[r.id] for r in response.rows if r.id in doc_of]
-                found[qid] = list(dict.fromkeys(ranked))[:DEPTH]
-            return found
-
         progress("running the queries")
-        runs["lexical"] = ours("lexical", ranker=settings.lexical_ranker)
-        for ranker in RANKERS:
-            if ranker != settings.lexical_ranker:
-                runs[f"lexical_{ranker}"] = ours("lexical", ranker=ranker)
-        runs["vector"] = ours("vector")
-        runs["hybrid"] = ours("hybrid")
-        for weight in TITLE_WEIGHTS if titled else ():
-            with registry.replaced(dataclasses.replace(registry.get("page"), weight=weight)):
-                runs[f"lexical_title_weight_{weight:g}"] = ours("lexical")
-        if sweep:
-            for weight in SWEEP_WEIGHTS:
-                runs[f"hybrid_vector_weight_{weight}"] = ours(
-                    "hybrid", weights={"lexical": 1.0, "vector": weight}
-                )
-        runs["seed_lexical"] = _seed_lexical(db, cx.actor.workspace_id, queries, doc_of)
-        runs["bm25s"] = _bm25s(collection, queries)
-        runs["rrf_bm25s_vector"] = {
-            qid: rrf([runs["bm25s"][qid], runs["vector"][qid]]) for qid in queries
-        }
-        if _has_lancedb():
-            progress("running LanceDB's hybrid search")
-            with db.pool.connection() as conn:
-                bullets = {
-                    r["id"]: r["text"] for r in conn.execute("select id, text from kb.nodes")
-                }
-            texts = {doc_of[i]: text for i, text in bullets.items() if i in doc_of}
-            runs["lancedb_hybrid"] = _lancedb_hybrid(texts, queries, provider)
-        report = EvalReport(collection.name, provider.name, provider.model, len(queries), typos,
+        runs = _run_arms(db, cx, provider, loaded, queries, sweep=sweep, titled=titled,
+                         progress=progress)  # fmt: skip
+        report = EvalReport(loaded.name, provider.name, provider.model, len(queries), typos,
+                            loaded.metrics, expect_empty=len(loaded.expect_empty),
                             long_queries=long_queries,
                             max_query_chars=settings.max_query_chars, titled=titled)  # fmt: skip
         for arm, run in runs.items():
-            report.arms[arm] = evaluate(run, collection.qrels)
+            report.arms[arm] = evaluate(run, loaded.qrels, loaded.metrics,
+                                        expect_empty=loaded.expect_empty)  # fmt: skip
         provider.save()
         return report
     finally:
         drop()
 
 
+def _run_arms(
+    db: Database,
+    cx: Context,
+    provider: CachingProvider,
+    loaded: Loaded,
+    queries: dict[str, str],
+    *,
+    sweep: bool,
+    titled: bool = False,
+    progress: Callable[[str], None],
+) -> dict[str, dict[str, list[str]]]:
+    """Each arm's ranked targets per query: ours in every mode, then the reference systems."""
+
+    def ours(mode: str, **options: Any) -> dict[str, list[str]]:
+        # The first ten are what a search with the default limit shows (its candidate
+        # window is that of a person's query); the rest come from a search to the depth.
+        found = {}
+        for qid, text in queries.items():
+            ranked: list[str] = []
+            for limit in sorted({FIRST_PAGE, loaded.depth}):
+                response = search(cx, provider, SearchRequest(
+                    query=text, mode=mode, kinds=loaded.kinds, limit=limit, **options))  # fmt: skip
+                ranked += [
+                    loaded.target_of[r.id] for r in response.rows if r.id in loaded.target_of
+                ]
+            found[qid] = list(dict.fromkeys(ranked))[: loaded.depth]
+        return found
+
+    runs: dict[str, dict[str, list[str]]] = {}
+    runs["lexical"] = ours("lexical", ranker=cx.settings.lexical_ranker)
+    for ranker in RANKERS:
+        if ranker != cx.settings.lexical_ranker:
+            runs[f"lexical_{ranker}"] = ours("lexical", ranker=ranker)
+    runs["vector"] = ours("vector")
+    runs["hybrid"] = ours("hybrid")
+    for weight in TITLE_WEIGHTS if titled else ():
+        with registry.replaced(dataclasses.replace(registry.get("page"), weight=weight)):
+            runs[f"lexical_title_weight_{weight:g}"] = ours("lexical")
+    if sweep:
+        for weight in SWEEP_WEIGHTS:
+            runs[f"hybrid_vector_weight_{weight}"] = ours(
+                "hybrid", weights={"lexical": 1.0, "vector": weight}
+            )
+    if loaded.kinds == ["node"]:  # the seed's statement reads bullets only
+        runs["seed_lexical"] = _seed_lexical(db, cx.actor.workspace_id, queries, loaded)
+    runs["bm25s"] = _bm25s(loaded.texts, queries, loaded.depth)
+    runs["rrf_bm25s_vector"] = {
+        qid: rrf([runs["bm25s"][qid], runs["vector"][qid]])[: loaded.depth] for qid in queries
+    }
+    if _has_lancedb():
+        progress("running LanceDB's hybrid search")
+        runs["lancedb_hybrid"] = _lancedb_hybrid(loaded.texts, queries, provider, loaded.depth)
+    return runs
+
+
 def _seed_lexical(
-    db: Database, workspace_id: UUID, queries: dict[str, str], doc_of: dict[UUID, str]
+    db: Database, workspace_id: UUID, queries: dict[str, str], loaded: Loaded
 ) -> dict[str, list[str]]:
     """The source document's lexical leg, literally: every word required, ts_rank_cd."""
     found = {}
@@ -300,14 +340,15 @@ def _seed_lexical(
                 "select n.id from kb.nodes n, websearch_to_tsquery('english', %s) q "
                 "where n.workspace_id = %s and n.text_tsv @@ q "
                 "order by ts_rank_cd(n.text_tsv, q) desc, n.id limit %s",
-                (text, workspace_id, DEPTH),
+                (text, workspace_id, loaded.depth),
             ).fetchall()
-            found[qid] = [doc_of[r["id"]] for r in rows if r["id"] in doc_of]
+            found[qid] = [loaded.target_of[r["id"]] for r in rows if r["id"] in loaded.target_of]
     return found
 
 
-def _bm25s(collection: Collection, queries: dict[str, str]) -> dict[str, list[str]]:
-    """BM25 by bm25s with the English stemmer and stopwords, over the same texts."""
+def _bm25s(texts: dict[str, str], queries: dict[str, str], depth: int) -> dict[str, list[str]]:
+    """BM25 by bm25s with the English stemmer and stopwords, over the same texts; a target
+    with none of the query's words (score 0) is not a result."""
     try:
         import bm25s
         import Stemmer
@@ -315,17 +356,19 @@ def _bm25s(collection: Collection, queries: dict[str, str]) -> dict[str, list[st
         raise RuntimeError(
             "The reference arms need the [eval] extra: pip install -e '.[eval]'."
         ) from exc
-    ids = list(collection.corpus)
-    texts = [f"{t}. {x}" if t.strip() else x for t, x in collection.corpus.values()]
+    ids = list(texts)
     stemmer = Stemmer.Stemmer("english")
     retriever = bm25s.BM25()
-    retriever.index(bm25s.tokenize(texts, stopwords="en", stemmer=stemmer, show_progress=False),
-                    show_progress=False)  # fmt: skip
+    retriever.index(bm25s.tokenize(list(texts.values()), stopwords="en", stemmer=stemmer,
+                                   show_progress=False), show_progress=False)  # fmt: skip
     qids = list(queries)
     tokens = bm25s.tokenize([queries[q] for q in qids], stopwords="en", stemmer=stemmer,
                             show_progress=False)  # fmt: skip
-    results, _ = retriever.retrieve(tokens, k=min(DEPTH, len(ids)), show_progress=False)
-    return {qid: [ids[i] for i in results[row]] for row, qid in enumerate(qids)}
+    results, scores = retriever.retrieve(tokens, k=min(depth, len(ids)), show_progress=False)
+    return {
+        qid: [ids[i] for i, score in zip(results[row], scores[row], strict=True) if score > 0]
+        for row, qid in enumerate(qids)
+    }
 
 
 def _has_lancedb() -> bool:
@@ -337,9 +380,9 @@ def _has_lancedb() -> bool:
 
 
 def _lancedb_hybrid(
-    texts: dict[str, str], queries: dict[str, str], provider: EmbeddingProvider
+    texts: dict[str, str], queries: dict[str, str], provider: EmbeddingProvider, depth: int
 ) -> dict[str, list[str]]:
-    """LanceDB's hybrid search (the [bench] extra) over the same bullets and vectors: its
+    """LanceDB's hybrid search (the [bench] extra) over the same texts and vectors: its
     native BM25 index with English stemming and stopwords, an exact vector scan (what it
     does without a vector index), and its default RRF reranker."""
     import lancedb
@@ -373,7 +416,7 @@ def _lancedb_hybrid(
                 .text(queries[qid])
                 .distance_type("cosine")
                 .rerank(reranker)
-                .limit(DEPTH)
+                .limit(depth)
                 .to_list()
             )
             found[qid] = [r["doc"] for r in rows]
