@@ -113,7 +113,8 @@ def test_eval_end_to_end(
     report = json.loads(result.stdout)
     assert report["dataset"] == "tiny" and report["queries"] == 2
     assert set(report["arms"]) == {
-        *("lexical", "lexical_ts_rank_cd", "vector", "hybrid", "bm25s", "rrf_bm25s_vector"),
+        *("lexical", "lexical_ts_rank_cd", "vector", "vector_no_floor", "hybrid", "bm25s"),
+        "rrf_bm25s_vector",
         *("seed_lexical", "lancedb_hybrid"),
     }
     assert report["arms"]["lexical"] == {"ndcg@10": 1.0, "recall@100": 1.0, "mrr@10": 1.0}

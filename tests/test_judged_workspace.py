@@ -117,7 +117,8 @@ def test_eval_scores_a_judged_workspace_over_every_kind(
     assert report["metrics"] == ["success@1", "ndcg@10", "not_empty", "empty"]
     # The seed's statement reads bullets only: it has no arm where every kind is searched.
     assert set(report["arms"]) == {
-        *("lexical", "lexical_ts_rank_cd", "vector", "hybrid", "bm25s", "rrf_bm25s_vector"),
+        *("lexical", "lexical_ts_rank_cd", "vector", "vector_no_floor", "hybrid", "bm25s"),
+        "rrf_bm25s_vector",
         "lancedb_hybrid",
     }
     everything = {"success@1": 1.0, "ndcg@10": 1.0, "not_empty": 1.0, "empty": 1.0}

@@ -308,6 +308,8 @@ def _run_arms(
         if ranker != cx.settings.lexical_ranker:
             runs[f"lexical_{ranker}"] = ours("lexical", ranker=ranker)
     runs["vector"] = ours("vector")
+    # The reference fusion takes the vector leg's whole list, as LanceDB's does: no floor.
+    runs["vector_no_floor"] = ours("vector", min_similarity=-1)
     runs["hybrid"] = ours("hybrid")
     for weight in TITLE_WEIGHTS if titled else ():
         with registry.replaced(dataclasses.replace(registry.get("page"), weight=weight)):
@@ -321,7 +323,8 @@ def _run_arms(
         runs["seed_lexical"] = _seed_lexical(db, cx.actor.workspace_id, queries, loaded)
     runs["bm25s"] = _bm25s(loaded.texts, queries, loaded.depth)
     runs["rrf_bm25s_vector"] = {
-        qid: rrf([runs["bm25s"][qid], runs["vector"][qid]])[: loaded.depth] for qid in queries
+        qid: rrf([runs["bm25s"][qid], runs["vector_no_floor"][qid]])[: loaded.depth]
+        for qid in queries
     }
     if _has_lancedb():
         progress("running LanceDB's hybrid search")
