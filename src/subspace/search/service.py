@@ -39,7 +39,6 @@ from subspace.search.legs import (
     prepare_legs,
     run_legs,
 )
-from subspace.search.lexical import CONFIG as LEXICAL_CONFIG
 from subspace.search.lexical import TsQueries
 from subspace.search.options import MODES, RANKERS
 from subspace.search.query import ParsedQuery, parse_query
@@ -249,7 +248,6 @@ def _search(
         if request.explain or request.explain_target:
             explained = explain_page(conn, request, plan, ran, page, hydrated.result(), paging)
         next_page = next_cursor(conn, request, paging, page.targets, more=page.more)
-        corrections = _user_corrections(conn, parsed, ran.tsq.corrections)
     rows = hydrated.result()
     return SearchResponse(
         query=parsed.text,
@@ -263,7 +261,7 @@ def _search(
         absent=explained.absent,
         took_ms=elapsed_ms(started),
         notes=list(next_page.notes),
-        corrections=corrections,
+        corrections=ran.tsq.corrected_words,
         leg_rows=explained.leg_rows,
     )
 
@@ -431,40 +429,6 @@ def explain_page(
 
 
 # -- helpers ----------------------------------------------------------------------------------
-
-
-def _user_corrections(conn: Conn, parsed: ParsedQuery, lexemes: dict[str, str]) -> dict[str, str]:
-    """The typo corrections as words: {"biomateirals": "biomaterials"}, not the stems the
-    vocabulary holds ("biomateir" -> "biomateri").
-
-    The corrected word is the user's word with its stem swapped for the correction's, kept
-    only when it stems back to the correction; otherwise the correction's stem is shown.
-    """
-    if not lexemes:
-        return {}
-    words = [t.strip() for t in parsed.alternatives if " " not in t.strip()]
-    guesses = {
-        (word, stem): fix + word.lower()[len(stem) :]
-        for word in words
-        for stem, fix in lexemes.items()
-        if word.lower().startswith(stem)
-    }
-    texts = list(dict.fromkeys([*words, *guesses.values()]))
-    rows = conn.execute(
-        f"select t, tsvector_to_array(to_tsvector('{LEXICAL_CONFIG}', t)) as l "
-        "from unnest(%s::text[]) t",
-        (texts,),
-    ).fetchall()
-    stems_of = {r["t"]: list(r["l"]) for r in rows}
-    found: dict[str, str] = {}
-    for word in words:
-        stems = stems_of.get(word, [])
-        if len(stems) != 1 or stems[0] not in lexemes:
-            continue
-        stem, fix = stems[0], lexemes[stems[0]]
-        guess = guesses.get((word, stem))
-        found[word] = guess if guess is not None and stems_of.get(guess) == [fix] else fix
-    return found
 
 
 def _visible(item: Fused, rows: list[Row]) -> bool:
