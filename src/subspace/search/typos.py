@@ -47,9 +47,9 @@ def damerau_levenshtein(a: str, b: str, limit: int) -> int:
 # Candidates share its first two letters (or its first, then its next two swapped: a second
 # range only when those differ, or it would lie inside the first) and are as long within its
 # max_distance. Each letter of a candidate that `w` lacks, and each letter of `w` the
-# candidate lacks, costs an edit, so translate() drops, in C, the three quarters of the
-# candidates too far apart before Python measures the rest (docs/benchmarks.md, Typos).
-# Words of a lexeme that no document holds any more are left out. Binds %(ws)s.
+# candidate lacks, costs an edit, so translate() drops, in C, the candidates too far apart
+# (three in four on SciFact) before Python measures the rest (docs/benchmarks.md, "Typo
+# tolerance"). Words of a lexeme no document holds any more are left out. Binds %(ws)s.
 CANDIDATES_SQL = f"""
     select array_agg(c.word order by c.word) as candidates,
            array_agg(c.lexeme order by c.word) as candidate_lexemes,

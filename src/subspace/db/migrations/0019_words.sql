@@ -11,7 +11,7 @@
 -- document. So every word kept was written in the workspace and stems to a lexeme it holds;
 -- search.term_stats, whose ndoc the lookup reads, says how many documents hold that lexeme.
 -- Counting each spelling exactly would mean parsing every removed text again; a text is
--- parsed once, when it is written (measured in docs/benchmarks.md, Typos).
+-- parsed once, when it is written (measured in docs/benchmarks.md, "Typo tolerance").
 -- The column is collated "C" so that its primary key also serves the lookup's prefix ranges.
 create table search.words (
     workspace_id uuid not null,
