@@ -44,7 +44,8 @@ class Term:
 @dataclass(frozen=True)
 class TsQueries:
     """The query as tsqueries: any word (recall), every clause (precision), and exclusions;
-    its lexemes (for BM25) and the typo corrections applied (query lexeme -> vocabulary).
+    its lexemes (for BM25) and the typo corrections applied (query lexeme -> vocabulary), with
+    the words they are (the word as typed -> the workspace's word: "hydratoin" -> "hydration").
 
     `repeats` says how often each of `lexemes` occurs in the query (BM25 counts a repeated
     word as often as it appears: "cell cell growth" weighs cell twice); `clause_lexemes`
@@ -61,6 +62,7 @@ class TsQueries:
     excluded: str
     lexemes: tuple[str, ...] = ()
     corrections: dict[str, str] = field(default_factory=dict)
+    corrected_words: dict[str, str] = field(default_factory=dict)
     clauses: int = 0
     terms: tuple[Term, ...] = ()
     repeats: tuple[int, ...] = ()
@@ -122,9 +124,9 @@ def build_tsqueries(
     """Let Postgres turn each term into a tsquery, then combine them with tsquery operators.
 
     A term of stopwords only contributes nothing; an identifier stays one phrase. With
-    `typos`, a single word that no document of the workspace contains also matches its
-    closest vocabulary word. Postgres prints each term's tsquery, so the combinations built
-    here from that text always parse.
+    `typos`, a single word that no document of the workspace contains also matches the
+    lexeme of the closest word its documents hold (search/typos.py). Postgres prints each
+    term's tsquery, so the combinations built here from that text always parse.
     """
     return queue_tsqueries(conn, parsed, workspace_id, typos=typos).result()
 
@@ -133,7 +135,7 @@ def queue_tsqueries(
     conn: Conn, parsed: ParsedQuery, workspace_id: UUID | None = None, *, typos: bool = True
 ) -> Later[TsQueries]:
     """`build_tsqueries` as one statement, queued: the terms' lexemes and tsqueries, and
-    each unknown single word's vocabulary candidates (search/typos.py)."""
+    each unknown single word's candidates among the workspace's words (search/typos.py)."""
     if parsed.is_empty:
         return Later(lambda: TsQueries("", "", ""))
     texts = list(dict.fromkeys([*parsed.alternatives, *parsed.negated]))
@@ -144,10 +146,13 @@ def queue_tsqueries(
     # a CJK term is the phrase of its bigrams. Identifier parts are only added to documents:
     # a whole identifier stays the phrase of its own tokens.
     # Each lexeme with its number of positions (a phrase that repeats a word counts it twice)
-    # and the documents holding it in the workspace, all sources together.
+    # and the documents holding it in the workspace, all sources together. A single word is
+    # also read as search.spelled_words reads documents' words (migration 0019: its one token
+    # in the simple configuration), for typo tolerance to compare with theirs.
     sql = (
         "select t, coalesce(v.l, '{}') as l, coalesce(v.n, '{}') as n, coalesce(v.p, '{}') as p, "
-        f"phraseto_tsquery('{CONFIG}', f)::text as q, typo.candidates, typo.candidate_ndocs "
+        f"phraseto_tsquery('{CONFIG}', f)::text as q, typo.w, typo.candidates, "
+        "typo.candidate_lexemes, typo.candidate_ndocs "
         "from unnest(%(texts)s::text[], %(single)s::boolean[]) with ordinality u(t, single, i) "
         "cross join lateral (select search.fold(t) as f offset 0) folded "
         "cross join lateral (select array_agg(w.lexeme order by w.lexeme) as l, "
@@ -155,8 +160,10 @@ def queue_tsqueries(
         "array_agg((select coalesce(sum(s.ndoc), 0) from search.term_stats s "
         "where s.workspace_id = %(ws)s and s.lexeme = w.lexeme) order by w.lexeme) as p "
         f"from unnest(to_tsvector('{CONFIG}', f)) w) v "
-        "left join lateral (select * from (select v.l[1] as w) word, lateral "
-        f"({CANDIDATES_SQL}) found) typo on u.single and cardinality(v.l) = 1 order by i"
+        "left join lateral (select * from (select v.l[1] as typed, (select min(s) from "
+        "unnest(tsvector_to_array(to_tsvector('simple', f))) s having count(*) = 1) as w "
+        "where u.single and cardinality(v.l) = 1 offset 0) word, lateral "
+        f"({CANDIDATES_SQL}) found) typo on true order by i"
     )
     params = {"texts": texts, "single": single, "ws": workspace_id}
     return later(conn, sql, params, lambda rows: _tsqueries(parsed, rows))
@@ -168,14 +175,16 @@ def _tsqueries(parsed: ParsedQuery, rows: list[dict[str, Any]]) -> TsQueries:
     tsquery_of: dict[str, str] = {r["t"]: r["q"] for r in rows}
     postings_of = {w: int(n) for r in rows for w, n in zip(r["l"], r["p"], strict=True)}
     corrections: dict[str, str] = {}
+    corrected_words: dict[str, str] = {}
     for r in rows:
         if r["candidates"]:
-            word = r["l"][0]
             ndocs = dict(zip(r["candidates"], map(int, r["candidate_ndocs"]), strict=True))
-            found = best_correction(word, ndocs)
+            found = best_correction(r["w"], ndocs)
             if found is not None:
-                corrections[word] = found
-                postings_of[found] = ndocs[found]
+                lexeme = r["candidate_lexemes"][r["candidates"].index(found)]
+                corrections[r["l"][0]] = lexeme
+                corrected_words[r["t"].strip()] = found
+                postings_of[lexeme] = ndocs[found]
 
     def correction_of(text: str) -> str | None:
         words = lexemes_of[text]
@@ -220,6 +229,7 @@ def _tsqueries(parsed: ParsedQuery, rows: list[dict[str, Any]]) -> TsQueries:
         either(tsquery_of[t] for t in parsed.negated),
         lexemes,
         corrections,
+        corrected_words,
         len(parsed.clauses),
         tuple(terms),
         tuple(repeats[w] for w in lexemes),

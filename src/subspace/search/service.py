@@ -41,7 +41,6 @@ from subspace.search.legs import (
     prepare_legs,
     run_legs,
 )
-from subspace.search.lexical import CONFIG as LEXICAL_CONFIG
 from subspace.search.lexical import TsQueries
 from subspace.search.options import ANSWERS, MODES, RANKERS
 from subspace.search.query import ParsedQuery, parse_query
@@ -282,8 +281,8 @@ def _search(
                 conn, request, plan, ran, page, hydrated.result(), paging, floor
             )
         next_page = next_cursor(conn, request, paging, page.targets, more=page.more)
-        corrections = _user_corrections(conn, parsed, ran.tsq.corrections)
     rows = hydrated.result()
+    corrections = ran.tsq.corrected_words
     vector_ran = any(leg.name == "vector" and leg.ran for leg in ran.legs)
     notes = list(next_page.notes)
     if not rows and not paging.served:
@@ -492,40 +491,6 @@ def _nothing_found(
             "min_similarity or SUBSPACE_MIN_SIMILARITY lowers it)"
         )
     return line + (": " + ", and ".join(why) if why else "") + "."
-
-
-def _user_corrections(conn: Conn, parsed: ParsedQuery, lexemes: dict[str, str]) -> dict[str, str]:
-    """The typo corrections as words: {"biomateirals": "biomaterials"}, not the stems the
-    vocabulary holds ("biomateir" -> "biomateri").
-
-    The corrected word is the user's word with its stem swapped for the correction's, kept
-    only when it stems back to the correction; otherwise the correction's stem is shown.
-    """
-    if not lexemes:
-        return {}
-    words = [t.strip() for t in parsed.alternatives if " " not in t.strip()]
-    guesses = {
-        (word, stem): fix + word.lower()[len(stem) :]
-        for word in words
-        for stem, fix in lexemes.items()
-        if word.lower().startswith(stem)
-    }
-    texts = list(dict.fromkeys([*words, *guesses.values()]))
-    rows = conn.execute(
-        f"select t, tsvector_to_array(to_tsvector('{LEXICAL_CONFIG}', t)) as l "
-        "from unnest(%s::text[]) t",
-        (texts,),
-    ).fetchall()
-    stems_of = {r["t"]: list(r["l"]) for r in rows}
-    found: dict[str, str] = {}
-    for word in words:
-        stems = stems_of.get(word, [])
-        if len(stems) != 1 or stems[0] not in lexemes:
-            continue
-        stem, fix = stems[0], lexemes[stems[0]]
-        guess = guesses.get((word, stem))
-        found[word] = guess if guess is not None and stems_of.get(guess) == [fix] else fix
-    return found
 
 
 def _visible(item: Fused, rows: list[Row]) -> bool:

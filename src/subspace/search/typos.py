@@ -1,9 +1,11 @@
 """Typo tolerance: a query word that no document contains is matched to close words that do.
 
-Candidates come from the workspace's vocabulary (search.term_stats) sharing the word's first
-two letters (or its first, then its next two swapped) and about its length; the closest by
-Damerau-Levenshtein distance wins, the more frequent on a tie. So "biomateirals" finds
-"biomaterials" without the vector leg.
+Candidates are the words the workspace's documents hold as they are spelled (search.words,
+migration 0019), not the stems of its vocabulary: "hydratoin" is one edit from "hydration"
+and three from its stem "hydrat". They share the typed word's first two letters (or its
+first, then its next two swapped) and about its length; the closest by Damerau-Levenshtein
+distance wins, the more frequent lexeme on a tie. The winner's lexeme is searched for, and
+the winner is what the user is told: "biomateirals" -> "biomaterials", a real word.
 """
 
 from __future__ import annotations
@@ -37,41 +39,56 @@ def damerau_levenshtein(a: str, b: str, limit: int) -> int:
     return row[-1]
 
 
-# The vocabulary words worth comparing with `w` (a lexeme, as the outer query names it), per
-# source with their document counts: unknown to the workspace, alphabetic and long enough, it
-# is compared with the words sharing its first two letters (or its first, then its next two
-# swapped) and about its length. Range conditions rather than LIKE, so the prefix index is
-# walked for each word of the query in one statement. Binds %(ws)s; null for a known word.
+# The workspace's words worth comparing with `w` (the typed word, folded and lower-cased, as
+# documents' words are) whose lexeme is `typed`, with their lexemes and the documents holding
+# each lexeme. Null unless `w` is a word of letters, long enough, whose lexeme no document of
+# the workspace holds: a word the workspace holds is never corrected.
+#
+# Candidates share its first two letters (or its first, then its next two swapped: a second
+# range only when those differ, or it would lie inside the first) and are as long within its
+# max_distance. Each letter of a candidate that `w` lacks, and each letter of `w` the
+# candidate lacks, costs an edit, so translate() drops, in C, the candidates too far apart
+# (three in four on SciFact) before Python measures the rest (docs/benchmarks.md, "Typo
+# tolerance"). Words of a lexeme no document holds any more are left out. Binds %(ws)s.
 CANDIDATES_SQL = f"""
-    select array_agg(c.lexeme order by c.lexeme) as candidates,
-           array_agg(c.ndoc order by c.lexeme) as candidate_ndocs
-    from (
-        select p.lexeme, sum(p.ndoc) as ndoc from (
-            select t.source, t.lexeme, t.ndoc from search.term_stats t, (values
-                (left(w, {PREFIX})),
-                (left(w, 1) || substr(w, 3, 1) || substr(w, 2, 1))) prefix(p)
-            where t.workspace_id = %(ws)s and t.lexeme ~>=~ prefix.p
-            and t.lexeme ~<~ (prefix.p || chr(1114111)) and t.ndoc > 0
-            group by t.source, t.lexeme, t.ndoc
-        ) p
-        where abs(char_length(p.lexeme) - char_length(w))
-              <= case when char_length(w) <= {SHORT_WORD} then 1 else 2 end
-        group by p.lexeme
+    select array_agg(c.word order by c.word) as candidates,
+           array_agg(c.lexeme order by c.word) as candidate_lexemes,
+           array_agg(c.ndoc order by c.word) as candidate_ndocs
+    from (select case when char_length(w) <= {SHORT_WORD} then 1 else 2 end as n) limit_of,
+    lateral (
+        select d.word, d.lexeme, (
+            select coalesce(sum(t.ndoc), 0) from search.term_stats t
+            where t.workspace_id = %(ws)s and t.lexeme = d.lexeme) as ndoc
+        from search.words d, (values
+            (left(w, {PREFIX})),
+            (case when substr(w, 2, 1) <> substr(w, 3, 1)
+                  then left(w, 1) || substr(w, 3, 1) || substr(w, 2, 1) end)) prefix(p)
+        where d.workspace_id = %(ws)s and d.word >= prefix.p collate "C"
+        and d.word < (prefix.p || chr(1114111)) collate "C"
+        and abs(char_length(d.word) - char_length(w)) <= limit_of.n
+        and char_length(translate(d.word, w, '')) <= limit_of.n
+        and char_length(translate(w, d.word, '')) <= limit_of.n
+        offset 0
     ) c
-    where char_length(w) >= {MIN_WORD} and w ~ '^[[:alpha:]]+$' and not exists (
+    where c.ndoc > 0
+    and char_length(w) >= {MIN_WORD} and w ~ '^[[:alpha:]]+$' and not exists (
         select 1 from search.term_stats k
-        where k.workspace_id = %(ws)s and k.lexeme = w and k.ndoc > 0)
+        where k.workspace_id = %(ws)s and k.lexeme = typed and k.ndoc > 0)
 """
 
 
 def best_correction(word: str, candidates: dict[str, int]) -> str | None:
-    """The closest of `candidates` (vocabulary lexeme -> document count) to `word` within its
-    max_distance, the more frequent on a tie; None when none is that close."""
+    """The closest of `candidates` (a workspace word -> the documents holding its lexeme) to
+    `word` within its max_distance, the more frequent on a tie; None when none is that close.
+
+    >>> best_correction("hydratoin", {"hydration": 3, "hydrating": 5, "hydrate": 9})
+    'hydration'
+    """
     limit = max_distance(word)
     best: tuple[int, int, str] | None = None
-    for lexeme, ndoc in candidates.items():
-        distance = damerau_levenshtein(word, lexeme, limit)
+    for candidate, ndoc in candidates.items():
+        distance = damerau_levenshtein(word, candidate, limit)
         if distance <= limit:
-            key = (distance, -ndoc, lexeme)
+            key = (distance, -ndoc, candidate)
             best = key if best is None or key < best else best
     return None if best is None else best[2]
