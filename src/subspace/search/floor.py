@@ -23,9 +23,10 @@ from subspace.search.fusion import Fused
 MODEL_FLOORS: dict[str, float] = {
     # SciFact: keeps 90 % of relevant pairs; gibberish's nearest document passes 0.3 %.
     "fake-trigram-256": 0.45,
-    # SciFact: keeps 91 % of relevant pairs, 1.9 % of random pairs; gibberish's nearest
-    # document passes in 2 % of queries.
-    "local:all-MiniLM-L6-v2": 0.35,
+    # SciFact: keeps 95 % of relevant pairs, 4.8 % of random pairs; gibberish's nearest
+    # document passes in 10 % of queries. At 0.35 (91 %, 2 %) the vector arm lost 0.007
+    # nDCG@10, at 0.30 0.001.
+    "local:all-MiniLM-L6-v2": 0.30,
     # Not measured on this machine (it reaches no API): the model's unrelated texts sit near
     # 0.1 and related ones from 0.3 up; bench/similarity_floor.py --provider openai measures it.
     "text-embedding-3-small": 0.25,

@@ -56,7 +56,7 @@ CANDIDATES_SQL = f"""
            array_agg(c.ndoc order by c.word) as candidate_ndocs
     from (select case when char_length(w) <= {SHORT_WORD} then 1 else 2 end as n) limit_of,
     lateral (
-        select d.word, d.lexeme, (
+        select distinct d.word, d.lexeme, (
             select coalesce(sum(t.ndoc), 0) from search.term_stats t
             where t.workspace_id = %(ws)s and t.lexeme = d.lexeme) as ndoc
         from search.words d, (values

@@ -12,13 +12,20 @@
 -- search.term_stats, whose ndoc the lookup reads, says how many documents hold that lexeme.
 -- Counting each spelling exactly would mean parsing every removed text again; a text is
 -- parsed once, when it is written (measured in docs/benchmarks.md, "Typo tolerance").
--- The column is collated "C" so that its primary key also serves the lookup's prefix ranges.
+-- The column is collated "C" so that its index also serves the lookup's prefix ranges. The
+-- index is not unique: a unique one would make a writer adding a new word wait until every
+-- other transaction adding it commits, so writers of different sources, which share no
+-- statistics row, would wait on each other (and a long import would hold every writer of its
+-- new words). Two writers adding one word at once may both keep it; the lookup reads
+-- distinct words, and removing a lexeme removes all its rows.
 create table search.words (
     workspace_id uuid not null,
+    id           bigint generated always as identity,
     word         text collate "C" not null,
     lexeme       text not null,
-    primary key (workspace_id, word)
+    primary key (workspace_id, id)
 );
+create index words_word on search.words (workspace_id, word);
 create index words_lexeme on search.words (workspace_id, lexeme);
 
 -- The words of `t`, as the default parser splits it for documents (search.document_tsvector)
@@ -34,8 +41,7 @@ create function search.spelled_words(t text) returns setof text
 -- An update reads only the rows whose text changed (moving a bullet rewrites its row, not
 -- its words): the new texts' words are added, the old texts' lexemes checked. Triggers fire
 -- in the order of their names, so text_words_* run after text_stats_*: a lexeme's count is
--- current when its words are pruned. Words are inserted in their order: two writers adding
--- the same new words take them in the same order.
+-- current when its words are pruned. A word already kept is not added again.
 create function search.update_words() returns trigger language plpgsql as $$
 declare
     texts text := TG_ARGV[0];
@@ -65,7 +71,7 @@ begin
             'cross join lateral (select (ts_lexize(''english_stem'', d.word))[1] as lexeme) l '
             'where l.lexeme is not null and not exists (select 1 from search.words k '
             '  where k.workspace_id = d.workspace_id and k.word = d.word collate "C") '
-            'order by workspace_id, word on conflict do nothing', written, texts);
+            'order by workspace_id, word', written, texts);
     end if;
     if removed is not null then
         execute format(
