@@ -229,3 +229,20 @@ def test_explain_lists_the_legs_without_rows_under_the_floor_and_says_why_one_is
     assert response.rows == [] and response.leg_rows.get("vector") == []
     assert response.absent is not None and not response.absent["shown"]
     assert any("under the similarity floor 0.45" in r for r in response.absent["reasons"])
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "says"),
+    [
+        ("min_similarity", "0.5", "valid number"),
+        ("min_similarity", True, "valid number"),
+        ("min_similarity", 2, "less than or equal to 1"),
+        ("answers", "bogus", "'include', 'exclude' or 'only'"),
+    ],
+)
+def test_the_new_options_refuse_what_they_cannot_mean(
+    database: Database, settings: Settings, cx: Context, field: str, value: Any, says: str
+) -> None:
+    with make_client(database, settings, cx.actor) as client:
+        answer = client.post("/api/search", json={"query": "ferry", field: value})
+    assert answer.status_code == 422 and says in answer.json()["error"]["message"]

@@ -123,6 +123,7 @@ class SearchIn(BaseModel):
     )
     min_similarity: float | None = Field(
         default=None,
+        strict=True,  # true is not 1.0
         ge=-1,
         le=1,
         description="Cosine similarity a row only the vector leg found must reach; absent: "
