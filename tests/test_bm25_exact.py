@@ -24,6 +24,7 @@ from subspace.db.pool import Conn
 from subspace.runtime import Database
 from subspace.search import lexical
 from subspace.search.filters import TagFilter, resolve_scope
+from subspace.search.kinds import filter_names, with_parts
 from subspace.search.lexical import (
     ALL_WORDS_CLAUSES,
     BM25_B,
@@ -217,11 +218,19 @@ def _build(conn: Conn, cx: Context) -> Corpus:
         docs["file", file_id, n] = Doc("file", "file", file_id, n, "file", file_id, f[1], hidden)
     for m in mails:
         docs["mail", m[0], 0] = Doc("mail", "mail", m[0], 0, "mail", m[0], m[1], m[4])
+        docs["mail_subject", m[0], 0] = Doc("mail_subject", "mail_subject", m[0], 0, "mail",
+                                            m[0], m[1], m[4])  # fmt: skip
+    for f in files:
+        hidden = f[2] or f[3] or f[4] or f[0] in excluded
+        docs["file_name", f[0], 0] = Doc("file_name", "file_name", f[0], 0, "file", f[0], f[1],
+                                         hidden)  # fmt: skip
     for source, table, key, part, tsv, length in (
         ("page", "kb.pages", "id", "0", "title_tsv", "title_len"),
         ("node", "kb.nodes", "id", "0", "text_tsv", "text_len"),
         ("file", "search.file_chunks", "file_id", "n", "text_tsv", "text_len"),
         ("mail", "kb.mail", "id", "0", "mail_tsv", "mail_len"),
+        ("file_name", "kb.files", "id", "0", "name_tsv", "name_len"),
+        ("mail_subject", "kb.mail", "id", "0", "subject_tsv", "subject_len"),
     ):
         for row in conn.execute(
             f"select {key} as k, {part} as part, {length} as len, u.lexeme, u.positions "
@@ -302,7 +311,7 @@ def brute_force(
             (cx.actor.workspace_id, list(repeats)),
         )
     }
-    kinds = set(filters.kinds or ["page", "node", "memory", "file", "mail"])
+    kinds = with_parts(frozenset(filters.kinds or filter_names()))
     kbs = set(filters.kb_ids or corpus.kbs)
     best: dict[tuple[str, UUID], tuple[bool, float, Doc]] = {}
     for doc in corpus.docs:

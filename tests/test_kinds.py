@@ -119,16 +119,20 @@ def notes(database: Database, cx: Context) -> Iterator[Notes]:
 
 
 def test_the_built_in_kinds_are_the_options_kinds_with_their_refs_and_rows() -> None:
-    assert kinds.names() == KINDS
+    assert kinds.filter_names() == KINDS
+    assert kinds.names() == (*KINDS, "file_name", "mail_subject")
     assert kinds.target_of("memory") == "node"
+    assert kinds.target_of("file_name") == "file"
     assert kinds.row_types() == {
-        "page": "page", "node": "node", "memory": "mem", "file": "file", "mail": "mail"
+        "page": "page", "node": "node", "memory": "mem", "file": "file", "mail": "mail",
+        "file_name": "file", "mail_subject": "mail",
     }  # fmt: skip
     assert [kinds.get(k).ref_format for k in ("page", "node", "memory", "file", "mail")] == [
         "page:<id>", "node:<id>", "node:<id>", "file:<file_id>:<n>", "mail:<id>"
     ]  # fmt: skip
     assert kinds.get("file").ref_of("f1", 3) == "file:f1:3"
-    assert kinds.sources() == ("page", "node", "file", "mail")
+    assert kinds.sources() == ("page", "node", "file", "mail", "file_name", "mail_subject")
+    assert kinds.with_parts(frozenset({"file"})) == {"file", "file_name"}
     assert [reason.name for reason in kinds.get("file").reasons] == [
         "disabled", "processing", "archived", "deleted", "excluded", "chunk_disabled"
     ]  # fmt: skip
@@ -256,7 +260,8 @@ def test_a_cursor_key_taken_by_another_kind_is_refused() -> None:
         kinds.register(replace(NOTE, cursor_key="tt"))
     assert "note" not in kinds.names()
     assert {spec.name: spec.cursor_letter for spec in kinds.registered()} == {
-        "page": "p", "node": "n", "memory": "n", "file": "f", "mail": "m"
+        "page": "p", "node": "n", "memory": "n", "file": "f", "mail": "m", "file_name": "f",
+        "mail_subject": "m",
     }  # fmt: skip
 
 
@@ -318,7 +323,7 @@ def test_browsing_lists_every_kind_of_item_newest_first(
         ]
         return [(row.type, row.ref) for row in response.rows]
 
-    every = list(kinds.names())  # a browse needs a filter
+    every = list(kinds.filter_names())  # a browse needs a filter
     assert browsed(kinds=every) == [
         ("note", f"note:{note}"), ("mail", f"mail:{mail.id}"), ("file", f"file:{pdf.id}:0"),
         ("page", f"page:{page.id}"),

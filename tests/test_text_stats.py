@@ -6,22 +6,15 @@ from subspace import commands
 from subspace.context import Context
 from subspace.ingest.worker import extract_pending
 from subspace.runtime import Database
+from tests.search_helpers import source_documents_sql
 
-RECOUNT = """
-select source, lexeme, count(*)::bigint as ndoc from (
-    select 'page' as source, tsvector_to_array(title_tsv) as l from kb.pages
-    union all select 'node', tsvector_to_array(text_tsv) from kb.nodes
-    union all select 'file', tsvector_to_array(text_tsv) from search.file_chunks
-    union all select 'mail', tsvector_to_array(mail_tsv) from kb.mail
-) d cross join lateral unnest(d.l) lexeme group by 1, 2 order by 1, 2
+RECOUNT = f"""
+select source, lexeme, count(*)::bigint as ndoc from ({source_documents_sql()}) d
+cross join lateral unnest(tsvector_to_array(d.tsv)) lexeme group by 1, 2 order by 1, 2
 """
-LENGTHS = """
-select source, count(*) filter (where len > 0)::bigint as ndocs, sum(len)::bigint as total from (
-    select 'page' as source, title_len as len from kb.pages
-    union all select 'node', text_len from kb.nodes
-    union all select 'file', text_len from search.file_chunks
-    union all select 'mail', mail_len from kb.mail
-) d group by 1 order by 1
+LENGTHS = f"""
+select source, count(*) filter (where len > 0)::bigint as ndocs, sum(len)::bigint as total
+from ({source_documents_sql()}) d group by 1 order by 1
 """
 
 

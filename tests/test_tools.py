@@ -189,14 +189,18 @@ def test_each_lexical_query_uses_its_indexes(database: Database, cx: Context) ->
                     "'{false}')"
                 )
             )
-    for name in ("pages_title_tsv", "nodes_text_tsv", "file_chunks_text_tsv", "mail_tsv"):
+    indexes = ("pages_title_tsv", "nodes_text_tsv", "file_chunks_text_tsv", "mail_tsv",
+               "files_name_tsv", "mail_subject_tsv")  # fmt: skip
+    for name in indexes:
         assert f"Bitmap Index Scan on {name}" in plan, plan
-    for table in ("pages", "nodes", "file_chunks", "mail"):
+    for table in ("pages", "nodes", "file_chunks", "mail", "files"):
         assert f"Seq Scan on {table}" not in plan, plan
-    assert set(candidates) == {"page", "node", "file", "mail"}
+    tables = {"page": "pages", "node": "nodes", "file": "file_chunks", "mail": "mail",
+              "file_name": "files", "mail_subject": "mail"}  # fmt: skip
+    assert set(candidates) == set(tables)
     for source, found in candidates.items():
         assert "Seq Scan" not in found, found
-        table = {"page": "pages", "node": "nodes", "file": "file_chunks", "mail": "mail"}[source]
+        table = tables[source]
         assert f"using {table}_pkey on {table}" in found, found
         lookup = found[found.index(f"using {table}_pkey on {table}") :].splitlines()
         assert "workspace_id" in next(x for x in lookup if "Index Cond" in x), found

@@ -14,6 +14,7 @@ from subspace.agents.tools import kb_search
 from subspace.cli import main
 from subspace.config import Settings
 from subspace.context import Context
+from subspace.ingest.worker import extract_pending
 from subspace.providers.fake import FakeProvider
 from subspace.runtime import Database
 from subspace.search.derived import below_sources
@@ -154,6 +155,62 @@ def test_a_bullet_with_the_answer_beats_a_title_sharing_one_word(
     answer = commands.add_node(
         cx, page.id, "gateway timeouts came from retries without backoff and a small pool"
     )
+    index(database, cx)
+    query = "gateway timeouts retries backoff pool"
+    assert ids(run(cx, query, mode="lexical"))[0] == answer.id
+
+
+def test_a_file_is_found_by_its_name_and_the_file_called_so_comes_first(
+    database: Database, cx: Context
+) -> None:
+    budget = commands.upload_file(cx, "Quarterly budget review.txt", b"Totals by team, Q3.")
+    other = commands.upload_file(cx, "notes.txt", b"the budget is due with the quarterly numbers")
+    page = commands.create_page(cx, "Team log")
+    mention = commands.add_node(cx, page.id, "send the quarterly budget review to finance today")
+    extract_pending(database, cx.settings)
+    index(database, cx)
+    for mode in ("hybrid", "lexical"):
+        response = run(cx, "quarterly budget review", mode=mode)
+        assert ids(response)[:2] == [budget.id, mention.id], mode
+        assert other.id in ids(response)
+    row = run(cx, "quarterly budget review", mode="lexical").rows[0]
+    assert (row.type, row.ref, row.title) == ("file", f"file:{budget.id}", row.passage)
+    assert [row.passage[a:b] for a, b in row.highlights] == ["Quarterly", "budget", "review"]
+    # The name's words are found only as the file's, and a filter on files takes its name.
+    assert ids(run(cx, "totals", kinds=["file"], mode="lexical")) == [budget.id]
+    assert ids(run(cx, "review", kinds=["file"], mode="lexical")) == [budget.id]
+    assert ids(run(cx, "review", kinds=["node"], mode="lexical")) == [mention.id]
+
+
+def test_the_mail_whose_subject_is_the_query_beats_a_passing_mention(
+    database: Database, cx: Context
+) -> None:
+    mail = commands.add_mail(
+        cx, message_id="<ferry@x>", subject="Ferry schedule for Ilha Verde",
+        body_text="Boats leave at 7:40 and 12:10 from pier 3; the last one returns at 18:00, "
+        "weather permitting. Tickets are sold on board, cash only, and bikes travel free on "
+        "the early boat. In August an extra boat runs at 15:30 on weekends.",
+    )  # fmt: skip
+    for n, subject in enumerate(("Lunch on Friday?", "Invoice 2291", "Re: the kettle")):
+        commands.add_mail(cx, message_id=f"<{n}@x>", subject=subject, body_text="Sounds good.")
+    page = commands.create_page(cx, "Trip")
+    mention = commands.add_node(cx, page.id, "ferry schedule: ask Ana")
+    for text in ("book the hotel near the harbour", "pack the rain jackets and the maps"):
+        commands.add_node(cx, page.id, text)
+    index(database, cx)
+    for mode in ("hybrid", "lexical"):
+        assert ids(run(cx, "ferry schedule", mode=mode))[:2] == [mail.id, mention.id], mode
+
+
+def test_a_bullet_with_every_word_beats_a_file_name_sharing_one(
+    database: Database, cx: Context
+) -> None:
+    commands.upload_file(cx, "gateway.txt", b"Diagram of the gateway.")
+    page = commands.create_page(cx, "Incident")
+    answer = commands.add_node(
+        cx, page.id, "gateway timeouts came from retries without backoff and a small pool"
+    )
+    extract_pending(database, cx.settings)
     index(database, cx)
     query = "gateway timeouts retries backoff pool"
     assert ids(run(cx, query, mode="lexical"))[0] == answer.id

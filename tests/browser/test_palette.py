@@ -127,7 +127,7 @@ def test_keyboard_only_moves_wraps_opens_and_esc_returns_focus(
 
 def test_the_search_button_opens_it_and_a_kind_chip_filters(page: Page, live: LiveServer) -> None:
     _page_with_bullets(live, "Notes", "the okapi enclosure")
-    file_id = _upload(live, "okapi.txt", "An okapi report.\n\nThe okapi is shy.")
+    file_id = _upload(live, "report.txt", "An okapi report.\n\nThe okapi is shy.")
     page.click("#open-palette")
     expect(page.locator("#palette-input")).to_be_focused()
     page.keyboard.type("okapi")
@@ -139,7 +139,7 @@ def test_the_search_button_opens_it_and_a_kind_chip_filters(page: Page, live: Li
     expect(page.locator(".chip[aria-pressed=true]")).to_have_text("Files")
     expect(options).to_have_count(1)
     expect(options.first.locator(".badge")).to_have_text("File")
-    expect(options.first.locator(".row-title")).to_have_text("okapi.txt")
+    expect(options.first.locator(".row-title")).to_have_text("report.txt")
     # The spellings the server declares (search/options.py) work as chips too.
     page.fill("#palette-input", "")
     page.keyboard.type("kind:bullets okapi")

@@ -66,16 +66,18 @@ class Scope:
 
 
 def normalize_kinds(kinds: list[str] | None) -> frozenset[str]:
-    known = registry.names()  # options.KINDS, and any kind registered since
+    """The kinds a search reads: those named (every kind when none is) and their fields (a
+    file's name with "file")."""
+    known = registry.filter_names()  # options.KINDS, and any kind registered since
     if not kinds:
-        return frozenset(known)
+        return frozenset(registry.names())
     found = set()
     for kind in kinds:
         name = KIND_ALIASES.get(kind.strip().lower(), kind.strip().lower())
         if name not in known:
             raise InvalidInput(f"Unknown kind {kind!r}. Use any of: {', '.join(known)}.")
         found.add(name)
-    return frozenset(found)
+    return registry.with_parts(frozenset(found))
 
 
 def queue_knowledge_bases(conn: Conn, workspace_id: UUID) -> Later[dict[UUID, str]]:
@@ -258,6 +260,8 @@ def embedding_not_excluded(excluded: str, alias: str = "e") -> Fragment:
     for source in registry.sources():
         specs = registry.of_source(source)
         spec, a = specs[0], specs[0].alias
+        if not spec.embedded:
+            continue
         kind = any_of(f"{alias}.kind", f"{source}_source_kinds", [s.name for s in specs])
         params.update(kind.params)
         parts.append(
@@ -277,7 +281,7 @@ def embedding_visible(scope: Scope, alias: str = "e") -> Fragment:
     """
     parts = []
     for item in registry.items():
-        wanted = [s for s in registry.of_item(item.name) if s.name in scope.kinds]
+        wanted = [s for s in registry.of_item(item.name) if s.name in scope.kinds and s.embedded]
         if not wanted:
             continue
         i = item.alias

@@ -198,11 +198,12 @@ def queue_hydrate(conn: Conn, scope: Scope, fused: list[Fused], tsq: TsQueries) 
     """`hydrate`, its statements queued: one per kind, and the bullets' breadcrumbs."""
     by_kind: dict[str, list[Fused]] = {}
     for item in fused:
-        by_kind.setdefault(item.target[0], []).append(item)
+        by_kind.setdefault(_shown_kind(item), []).append(item)
     found = []
-    for target, items in by_kind.items():
-        query = _details_sql(scope, registry.get(target), items, tsq)
-        found.append((target, later(conn, query.sql, query.params, all_rows)))
+    for kind, items in by_kind.items():
+        spec = registry.get(kind)
+        query = _details_sql(scope, spec, items, tsq)
+        found.append((spec.target_kind, later(conn, query.sql, query.params, all_rows)))
     node_ids = [ident for kind, ident in (item.target for item in fused) if kind == "node"]
     # Bullets sit in a tree: their ancestors say where they are.
     crumbs = queue_breadcrumbs(conn, scope.workspace_id, node_ids) if node_ids else None
@@ -222,6 +223,14 @@ def queue_hydrate(conn: Conn, scope: Scope, fused: list[Fused], tsq: TsQueries) 
         ]
 
     return Later(shape)
+
+
+def _shown_kind(item: Fused) -> str:
+    """The kind whose row shows `item`: its target's, unless its best hit was in a field whose
+    refs name rows of their own (a file found by its name shows the name, as a page found by
+    its title does; a mail found by its subject shows its text, read by the same ref)."""
+    hit, target = registry.get(item.best_hit.kind), registry.get(item.target[0])
+    return hit.name if hit.part_of and hit.ref_format != target.ref_format else target.name
 
 
 def _details_sql(

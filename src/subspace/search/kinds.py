@@ -126,6 +126,11 @@ class KindSpec:
     one order: a title counts for more than a passing mention of the same words. A kind
     whose rows are titles (`is_title`) goes first among the rows holding every word of a
     short lookup, as a quick switcher lists the page called what was typed.
+
+    A kind `part_of` another is one of its fields, searched as a unit of its own with its own
+    statistics (a file's name beside its chunks, a mail's subject beside its whole text): a
+    filter on the other kind takes it too, and it is never a filter's name itself. Such a
+    field has no embeddings of its own (`embedded`): the vector leg reads its item's.
     """
 
     name: str
@@ -150,10 +155,21 @@ class KindSpec:
     grep: bool = True
     weight: float = 1.0
     is_title: bool = False
+    part_of: str = ""
 
     @property
     def target_kind(self) -> str:
         return self.target or self.name
+
+    @property
+    def filter_kind(self) -> str:
+        """The kind a search filters this one by: the kind it is part of, else its own."""
+        return self.part_of or self.name
+
+    @property
+    def embedded(self) -> bool:
+        """Whether the indexer embeds rows of this kind (a field of another kind: no)."""
+        return not self.part_of
 
     @property
     def cursor_letter(self) -> str:
@@ -254,6 +270,19 @@ MAIL = KindSpec(
     "mail", MAIL_ITEM, "kb.mail", "m", key="id", item_key="id", text="body_text",
     tsv="mail_tsv", length="mail_len", source="mail", row_type="mail", cursor_key="m",
 )  # fmt: skip
+# A file's name and a mail's subject are titles of their own (migration 0020): a file called
+# what was typed comes first, as a page does, however little of its text repeats its name.
+FILE_NAME = KindSpec(
+    "file_name", FILE_ITEM, "kb.files", "f", key="id", item_key="id", text="name",
+    tsv="name_tsv", length="name_len", source="file_name", row_type="file", target="file",
+    cursor_key="f", grep=False, weight=TITLE_WEIGHT, is_title=True, part_of="file",
+)  # fmt: skip
+MAIL_SUBJECT = KindSpec(
+    "mail_subject", MAIL_ITEM, "kb.mail", "m", key="id", item_key="id", text="subject",
+    tsv="subject_tsv", length="subject_len", source="mail_subject", row_type="mail",
+    target="mail", cursor_key="m", grep=False, weight=TITLE_WEIGHT, is_title=True,
+    part_of="mail",
+)  # fmt: skip
 
 _REGISTRY: dict[str, KindSpec] = {}
 
@@ -275,6 +304,13 @@ def register(spec: KindSpec) -> KindSpec:
     for column in columns:
         if not _QUALIFIED.fullmatch(column):
             raise ValueError(f"expected a table or column name, got {column!r}")
+    if spec.part_of:
+        whole = _REGISTRY.get(spec.part_of)
+        if whole is None or whole.part_of or whole.target_kind != spec.target_kind:
+            raise ValueError(
+                f"kind {spec.name!r} is part of {spec.part_of!r}, which must be a registered "
+                "kind of the same target that is part of no other"
+            )
     if not _CURSOR_LETTER.fullmatch(spec.cursor_letter):
         raise ValueError(f"expected a cursor key of one lowercase letter, got {spec.cursor_key!r}")
     for other in _REGISTRY.values():
@@ -334,6 +370,16 @@ def names() -> tuple[str, ...]:
     return tuple(_REGISTRY)
 
 
+def filter_names() -> tuple[str, ...]:
+    """The kinds a search can be filtered by: every kind but the fields of another."""
+    return tuple(name for name, spec in _REGISTRY.items() if not spec.part_of)
+
+
+def with_parts(kinds: frozenset[str]) -> frozenset[str]:
+    """`kinds` and every kind that is part of one of them: {"file"} -> {"file", "file_name"}."""
+    return kinds | {spec.name for spec in _REGISTRY.values() if spec.part_of in kinds}
+
+
 def target_of(name: str) -> str:
     """The kind a hit of kind `name` counts as: target_of("memory") == "node"."""
     return _REGISTRY[name].target_kind
@@ -372,5 +418,5 @@ def of_item(item: str) -> tuple[KindSpec, ...]:
     return tuple(spec for spec in _REGISTRY.values() if spec.item.name == item)
 
 
-for _spec in (PAGE, NODE, MEMORY, FILE, MAIL):
+for _spec in (PAGE, NODE, MEMORY, FILE, MAIL, FILE_NAME, MAIL_SUBJECT):
     register(_spec)

@@ -111,7 +111,7 @@ def _raise(error: Exception) -> HalfVector:
 def _scope_sql(scope: Scope, model: str, excluded: str, kb_filter: Fragment) -> Fragment:
     """The embeddings of `model` the scope may see in the bases `kb_filter` names, without
     the query's -`excluded` words (a tsquery, or empty)."""
-    kinds = any_of("e.kind", "kinds", sorted(scope.kinds))
+    kinds = any_of("e.kind", "kinds", sorted(k for k in scope.kinds if registry.get(k).embedded))
     parts = [
         Fragment(
             f"e.workspace_id = %(ws)s and e.model = %(model)s and {kinds.sql}",
