@@ -19,6 +19,7 @@ from subspace.providers.fake import FakeProvider
 from subspace.runtime import Database
 from subspace.search import vector
 from subspace.search.filters import TagFilter
+from subspace.search.query import parse_query
 from tests.samples import make_pdf
 from tests.search_helpers import ids, index, run
 
@@ -355,6 +356,21 @@ def test_negation_holds_on_both_legs(database: Database, cx: Context) -> None:
         # No similarity floor: what is checked is that the vector leg leaves out "load".
         found = ids(run(cx, "jitter -load", mode=mode, min_similarity=-1))
         assert keep.id in found and drop.id not in found, mode
+
+
+def test_a_dash_in_pasted_prose_is_punctuation_not_an_exclusion(
+    database: Database, cx: Context
+) -> None:
+    page = commands.create_page(cx, "Trial")
+    trial = commands.add_node(cx, page.id, "Patients joined between May 2002 and July 2007")
+    index(database, cx)
+    pasted = (
+        "We enrolled patients for the randomised trial of the new inhaler at four sites from "
+        "May 2002 -July 2007 and followed them for two years"
+    )
+    assert parse_query(pasted).negated == ()
+    assert trial.id in ids(run(cx, pasted, mode="lexical"))
+    assert trial.id not in ids(run(cx, "patients -july", mode="lexical"))
 
 
 def test_questions_are_flagged(cx: Context) -> None:

@@ -20,6 +20,10 @@ _QUESTION_WORDS = {
 }  # fmt: skip
 QUESTION_MIN_WORDS = 4  # "how do I rotate keys" reads as a question, "how-to" does not
 LONG_QUERY_WORDS = 8  # a query this long reads as a question even without a question word
+# A query of more words than this is pasted prose: its dashes are punctuation ("May 2002
+# -July 2007"), not exclusions. On the long-query collection, reading them as exclusions left
+# out the very abstract two queries were taken from (docs/benchmarks.md, "Long queries").
+PROSE_WORDS = 16
 
 
 @dataclass(frozen=True)
@@ -59,13 +63,15 @@ class ParsedQuery:
 
 
 def parse_query(text: str) -> ParsedQuery:
-    """Split the query into clauses (ANDed), each a set of OR-ed alternatives, and negations.
+    """Split the query into clauses (ANDed), each a set of OR-ed alternatives, and negations
+    (none in prose: more than PROSE_WORDS words).
 
     >>> q = parse_query('deploy "staging cluster" -prod kafka OR redis')
     >>> [c.alternatives for c in q.clauses], q.negated
     ([('deploy',), ('staging cluster',), ('kafka', 'redis')], ('prod',))
     """
     text = " ".join(clean_text(text).split())
+    prose = len(text.split()) > PROSE_WORDS
     clauses: list[list[str]] = []
     negated: list[str] = []
     words: list[str] = []
@@ -76,7 +82,7 @@ def parse_query(text: str) -> ParsedQuery:
             if word == "OR":
                 join_next = bool(clauses)
                 continue
-            if word.startswith("-") and len(word) > 1 and not word[1].isdigit():
+            if word.startswith("-") and len(word) > 1 and not word[1].isdigit() and not prose:
                 negated.append(word[1:])
                 words.append(word[1:])
                 join_next = False
@@ -86,7 +92,7 @@ def parse_query(text: str) -> ParsedQuery:
             term = phrase.strip()
             if not term:
                 continue
-            if minus:
+            if minus and not prose:
                 negated.append(term)
                 words.extend(term.split())
                 join_next = False
