@@ -272,15 +272,19 @@ MAIL = KindSpec(
 )  # fmt: skip
 # A file's name and a mail's subject are titles of their own (migration 0020): a file called
 # what was typed comes first, as a page does, however little of its text repeats its name.
+# They weigh less than a page's title, which the workspace wrote for itself: on the product set
+# (tests/relevance/product) lexical nDCG@10 was 0.9078 at 1, 0.9128 at 0.25, 0.5 and 0.75, the
+# page titled "Team offsite Lisbon" then leading the mail "Lisbon offsite: flights booked".
+FIELD_TITLE_WEIGHT = 0.75
 FILE_NAME = KindSpec(
     "file_name", FILE_ITEM, "kb.files", "f", key="id", item_key="id", text="name",
     tsv="name_tsv", length="name_len", source="file_name", row_type="file", target="file",
-    cursor_key="f", grep=False, weight=TITLE_WEIGHT, is_title=True, part_of="file",
+    cursor_key="f", grep=False, weight=FIELD_TITLE_WEIGHT, is_title=True, part_of="file",
 )  # fmt: skip
 MAIL_SUBJECT = KindSpec(
     "mail_subject", MAIL_ITEM, "kb.mail", "m", key="id", item_key="id", text="subject",
     tsv="subject_tsv", length="subject_len", source="mail_subject", row_type="mail",
-    target="mail", cursor_key="m", grep=False, weight=TITLE_WEIGHT, is_title=True,
+    target="mail", cursor_key="m", grep=False, weight=FIELD_TITLE_WEIGHT, is_title=True,
     part_of="mail",
 )  # fmt: skip
 
