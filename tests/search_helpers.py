@@ -6,16 +6,37 @@ from typing import Any
 
 from subspace.context import Context
 from subspace.indexer.consumer import Indexer
+from subspace.indexer.lexical import LexicalFollower
 from subspace.providers.base import EmbeddingProvider
 from subspace.providers.fake import FakeProvider
 from subspace.runtime import Database
 from subspace.search import kinds as registry
+from subspace.search.filters import Scope
+from subspace.search.fusion import Hit
+from subspace.search.lexical.leg import database_identity, index_root, lexical_leg, prepare_lexical
+from subspace.search.lexical.terms import TsQueries
 from subspace.search.service import SearchRequest, SearchResponse, search
 
 
 def index(database: Database, cx: Context, provider: EmbeddingProvider | None = None) -> None:
+    """Embed everything written so far and bring the lexical index up to it (as the running
+    indexer and follower would)."""
+    embed(database, cx, provider)
+    follow(database, cx)
+
+
+def embed(database: Database, cx: Context, provider: EmbeddingProvider | None = None) -> None:
     """Embed everything written so far (as the running indexer would)."""
     Indexer(database, cx.settings, provider or FakeProvider()).drain()
+
+
+def follow(database: Database, cx: Context) -> None:
+    """One round of the lexical follower: the index holds every write so far."""
+    follower = LexicalFollower(database, cx.settings)
+    try:
+        follower.run_once()
+    finally:
+        follower.close()
 
 
 def run(cx: Context, query: str, provider: EmbeddingProvider | None = None,
@@ -36,3 +57,24 @@ def source_documents_sql() -> str:
         for source in registry.sources()
         for spec in registry.of_source(source)[:1]
     )
+
+
+def lexical_hits(
+    database: Database, cx: Context, scope: Scope, tsq: TsQueries, *, cap: int,
+    ranker: str = "bm25", engine: bool = True, current: bool = True,
+) -> list[Hit]:  # fmt: skip
+    """The lexical leg's hits for `scope` and `tsq`: from the index (brought up to every
+    write first when `current`, else with the writes since as its delta), or ranked in
+    Postgres as without one."""
+    with database.pool.connection() as conn:
+        if not engine:
+            return lexical_leg(conn, scope, tsq, cap=cap, ranker=ranker)
+        if current:
+            follow(database, cx)
+        reader = cx.search_runtime.lexical_reader(
+            index_root(cx.settings), lambda: database_identity(conn)
+        )
+        inputs = prepare_lexical(conn, reader, cx.settings, scope.workspace_id, scope.user_id,
+                                 ranker=ranker)  # fmt: skip
+        assert ranker != "bm25" or inputs.view is not None, reader.problem
+        return lexical_leg(conn, scope, tsq, inputs, cap=cap, ranker=ranker)

@@ -1,4 +1,5 @@
-"""BM25 computed in Postgres equals BM25 computed by hand; typo tolerance; ranker choice."""
+"""BM25 as the lexical leg ranks it (by the index, and in Postgres without one) equals BM25
+computed by hand; typo tolerance; ranker choice."""
 
 from __future__ import annotations
 
@@ -12,10 +13,12 @@ from subspace import commands
 from subspace.context import Context
 from subspace.runtime import Database
 from subspace.search.filters import resolve_scope
-from subspace.search.lexical import BM25_B, BM25_K1, build_tsqueries, lexical_leg
+from subspace.search.lexical.bm25 import K1 as BM25_K1
+from subspace.search.lexical.bm25 import B as BM25_B
+from subspace.search.lexical.terms import build_tsqueries
 from subspace.search.query import parse_query
 from subspace.search.typos import damerau_levenshtein
-from tests.search_helpers import ids, run
+from tests.search_helpers import ids, lexical_hits, run
 
 DOCS = [
     "the ferry crossing takes twenty minutes",
@@ -26,7 +29,10 @@ DOCS = [
 ]
 
 
-def test_bm25_scores_match_a_hand_computation(database: Database, cx: Context) -> None:
+@pytest.mark.parametrize("engine", [True, False], ids=["index", "postgres"])
+def test_bm25_scores_match_a_hand_computation(
+    database: Database, cx: Context, engine: bool
+) -> None:
     page = commands.create_page(cx, "")  # an empty title is not a document
     nodes = [commands.add_node(cx, page.id, text) for text in DOCS]
     with database.pool.connection() as conn:
@@ -39,8 +45,9 @@ def test_bm25_scores_match_a_hand_computation(database: Database, cx: Context) -
         }
         scope = resolve_scope(conn, cx.actor.workspace_id, cx.actor.user_id, kb_ids=None,
                               kinds=["node"], tags=None, max_knowledge_bases=50)  # fmt: skip
-        tsq = build_tsqueries(conn, parse_query("ferry schedule harbour route"))
-        hits = lexical_leg(conn, scope, tsq, cap=100, ranker="bm25")
+        tsq = build_tsqueries(conn, parse_query("ferry schedule harbour route"),
+                              cx.actor.workspace_id)  # fmt: skip
+    hits = lexical_hits(database, cx, scope, tsq, cap=100, engine=engine)
     n = len(DOCS)
     avgdl = sum(len(v) for v in lexemes.values()) / n
     df = Counter(term for terms in lexemes.values() for term in set(terms))
@@ -130,9 +137,13 @@ def test_common_words_rank_exactly_without_a_candidate_budget(
             scope = resolve_scope(conn, cx.actor.workspace_id, cx.actor.user_id, kb_ids=None,
                                   kinds=["node"], tags=None, max_knowledge_bases=50)  # fmt: skip
             tsq = build_tsqueries(conn, parse_query(query), cx.actor.workspace_id)
-            return [h.target[1] for h in lexical_leg(conn, scope, tsq, cap=cap)]
+        ranked = [h.target[1] for h in lexical_hits(database, cx, scope, tsq, cap=cap)]
+        assert ranked == [
+            h.target[1] for h in lexical_hits(database, cx, scope, tsq, cap=cap, engine=False)
+        ]
+        return ranked
 
-    # A cap of 1 reads one posting per list and round: the top is found over many rounds.
+    # A cap below the documents tied at it: the index reads on until the tie is over.
     by_id = sorted(n.id for n in longer)
     assert found("zymurgy common", cap=10) == [
         rare.id, short.id, *sorted(z.id for z in zebras), *by_id
@@ -148,30 +159,29 @@ def test_common_words_rank_exactly_without_a_candidate_budget(
 def test_each_query_fragment_binds_exactly_the_parameters_it_names(
     database: Database, cx: Context
 ) -> None:
-    from subspace.search import lexical
+    from subspace.search.lexical import sql
 
     page = commands.create_page(cx, "Ferry timetable")
-    commands.add_node(cx, page.id, "ferry schedule for the harbour")
+    node = commands.add_node(cx, page.id, "ferry schedule for the harbour")
     commands.add_node(cx, page.id, "ferry ferry")
     with database.pool.connection() as conn:
         scope = resolve_scope(conn, cx.actor.workspace_id, cx.actor.user_id, kb_ids=None,
                               kinds=None, tags=None, max_knowledge_bases=50)  # fmt: skip
         for text in ("ferry schedule -harbour", "ferry", "timetable or schedule"):
-            tsq = build_tsqueries(conn, parse_query(text))
-            queries = [lexical.lexical_sql(scope, tsq), lexical.bm25_sql(conn, scope, tsq, cap=10)]
-            queries += [
-                lexical.verify_sql(source, tsq)
-                for source in lexical._sources(scope, candidates=True)
+            tsq = build_tsqueries(conn, parse_query(text), cx.actor.workspace_id)
+            queries = [
+                sql.ts_rank_cd_sql(scope, tsq, cap=10),
+                sql.bm25_sql(scope, tsq, {"node": 4.0}, cap=10),
+                sql.bm25_sql(scope, tsq, {"node": 4.0}, cap=10, items=[node.page_id]),
             ]
             for query in queries:
                 named = set(re.findall(r"%\((\w+)\)s", query.sql))
                 assert named == set(query.params), text
-            for query in queries[:2]:
                 conn.execute("explain " + query.sql, query.params)
 
 
 def test_one_parameter_name_cannot_carry_two_values() -> None:
-    from subspace.search.lexical import Fragment, bind
+    from subspace.search.fragments import Fragment, bind
 
     same = bind(Fragment("%(a)s", {"a": 1}), Fragment("%(a)s + %(b)s", {"a": 1, "b": 2}))
     assert same == {"a": 1, "b": 2}

@@ -22,9 +22,10 @@ from subspace.providers.breaker import (
 )
 from subspace.providers.fake import FakeProvider
 from subspace.providers.registry import create_provider
+from subspace.runtime import Database
 from subspace.search.runtime import SearchRuntime
 from subspace.search.vector import EmbeddingUnavailable, embed_query
-from tests.search_helpers import ids, run
+from tests.search_helpers import follow, ids, run
 
 
 def closed_port() -> int:
@@ -33,9 +34,12 @@ def closed_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def test_searches_stop_asking_a_provider_that_refuses_connections(cx: Context) -> None:
+def test_searches_stop_asking_a_provider_that_refuses_connections(
+    database: Database, cx: Context
+) -> None:
     page = commands.create_page(cx, "Breaker")
     node = commands.add_node(cx, page.id, "lexical answers while the provider is down")
+    follow(database, cx)
     settings = replace(
         cx.settings,
         providers="openai",

@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from uuid import UUID, uuid4
 
 from subspace import commands
+from subspace.commands.outbox import append_event
 from subspace.context import Context
 from subspace.db.pool import Conn
 from subspace.ingest.worker import extract_pending
@@ -91,6 +92,10 @@ def _hide(conn: Conn, cx: Context, spec: registry.KindSpec, reason: registry.Rea
         f"update {table} set {HIDE[reason.name]} where workspace_id = %(ws)s and {key} = %(id)s",
         params | {"id": ident},
     )
+    # As a command would: an event naming the item, which the lexical index follows.
+    item = spec.item
+    append_event(conn, cx.actor.workspace_id, f"{item.events[0]}hidden",
+                 **{item.event_key: made.item_id})  # fmt: skip
 
 
 def _word(n: int) -> str:

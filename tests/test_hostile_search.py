@@ -25,10 +25,12 @@ from subspace.models import Actor
 from subspace.runtime import Database, open_database, reserved_connections
 from subspace.search import cursors
 from subspace.search.cursors import MAC_BYTES, workspace_secret
-from subspace.search.filters import TagFilter
+from subspace.search.filters import TagFilter, resolve_scope
+from subspace.search.lexical.terms import build_tsqueries
+from subspace.search.query import parse_query
 from subspace.search.service import SearchRequest
 from tests.conftest import make_client
-from tests.search_helpers import index, run
+from tests.search_helpers import index, lexical_hits, run
 
 RAW_JSON = {"content-type": "application/json"}
 
@@ -431,61 +433,11 @@ def test_each_extraction_worker_gets_a_reserved_connection_of_its_own(
         database.close()
 
 
-def test_a_query_of_too_common_words_is_ranked_without_the_commonest_and_says_so(
+def test_a_pasted_paragraph_is_ranked_by_every_one_of_its_words(
     database: Database, cx: Context
 ) -> None:
-    # Ranking sums every posting of the words it cannot skip, about a microsecond each: past
-    # the limit the commonest words are left out (the rarest always stays), and the answer
-    # names them as the query wrote them.
-    page = commands.create_page(cx, "Postings")
-    harbor = commands.add_node(cx, page.id, "harbor 0")
-    for n in range(1, 6):
-        commands.add_node(cx, page.id, f"harbor {n}")
-    for n in range(4):
-        commands.add_node(cx, page.id, f"ember {n}")
-    commands.add_node(cx, page.id, "quill")
-    index(database, cx)
-    query = "harbors embers quill"
-    whole = run(cx, query, mode="lexical", limit=20)
-    capped = replace(cx, settings=replace(cx.settings, max_query_postings=2))
-    ranked = run(capped, query, mode="lexical", limit=20)
-    hybrid = run(capped, query, mode="hybrid", limit=20)
-    assert (len(whole.rows), whole.degraded) == (11, [])
-    assert [row.passage for row in ranked.rows] == ["quill"]
-    left_out = (
-        'lexical: without the commonest words "harbors", "embers": the documents holding each '
-        "of the query's words add up to 11, more than SUBSPACE_MAX_QUERY_POSTINGS (2) allows, "
-        "so a document holding only those is not found; fewer or rarer words are searched in full"
-    )
-    assert ranked.degraded == hybrid.degraded == [left_out]
-    assert ranked.legs["lexical"].ran and hybrid.legs["vector"].ran
-    one_word = run(capped, "harbors", mode="lexical", limit=20)
-    assert (len(one_word.rows), one_word.degraded) == (6, [])
-    # The rarest word kept is one some document holds, not an unknown word.
-    rarest = run(capped, "harbors embers xyzzyq", mode="lexical", limit=20)
-    assert len(rarest.rows) == 4 and 'commonest word "harbors":' in rarest.degraded[0]
-    explained = run(capped, query, mode="lexical", explain_target=f"node:{harbor.id}")
-    assert explained.absent is not None
-    assert (
-        "lexical leg: its text holds only words the search left out as too common"
-        in (explained.absent["reasons"])
-    )
-    commons = " ".join(f"harbor{n}x" for n in range(8))
-    for _ in range(8):
-        commands.add_node(cx, page.id, commons)
-    index(database, cx)
-    many = run(capped, f"{commons} quill", mode="lexical")
-    assert (
-        'words "harbor0x", "harbor1x", "harbor2x", "harbor3x", "harbor4x" and 3 more:'
-        in (many.degraded[0])
-    )
-
-
-def test_a_pasted_paragraph_is_ranked_by_its_rarest_words_and_says_so(
-    database: Database, cx: Context
-) -> None:
-    # Each distinct word adds its list to the ranking statement: 150 words of a page took the
-    # whole 10 s statement timeout. Past SUBSPACE_MAX_QUERY_WORDS the commonest are left out.
+    # The lexical index scores a query of many words, common ones included, in one pass: no
+    # word is left out, and a document holding only the commonest is still found.
     words = [f"w{n}q" for n in range(40)]
     items = [  # w0q is in 40 bullets, w39q in 1
         OutlineItem(f"{word} {copy}") for n, word in enumerate(words) for copy in range(40 - n)
@@ -494,15 +446,12 @@ def test_a_pasted_paragraph_is_ranked_by_its_rarest_words_and_says_so(
     target = commands.add_node(cx, page.id, " ".join(words[-8:]))
     index(database, cx)
     paragraph = " ".join(words)
-    bounded = replace(cx, settings=replace(cx.settings, max_query_words=8))
-    found = run(bounded, paragraph, mode="lexical", limit=5)
-    assert found.rows[0].id == target.id  # it holds every one of the 8 rarest
-    assert found.degraded == [
-        'lexical: without the commonest words "w0q", "w1q", "w2q", "w3q", "w4q" and 27 more: '
-        "the query has 40 words found in documents, and BM25 ranks by the 8 rarest "
-        "(SUBSPACE_MAX_QUERY_WORDS), so a document holding only those is not found; fewer or "
-        "rarer words are searched in full"
-    ]
-    whole = run(replace(cx, settings=replace(cx.settings, max_query_words=0)), paragraph)
-    assert whole.degraded == []
-    assert run(cx, " ".join(words[:32]), mode="lexical").degraded == []  # 32 by default
+    found = run(cx, paragraph, mode="lexical", limit=100)
+    assert found.rows[0].id == target.id  # it holds the 8 rarest
+    assert found.degraded == []
+    with database.pool.connection() as conn:
+        scope = resolve_scope(conn, cx.actor.workspace_id, cx.actor.user_id, kb_ids=None,
+                              kinds=["node"], tags=None, max_knowledge_bases=10)  # fmt: skip
+        tsq = build_tsqueries(conn, parse_query(paragraph), cx.actor.workspace_id)
+    every = lexical_hits(database, cx, scope, tsq, cap=1000)
+    assert len(every) == len(items) + 1  # each bullet, the ones of the commonest word too

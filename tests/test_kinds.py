@@ -14,6 +14,7 @@ from subspace import commands
 from subspace.agents.tools import call_tool, kb_grep
 from subspace.answers.evidence import Evidence, parse_line
 from subspace.answers.strategy import AnswerBullet
+from subspace.commands.outbox import append_event
 from subspace.commands.pages import resolve_kb
 from subspace.context import Context
 from subspace.errors import InvalidInput, NotFound
@@ -21,15 +22,16 @@ from subspace.ingest.worker import extract_pending
 from subspace.runtime import Database
 from subspace.search import kinds
 from subspace.search.filters import resolve_scope
-from subspace.search.lexical import build_tsqueries, lexical_leg
+from subspace.search.lexical.terms import build_tsqueries
 from subspace.search.options import KINDS
 from subspace.search.query import parse_query
 from tests.samples import make_pdf
-from tests.search_helpers import run
+from tests.search_helpers import lexical_hits, run
 
 # A kind stored in its own schema: a text, its generated tsvector and length (as the
 # migrations declare them for pages and bullets), a knowledge base, and the BM25 statistics
-# kept by the triggers migration 0005 installs on every searchable table.
+# kept by the triggers migration 0005 installs on every searchable table. Its writes append
+# outbox events naming the note (NOTE_ITEM.events), as kb-commands do for theirs.
 NOTES_SCHEMA = """
 create schema kindtest;
 create table kindtest.notes (
@@ -57,19 +59,10 @@ create trigger text_stats_update after update on kindtest.notes
 create trigger text_stats_delete after delete on kindtest.notes
     referencing old table as old_rows
     for each statement execute function search.update_text_stats('note', 'body_tsv', 'body_len');
-create trigger postings_insert after insert on kindtest.notes referencing new table as new_rows
-    for each statement
-    execute function search.update_postings('note', 'body_tsv', 'body_len', 'id', '0');
-create trigger postings_update after update on kindtest.notes
-    referencing old table as old_rows new table as new_rows
-    for each statement
-    execute function search.update_postings('note', 'body_tsv', 'body_len', 'id', '0');
-create trigger postings_delete after delete on kindtest.notes referencing old table as old_rows
-    for each statement
-    execute function search.update_postings('note', 'body_tsv', 'body_len', 'id', '0');
 """
 
-NOTE_ITEM = kinds.ItemSpec("note", "kindtest.notes", "t", "title", (kinds.ARCHIVED,))
+NOTE_ITEM = kinds.ItemSpec("note", "kindtest.notes", "t", "title", (kinds.ARCHIVED,),
+                           events=("note.",), event_key="note_id")  # fmt: skip
 NOTE = kinds.KindSpec(
     "note", NOTE_ITEM, "kindtest.notes", "t", key="id", item_key="id", text="body",
     tsv="body_tsv", length="body_len", source="note", row_type="note", cursor_key="t",
@@ -97,12 +90,14 @@ class Notes:
                 (self.cx.actor.workspace_id, ident, resolve_kb(self.cx, conn, kb_id), title,
                  body),
             ).fetchone()  # fmt: skip
-        assert row is not None
+            assert row is not None
+            append_event(conn, self.cx.actor.workspace_id, "note.added", note_id=row["id"])
         return UUID(str(row["id"]))
 
     def archive(self, note_id: UUID) -> None:
         with self.cx.transaction() as conn:
             conn.execute("update kindtest.notes set archived_at = now() where id = %s", (note_id,))
+            append_event(conn, self.cx.actor.workspace_id, "note.archived", note_id=note_id)
 
 
 @pytest.fixture
@@ -170,20 +165,24 @@ def test_a_registered_kind_is_found_by_the_lexical_search(notes: Notes, cx: Cont
             (cx.actor.workspace_id, list(tsq.lexemes)),
         ).fetchall()
         assert [(r["source"], r["lexeme"], r["ndoc"]) for r in counted] == [("note", "quetzal", 1)]
-        hits = lexical_leg(conn, scope, tsq, cap=10)
+        pond = build_tsqueries(conn, parse_query("pond"), cx.actor.workspace_id)
+        only_notes = resolve_scope(conn, cx.actor.workspace_id, cx.actor.user_id, kb_ids=None,
+                                   kinds=["note"], tags=None, max_knowledge_bases=10)  # fmt: skip
+        no_notes = resolve_scope(conn, cx.actor.workspace_id, cx.actor.user_id, kb_ids=None,
+                                 kinds=["node"], tags=None, max_knowledge_bases=10)  # fmt: skip
+    for engine in (True, False):  # the index holds notes as it holds the built-in kinds
+        hits = lexical_hits(notes.database, cx, scope, tsq, cap=10, engine=engine)
         assert [(h.kind, h.target, h.ref, h.kb_id) for h in hits] == [
             ("note", ("note", wanted), f"note:{wanted}", page.kb_id)
         ]
         # Both documents share "pond" with a bullet: BM25 ranks each source by its own
         # statistics, and the kinds filter picks one or the other.
-        tsq = build_tsqueries(conn, parse_query("pond"), cx.actor.workspace_id)
-        assert {h.kind for h in lexical_leg(conn, scope, tsq, cap=10)} == {"note", "node"}
-        only_notes = resolve_scope(conn, cx.actor.workspace_id, cx.actor.user_id, kb_ids=None,
-                                   kinds=["note"], tags=None, max_knowledge_bases=10)  # fmt: skip
-        assert {h.kind for h in lexical_leg(conn, only_notes, tsq, cap=10)} == {"note"}
-        no_notes = resolve_scope(conn, cx.actor.workspace_id, cx.actor.user_id, kb_ids=None,
-                                 kinds=["node"], tags=None, max_knowledge_bases=10)  # fmt: skip
-        assert {h.kind for h in lexical_leg(conn, no_notes, tsq, cap=10)} == {"node"}
+        found = {
+            name: {h.kind for h in lexical_hits(notes.database, cx, s, pond, cap=10,
+                                                  engine=engine)}
+            for name, s in (("all", scope), ("notes", only_notes), ("nodes", no_notes))
+        }  # fmt: skip
+        assert found == {"all": {"note", "node"}, "notes": {"note"}, "nodes": {"node"}}
 
     # Its declared reasons hide it: an archived note is not found.
     notes.archive(wanted)

@@ -22,7 +22,7 @@ from subspace.models import Actor
 from subspace.providers.base import EmbedResult
 from subspace.providers.fake import FakeProvider
 from subspace.runtime import Database
-from tests.search_helpers import index
+from tests.search_helpers import follow, index
 
 LOOPBACK = ("127.0.0.1", 50000)
 
@@ -151,6 +151,7 @@ def test_the_indexer_backlog_is_read_when_scraped(
 def test_degraded_searches_are_counted_by_reason(
     database: Database, settings: Settings, cx: Context
 ) -> None:
+    follow(database, cx)  # the lexical index is built: the lexical leg is not degraded
     client = loopback_client(database, settings, cx.actor)
     client.app.state.provider = RefusingProvider()  # type: ignore[attr-defined]
     for n in range(4):

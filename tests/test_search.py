@@ -21,7 +21,7 @@ from subspace.search import vector
 from subspace.search.filters import TagFilter
 from subspace.search.query import parse_query
 from tests.samples import make_pdf
-from tests.search_helpers import ids, index, run
+from tests.search_helpers import embed, follow, ids, index, run
 
 # The review's fusion cases are about equal weights (the fake provider's default is lower).
 EQUAL = {"lexical": 1.0, "vector": 1.0}
@@ -396,6 +396,7 @@ def test_a_slow_provider_degrades_to_lexical_within_the_timeout(
 ) -> None:
     page = commands.create_page(cx, "Degrade")
     node = commands.add_node(cx, page.id, "lexical still answers")
+    follow(database, cx)
     quick = replace(cx, settings=replace(cx.settings, embed_timeout_ms=300))
     started = time.monotonic()
     response = run(quick, "lexical answers unique-slow-query", SlowProvider())
@@ -409,8 +410,9 @@ def test_a_slow_provider_degrades_to_lexical_within_the_timeout(
 
 def test_a_failing_lexical_leg_degrades_to_vector(database: Database, cx: Context) -> None:
     page = commands.create_page(cx, "Vector only")
-    node = commands.add_node(cx, page.id, "embedded words")
     index(database, cx)
+    node = commands.add_node(cx, page.id, "embedded words")  # the delta: read from Postgres
+    embed(database, cx)
     with database.pool.connection() as conn:
         conn.execute("alter table kb.nodes rename column text_tsv to text_tsv_gone")
     response = run(cx, "embedded words")

@@ -11,17 +11,18 @@ import pytest
 from subspace import commands
 from subspace.context import Context
 from subspace.runtime import Database
-from subspace.search import lexical, service, vector
+from subspace.search import service, vector
 from subspace.search.cursors import fingerprint, seal, workspace_secret
 from subspace.search.filters import TagFilter, resolve_scope
 from subspace.search.fragments import Fragment
 from subspace.search.fusion import Fused, Hit
 from subspace.search.grouping import group_by_page
 from subspace.search.legs import SEARCH_SETTINGS, STATEMENT_TIMEOUT_MS
-from subspace.search.lexical import build_tsqueries
+from subspace.search.lexical import leg as lexical_leg
+from subspace.search.lexical.terms import build_tsqueries
 from subspace.search.query import parse_query
 from subspace.search.service import SearchRequest
-from tests.search_helpers import ids, index, run
+from tests.search_helpers import embed, follow, ids, index, run
 
 
 def test_explain_names_a_target_an_earlier_page_served(database: Database, cx: Context) -> None:
@@ -145,9 +146,9 @@ def test_a_failing_lexical_leg_leaves_the_vector_leg_to_answer(
 ) -> None:
     page = commands.create_page(cx, "Reef")
     node = commands.add_node(cx, page.id, "a grouper under the reef")
-    index(database, cx)
-    real = lexical.bm25_sql
-    monkeypatch.setattr(lexical, "bm25_sql", lambda *a, **k: breaking(real(*a, **k)))
+    embed(database, cx)  # no lexical index yet: the leg ranks every row in Postgres
+    real = lexical_leg.bm25_sql
+    monkeypatch.setattr(lexical_leg, "bm25_sql", lambda *a, **k: breaking(real(*a, **k)))
     monkeypatch.setattr(
         service, "SEARCH_SETTINGS", SEARCH_SETTINGS.replace(f"{STATEMENT_TIMEOUT_MS}ms", "100ms")
     )
@@ -158,7 +159,8 @@ def test_a_failing_lexical_leg_leaves_the_vector_leg_to_answer(
         assert response.degraded == [f"lexical: failed ({error})"]
         assert response.legs["vector"].ran and node.id in ids(response)
         assert response.rows[0].title == "Reef"  # hydrated after the failure, same transaction
-    monkeypatch.setattr(lexical, "bm25_sql", real)
+    monkeypatch.setattr(lexical_leg, "bm25_sql", real)
+    follow(database, cx)
     assert not run(cx, "grouper").degraded
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from subspace import commands
 from subspace.agents.tools import kb_grep, kb_read
+from subspace.commands.outbox import append_event
 from subspace.context import Context
 from subspace.errors import NotFound
 from subspace.ingest.worker import extract_pending
@@ -19,10 +20,10 @@ from subspace.runtime import Database
 from subspace.search.filters import resolve_scope
 from subspace.search.fusion import Fused, Hit
 from subspace.search.hydrate import hydrate
-from subspace.search.lexical import TsQueries, build_tsqueries, lexical_leg
+from subspace.search.lexical.terms import TsQueries, build_tsqueries
 from subspace.search.query import parse_query
 from subspace.search.vector import embed_query, vector_leg
-from tests.search_helpers import ids, index, run
+from tests.search_helpers import ids, index, lexical_hits, run
 
 WORD = "zeppelin"
 
@@ -47,11 +48,14 @@ def corpus(database: Database, cx: Context) -> Corpus:
     return Corpus(page.id, node.id, file.id, mail.id)
 
 
+# States no command sets yet, written as a command would: with an outbox event naming the
+# file, which the lexical index follows.
 def disable_chunk(cx: Context, database: Database, c: Corpus, on: bool) -> None:
     with database.pool.connection() as conn:
         conn.execute(
             "update search.file_chunks set enabled = %s where file_id = %s", (not on, c.file_id)
         )
+        append_event(conn, cx.actor.workspace_id, "file.chunks_enabled", file_id=c.file_id)
 
 
 def set_processing(cx: Context, database: Database, c: Corpus, on: bool) -> None:
@@ -60,6 +64,7 @@ def set_processing(cx: Context, database: Database, c: Corpus, on: bool) -> None
             "update kb.files set status = %s where id = %s",
             ("processing" if on else "ready", c.file_id),
         )
+        append_event(conn, cx.actor.workspace_id, "file.status", file_id=c.file_id)
 
 
 STATES: dict[str, tuple[str, Callable[[Context, Database, Corpus, bool], None]]] = {
@@ -88,18 +93,22 @@ STATES: dict[str, tuple[str, Callable[[Context, Database, Corpus, bool], None]]]
 }  # fmt: skip
 
 
-def found(cx: Context, c: Corpus) -> dict[str, set[str]]:
-    """Which of the corpus items each path can see: each leg on its own (before hydration),
-    each mode's final rows, and grep."""
+def found(database: Database, cx: Context, c: Corpus) -> dict[str, set[str]]:
+    """Which of the corpus items each path can see: each leg on its own (before hydration;
+    the lexical one from its index and ranked in Postgres), each mode's final rows, and
+    grep."""
     names = {c.node_id: "page", c.file_id: "file", c.mail_id: "mail", c.page_id: "page"}
     seen: dict[str, set[str]] = {}
     with cx.transaction() as conn:
         scope = resolve_scope(conn, cx.actor.workspace_id, cx.actor.user_id, kb_ids=None,
                               kinds=None, tags=None, max_knowledge_bases=50)  # fmt: skip
-        tsq = build_tsqueries(conn, parse_query(WORD))
+        tsq = build_tsqueries(conn, parse_query(WORD), cx.actor.workspace_id)
         query = embed_query(cx.search_runtime, FakeProvider(), WORD, timeout_s=5)
         legs = {
-            "lexical leg": lexical_leg(conn, scope, tsq, cap=100),
+            "lexical leg": lexical_hits(database, cx, scope, tsq, cap=100),
+            "lexical leg in postgres": lexical_hits(
+                database, cx, scope, tsq, cap=100, engine=False
+            ),
             "vector leg": vector_leg(
                 conn,
                 scope,
@@ -125,18 +134,27 @@ def test_each_state_hides_the_item_everywhere_until_restored(
 ) -> None:
     kind, toggle = STATES[state]
     everything = {"page", "file", "mail"}
-    paths = ("lexical leg", "vector leg", "lexical", "vector", "grep")
-    assert found(cx, corpus) == dict.fromkeys(paths, everything)
+    paths = ("lexical leg", "lexical leg in postgres", "vector leg", "lexical", "vector", "grep")
+    assert found(database, cx, corpus) == dict.fromkeys(paths, everything)
     toggle(cx, database, corpus, True)
+    # Hidden at once, before the index applies the change: the delta drops its old rows.
+    target = {"page": corpus.node_id, "file": corpus.file_id, "mail": corpus.mail_id}[kind]
+    assert target not in ids(run(cx, WORD, mode="lexical", limit=20)), state
+    with cx.transaction() as conn:
+        scope = resolve_scope(conn, cx.actor.workspace_id, cx.actor.user_id, kb_ids=None,
+                              kinds=None, tags=None, max_knowledge_bases=50)  # fmt: skip
+        tsq = build_tsqueries(conn, parse_query(WORD), cx.actor.workspace_id)
+    stale = lexical_hits(database, cx, scope, tsq, cap=100, current=False)
+    assert target not in {h.target[1] for h in stale}, state
     index(database, cx)  # the indexer prunes deleted items; hiding must not depend on it
-    hidden = found(cx, corpus)
+    hidden = found(database, cx, corpus)
     assert hidden == {leg: everything - {kind} for leg in hidden}, state
     if kind == "page":
         with pytest.raises(NotFound):
             kb_read(cx, corpus.page_id)
     toggle(cx, database, corpus, False)
     index(database, cx)
-    assert found(cx, corpus) == dict.fromkeys(paths, everything)
+    assert found(database, cx, corpus) == dict.fromkeys(paths, everything)
     if kind == "page":
         assert WORD in kb_read(cx, corpus.page_id)
 

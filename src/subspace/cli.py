@@ -505,53 +505,72 @@ def _kb_id(cx: Any, name: str) -> UUID:
 @main.group(invoke_without_command=True)
 @click.pass_context
 def indexer(ctx: click.Context) -> None:
-    """Run the embeddings indexer on its own (several may share one database)."""
+    """Run the embeddings indexer and the lexical index's follower on their own (several may
+    share one database; one process per index folder follows)."""
     if ctx.invoked_subcommand is not None:
         return
     import signal
 
     from subspace.indexer.consumer import Indexer
+    from subspace.indexer.lexical import start_follower
 
     settings = _settings()
     _setup_logging(settings)
     with _database(settings) as db:
         worker = Indexer(db, settings, _provider(settings))
-        signal.signal(signal.SIGTERM, lambda *_: worker.stop())
+        follower, follower_thread = start_follower(db, settings)
+
+        def stop(*_: object) -> None:
+            worker.stop()
+            follower.stop()
+
+        signal.signal(signal.SIGTERM, stop)
         click.echo(f"Indexing with {worker.provider.name} ({worker.provider.model}). Ctrl-C stops.")
         try:
             worker.run()
         except KeyboardInterrupt:
-            worker.stop()
+            pass
+        finally:
+            stop()
+            follower_thread.join(timeout=10)
     click.echo("Indexer stopped.")
 
 
 @indexer.command("status")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 def indexer_status_command(as_json: bool) -> None:
-    """Show the backlog, the lag, dead letters and the active model."""
+    """Show the embeddings' backlog, lag, dead letters and model, and where the lexical index
+    stands: its folder, documents, and the writes it has not applied yet."""
+    from subspace.indexer.lexical import lexical_status
     from subspace.indexer.status import indexer_status
     from subspace.providers.registry import provider_name, resolve_model
 
     settings = _settings()
     name = provider_name(settings)
     with _database(settings) as db, db.pool.connection() as conn:
-        status = indexer_status(conn, name, resolve_model(settings, name))
+        status = indexer_status(conn, name, resolve_model(settings, name)).as_dict()
+        lexical = lexical_status(conn, settings).as_dict()
     if as_json:
-        click.echo(json.dumps(status.as_dict(), indent=2))
+        click.echo(json.dumps(status | {"lexical": lexical}, indent=2))
         return
     table = Table("", "")
-    for key, value in status.as_dict().items():
+    for key, value in status.items():
         table.add_row(key.replace("_", " "), str(value))
+    for key, value in lexical.items():
+        shown = "not built yet" if value is None and key == "documents" else value
+        table.add_row(f"lexical index {key.replace('_', ' ')}", str(shown))
     console.print(table)
 
 
 @main.command()
 @click.option("--kb", "kb_name", default=None, help="Only this knowledge base.")
 def reindex(kb_name: str | None) -> None:
-    """Rebuild everything derived: extract every file's text again, then drop and re-embed
-    every page, node, file and mail chunk. Refuses while a server runs on the database."""
+    """Rebuild everything derived: extract every file's text again, drop and re-embed every
+    page, node, file and mail chunk, and build the lexical index anew. Refuses while a server
+    runs on the database."""
     from rich.progress import Progress
 
+    from subspace.indexer.lexical import LexicalFollower
     from subspace.indexer.reindex import reembed, reextract_files, refuse_if_served
 
     settings = _settings()
@@ -577,10 +596,20 @@ def reindex(kb_name: str | None) -> None:
                 progress=lambda n: progress.advance(items, n),
                 total=lambda n: progress.update(items, total=n),
             )
+            lexical = progress.add_task("Building the lexical index", total=None)
+            follower = LexicalFollower(db, settings)
+            try:
+                documents = follower.rebuild(
+                    lambda _, n: progress.update(lexical, completed=n, description=(
+                        f"Building the lexical index ({n:,} documents)"))
+                )  # fmt: skip
+            finally:
+                follower.close()
     click.echo(
         f"Re-extracted {ready} files ({failed} failed). Re-embedded {count} items with "
         f"{provider.model}: {outcome.embedded} texts sent to the provider, {outcome.reused} "
-        f"reused unchanged, {outcome.unchanged + outcome.embedded + outcome.reused} chunks in all."
+        f"reused unchanged, {outcome.unchanged + outcome.embedded + outcome.reused} chunks in all. "
+        f"Built the lexical index: {documents:,} documents."
     )
 
 

@@ -298,18 +298,26 @@ SETTINGS: tuple[Setting, ...] = (
         "lexical_ranker",
         str,
         "bm25",
-        "Ranker of the lexical leg: bm25 (computed in Postgres) or ts_rank_cd.",
+        "Ranker of the lexical leg: bm25 (the lexical index) or ts_rank_cd (Postgres's own).",
         choices=RANKERS,
     ),
-    Setting("SUBSPACE_MAX_QUERY_CHARS", "max_query_chars", int, 2_000, "Longest search query."),
     Setting(
-        "SUBSPACE_MAX_QUERY_POSTINGS",
-        "max_query_postings",
-        int,
-        1_000_000,
-        "Most documents holding a query's words (counted per word, added up) that BM25 reads; "
-        "past it, the commonest words are left out of the search (0: no limit).",
+        "SUBSPACE_LEXICAL_DIR",
+        "lexical_dir",
+        Path,
+        None,
+        "Folder of the lexical index, derived from the database (unset: SUBSPACE_HOME/lexical). "
+        "Each host keeps its own; it is rebuilt when missing.",
     ),
+    Setting(
+        "SUBSPACE_LEXICAL_MAX_LAG_S",
+        "lexical_max_lag_s",
+        int,
+        30,
+        "Seconds the lexical index may fall behind the writes before searches say so in "
+        "`degraded` (they still find every write).",
+    ),
+    Setting("SUBSPACE_MAX_QUERY_CHARS", "max_query_chars", int, 2_000, "Longest search query."),
     Setting(
         "SUBSPACE_MIN_SIMILARITY",
         "min_similarity",
@@ -317,14 +325,6 @@ SETTINGS: tuple[Setting, ...] = (
         None,
         "Cosine similarity a row only the vector leg found must reach to be shown, from -1 "
         "to 1 (unset: the floor measured for the embedding model; 0 shows nearly all).",
-    ),
-    Setting(
-        "SUBSPACE_MAX_QUERY_WORDS",
-        "max_query_words",
-        int,
-        32,
-        "Most distinct words of a query that BM25 ranks by: past it, the commonest are left "
-        "out, so a pasted paragraph costs what a long question does (0: no limit).",
     ),
     Setting(
         "SUBSPACE_MAX_SEARCH_LIMIT",
@@ -426,9 +426,9 @@ class Settings:
     max_runs: int = field(default=_DEFAULTS["max_runs"])
     embed_timeout_ms: int = field(default=_DEFAULTS["embed_timeout_ms"])
     lexical_ranker: str = field(default=_DEFAULTS["lexical_ranker"])
+    lexical_dir: Path | None = field(default=_DEFAULTS["lexical_dir"])
+    lexical_max_lag_s: int = field(default=_DEFAULTS["lexical_max_lag_s"])
     max_query_chars: int = field(default=_DEFAULTS["max_query_chars"])
-    max_query_postings: int = field(default=_DEFAULTS["max_query_postings"])
-    max_query_words: int = field(default=_DEFAULTS["max_query_words"])
     min_similarity: float | None = field(default=_DEFAULTS["min_similarity"])
     max_search_limit: int = field(default=_DEFAULTS["max_search_limit"])
     max_knowledge_bases: int = field(default=_DEFAULTS["max_knowledge_bases"])

@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import httpx
 import pytest
@@ -104,10 +105,14 @@ def live_dead_provider(
 
 
 @pytest.fixture
-def live_few_postings(database: Database, settings: Settings) -> Iterator[LiveServer]:
-    """The whole app ranking a query by at most two documents' worth of its words' postings:
-    a query of two common words is searched without the commoner (SUBSPACE_MAX_QUERY_POSTINGS)."""
-    yield from _serve(database, replace(settings, max_query_postings=2))
+def live_without_lexical_index(
+    database: Database, settings: Settings, tmp_path: Path
+) -> Iterator[LiveServer]:
+    """The whole app with its lexical index folder where no folder can be made (a file is
+    there): the index is never built, and keyword search ranks in Postgres."""
+    blocked = tmp_path / "blocked"
+    blocked.write_text("not a folder")
+    yield from _serve(database, replace(settings, lexical_dir=blocked / "lexical"))
 
 
 def _serve(database: Database, settings: Settings) -> Iterator[LiveServer]:

@@ -38,6 +38,7 @@ from subspace.api.security_headers import SecurityHeaders
 from subspace.config import Settings
 from subspace.db.locks import SERVER_LOCK_KEY
 from subspace.indexer.consumer import start_indexer
+from subspace.indexer.lexical import start_follower
 from subspace.ingest.worker import ExtractionWorker
 from subspace.mcp.http import PATH as MCP_PATH
 from subspace.mcp.http import McpEndpoint, run_mcp
@@ -69,6 +70,7 @@ def create_app(settings: Settings, database: Database | None = None) -> FastAPI:
         extractor.start()
         app.state.extractor = extractor
         indexer, indexer_thread = start_indexer(db, settings, app.state.provider)
+        follower, follower_thread = start_follower(db, settings)
         engine = RunEngine(db, settings, app.state.provider, **app.state.run_engine_options)
         runs_worker, runs_thread = start_run_worker(engine, settings.max_runs)
         app.state.step_waker = runs.StepWaker(db.dsn)
@@ -81,9 +83,11 @@ def create_app(settings: Settings, database: Database | None = None) -> FastAPI:
             app.state.step_waker.stop()
             app.state.step_waker = None
             indexer.stop()
+            follower.stop()
             extractor.stop()
             runs_thread.join(timeout=10)
             indexer_thread.join(timeout=10)
+            follower_thread.join(timeout=10)
             app.state.extractor = None
             server_lock.close()
             if owned:

@@ -1,4 +1,5 @@
-"""Appending events to the outbox, inside the transaction of the command that caused them."""
+"""Appending events to the outbox, inside the transaction of the command that caused them.
+Which item an event is about, each item kind declares (search/kinds.py: ItemSpec.events)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from typing import Any
 from uuid import UUID
 
 from subspace.db.pool import Conn
+
+CHANNEL = "subspace_outbox"  # NOTIFY'd with each event's id when its transaction commits
 
 
 def append_event(conn: Conn, workspace_id: UUID, event: str, **payload: Any) -> int:
@@ -21,7 +24,7 @@ def append_event(conn: Conn, workspace_id: UUID, event: str, **payload: Any) -> 
         (workspace_id, event, json.dumps(payload, default=_jsonable)),
     ).fetchone()
     assert row is not None
-    conn.execute("select pg_notify('subspace_outbox', %s)", (str(row["id"]),))
+    conn.execute("select pg_notify(%s, %s)", (CHANNEL, str(row["id"])))
     return int(row["id"])
 
 

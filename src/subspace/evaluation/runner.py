@@ -37,6 +37,7 @@ from subspace.evaluation.loaded import Loaded
 from subspace.evaluation.metrics import evaluate, rrf
 from subspace.indexer.chunking import text_hash
 from subspace.indexer.consumer import Indexer
+from subspace.indexer.lexical import LexicalFollower
 from subspace.indexer.reindex import VECTOR_INDEX_SQL
 from subspace.providers.base import EmbeddingProvider, EmbedResult
 from subspace.runtime import Database, resolve_dsn
@@ -244,18 +245,19 @@ def run_eval(
             conn.execute("analyze")
         provider.save()
         queries = {qid: add_typos(text) if typos else text for qid, text in loaded.queries.items()}
-        # A collection's queries are all run, and ranked by all their words: the server's
-        # guards against hostile input are not judgements on a benchmark. Queries over the
-        # query limit get it raised, and are counted.
+        progress("building the lexical index")
+        follower = LexicalFollower(db, settings)
+        follower.run_once()
+        follower.close()
+        # A collection's queries are all run: the server's guards against hostile input are
+        # not judgements on a benchmark. Queries over the query limit get it raised, and are
+        # counted.
         longest = max((len(text) for text in queries.values()), default=0)
         long_queries = sum(len(text) > settings.max_query_chars for text in queries.values())
         cx = dataclasses.replace(
             cx,
             settings=dataclasses.replace(
-                settings,
-                max_query_postings=0,
-                max_query_words=0,
-                max_query_chars=longest if long_queries else settings.max_query_chars,
+                settings, max_query_chars=longest if long_queries else settings.max_query_chars
             ),
         )
         progress("running the queries")

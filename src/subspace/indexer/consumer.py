@@ -19,33 +19,25 @@ from uuid import UUID
 
 import psycopg
 
+from subspace.commands.outbox import CHANNEL
 from subspace.config import Settings
 from subspace.db.notifications import Listener
 from subspace.db.pool import Conn
-from subspace.indexer.impacts import refresh_drifted_impacts
 from subspace.indexer.reconcile import Outcome, reconcile
 from subspace.indexer.sources import IndexTarget
 from subspace.indexer.sweep import stale_targets
 from subspace.providers.base import EmbeddingProvider
 from subspace.providers.registry import index_debounce_ms
 from subspace.runtime import Database
+from subspace.search import kinds as registry
 
 log = logging.getLogger(__name__)
 
-CHANNEL = "subspace_outbox"
 FETCH_LIMIT = 2_000  # events read per round
 TARGETS_PER_TRANSACTION = 200  # bounds how long one transaction holds its locks
 POLL_SECONDS = 2.0  # also polled, in case a notification is missed
-IMPACTS_CHECK_S = 30.0  # how often the loop looks for sources whose average length drifted
 RETRY_BASE_S = 1.0
 RETRY_MAX_S = 300.0
-
-# Which item an event is about; events not listed change nothing that is embedded.
-EVENT_TARGETS = {
-    "page": ("page_id", ("page.", "nodes.")),
-    "file": ("file_id", ("file.",)),
-    "mail": ("mail_id", ("mail.",)),
-}
 
 
 @dataclass
@@ -71,10 +63,8 @@ class Round:
 
 def event_target(workspace_id: UUID, event: str, payload: dict[str, Any]) -> IndexTarget | None:
     """The page, file or mail an outbox event changed; None for an event about none."""
-    for kind, (key, prefixes) in EVENT_TARGETS.items():
-        if event.startswith(prefixes) and key in payload:
-            return IndexTarget(workspace_id, kind, UUID(payload[key]))
-    return None
+    found = registry.item_of_event(event, payload)
+    return None if found is None else IndexTarget(workspace_id, *found)
 
 
 class Indexer:
@@ -214,7 +204,6 @@ class Indexer:
             total.add(done.outcome)
             if done.events == 0 or (done.acked == 0 and done.failed == 0):
                 break
-        self.refresh_impacts()
         return total
 
     def sweep(self) -> Outcome:
@@ -228,11 +217,6 @@ class Indexer:
             log.info("sweep reconciled %d stale items", len(targets))
         return total
 
-    def refresh_impacts(self) -> list[tuple[UUID, str]]:
-        """Recompute the postings' impacts of sources whose average length drifted."""
-        with self.db.pool.connection() as conn:
-            return refresh_drifted_impacts(conn)
-
     def stop(self) -> None:
         self._stop.set()
         self._wake.set()
@@ -241,7 +225,7 @@ class Indexer:
         """Consume until `stop()`: wake on NOTIFY, on a due debounce, or every few seconds."""
         listener = Listener(self.db.dsn, CHANNEL, lambda _: self._wake.set(), name="indexer-listen")
         listener.start()
-        last_sweep = last_impacts = time.monotonic()
+        last_sweep = time.monotonic()
         while not self._stop.is_set():
             wait = POLL_SECONDS
             try:
@@ -252,9 +236,6 @@ class Indexer:
                 if sweep_every and time.monotonic() - last_sweep >= sweep_every:
                     self.sweep()
                     last_sweep = time.monotonic()
-                if time.monotonic() - last_impacts >= IMPACTS_CHECK_S:
-                    self.refresh_impacts()
-                    last_impacts = time.monotonic()
             except Exception:  # keep consuming through a database or provider hiccup
                 log.exception("indexer round failed; retrying")
             self._wake.wait(wait)

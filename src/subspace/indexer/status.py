@@ -8,11 +8,7 @@ from uuid import UUID
 
 from subspace.db.pipeline import Later, later
 from subspace.db.pool import Conn
-from subspace.indexer.consumer import EVENT_TARGETS
-
-_EMBEDDING_EVENTS = " or ".join(
-    f"event like '{prefix}%%'" for _, prefixes in EVENT_TARGETS.values() for prefix in prefixes
-)
+from subspace.search import kinds as registry
 
 
 @dataclass
@@ -33,11 +29,11 @@ class IndexerStatus:
 def indexer_status(conn: Conn, provider_name: str, model: str) -> IndexerStatus:
     row = conn.execute(
         "select count(*) as backlog, "
-        "coalesce(extract(epoch from now() - min(created_at)), 0) as lag, "
-        "count(*) filter (where attempts > 0) as retrying, "
-        "count(distinct coalesce(payload->>'page_id', payload->>'file_id', payload->>'mail_id'))"
-        f" filter (where {_EMBEDDING_EVENTS}) as waiting "
-        "from kb.outbox where indexed_at is null"
+        "coalesce(extract(epoch from now() - min(o.created_at)), 0) as lag, "
+        "count(*) filter (where o.attempts > 0) as retrying, "
+        f"count(distinct {registry.event_item_sql()}) as waiting "
+        "from kb.outbox o where o.indexed_at is null",
+        {},
     ).fetchone()
     dead = conn.execute("select count(*) as n from search.dead_letters").fetchone()
     stored = conn.execute(
@@ -65,9 +61,8 @@ def queue_waiting_for_embeddings(conn: Conn, workspace_id: UUID) -> Later[int]:
     """`waiting_for_embeddings`, its statement queued."""
     return later(
         conn,
-        "select count(distinct coalesce(payload->>'page_id', payload->>'file_id', "
-        "payload->>'mail_id')) as n from kb.outbox "
-        f"where workspace_id = %s and indexed_at is null and ({_EMBEDDING_EVENTS})",
+        f"select count(distinct {registry.event_item_sql()}) as n from kb.outbox o "
+        "where o.workspace_id = %s and o.indexed_at is null",
         (workspace_id,),
         lambda rows: int(rows[0]["n"]) if rows else 0,
     )

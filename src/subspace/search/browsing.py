@@ -11,7 +11,7 @@ from subspace.search.filters import Scope, item_visible
 from subspace.search.fragments import Fragment, bind
 from subspace.search.fusion import Fused, Hit
 from subspace.search.hydrate import Row, hydrate
-from subspace.search.lexical import TsQueries
+from subspace.search.lexical.terms import TsQueries
 
 
 def shown_as(item: registry.ItemSpec) -> registry.KindSpec | None:

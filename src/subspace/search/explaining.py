@@ -17,7 +17,7 @@ from subspace.search.filters import Scope, tag_filter
 from subspace.search.fragments import Fragment, bind
 from subspace.search.fusion import RRF_K, Fused, Leg, dedupe
 from subspace.search.hydrate import Row, hydrate
-from subspace.search.lexical import TsQueries, either, tsquery_literal
+from subspace.search.lexical.terms import TsQueries
 from subspace.search.refs import Ref, parse_ref
 
 
@@ -249,10 +249,6 @@ def _lexical_absence(
         return "lexical leg: the query has no searchable words (only stopwords)"
     if not _holds(conn, scope, spec, ident, tsq.any_words):
         return "lexical leg: none of the query's words is in its text"
-    if tsq.left_out and not _holds(
-        conn, scope, spec, ident, either(map(tsquery_literal, tsq.lexemes))
-    ):
-        return "lexical leg: its text holds only words the search left out as too common"
     if tsq.excluded:
         return (
             f"lexical leg: matched, but outside the window of {window} per source and "

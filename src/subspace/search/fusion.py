@@ -42,7 +42,7 @@ class Leg:
     error: str | None = None
     ms: float = 0.0
     plan: str | None = None  # how the leg ran, e.g. the vector leg's "index" or "exact"
-    left_out: str | None = None  # what of the query it ran without, and why
+    note: str | None = None  # how it ran degraded, if it did (said in `degraded`)
 
     @property
     def ran(self) -> bool:

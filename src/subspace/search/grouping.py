@@ -8,7 +8,7 @@ from subspace.db.pool import Conn
 from subspace.search import kinds as registry
 from subspace.search.filters import Scope, asked_by_run
 from subspace.search.fusion import Fused, ItemKey
-from subspace.search.lexical import TsQueries
+from subspace.search.lexical.terms import TsQueries
 
 GROUPED_ITEM = "page"  # the item whose rows are grouped (its name)
 

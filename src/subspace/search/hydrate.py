@@ -20,7 +20,7 @@ from subspace.search.analysis import fold, fold_with_offsets
 from subspace.search.filters import Scope
 from subspace.search.fragments import Fragment, bind
 from subspace.search.fusion import Fused, ItemKey
-from subspace.search.lexical import TsQueries
+from subspace.search.lexical.terms import TsQueries
 from subspace.search.refs import parse_ref
 
 START, STOP = "\ue000", "\ue001"  # private-use characters: never in stored text after cleaning

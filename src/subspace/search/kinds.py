@@ -27,6 +27,7 @@ import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from uuid import UUID
 
 Condition = Callable[[str], str]  # SQL over the row at the given alias
 EmbeddingLink = Callable[[str, str], str]  # SQL joining the row at the first alias to the
@@ -48,6 +49,10 @@ class Reason:
     name: str  # archived, deleted, excluded, disabled, processing, chunk_disabled
     label: str
     visible: Condition
+    # For a reason that depends on who searches (the user's own exclusions): SQL listing the
+    # ids of the items it hides from %(user)s in %(ws)s. The lexical engine's documents hold
+    # the other reasons; these it is told at each search.
+    hidden_items: str | None = None
 
     def hidden(self, alias: str) -> str:
         """SQL that is true when the row at `alias` is hidden for this reason (a condition
@@ -75,6 +80,10 @@ def excluded_by_user(item: str, key: str = "id") -> Reason:
             f"not exists (select 1 from kb.exclusions x where x.workspace_id = {a}.workspace_id "
             f"and x.user_id = %(user)s and x.target_kind = '{item}' and x.target_id = {a}.{key})"
         ),
+        hidden_items=(
+            "select x.target_id from kb.exclusions x where x.workspace_id = %(ws)s "
+            f"and x.user_id = %(user)s and x.target_kind = '{item}'"
+        ),
     )
 
 
@@ -91,6 +100,8 @@ class ItemSpec:
     the field of a hydrated row (hydrate.Row) its id fills (page_id), and `row_columns` its
     columns that fill the row's fields of the same names (a mail's sender and sent_at).
     Its table has `updated_at`: browsing lists the most recently changed items first.
+    `events` are the outbox events about such an item (their names' prefixes) and
+    `event_key` the payload key naming it: the indexers follow the item through them.
     """
 
     name: str  # page, file or mail
@@ -102,6 +113,8 @@ class ItemSpec:
     kb: str = "kb_id"  # its knowledge base
     row_id: str = ""
     row_columns: tuple[str, ...] = ()
+    events: tuple[str, ...] = ()
+    event_key: str = ""
 
     def visible(self, alias: str | None = None) -> str:
         """SQL: the item at `alias` (its own alias by default) is hidden for no reason."""
@@ -231,15 +244,16 @@ def is_memory(alias: str) -> str:
 
 PAGE_ITEM = ItemSpec(
     "page", "kb.pages", "p", "title", (ARCHIVED, DELETED, excluded_by_user("page")),
-    row_id="page_id",
+    row_id="page_id", events=("page.", "nodes."), event_key="page_id",
 )  # fmt: skip
 FILE_ITEM = ItemSpec(
     "file", "kb.files", "f", "name",
     (DISABLED, PROCESSING, ARCHIVED, DELETED, excluded_by_user("file")), row_id="file_id",
+    events=("file.",), event_key="file_id",
 )  # fmt: skip
 MAIL_ITEM = ItemSpec(
     "mail", "kb.mail", "m", "subject", (ARCHIVED, DELETED, excluded_by_user("mail")),
-    row_id="mail_id", row_columns=("sender", "sent_at"),
+    row_id="mail_id", row_columns=("sender", "sent_at"), events=("mail.",), event_key="mail_id",
 )  # fmt: skip
 
 # A title's BM25 score beside its bullets': `subspace eval --titled` on SciFact (titles as page
@@ -420,6 +434,40 @@ def items() -> tuple[ItemSpec, ...]:
 def of_item(item: str) -> tuple[KindSpec, ...]:
     """The kinds whose rows belong to the item called `item`."""
     return tuple(spec for spec in _REGISTRY.values() if spec.item.name == item)
+
+
+def item_of_event(event: str, payload: dict[str, object]) -> tuple[str, UUID] | None:
+    """The (item kind, id) an outbox event is about; None for an event about no item (a
+    knowledge base, a tag)."""
+    for item in items():
+        if item.events and event.startswith(item.events) and item.event_key in payload:
+            return item.name, UUID(str(payload[item.event_key]))
+    return None
+
+
+def event_item_sql(alias: str = "o") -> str:
+    """SQL for the id of the item the outbox row at `alias` is about (null for none), to run
+    with parameters (its % are doubled)."""
+    return _event_case(alias, lambda item: f"({alias}.payload->>'{item.event_key}')::uuid")
+
+
+def event_kind_sql(alias: str = "o") -> str:
+    """SQL for the kind of that item (page, file, mail...; null for none), likewise."""
+    return _event_case(alias, lambda item: f"'{item.name}'")
+
+
+def event_sql(alias: str = "o") -> str:
+    """SQL: the outbox row at `alias` is about an item, likewise."""
+    return f"({event_item_sql(alias)}) is not null"
+
+
+def _event_case(alias: str, value: Callable[[ItemSpec], str]) -> str:
+    cases = []
+    for item in items():
+        if item.events:
+            named = " or ".join(f"{alias}.event like '{prefix}%%'" for prefix in item.events)
+            cases.append(f"when {named} then {value(item)}")
+    return f"case {' '.join(cases)} end" if cases else "null::uuid"
 
 
 for _spec in (PAGE, NODE, MEMORY, FILE, MAIL, FILE_NAME, MAIL_SUBJECT):

@@ -1,7 +1,7 @@
 """The two legs of one search, queued together on the search's connection so both cost one
-round trip (search/lexical.py and search/vector.py hold their SQL); what they need beforehand
-(the query's lexemes, the bases' sizes, the query's embedding) is started with the search's
-first round trip."""
+round trip (search/lexical/ and search/vector.py hold them); what they need beforehand (the
+query's lexemes and statistics, the lexical index's view and delta, the bases' sizes, the
+query's embedding) is started with the search's first round trip."""
 
 from __future__ import annotations
 
@@ -20,7 +20,15 @@ from subspace.db.pool import Conn
 from subspace.providers.base import EmbeddingProvider
 from subspace.search.filters import Scope
 from subspace.search.fusion import Hit, Leg
-from subspace.search.lexical import TsQueries, queue_lexical_leg, queue_tsqueries
+from subspace.search.lexical.leg import (
+    LexicalInputs,
+    LexicalRun,
+    database_identity,
+    index_root,
+    prepare_lexical,
+    queue_lexical_leg,
+)
+from subspace.search.lexical.terms import TsQueries, queue_tsqueries
 from subspace.search.query import ParsedQuery
 from subspace.search.runtime import LargeBases
 from subspace.search.vector import (
@@ -34,7 +42,6 @@ from subspace.search.vector import (
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-NAMED_WORDS = 5  # words left out of the ranking that the answer names; the rest are counted
 STATEMENT_TIMEOUT_MS = 10_000  # a search that takes longer than this is a bug, not a query
 # The search's transaction settings, as one statement so it can be queued (a pipeline sends
 # no multi-statement text): a time limit, and every statement planned for its own words. The
@@ -97,8 +104,8 @@ class LegsRun:
 
     def degraded(self) -> list[str]:
         """A line per leg that failed (a degraded search answers with the other leg) or ran
-        without part of the query."""
-        return [f"{leg.name}: {why}" for leg in self.legs if (why := leg.error or leg.left_out)]
+        degraded (the lexical leg without its index, or with it far behind)."""
+        return [f"{leg.name}: {why}" for leg in self.legs if (why := leg.error or leg.note)]
 
 
 @dataclass(frozen=True)
@@ -106,6 +113,7 @@ class Prepared:
     """What the legs need, started with the search's first round trip."""
 
     tsq: Later[TsQueries]
+    lexical: LexicalInputs  # the lexical index's view, and what its leg reads beforehand
     sizes: Later[dict[UUID, int]] | None  # the bases' vector counts, for the vector leg
     embedding: Later[HalfVector] | None  # the query's vector, computing meanwhile
     large_bases: LargeBases | None = None  # the runtime's memory of large bases
@@ -119,18 +127,25 @@ def prepare_legs(
     mode: str,
     typos: bool,
     provider: EmbeddingProvider | None,
+    ranker: str = "bm25",
 ) -> Prepared:
-    """Queue the query's analysis (the lexical leg's queries, the vector leg's exclusions) and
-    the bases' sizes, and start embedding the query."""
+    """Queue the query's analysis (the lexical leg's terms, the vector leg's exclusions), what
+    the lexical index needs, and the bases' sizes, and start embedding the query."""
     ws = cx.actor.workspace_id
     tsq = queue_tsqueries(conn, parsed, ws, typos=typos and mode != "vector")
+    lexical = LexicalInputs(None, "")
+    if mode != "vector":
+        reader = cx.search_runtime.lexical_reader(
+            index_root(cx.settings), lambda: database_identity(conn)
+        )
+        lexical = prepare_lexical(conn, reader, cx.settings, ws, cx.actor.user_id, ranker=ranker)
     if mode == "lexical" or provider is None:
-        return Prepared(tsq, None, None)
+        return Prepared(tsq, lexical, None, None)
     large_bases = cx.search_runtime.large_bases
     sizes = queue_base_sizes(conn, ws, provider.model, large_bases)
     timeout_s = cx.settings.embed_timeout_ms / 1000
     embedding = start_query_embedding(cx.search_runtime, provider, parsed.text, timeout_s=timeout_s)
-    return Prepared(tsq, sizes, embedding, large_bases)
+    return Prepared(tsq, lexical, sizes, embedding, large_bases)
 
 
 def run_legs(conn: Conn, cx: Context, plan: LegPlan, prepared: Prepared) -> LegsRun:
@@ -138,26 +153,24 @@ def run_legs(conn: Conn, cx: Context, plan: LegPlan, prepared: Prepared) -> Legs
     back to its savepoint and reported; the other still answers (if the lexical leg's failure
     cut the vector leg short, it runs again on its own)."""
     tsq = prepared.tsq.result()
-    lexical = vector = None
+    lexical: Later[LexicalRun] | None = None
+    vector = None
     started = time.perf_counter()
-    left_out = None
-    scored = tsq
     if plan.mode in ("hybrid", "lexical"):
-        if plan.ranker == "bm25":  # ts_rank_cd reads every match whatever its words
-            limits = (cx.settings.max_query_postings, cx.settings.max_query_words)
-            scored = tsq.within(*limits)
-            left_out = _left_out(tsq, scored, *limits)
         send(conn, "savepoint lexical_leg")
-        lexical = queue_lexical_leg(conn, plan.scope, scored, cap=plan.window, ranker=plan.ranker)
+        lexical = queue_lexical_leg(
+            conn, plan.scope, tsq, prepared.lexical, cap=plan.window, ranker=plan.ranker
+        )
         send(conn, "release savepoint lexical_leg")
     vector_leg = Leg("vector", weight=plan.weights["vector"])
     if plan.mode in ("hybrid", "vector"):
         vector = _queue_vector(conn, plan, prepared, tsq, vector_leg)
     legs: list[Leg] = []
     if lexical is not None:
-        leg = Leg("lexical", weight=plan.weights["lexical"], left_out=left_out)
-        hits, leg.error = _read(conn, lexical, "lexical_leg")
-        leg.hits = hits or []
+        leg = Leg("lexical", weight=plan.weights["lexical"])
+        ran, leg.error = _read(conn, lexical, "lexical_leg")
+        if ran is not None:
+            leg.hits, leg.note = ran.hits, ran.note
         leg.ms = elapsed_ms(started)
         legs.append(leg)
         if leg.error and vector is not None:  # the failure aborted what was queued after it
@@ -169,37 +182,9 @@ def run_legs(conn: Conn, cx: Context, plan: LegPlan, prepared: Prepared) -> Legs
                 vector_leg.hits, vector_leg.plan = found
             vector_leg.ms = elapsed_ms(started)
         legs.append(vector_leg)
-    # Rows are marked for the lexical leg's query only when it ran (all its words: those it
-    # left out only lose their postings, see TsQueries.within).
+    # Rows are marked for the lexical leg's query only when it ran.
     ran_lexical = lexical is not None and not legs[0].error
-    return LegsRun(legs, scored if ran_lexical else TsQueries("", "", ""), plan.ranker)
-
-
-def _left_out(tsq: TsQueries, scored: TsQueries, max_postings: int, max_words: int) -> str | None:
-    """What the lexical leg says when it ranks without some of the query's words."""
-    if not scored.left_out:
-        return None
-    named = scored.left_out[:NAMED_WORDS]
-    words = ", ".join(f'"{word}"' for word in named)
-    if len(scored.left_out) > len(named):
-        words += f" and {len(scored.left_out) - len(named)} more"
-    plural = "s" if len(scored.left_out) > 1 else ""
-    held = sum(1 for count in tsq.postings if count > 0)
-    if max_words and held > max_words:
-        why = (
-            f"the query has {held:,} words found in documents, and BM25 ranks by the "
-            f"{max_words:,} rarest (SUBSPACE_MAX_QUERY_WORDS)"
-        )
-    else:
-        why = (
-            f"the documents holding each of the query's words add up to "
-            f"{sum(tsq.postings):,}, more than SUBSPACE_MAX_QUERY_POSTINGS ({max_postings:,}) "
-            "allows"
-        )
-    return (
-        f"without the commonest word{plural} {words}: {why}, so a document holding only "
-        f"{'those' if plural else 'that'} is not found; fewer or rarer words are searched in full"
-    )
+    return LegsRun(legs, tsq if ran_lexical else TsQueries("", "", ""), plan.ranker)
 
 
 def _queue_vector(

@@ -1,5 +1,5 @@
 """What searches share while a process runs: the vector leg's threads, the base sizes seen,
-and the query embeddings' threads and cache."""
+the query embeddings' threads and cache, and the lexical index's reader."""
 
 from __future__ import annotations
 
@@ -7,11 +7,14 @@ import os
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from uuid import UUID
 
 from pgvector import HalfVector
 
+from subspace.search.lexical.index import LexicalReader, database_folder
 from subspace.shares import Shares
 
 LARGE_BASE_TTL_S = 60.0  # how long a base found to hold EXACT_SCAN_ROWS vectors stays "large"
@@ -107,6 +110,19 @@ class SearchRuntime:
         )
         self.query_vectors = QueryVectors(query_cache_size)
         self.searches = Shares("searches in flight", total=None, per_key=searches_per_workspace)
+        self._lexical: dict[Path, LexicalReader] = {}
+        self._lexical_lock = threading.Lock()
+
+    def lexical_reader(self, root: Path, identity: Callable[[], str]) -> LexicalReader:
+        """The reader of the lexical index under `root` for this runtime's database; the
+        database's identity is asked for once."""
+        with self._lexical_lock:
+            reader = self._lexical.get(root)
+            if reader is None:
+                database = identity()
+                reader = LexicalReader(database_folder(root, database), database)
+                self._lexical[root] = reader
+            return reader
 
     def close(self) -> None:
         """Wait for the query embeddings running, then stop their threads. Safe

@@ -41,7 +41,7 @@ from subspace.search.legs import (
     prepare_legs,
     run_legs,
 )
-from subspace.search.lexical import TsQueries
+from subspace.search.lexical.terms import TsQueries
 from subspace.search.options import ANSWERS, MODES, RANKERS
 from subspace.search.query import ParsedQuery, parse_query
 from subspace.search.runtime import SEARCH_WAIT_S
@@ -260,8 +260,9 @@ def _search(
         prepared = None
         if not parsed.is_empty:
             prepared = prepare_legs(
-                conn, cx, parsed, mode=request.mode, typos=request.typos, provider=provider
-            )
+                conn, cx, parsed, mode=request.mode, typos=request.typos, provider=provider,
+                ranker=request.ranker or cx.settings.lexical_ranker,
+            )  # fmt: skip
         scope = resolve_request_scope(conn, cx, request, bases)
         paging = read_cursor(conn, ws, request, secret=secret.result())
         if prepared is None:

@@ -1,6 +1,6 @@
 -- A file's name and a mail's subject as lexical units of their own (search/kinds.py: kinds
--- file_name and mail_subject), each with its tsvector, its length and its BM25 statistics,
--- postings and words, kept by the triggers of migrations 0005, 0013 and 0019. A file's name
+-- file_name and mail_subject), each with its tsvector, its length, and its BM25 statistics
+-- and words, kept by the triggers of migrations 0005 and 0019. A file's name
 -- was searched nowhere before (its rows were its text's chunks), and a subject counted as any
 -- word of its mail's text; as titles they come first among the rows holding every word of a
 -- short lookup, as a page's title does.
@@ -36,22 +36,6 @@ create trigger text_stats_subject_update after update on kb.mail
 create trigger text_stats_subject_delete after delete on kb.mail referencing old table as old_rows
     for each statement execute function search.update_text_stats('mail_subject', 'subject_tsv', 'subject_len');
 
-create trigger postings_insert after insert on kb.files referencing new table as new_rows
-    for each statement execute function search.update_postings('file_name', 'name_tsv', 'name_len', 'id', '0');
-create trigger postings_update after update on kb.files
-    referencing old table as old_rows new table as new_rows
-    for each statement execute function search.update_postings('file_name', 'name_tsv', 'name_len', 'id', '0');
-create trigger postings_delete after delete on kb.files referencing old table as old_rows
-    for each statement execute function search.update_postings('file_name', 'name_tsv', 'name_len', 'id', '0');
-
-create trigger postings_subject_insert after insert on kb.mail referencing new table as new_rows
-    for each statement execute function search.update_postings('mail_subject', 'subject_tsv', 'subject_len', 'id', '0');
-create trigger postings_subject_update after update on kb.mail
-    referencing old table as old_rows new table as new_rows
-    for each statement execute function search.update_postings('mail_subject', 'subject_tsv', 'subject_len', 'id', '0');
-create trigger postings_subject_delete after delete on kb.mail referencing old table as old_rows
-    for each statement execute function search.update_postings('mail_subject', 'subject_tsv', 'subject_len', 'id', '0');
-
 -- A subject's words are already kept with its mail's (0019); a file name's are new.
 create trigger text_words_insert after insert on kb.files referencing new table as new_rows
     for each statement execute function search.update_words('name', 'name_tsv', 'id');
@@ -61,7 +45,7 @@ create trigger text_words_update after update on kb.files
 create trigger text_words_delete after delete on kb.files referencing old table as old_rows
     for each statement execute function search.update_words('name', 'name_tsv', 'id');
 
--- What is already stored: statistics, each new source's impact basis, postings and words.
+-- What is already stored: statistics and words.
 insert into search.source_stats (workspace_id, source, ndocs, total_len)
 select workspace_id, source, count(*) filter (where len > 0), sum(len) from (
     select workspace_id, 'file_name' as source, name_len as len from kb.files
@@ -75,26 +59,6 @@ select workspace_id, source, lexeme, count(*) from (
     union all select workspace_id, 'mail_subject', tsvector_to_array(subject_tsv) from kb.mail
 ) d cross join lateral unnest(d.lexemes) l(lexeme)
 group by workspace_id, source, lexeme;
-
-insert into search.impact_basis (workspace_id, source, avgdl)
-select workspace_id, source, greatest(total_len::float8 / ndocs, 1)
-from search.source_stats where ndocs > 0 and source in ('file_name', 'mail_subject');
-
-do $$
-declare
-    statement text;
-begin
-    foreach statement in array
-        search.postings_sql('file_name', 'select workspace_id, id as doc_id, 0 as part, '
-                                         'name_tsv as tsv, name_len as len, ''file_name'' as kind '
-                                         'from kb.files')
-        || search.postings_sql('mail_subject', 'select workspace_id, id as doc_id, 0 as part, '
-                                               'subject_tsv as tsv, subject_len as len, '
-                                               '''mail_subject'' as kind from kb.mail')
-    loop
-        execute statement;
-    end loop;
-end $$;
 
 insert into search.words (workspace_id, word, lexeme)
 select workspace_id, word, (ts_lexize('english_stem', word))[1] from (

@@ -272,7 +272,7 @@ function correctedQuery(query, corrections) {
 }
 
 /** What the user should know about a leg that did not run ("Keyword results only: …") or
- * searched without some of the query's words. */
+ * ran without its index (every match is still found). */
 function degradedNotices(response) {
   const lines = [];
   for (const entry of response.degraded || []) {
@@ -284,8 +284,10 @@ function degradedNotices(response) {
         : reason.startsWith("failed") ? `the vector search failed ${reason.slice(7)}`.trim()
         : `the embedding provider did not answer (${reason})`;
       lines.push(`Keyword results only: ${why}.`);
-    } else if (reason.startsWith("without")) {
-      lines.push(`Keyword search ${reason}.`);
+    } else if (reason.startsWith("ranked in Postgres")) {
+      lines.push("Keyword search is running without its index while the index is rebuilt: every match is found, more slowly.");
+    } else if (reason.startsWith("the lexical index is")) {
+      lines.push("The keyword index is catching up with recent writes: they are found all the same.");
     } else {
       lines.push(`Meaning-based results only: the keyword search ${reason}.`);
     }

@@ -1,0 +1,370 @@
+"""The lexical follower: keeps the lexical index (search/lexical/index.py) current from the
+outbox, and builds it anew when it is missing, unreadable, of another format, set of kinds or
+database.
+
+One process per index folder follows (an flock on the folder, released when the process
+dies); the others only read. A round reads, in one repeatable-read transaction, the events
+its position's snapshot did not see, rewrites the documents of the items they name, commits
+the indexes, and only then records that transaction's snapshot as the new position. A round
+cut short (kill -9 mid-commit) leaves the old position, from which the next round applies
+the same events again: rewriting an item's documents twice changes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+from uuid import UUID
+
+from subspace.commands.outbox import CHANNEL
+from subspace.config import Settings
+from subspace.db.notifications import Listener
+from subspace.db.pool import Conn
+from subspace.errors import ConfigError
+from subspace.runtime import Database
+from subspace.search import kinds as registry
+from subspace.search.kinds import event_item_sql, event_kind_sql
+from subspace.search.lexical.delta import AFTER, Behind, behind
+from subspace.search.lexical.documents import all_documents, item_documents
+from subspace.search.lexical.index import (
+    CURRENT,
+    FORMAT,
+    ITEM,
+    LOCK,
+    STATE,
+    WRITER_HEAP_BYTES,
+    State,
+    current_generation,
+    database_folder,
+    open_index,
+    source_kinds,
+    write_atomically,
+)
+from subspace.search.lexical.leg import database_identity, index_root
+
+log = logging.getLogger(__name__)
+
+POLL_S = 2.0  # also polled, in case a notification is missed
+ITEMS_PER_READ = 500  # items whose documents one statement reads
+RETRY_S = 5.0  # after a round that failed
+
+
+@dataclass
+class Followed:
+    """What one round of the follower did."""
+
+    items: int = 0  # items whose documents were rewritten
+    documents: int = 0  # documents written
+    rebuilt: bool = False
+
+
+class FollowerLock:
+    """The folder's one-writer lock: an flock the kernel releases when the process dies."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self._handle: IO[str] | None = None
+
+    def acquire(self) -> bool:
+        """Take it without waiting; True when this process holds it (again)."""
+        import fcntl
+
+        if self._handle is not None:
+            return True
+        self.folder.mkdir(parents=True, exist_ok=True)
+        handle = (self.folder / LOCK).open("a+")
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            return False
+        self._handle = handle
+        return True
+
+    def release(self) -> None:
+        """Safe to call twice."""
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
+
+class Writers:
+    """The open writers of one generation, one per source."""
+
+    def __init__(self, generation: Path, *, create: bool = False) -> None:
+        self.generation = generation
+        self.kinds = source_kinds()
+        self.indexes = {s: open_index(generation, s, create=create) for s in self.kinds}
+        self.writers = {
+            s: index.writer(heap_size=WRITER_HEAP_BYTES, num_threads=1)
+            for s, index in self.indexes.items()
+        }
+
+    def add(self, document: Any) -> None:
+        self.writers[document.source].add_document(document.to_tantivy(self.kinds[document.source]))
+
+    def commit(self, sources: set[str], position: str, database: str) -> None:
+        """Commit the sources written, then record `position`: never before their documents."""
+        for source in sources:
+            self.writers[source].commit()
+        State(FORMAT, database, self.kinds, position).write(self.generation / STATE)
+
+    def close(self) -> None:
+        for writer in self.writers.values():
+            writer.rollback()  # drops what was added since the last commit
+            writer.wait_merging_threads()
+        self.writers = {}
+
+
+class LexicalFollower:
+    """Follows the outbox into the lexical index. `run_once` does one round; `run` loops
+    until `stop()`."""
+
+    def __init__(self, db: Database, settings: Settings) -> None:
+        self.db = db
+        self.settings = settings
+        self.root = index_root(settings)
+        self._database: str | None = None
+        self._folder: Path | None = None
+        self._lock: FollowerLock | None = None
+        self._writers: Writers | None = None
+        self._position: str | None = None
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self.on_committed: Callable[[Followed], None] | None = None  # a seam for tests
+
+    @property
+    def folder(self) -> Path:
+        if self._folder is None:
+            with self.db.pool.connection() as conn:
+                self._database = database_identity(conn)
+            self._folder = database_folder(self.root, self._database)
+        return self._folder
+
+    def run_once(self) -> Followed:
+        """Apply what was written since the position; first build the index if it cannot be
+        followed. A round in a process that does not hold the folder's lock does nothing."""
+        folder = self.folder
+        if self._lock is None:
+            self._lock = FollowerLock(folder)
+        if not self._lock.acquire():
+            return Followed()
+        rebuilt = False
+        if not self._usable():
+            self.rebuild()
+            rebuilt = True
+        done = self._apply()
+        done.rebuilt = rebuilt
+        return done
+
+    def _usable(self) -> bool:
+        """Whether the writers are open on the generation CURRENT names, which fits this
+        database and holds a position from its past."""
+        folder = self.folder
+        generation = current_generation(folder)
+        if self._writers is not None and generation == self._writers.generation:
+            return (generation / STATE).exists()
+        self._close_writers()
+        if generation is None:
+            return False
+        state = State.read(generation / STATE)
+        assert self._database is not None
+        if state is None or not state.fits(self._database) or not self._from_here(state):
+            return False
+        try:
+            self._writers = Writers(generation)
+        except (ValueError, OSError) as exc:
+            log.warning("cannot open the lexical index in %s (%s); rebuilding", generation, exc)
+            return False
+        self._position = state.position
+        return True
+
+    def _from_here(self, state: State) -> bool:
+        """Whether the state's position is a snapshot of this database's past (a restored
+        database's transaction ids start over)."""
+        with self.db.pool.connection() as conn:
+            row = conn.execute(
+                "select pg_snapshot_xmax(%s::pg_snapshot) <= "
+                "pg_snapshot_xmax(pg_current_snapshot()) as ok",
+                (state.position,),
+            ).fetchone()
+        return row is not None and bool(row["ok"])
+
+    def _apply(self) -> Followed:
+        """One round: the documents of the items written since the position, rewritten."""
+        writers = self._writers
+        assert writers is not None and self._position is not None and self._database is not None
+        done = Followed()
+        with self.db.pool.connection() as conn, conn.transaction():
+            conn.execute("set transaction isolation level repeatable read")
+            snapshot = _snapshot(conn)
+            items = _items_after(conn, self._position)
+            if not items:
+                return done
+            written: set[str] = set()
+            by_kind: dict[str, list[tuple[UUID, UUID]]] = defaultdict(list)
+            for workspace, kind, item in items:
+                by_kind[kind].append((workspace, item))
+            for kind, pairs in by_kind.items():
+                sources = {spec.source for spec in registry.of_item(kind)}
+                for start in range(0, len(pairs), ITEMS_PER_READ):
+                    chunk = pairs[start : start + ITEMS_PER_READ]
+                    for source in sources:
+                        writer = writers.writers[source]
+                        for _, item in chunk:
+                            writer.delete_documents_by_term(ITEM, item.hex)
+                        for document in item_documents(conn, source, chunk):
+                            writers.add(document)
+                            done.documents += 1
+                    written |= sources
+            done.items = len(items)
+            writers.commit(written, snapshot, self._database)
+        self._position = snapshot
+        if self.on_committed is not None:
+            self.on_committed(done)
+        return done
+
+    def rebuild(self, progress: Callable[[str, int], None] | None = None) -> int:
+        """Build a new generation from every document, make it current, and remove the old
+        ones; returns the documents written. Safe while searches run: they read the old
+        generation (or rank in Postgres) until CURRENT names the new one."""
+        folder = self.folder
+        assert self._database is not None
+        if self._lock is None:
+            self._lock = FollowerLock(folder)
+        if not self._lock.acquire():
+            raise ConfigError(
+                f"Another process follows the lexical index in {folder}. Stop it (a running "
+                "`subspace serve` or `subspace indexer`) and try again."
+            )
+        self._close_writers()
+        generation = folder / f"g{time.time_ns()}"
+        writers = Writers(generation, create=True)
+        written = 0
+        try:
+            with self.db.pool.connection() as conn, conn.transaction():
+                conn.execute("set transaction isolation level repeatable read")
+                snapshot = _snapshot(conn)
+                for source in writers.kinds:
+                    for document in all_documents(conn, source):
+                        writers.add(document)
+                        written += 1
+                        if progress is not None and written % 1000 == 0:
+                            progress(source, written)
+                writers.commit(set(writers.kinds), snapshot, self._database)
+        except BaseException:
+            writers.close()
+            shutil.rmtree(generation, ignore_errors=True)
+            raise
+        write_atomically(folder / CURRENT, generation.name)
+        for old in folder.glob("g*"):
+            if old != generation and old.is_dir():
+                shutil.rmtree(old, ignore_errors=True)
+        self._writers = writers
+        self._position = snapshot
+        log.info("built the lexical index: %d documents in %s", written, generation)
+        return written
+
+    def _close_writers(self) -> None:
+        if self._writers is not None:
+            try:
+                self._writers.close()
+            except (ValueError, OSError) as exc:
+                log.warning("closing the lexical index's writers: %s", exc)
+            self._writers = None
+            self._position = None
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+
+    def close(self) -> None:
+        """Close the writers and give the lock back (another process may follow). Safe to
+        call twice."""
+        self._close_writers()
+        if self._lock is not None:
+            self._lock.release()
+
+    def run(self) -> None:
+        """Follow until `stop()`: wake on NOTIFY, or every few seconds."""
+        listener = Listener(self.db.dsn, CHANNEL, lambda _: self._wake.set(), name="lexical-listen")
+        listener.start()
+        try:
+            while not self._stop.is_set():
+                wait = POLL_S
+                try:
+                    self.run_once()
+                except Exception:  # a database hiccup, a folder removed under the writers
+                    log.exception("lexical follower round failed; retrying")
+                    self._close_writers()
+                    wait = RETRY_S
+                self._wake.wait(wait)
+                self._wake.clear()
+        finally:
+            listener.stop()
+            self.close()
+
+
+def _snapshot(conn: Conn) -> str:
+    row = conn.execute("select pg_current_snapshot()::text as snapshot").fetchone()
+    assert row is not None
+    return str(row["snapshot"])
+
+
+def _items_after(conn: Conn, position: str) -> list[tuple[UUID, str, UUID]]:
+    """(workspace, item kind, item) of every event the position's snapshot did not see."""
+    rows = conn.execute(
+        f"select distinct o.workspace_id, {event_kind_sql()} as kind, {event_item_sql()} as item "
+        f"from kb.outbox o where {AFTER}",
+        {"position": position},
+    ).fetchall()
+    return [(r["workspace_id"], r["kind"], r["item"]) for r in rows if r["item"] is not None]
+
+
+def start_follower(db: Database, settings: Settings) -> tuple[LexicalFollower, threading.Thread]:
+    """Run a follower in a daemon thread; stop it with `follower.stop()` and join the thread."""
+    follower = LexicalFollower(db, settings)
+    thread = threading.Thread(target=follower.run, name="lexical-follower", daemon=True)
+    thread.start()
+    return follower, thread
+
+
+@dataclass(frozen=True)
+class LexicalStatus:
+    """Where the lexical index stands: its folder, documents, position and how far behind."""
+
+    folder: str
+    documents: int | None  # None without a usable index
+    behind: Behind | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "folder": self.folder,
+            "documents": self.documents,
+            "behind_events": None if self.behind is None else self.behind.events,
+            "behind_seconds": None if self.behind is None else round(self.behind.oldest_s, 1),
+        }
+
+
+def lexical_status(conn: Conn, settings: Settings) -> LexicalStatus:
+    """The index's state as this process reads it from its folder."""
+    folder = database_folder(index_root(settings), database_identity(conn))
+    generation = current_generation(folder)
+    state = State.read(generation / STATE) if generation is not None else None
+    if generation is None or state is None or state.position is None:
+        return LexicalStatus(str(folder), None, None)
+    documents = 0
+    for source in state.kinds:
+        try:
+            index = open_index(generation, source)
+        except (ValueError, OSError):
+            return LexicalStatus(str(folder), None, None)
+        documents += int(index.searcher().num_docs)
+    return LexicalStatus(str(folder), documents, behind(conn, state.position))
