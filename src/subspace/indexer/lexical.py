@@ -13,6 +13,7 @@ the same events again: rewriting an item's documents twice changes nothing.
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import threading
 import time
@@ -73,11 +74,19 @@ class FollowerLock:
         self._handle: IO[str] | None = None
 
     def acquire(self) -> bool:
-        """Take it without waiting; True when this process holds it (again)."""
+        """Take it without waiting; True when this process holds it. A lock whose file was
+        removed with its folder is taken again on the new file: another process could take
+        that one."""
         import fcntl
 
         if self._handle is not None:
-            return True
+            try:
+                same = os.stat(self.folder / LOCK).st_ino == os.fstat(self._handle.fileno()).st_ino
+            except OSError:
+                same = False
+            if same:
+                return True
+            self.release()
         self.folder.mkdir(parents=True, exist_ok=True)
         handle = (self.folder / LOCK).open("a+")
         try:
@@ -141,6 +150,11 @@ class LexicalFollower:
         self.on_committed: Callable[[Followed], None] | None = None  # a seam for tests
 
     @property
+    def writers(self) -> Writers | None:
+        """The open writers, while this process follows the index."""
+        return self._writers
+
+    @property
     def folder(self) -> Path:
         if self._folder is None:
             with self.db.pool.connection() as conn:
@@ -148,20 +162,27 @@ class LexicalFollower:
             self._folder = database_folder(self.root, self._database)
         return self._folder
 
-    def run_once(self) -> Followed:
-        """Apply what was written since the position; first build the index if it cannot be
-        followed. A round in a process that does not hold the folder's lock does nothing."""
+    def open(self) -> Followed | None:
+        """Take the folder's lock and open its writers, building the index first when it
+        cannot be followed; None when another process follows it."""
         folder = self.folder
         if self._lock is None:
             self._lock = FollowerLock(folder)
         if not self._lock.acquire():
+            return None
+        if self._usable():
             return Followed()
-        rebuilt = False
-        if not self._usable():
-            self.rebuild()
-            rebuilt = True
+        self.rebuild()
+        return Followed(rebuilt=True)
+
+    def run_once(self) -> Followed:
+        """Apply what was written since the position (opening the index first). A round in a
+        process that does not hold the folder's lock does nothing."""
+        opened = self.open()
+        if opened is None:
+            return Followed()
         done = self._apply()
-        done.rebuilt = rebuilt
+        done.rebuilt = opened.rebuilt
         return done
 
     def _usable(self) -> bool:

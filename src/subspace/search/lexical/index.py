@@ -21,7 +21,6 @@ documents it then reloads.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
@@ -39,7 +38,7 @@ from subspace.search import kinds as registry
 
 log = logging.getLogger(__name__)
 
-FORMAT = 1  # the layout and analysis of the documents; another format is rebuilt
+FORMAT = 2  # the layout and analysis of the documents; another format is rebuilt
 TEXT = "text"  # the lexemes, at their positions
 ITEM = "item"  # the page, file or mail the row belongs to (its id's hex)
 KB = "kb"  # its knowledge base (hex)
@@ -50,9 +49,10 @@ HIDDEN_ANY = "any"
 ANSWER_YES = "yes"
 # Numbers read back from each hit (Searcher.fast_field_values reads numbers only): the
 # target's and the item's ids as two 64-bit halves, the row's part (a chunk's n) and the
-# kind's place among its source's kinds.
-TARGET_HI, TARGET_LO, ITEM_HI, ITEM_LO, PART, KIND_CODE = (
-    "target_hi", "target_lo", "item_hi", "item_lo", "part", "kind_code"
+# kind's place among its source's kinds; and a digest of everything the document holds, so
+# two indexes can be compared document for document.
+TARGET_HI, TARGET_LO, ITEM_HI, ITEM_LO, PART, KIND_CODE, DIGEST = (
+    "target_hi", "target_lo", "item_hi", "item_lo", "part", "kind_code", "digest"
 )  # fmt: skip
 WRITER_HEAP_BYTES = 32_000_000  # per source; Tantivy flushes a segment when it fills
 STATE = "state.json"
@@ -66,7 +66,7 @@ def schema() -> tantivy.Schema:
     builder.add_text_field(TEXT, tokenizer_name="raw", index_option="position")
     for name in (ITEM, KB, KIND, HIDDEN, ANSWER):
         builder.add_text_field(name, tokenizer_name="raw", index_option="basic")
-    for name in (TARGET_HI, TARGET_LO, ITEM_HI, ITEM_LO, PART, KIND_CODE):
+    for name in (TARGET_HI, TARGET_LO, ITEM_HI, ITEM_LO, PART, KIND_CODE, DIGEST):
         builder.add_unsigned_field(name, fast=True)
     return builder.build()
 
@@ -124,7 +124,20 @@ class IndexDocument:
             doc.add_unsigned(name, value)
         doc.add_unsigned(PART, self.part)
         doc.add_unsigned(KIND_CODE, kinds.index(self.kind))
+        doc.add_unsigned(DIGEST, self.digest())
         return doc
+
+    def digest(self) -> int:
+        """64 bits that change with anything the document holds."""
+        held = hashlib.blake2b(digest_size=8)
+        for value in (self.source, self.kind, self.target.hex, self.item.hex, self.kb.hex,
+                      str(self.part), ",".join(self.hidden), str(self.answer)):  # fmt: skip
+            held.update(value.encode())
+            held.update(b"\0")
+        held.update(" ".join(self.lexemes).encode())
+        held.update(b"\0")
+        held.update(",".join(map(str, self.positions)).encode())
+        return int.from_bytes(held.digest(), "big")
 
 
 @dataclass(frozen=True)
@@ -326,20 +339,18 @@ class LexicalReader:
         return EngineView(state.position, searchers, stats, state.kinds)
 
 
-@contextlib.contextmanager
-def held_lock(folder: Path) -> Iterator[bool]:
-    """Try to take the folder's follower lock without waiting: yields whether it is held.
-    The lock goes with the process (an flock), so a follower killed leaves it free."""
-    import fcntl
-
-    folder.mkdir(parents=True, exist_ok=True)
-    handle = (folder / LOCK).open("a+")
-    try:
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        yield True
-    finally:
-        handle.close()
+def documents(generation: Path, source: str) -> set[tuple[UUID, int, int, int]]:
+    """Each live document of `source` in `generation` as (target, part, kind code, digest):
+    what two indexes are compared by."""
+    index = open_index(generation, source)
+    searcher = index.searcher()
+    hits = searcher.search(tantivy.Query.all_query(), max(1, searcher.num_docs), count=False)
+    addresses = [address for _, address in hits.hits]
+    if not addresses:
+        return set()
+    names = (TARGET_HI, TARGET_LO, PART, KIND_CODE, DIGEST)
+    columns = zip(*(searcher.fast_field_values(n, addresses) for n in names), strict=True)
+    return {
+        (uuid_of(int(hi), int(lo)), int(part), int(kind), int(digest))
+        for hi, lo, part, kind, digest in columns
+    }
