@@ -33,7 +33,8 @@ from subspace.config import Settings
 from subspace.evaluation.beir import load_collection
 from subspace.evaluation.metrics import evaluate
 from subspace.runtime import open_database
-from subspace.search.lexical import BM25_B, BM25_K1
+from subspace.search.lexical.bm25 import K1 as BM25_K1
+from subspace.search.lexical.bm25 import B as BM25_B
 
 DEPTH = 100  # documents ranked per query, as `subspace eval`
 BATCH = 500  # texts analysed per round trip

@@ -22,6 +22,12 @@ With --json one JSON object goes to stdout, {"size", "common_word", "filter_kind
 progress and text tables to stderr.
 
 With --home the database is kept there and reused by the next run with the same --home.
+
+After the load the lexical index is brought up to every write (built from the tables the
+first time: its time and size are printed). With --stages, each hybrid search of one client
+on one knowledge base is also timed step by step (`stages` in the JSON): the first round trip
+(the query's analysis, the statistics and the scope), the lexical index's search, the second
+(the vector leg and the delta), fusion, and hydration with the commit, each a median in ms.
 """
 
 from __future__ import annotations
@@ -49,6 +55,7 @@ from subspace.db.pool import Conn
 from subspace.db.vector_index import build_vector_indexes, defer_vector_index
 from subspace.indexer.chunking import split_text
 from subspace.indexer.consumer import Indexer
+from subspace.indexer.lexical import LexicalFollower
 from subspace.indexer.status import indexer_status
 from subspace.ingest.outline import OutlineItem
 from subspace.ingest.worker import extract_pending
@@ -247,6 +254,96 @@ def ours(report: Report, setups: list[tuple[int, Context]], queries: Queries,
                                queries.labels[query_class], mode)  # fmt: skip
 
 
+class Stages:
+    """Times the steps of each search while installed, one client at a time, by wrapping the
+    functions `_search` calls in order (search/service.py) and the lexical index's search
+    (search/lexical/leg.py): the first round trip is the time from the search's start to its
+    scope; the legs', the time of run_legs without the index's search; what is left of the
+    whole search after fusion is hydration and the commit."""
+
+    def __init__(self) -> None:
+        self.times: dict[str, list[float]] = {}
+        self._saved: list[tuple[Any, str, Any]] = []
+        self._started = 0.0
+        self._engine = 0.0
+
+    def __enter__(self) -> Stages:
+        import importlib
+
+        service = importlib.import_module("subspace.search.service")
+        leg = importlib.import_module("subspace.search.lexical.leg")
+        self._wrap(service, "_search", self._search)
+        self._wrap(
+            service, "resolve_request_scope", self._step("first round trip", since_start=True)
+        )
+        self._wrap(service, "run_legs", self._step("legs"))
+        self._wrap(service, "fuse_legs", self._step("fusion"))
+        self._wrap(leg, "_engine_rankings", self._step("lexical index"))
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        for module, function, real in reversed(self._saved):
+            setattr(module, function, real)
+
+    def _wrap(self, module: Any, function: str, make: Callable[[Any], Any]) -> None:
+        real = getattr(module, function)
+        self._saved.append((module, function, real))
+        setattr(module, function, make(real))
+
+    def _record(self, name: str, ms: float) -> None:
+        self.times.setdefault(name, []).append(ms)
+
+    def _search(self, real: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            self._started = time.perf_counter()
+            self._engine = 0.0
+            found = real(*args, **kwargs)
+            self._record("total", (time.perf_counter() - self._started) * 1000)
+            return found
+
+        return timed
+
+    def _step(self, name: str, since_start: bool = False) -> Callable[[Any], Any]:
+        def make(real: Callable[..., Any]) -> Callable[..., Any]:
+            def timed(*args: Any, **kwargs: Any) -> Any:
+                started = self._started if since_start else time.perf_counter()
+                found = real(*args, **kwargs)
+                ms = (time.perf_counter() - started) * 1000
+                if name == "lexical index":
+                    self._engine = ms
+                elif name == "legs":
+                    ms -= self._engine
+                self._record(name, ms)
+                return found
+
+            return timed
+
+        return make
+
+    def medians(self) -> dict[str, float]:
+        found = {name: sorted(t)[len(t) // 2] for name, t in self.times.items() if t}
+        steps = ("first round trip", "lexical index", "legs", "fusion")
+        found["hydration and commit"] = found["total"] - sum(found.get(s, 0.0) for s in steps)
+        order = (*steps, "hydration and commit", "total")
+        return {name: round(found[name], 2) for name in order if name in found}
+
+
+def stage_breakdown(report: Report, cx: Context, queries: Queries) -> dict[str, Any]:
+    """The median time of each step of a hybrid search, per query class (one client)."""
+    provider = FakeProvider()
+    found: dict[str, Any] = {}
+    report.say("\nsteps of a hybrid search, 1 knowledge base, 1 client, median ms:")
+    for query_class in QUERY_CLASSES:
+        with Stages() as stages:
+            time_queries(cx, provider, queries.texts[query_class], 1, mode="hybrid",
+                         **filter_options(query_class))  # fmt: skip
+        medians = stages.medians()
+        found[query_class] = medians
+        report.say(f"  {queries.labels[query_class]:<48} " + ", ".join(
+            f"{name} {value:.1f}" for name, value in medians.items()))  # fmt: skip
+    return found
+
+
 def filter_options(query_class: str) -> dict[str, Any]:
     return {"kinds": [FILTER_KIND]} if query_class == "kind_filter" else {}
 
@@ -432,6 +529,9 @@ def main() -> None:
         help="Also time the seed's SQL, bm25s + an exact numpy scan, and LanceDB ([bench]).",
     )
     parser.add_argument(
+        "--stages", action="store_true", help="Also time each step of a hybrid search."
+    )
+    parser.add_argument(
         "--json",
         action="store_true",
         help="Print one JSON object {size, rows: [{system, query, mode, bases, clients, "
@@ -486,17 +586,28 @@ def main() -> None:
                 vectors = scalar(conn, "select count(*) from search.embeddings")
                 size = scalar(conn, "select pg_size_pretty(pg_database_size(current_database()))")
                 report.say(f"{vectors:,} vectors; database size: {size}")
+            follower = LexicalFollower(db, settings)
+            started = time.perf_counter()
+            followed = follower.run_once()
+            follower.close()
+            on_disk = sum(f.stat().st_size for f in follower.folder.rglob("*") if f.is_file())
+            report.say(
+                f"lexical index {'built' if followed.rebuilt else 'brought up to date'}: "
+                f"{time.perf_counter() - started:.1f} s, {on_disk / 2**20:,.0f} MB on disk"
+            )
             if args.load_only:
                 return
             queries = pick_queries(db, setups[0][1], args.queries)
             if args.references:
                 references(report, db, setups[0][1], queries, args.clients)
             ours(report, setups, queries, args.clients)
+            stages = stage_breakdown(report, setups[0][1], queries) if args.stages else {}
         finally:
             db.close()
     if args.json:
         print(json.dumps({"size": args.size, "common_word": queries.common_word,
-                          "filter_kind": FILTER_KIND, "rows": report.rows}))  # fmt: skip
+                          "filter_kind": FILTER_KIND, "rows": report.rows,
+                          "stages": stages}))  # fmt: skip
 
 
 def existing_workspace(conn: Conn, name: str) -> Actor | None:

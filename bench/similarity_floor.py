@@ -75,7 +75,9 @@ def measure(dataset: Path, provider_name: str | None) -> dict[str, Any]:
     index = {doc_id: i for i, doc_id in enumerate(doc_ids)}
     relevant, unrelated = [], []
     for row, qid in enumerate(query_ids):
-        judged = [index[d] for d, score in collection.qrels[qid].items() if score > 0 and d in index]
+        judged = [
+            index[d] for d, score in collection.qrels[qid].items() if score > 0 and d in index
+        ]
         relevant += [float(queries[row] @ docs[i]) for i in judged]
         drawn = rng.sample(range(len(doc_ids)), RANDOM_PAIRS)
         unrelated += [float(queries[row] @ docs[i]) for i in drawn if i not in judged]

@@ -34,8 +34,8 @@ from subspace.evaluation.beir import add_typos, load_collection
 from subspace.ingest.outline import OutlineItem
 from subspace.providers.fake import FakeProvider
 from subspace.runtime import Database, open_database
-from subspace.search import lexical
 from subspace.search.legs import SEARCH_SETTINGS
+from subspace.search.lexical import terms as lexical
 from subspace.search.query import parse_query
 from subspace.search.service import SearchRequest, search
 from subspace.workspaces import create_workspace

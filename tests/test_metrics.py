@@ -214,3 +214,22 @@ def test_json_logs_give_one_line_per_request_without_the_query_below_debug(
     assert logged["search"]["mode"] == "lexical"
     assert set(logged["search"]["legs"]) == {"lexical"}
     assert ("secret plans" in line) == (level == "debug")
+
+
+def test_the_lexical_index_reports_its_documents_and_how_far_behind_it_is(
+    database: Database, settings: Settings, cx: Context
+) -> None:
+    client = loopback_client(database, settings, cx.actor)
+    assert sample(client.get("/metrics").text, "subspace_lexical_index_ready") == 0
+    assert client.post("/api/search", json={"query": "anything"}).json()["degraded"]
+    page = commands.create_page(cx, "Gauges")
+    commands.add_node(cx, page.id, "a bullet the index holds")
+    follow(database, cx)
+    text = client.get("/metrics").text
+    assert sample(text, "subspace_lexical_index_ready") == 1
+    assert sample(text, "subspace_lexical_index_documents") == 2  # the title and the bullet
+    assert sample(text, "subspace_lexical_index_behind_events") == 0
+    commands.add_node(cx, page.id, "a bullet written since")
+    text = client.get("/metrics").text
+    assert sample(text, "subspace_lexical_index_behind_events") == 1
+    assert sample(text, "subspace_search_degraded_total", leg="lexical", reason="no_index") == 1

@@ -25,8 +25,10 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from subspace.api.auth import require_admin
+from subspace.indexer.lexical import lexical_status
 from subspace.indexer.status import indexer_status
 from subspace.providers.breaker import OPEN, REASONS, breaker_for, index_stats_for
+from subspace.search.lexical.leg import database_identity, index_root
 from subspace.search.service import SearchResponse
 
 log = logging.getLogger(__name__)
@@ -95,6 +97,11 @@ class Metrics:
             if leg.error:
                 reason = leg.error if leg.error in REASONS else "failed"
                 self.degraded.labels(name, reason).inc()
+        for line in response.degraded:  # a leg that ran without its index, or far behind it
+            if line.startswith("lexical: ranked in Postgres"):
+                self.degraded.labels("lexical", "no_index").inc()
+            elif line.startswith("lexical: the lexical index is"):
+                self.degraded.labels("lexical", "index_behind").inc()
 
 
 class _ScrapeTime(Collector):
@@ -173,6 +180,7 @@ class _ScrapeTime(Collector):
         except Exception as exc:  # a scrape reports what it can; the gauge's absence says it
             log.warning("indexer status unavailable for /metrics: %s", exc)
             return
+        yield from self._lexical(database)
         for name, help_text, value in (
             ("indexer_backlog", "Outbox events not yet indexed.", status.backlog),
             ("indexer_lag_seconds", "Age of the oldest event not yet indexed.", status.lag_seconds),
@@ -181,6 +189,40 @@ class _ScrapeTime(Collector):
             ("indexer_waiting_items", "Items with writes not yet embedded.", status.waiting_items),
         ):
             gauge = GaugeMetricFamily(f"subspace_{name}", help_text)
+            gauge.add_metric([], value)
+            yield gauge
+
+    def _lexical(self, database: Any) -> Iterator[Metric]:
+        """The lexical index as this process's searches read it."""
+        settings = getattr(self.state, "settings", None)
+        if settings is None:
+            return
+        try:
+            with database.pool.connection(timeout=2) as conn:
+                reader = database.search_runtime.lexical_reader(
+                    index_root(settings), lambda: database_identity(conn)
+                )
+                status = lexical_status(conn, settings, reader)
+        except Exception as exc:
+            log.warning("lexical index status unavailable for /metrics: %s", exc)
+            return
+        ready = GaugeMetricFamily(
+            "subspace_lexical_index_ready",
+            "1 while searches rank on the lexical index, 0 while it is (re)built and they rank "
+            "in Postgres.",
+        )
+        ready.add_metric([], 0 if status.documents is None else 1)
+        yield ready
+        if status.documents is None or status.behind is None:
+            return
+        for name, help_text, value in (
+            ("documents", "Documents in the lexical index.", status.documents),
+            ("behind_events", "Outbox events the lexical index has not applied.",
+             status.behind.events),
+            ("behind_seconds", "Age of the oldest event the lexical index has not applied.",
+             status.behind.oldest_s),
+        ):  # fmt: skip
+            gauge = GaugeMetricFamily(f"subspace_lexical_index_{name}", help_text)
             gauge.add_metric([], value)
             yield gauge
 

@@ -41,6 +41,7 @@ from subspace.search.lexical.index import (
     LOCK,
     STATE,
     WRITER_HEAP_BYTES,
+    LexicalReader,
     State,
     current_generation,
     database_folder,
@@ -359,11 +360,13 @@ def start_follower(db: Database, settings: Settings) -> tuple[LexicalFollower, t
 
 @dataclass(frozen=True)
 class LexicalStatus:
-    """Where the lexical index stands: its folder, documents, position and how far behind."""
+    """Where the lexical index stands: its folder, its documents, how far behind the writes
+    it is, and why it cannot serve when it cannot."""
 
     folder: str
     documents: int | None  # None without a usable index
     behind: Behind | None
+    problem: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -371,21 +374,19 @@ class LexicalStatus:
             "documents": self.documents,
             "behind_events": None if self.behind is None else self.behind.events,
             "behind_seconds": None if self.behind is None else round(self.behind.oldest_s, 1),
+            "problem": self.problem or None,
         }
 
 
-def lexical_status(conn: Conn, settings: Settings) -> LexicalStatus:
-    """The index's state as this process reads it from its folder."""
-    folder = database_folder(index_root(settings), database_identity(conn))
-    generation = current_generation(folder)
-    state = State.read(generation / STATE) if generation is not None else None
-    if generation is None or state is None or state.position is None:
-        return LexicalStatus(str(folder), None, None)
-    documents = 0
-    for source in state.kinds:
-        try:
-            index = open_index(generation, source)
-        except (ValueError, OSError):
-            return LexicalStatus(str(folder), None, None)
-        documents += int(index.searcher().num_docs)
-    return LexicalStatus(str(folder), documents, behind(conn, state.position))
+def lexical_status(
+    conn: Conn, settings: Settings, reader: LexicalReader | None = None
+) -> LexicalStatus:
+    """The index's state as `reader` (by default a new one on the settings' folder) sees it."""
+    if reader is None:
+        identity = database_identity(conn)
+        reader = LexicalReader(database_folder(index_root(settings), identity), identity)
+    view = reader.view()
+    if view is None:
+        return LexicalStatus(str(reader.folder), None, None, reader.problem)
+    documents = sum(int(searcher.num_docs) for searcher in view.searchers.values())
+    return LexicalStatus(str(reader.folder), documents, behind(conn, view.position))

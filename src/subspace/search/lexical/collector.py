@@ -27,7 +27,6 @@ from subspace.search.lexical.index import (
     TARGET_HI,
     TARGET_LO,
     EngineView,
-    uuid_of,
 )
 from subspace.search.lexical.query import EngineFilters, every_first, source_query
 from subspace.search.lexical.sql import source_weight, title_kinds
@@ -38,17 +37,22 @@ GROWTH = 4  # how much deeper the engine is read when its first hits hold too fe
 
 @dataclass(frozen=True)
 class Ranked:
-    """One target as a source ranked it: its best row, whether it holds every clause, and
-    its BM25 score in its source."""
+    """One target as a source ranked it: its best row (kind, target, item and part, the ids
+    as 128-bit numbers: a search ranks hundreds and shows ten, and only the hits it returns
+    become UUIDs), whether it holds every clause, and its BM25 score in its source."""
 
     source: str
     kind: str
-    target_id: UUID
-    item_id: UUID
+    target: int
+    item: int
     kb_id: UUID
-    ref: str
+    part: int
     every: bool
     score: float
+
+    @property
+    def target_id(self) -> UUID:
+        return UUID(int=self.target)
 
 
 def engine_top(
@@ -77,8 +81,8 @@ def engine_top(
     any_words = _top_targets(
         searcher, query, kinds, source, kb, cap + len(found), every=every_first(tsq) and not several
     )
-    seen = {r.target_id for r in found}
-    return (found + [r for r in any_words if r.target_id not in seen])[:cap]
+    seen = {r.target for r in found}
+    return (found + [r for r in any_words if r.target not in seen])[:cap]
 
 
 def _top_targets(
@@ -98,10 +102,10 @@ def _top_targets(
     limit = cap
     while True:
         hits = searcher.search(query, limit, count=False).hits
-        best: dict[UUID, Ranked] = {}
+        best: dict[int, Ranked] = {}
         for ranked in _read_hits(searcher, hits, kinds, source, kb, every):
-            best.setdefault(ranked.target_id, ranked)
-        targets = sorted(best.values(), key=lambda r: (-r.score, r.target_id))
+            best.setdefault(ranked.target, ranked)
+        targets = sorted(best.values(), key=lambda r: (-r.score, r.target))
         exhausted = len(hits) < limit
         tied = len(targets) >= cap and hits and hits[-1][0] >= targets[cap - 1].score
         if exhausted or (len(targets) >= cap and not tied):
@@ -116,60 +120,65 @@ def _read_hits(
     source: str,
     kb: UUID,
     every: bool,
-) -> Iterable[Ranked]:
+) -> list[Ranked]:
     """The hits as rows, from the numbers each document carries."""
     if not hits:
         return []
     addresses = [address for _, address in hits]
-    values = {
-        name: searcher.fast_field_values(name, addresses)
+    values = [
+        searcher.fast_field_values(name, addresses)
         for name in (TARGET_HI, TARGET_LO, ITEM_HI, ITEM_LO, PART, KIND_CODE)
-    }
-    found = []
-    for n, (score, _) in enumerate(hits):
-        spec = registry.get(kinds[int(values[KIND_CODE][n])])  # type: ignore[arg-type]
-        target = uuid_of(int(values[TARGET_HI][n]), int(values[TARGET_LO][n]))  # type: ignore[arg-type]
-        item = uuid_of(int(values[ITEM_HI][n]), int(values[ITEM_LO][n]))  # type: ignore[arg-type]
-        part = int(values[PART][n])  # type: ignore[arg-type]
-        ref = spec.ref_of(target, part) if part_column(spec) else spec.ref_of(target)
-        found.append(Ranked(source, spec.name, target, item, kb, ref, every, float(score)))
-    return found
+    ]
+    return [
+        Ranked(
+            source,
+            kinds[kind],
+            (target_hi << 64) | target_lo,
+            (item_hi << 64) | item_lo,
+            kb,
+            part,
+            every,
+            float(score),
+        )
+        for (score, _), target_hi, target_lo, item_hi, item_lo, part, kind in zip(
+            hits, *values, strict=True
+        )
+    ]
 
 
 def from_rows(rows: Iterable[dict[str, Any]]) -> list[Ranked]:
     """Rows of search/lexical/sql.py's rankings as Ranked, with their source."""
     found = []
     for r in rows:
-        source = registry.get(r["kind"]).source
-        found.append(Ranked(source, r["kind"], r["target_id"], r["item_id"], r["kb_id"],
-                            r["ref"], bool(r["every"]), float(r["score"])))  # fmt: skip
+        spec = registry.get(r["kind"])
+        part = int(r["ref"].rsplit(":", 1)[1]) if part_column(spec) else 0
+        found.append(Ranked(spec.source, r["kind"], r["target_id"].int, r["item_id"].int,
+                            r["kb_id"], part, bool(r["every"]), float(r["score"])))  # fmt: skip
     return found
 
 
 def merged(lists: Iterable[Sequence[Ranked]], cap: int) -> list[Ranked]:
     """The best `cap` targets per source and knowledge base of several rankings of them (the
     engine's and the delta's, which share no item), then all in the leg's order."""
-    groups: dict[tuple[str, UUID], dict[UUID, Ranked]] = {}
+    groups: dict[tuple[str, UUID], dict[int, Ranked]] = {}
     for ranking in lists:
         for ranked in ranking:
             group = groups.setdefault((ranked.source, ranked.kb_id), {})
-            kept = group.get(ranked.target_id)
+            kept = group.get(ranked.target)
             if kept is None or (ranked.every, ranked.score) > (kept.every, kept.score):
-                group[ranked.target_id] = ranked
+                group[ranked.target] = ranked
     kept_rows = []
     for group in groups.values():
-        ordered = sorted(group.values(), key=lambda r: (not r.every, -r.score, r.target_id))
+        ordered = sorted(group.values(), key=lambda r: (not r.every, -r.score, r.target))
         kept_rows += ordered[:cap]
     titles = title_kinds()
-    weighted = [replace(r, score=r.score * source_weight(r.source)) for r in kept_rows]
+    weights = {source: source_weight(source) for source, _ in groups}
+    weighted = [
+        r if weights[r.source] == 1 else replace(r, score=r.score * weights[r.source])
+        for r in kept_rows
+    ]
     weighted.sort(
-        key=lambda r: (
-            not r.every,
-            not (r.every and r.kind in titles),
-            -r.score,
-            r.kind,
-            r.target_id,
-        )
+        key=lambda r: (not r.every, not (r.every and r.kind in titles), -r.score, r.kind, r.target)
     )
     return weighted
 
@@ -177,14 +186,12 @@ def merged(lists: Iterable[Sequence[Ranked]], cap: int) -> list[Ranked]:
 def as_hits(ranked: Iterable[Ranked]) -> list[Hit]:
     """The leg's hits; a hit's score puts every clause matched above any BM25 score (for a
     short lookup), the fraction keeping the order inside each group."""
-    return [
-        Hit(
-            target=(registry.target_of(r.kind), r.target_id),
-            kind=r.kind,
-            ref=r.ref,
-            kb_id=r.kb_id,
-            item_id=r.item_id,
-            score=float(r.every) + r.score / (1.0 + r.score),
-        )
-        for r in ranked
-    ]
+    found = []
+    for r in ranked:
+        spec = registry.get(r.kind)
+        target = UUID(int=r.target)
+        ref = spec.ref_of(target, r.part) if part_column(spec) else spec.ref_of(target)
+        found.append(Hit(target=(spec.target_kind, target), kind=r.kind, ref=ref,
+                         kb_id=r.kb_id, item_id=UUID(int=r.item),
+                         score=float(r.every) + r.score / (1.0 + r.score)))  # fmt: skip
+    return found
