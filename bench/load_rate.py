@@ -1,10 +1,11 @@
-"""What the impact-ordered postings cost a load: the same corpus written with their triggers on
-and off, on one embedded Postgres.
+"""How fast a load is written, and how fast the lexical index takes it in, on one embedded
+Postgres.
 
 Builds the corpus of bench/search_latency.py at a smaller size (sentences as bullets, 100 to a
 page, and abstracts uploaded as text files, extracted and split into chunks) and loads it into
-a new workspace per run, alternating: postings on, off, on, off. Prints each run's times and
-chunks per second. Embedding is left out: it costs the same either way.
+a new workspace per run: files (upload, extraction, chunks), then bullets, each timed; then
+one round of the lexical follower applies the load's events to the index, timed. Embedding is
+left out: it is the indexer's, the same whatever the lexical leg does.
 
     python bench/load_rate.py [--bullets 20000] [--file-chunks 4000] [--runs 2]
 """
@@ -23,21 +24,11 @@ from bench.search_latency import BULLETS_PER_PAGE, bullets, documents
 from subspace import commands
 from subspace.config import Settings
 from subspace.indexer.chunking import split_text
+from subspace.indexer.lexical import LexicalFollower
 from subspace.ingest.outline import OutlineItem
 from subspace.ingest.worker import extract_pending
 from subspace.runtime import Database, open_database
 from subspace.workspaces import create_workspace
-
-# The tables whose writes keep search.postings current (migration 0013).
-TABLES = ("kb.pages", "kb.nodes", "search.file_chunks", "kb.mail")
-
-
-def set_postings(db: Database, on: bool) -> None:
-    with db.pool.connection() as conn:
-        for table in TABLES:
-            for operation in ("insert", "update", "delete"):
-                state = "enable" if on else "disable"
-                conn.execute(f"alter table {table} {state} trigger postings_{operation}")
 
 
 def load(db: Database, settings: Settings, name: str, texts: list[str],
@@ -60,27 +51,32 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bullets", type=int, default=20_000)
     parser.add_argument("--file-chunks", type=int, default=4_000)
-    parser.add_argument("--runs", type=int, default=2, help="runs with the postings on, and off")
+    parser.add_argument("--runs", type=int, default=2, help="loads, each into a new workspace")
     args = parser.parse_args()
     texts, files = bullets(args.bullets), documents(args.file_chunks)
     chunks = sum(len(split_text(body)) for _, body in files)
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings(home=Path(tmp), providers="fake", index_sweep_s=0)
         db = open_database(settings, pool_size=4)
+        follower = LexicalFollower(db, settings)
         try:
+            follower.run_once()  # the index of the empty database, built before the loads
             for run in range(args.runs):
-                for on in (True, False):
-                    set_postings(db, on)
-                    files_s, bullets_s = load(db, settings, f"run {run} {on}", texts, files)
-                    print(
-                        f"postings {'on ' if on else 'off'}: {len(files):,} files "
-                        f"({chunks:,} chunks) in {files_s:.1f} s = {chunks / files_s:,.0f} "
-                        f"chunks/s; {len(texts):,} bullets in {bullets_s:.1f} s = "
-                        f"{len(texts) / bullets_s:,.0f} bullets/s",
-                        flush=True,
-                    )
+                files_s, bullets_s = load(db, settings, f"run {run}", texts, files)
+                started = time.perf_counter()
+                followed = follower.run_once()
+                index_s = time.perf_counter() - started
+                print(
+                    f"run {run}: {len(files):,} files ({chunks:,} chunks) in {files_s:.1f} s = "
+                    f"{chunks / files_s:,.0f} chunks/s; {len(texts):,} bullets in "
+                    f"{bullets_s:.1f} s = {len(texts) / bullets_s:,.0f} bullets/s; all "
+                    f"{(chunks + len(texts)) / (files_s + bullets_s):,.0f} chunks/s; the "
+                    f"lexical index took in {followed.documents:,} documents in {index_s:.1f} s "
+                    f"= {followed.documents / index_s:,.0f} documents/s",
+                    flush=True,
+                )
         finally:
-            set_postings(db, True)
+            follower.close()
             db.close()
 
 

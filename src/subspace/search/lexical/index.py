@@ -270,6 +270,17 @@ def _explained_values(node: dict[str, Any]) -> Iterator[tuple[str, float]]:
         yield from _explained_values(child)
 
 
+def _file_stamp(path: Path | None) -> tuple[int, int] | None:
+    """A file's inode and modification time (a replaced file has a new inode)."""
+    if path is None:
+        return None
+    try:
+        status = path.stat()
+    except OSError:
+        return None
+    return status.st_ino, status.st_mtime_ns
+
+
 class LexicalReader:
     """The index as one process reads it: a view refreshed when the follower records a new
     position or a rebuild swaps the generation. Thread-safe; views are immutable."""
@@ -287,26 +298,20 @@ class LexicalReader:
     def view(self) -> EngineView | None:
         """The current view; None when there is no usable index (`problem` says why)."""
         with self._lock:
-            seen = self._stamp()
-            if seen != self._seen:
-                self._seen = seen
+            stamp = self._stamp()
+            if stamp != self._seen:
+                opened = self._generation
                 self._view = self._load()
+                # A stamp taken before the load: a commit during it is seen at the next
+                # search. Another generation opened has its own state file to watch.
+                self._seen = stamp if self._generation == opened else self._stamp()
             return self._view
 
     def _stamp(self) -> tuple[Any, ...]:
-        """What changes when the follower commits or a rebuild swaps generations."""
-        stamp: list[Any] = []
-        for path in (self.folder / CURRENT, self._state_path()):
-            try:
-                status = path.stat() if path is not None else None
-            except OSError:
-                status = None
-            stamp.append(None if status is None else (status.st_ino, status.st_mtime_ns))
-        return tuple(stamp)
-
-    def _state_path(self) -> Path | None:
-        generation = current_generation(self.folder)
-        return None if generation is None else generation / STATE
+        """What changes when the follower commits (its state file is replaced) or a rebuild
+        swaps generations (CURRENT is): two stat calls a search, no read."""
+        state = None if self._generation is None else self._generation / STATE
+        return (_file_stamp(self.folder / CURRENT), _file_stamp(state))
 
     def _load(self) -> EngineView | None:
         generation = current_generation(self.folder)
