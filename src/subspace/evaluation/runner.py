@@ -177,6 +177,7 @@ def _fresh_database(settings: Settings) -> tuple[Database, Callable[[], None]]:
     return db, drop
 
 
+EMBED_WAIT_MS = 600_000  # a query's embedding in an evaluation: as long as it takes
 TITLE_WEIGHTS = (0.5, 0.75, 1.0, 1.5, 2.0)  # a page title's weights tried on a titled layout
 SWEEP_WEIGHTS = (
     0.0,
@@ -251,13 +252,16 @@ def run_eval(
         follower.close()
         # A collection's queries are all run: the server's guards against hostile input are
         # not judgements on a benchmark. Queries over the query limit get it raised, and are
-        # counted.
+        # counted; a query's embedding is waited for however busy the machine is (a search
+        # answering lexical-only on a timeout would make the figures depend on the load).
         longest = max((len(text) for text in queries.values()), default=0)
         long_queries = sum(len(text) > settings.max_query_chars for text in queries.values())
         cx = dataclasses.replace(
             cx,
             settings=dataclasses.replace(
-                settings, max_query_chars=longest if long_queries else settings.max_query_chars
+                settings,
+                max_query_chars=longest if long_queries else settings.max_query_chars,
+                embed_timeout_ms=EMBED_WAIT_MS,
             ),
         )
         progress("running the queries")
