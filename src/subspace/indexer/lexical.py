@@ -19,7 +19,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 from uuid import UUID
@@ -40,6 +40,7 @@ from subspace.search.lexical.index import (
     ITEM,
     LOCK,
     STATE,
+    TARGET,
     WRITER_HEAP_BYTES,
     LexicalReader,
     State,
@@ -65,6 +66,7 @@ class Followed:
     items: int = 0  # items whose documents were rewritten
     documents: int = 0  # documents written
     rebuilt: bool = False
+    position: str | None = None  # the snapshot the index holds after the round
 
 
 class FollowerLock:
@@ -151,6 +153,11 @@ class LexicalFollower:
         self.on_committed: Callable[[Followed], None] | None = None  # a seam for tests
 
     @property
+    def position(self) -> str | None:
+        """The snapshot the index holds every write of, while this process follows it."""
+        return self._position
+
+    @property
     def writers(self) -> Writers | None:
         """The open writers, while this process follows the index."""
         return self._writers
@@ -220,38 +227,53 @@ class LexicalFollower:
         return row is not None and bool(row["ok"])
 
     def _apply(self) -> Followed:
-        """One round: the documents of the items written since the position, rewritten."""
+        """One round: the documents of the items (or of the rows of them an event names)
+        written since the position, rewritten."""
         writers = self._writers
         assert writers is not None and self._position is not None and self._database is not None
         done = Followed()
         with self.db.pool.connection() as conn, conn.transaction():
             conn.execute("set transaction isolation level repeatable read")
             snapshot = _snapshot(conn)
-            items = _items_after(conn, self._position)
-            if not items:
+            changes = _changes_after(conn, self._position)
+            if not changes.items and not changes.rows:
                 return done
             written: set[str] = set()
-            by_kind: dict[str, list[tuple[UUID, UUID]]] = defaultdict(list)
-            for workspace, kind, item in items:
-                by_kind[kind].append((workspace, item))
-            for kind, pairs in by_kind.items():
+            for kind, pairs in changes.items.items():
                 sources = {spec.source for spec in registry.of_item(kind)}
-                for start in range(0, len(pairs), ITEMS_PER_READ):
-                    chunk = pairs[start : start + ITEMS_PER_READ]
-                    for source in sources:
-                        writer = writers.writers[source]
-                        for _, item in chunk:
-                            writer.delete_documents_by_term(ITEM, item.hex)
-                        for document in item_documents(conn, source, chunk):
-                            writers.add(document)
-                            done.documents += 1
-                    written |= sources
-            done.items = len(items)
+                written |= sources
+                done.documents += self._rewrite(conn, writers, sources, ITEM, pairs, False)
+            for kind, pairs in changes.rows.items():
+                sources = {s.source for s in registry.of_item(kind) if not s.in_item_table}
+                written |= sources
+                done.documents += self._rewrite(conn, writers, sources, TARGET, pairs, True)
+            done.items = sum(map(len, changes.items.values())) + sum(
+                map(len, changes.rows.values())
+            )
             writers.commit(written, snapshot, self._database)
-        self._position = snapshot
+        self._position = done.position = snapshot
         if self.on_committed is not None:
             self.on_committed(done)
         return done
+
+    @staticmethod
+    def _rewrite(
+        conn: Conn, writers: Writers, sources: set[str], field: str,
+        pairs: list[tuple[UUID, UUID]], targets: bool,
+    ) -> int:  # fmt: skip
+        """Delete the documents the (workspace, id) pairs name by `field` in `sources`, and
+        add them again as the tables hold them now; returns the documents added."""
+        added = 0
+        for start in range(0, len(pairs), ITEMS_PER_READ):
+            chunk = pairs[start : start + ITEMS_PER_READ]
+            for source in sources:
+                writer = writers.writers[source]
+                for _, ident in chunk:
+                    writer.delete_documents_by_term(field, ident.hex)
+                for document in item_documents(conn, source, chunk, targets=targets):
+                    writers.add(document)
+                    added += 1
+        return added
 
     def rebuild(self, progress: Callable[[str, int], None] | None = None) -> int:
         """Build a new generation from every document, make it current, and remove the old
@@ -340,14 +362,41 @@ def _snapshot(conn: Conn) -> str:
     return str(row["snapshot"])
 
 
-def _items_after(conn: Conn, position: str) -> list[tuple[UUID, str, UUID]]:
-    """(workspace, item kind, item) of every event the position's snapshot did not see."""
-    rows = conn.execute(
-        f"select distinct o.workspace_id, {event_kind_sql()} as kind, {event_item_sql()} as item "
-        f"from kb.outbox o where {AFTER}",
+@dataclass
+class Changes:
+    """What the events since a position changed: whole items, and rows of items the events
+    named (an item changed whole is not also listed by rows), each as (workspace, id) pairs
+    per item kind."""
+
+    items: dict[str, list[tuple[UUID, UUID]]] = field(default_factory=dict)
+    rows: dict[str, list[tuple[UUID, UUID]]] = field(default_factory=dict)
+
+
+def _changes_after(conn: Conn, position: str) -> Changes:
+    """What the events the position's snapshot did not see changed."""
+    events = conn.execute(
+        f"select o.workspace_id, {event_kind_sql()} as kind, {event_item_sql()} as item, "
+        f"o.payload from kb.outbox o where {AFTER}",
         {"position": position},
     ).fetchall()
-    return [(r["workspace_id"], r["kind"], r["item"]) for r in rows if r["item"] is not None]
+    whole: dict[tuple[UUID, str, UUID], None] = {}
+    rows: dict[tuple[UUID, str, UUID], set[UUID]] = defaultdict(set)
+    for event in events:
+        if event["item"] is None:
+            continue
+        key = (event["workspace_id"], event["kind"], event["item"])
+        named = registry.rows_of_event(event["kind"], event["payload"])
+        if named is None:
+            whole[key] = None
+        else:
+            rows[key].update(named)
+    found = Changes()
+    for workspace, kind, item in whole:
+        found.items.setdefault(kind, []).append((workspace, item))
+    for (workspace, kind, item), listed in rows.items():
+        if (workspace, kind, item) not in whole:
+            found.rows.setdefault(kind, []).extend((workspace, row) for row in sorted(listed))
+    return found
 
 
 def start_follower(db: Database, settings: Settings) -> tuple[LexicalFollower, threading.Thread]:

@@ -101,7 +101,9 @@ class ItemSpec:
     columns that fill the row's fields of the same names (a mail's sender and sent_at).
     Its table has `updated_at`: browsing lists the most recently changed items first.
     `events` are the outbox events about such an item (their names' prefixes) and
-    `event_key` the payload key naming it: the indexers follow the item through them.
+    `event_key` the payload key naming it: the indexers follow the item through them. An
+    event whose payload lists rows under one of `row_keys` changed only those rows of the
+    item's other kinds (a bullet's edit, not its page's title or state).
     """
 
     name: str  # page, file or mail
@@ -115,6 +117,7 @@ class ItemSpec:
     row_columns: tuple[str, ...] = ()
     events: tuple[str, ...] = ()
     event_key: str = ""
+    row_keys: tuple[str, ...] = ()
 
     def visible(self, alias: str | None = None) -> str:
         """SQL: the item at `alias` (its own alias by default) is hidden for no reason."""
@@ -245,6 +248,7 @@ def is_memory(alias: str) -> str:
 PAGE_ITEM = ItemSpec(
     "page", "kb.pages", "p", "title", (ARCHIVED, DELETED, excluded_by_user("page")),
     row_id="page_id", events=("page.", "nodes."), event_key="page_id",
+    row_keys=("node_ids", "deleted_node_ids"),
 )  # fmt: skip
 FILE_ITEM = ItemSpec(
     "file", "kb.files", "f", "name",
@@ -443,6 +447,22 @@ def item_of_event(event: str, payload: dict[str, object]) -> tuple[str, UUID] | 
         if item.events and event.startswith(item.events) and item.event_key in payload:
             return item.name, UUID(str(payload[item.event_key]))
     return None
+
+
+def rows_of_event(item: str, payload: dict[str, object]) -> list[UUID] | None:
+    """The rows an event about an item of kind `item` changed when it names them (its
+    item's `row_keys`); None when it may have changed all of the item's rows."""
+    spec = next((i for i in items() if i.name == item), None)
+    keys = [key for key in (spec.row_keys if spec is not None else ()) if key in payload]
+    if not keys:
+        return None
+    found: list[UUID] = []
+    for key in keys:
+        listed = payload[key]
+        if not isinstance(listed, list):
+            return None
+        found.extend(UUID(str(row)) for row in listed)
+    return found
 
 
 def event_item_sql(alias: str = "o") -> str:

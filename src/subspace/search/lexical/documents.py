@@ -41,9 +41,10 @@ def kind_case(declared: tuple[registry.KindSpec, ...], alias: str) -> str:
 
 
 @functools.lru_cache(maxsize=64)
-def documents_sql(source: str, of_items: bool) -> str:
-    """The rows of `source` with some text: all of them, or (`of_items`) those of the
-    (workspace, item) pairs bound as %(workspaces)s and %(items)s.
+def documents_sql(source: str, of: str = "") -> str:
+    """The rows of `source` with some text: all of them, or those of the (workspace, item)
+    pairs (`of` "items") or the (workspace, target) pairs (`of` "targets") bound as
+    %(workspaces)s and %(keys)s.
 
     Reasons that depend on who searches (a user's exclusions) are left to the search."""
     declared = registry.of_source(source)
@@ -59,10 +60,11 @@ def documents_sql(source: str, of_items: bool) -> str:
     answer = f"coalesce({runs[0]}, false)" if runs else "false"
     part = part_column(spec)
     wanted = ""
-    if of_items:
+    if of:
+        column = {"items": spec.item_key, "targets": spec.key}[of]
         wanted = (
-            f" and ({a}.workspace_id, {a}.{spec.item_key}) in (select * from "
-            "unnest(%(workspaces)s::uuid[], %(items)s::uuid[]))"
+            f" and ({a}.workspace_id, {a}.{column}) in (select * from "
+            "unnest(%(workspaces)s::uuid[], %(keys)s::uuid[]))"
         )
     return (
         f"select {kind_case(declared, a)} as kind, {a}.{spec.key} as target, "
@@ -93,13 +95,16 @@ def _document(source: str, row: dict[str, Any]) -> IndexDocument:
     )
 
 
-def item_documents(conn: Conn, source: str, items: list[tuple[UUID, UUID]]) -> list[IndexDocument]:
-    """The documents of `source` of these (workspace, item) pairs, as they are now."""
+def item_documents(
+    conn: Conn, source: str, items: list[tuple[UUID, UUID]], *, targets: bool = False
+) -> list[IndexDocument]:
+    """The documents of `source` of these (workspace, item) pairs, or with `targets` of these
+    (workspace, target) pairs, as they are now."""
     if not items:
         return []
-    params = {"workspaces": [w for w, _ in items], "items": [i for _, i in items]}
-    rows = conn.execute(documents_sql(source, True), params).fetchall()
-    return [_document(source, row) for row in rows]
+    params = {"workspaces": [w for w, _ in items], "keys": [i for _, i in items]}
+    rows = conn.execute(documents_sql(source, "targets" if targets else "items"), params)
+    return [_document(source, row) for row in rows.fetchall()]
 
 
 def all_documents(conn: Conn, source: str) -> Iterator[IndexDocument]:
@@ -107,6 +112,6 @@ def all_documents(conn: Conn, source: str) -> Iterator[IndexDocument]:
     transaction holds it)."""
     with conn.cursor(name=f"lexical_rebuild_{source}") as cursor:
         cursor.itersize = FETCH_ROWS
-        cursor.execute(documents_sql(source, False))
+        cursor.execute(documents_sql(source))
         for row in cursor:
             yield _document(source, row)

@@ -38,9 +38,10 @@ from subspace.search import kinds as registry
 
 log = logging.getLogger(__name__)
 
-FORMAT = 2  # the layout and analysis of the documents; another format is rebuilt
+FORMAT = 3  # the layout and analysis of the documents; another format is rebuilt
 TEXT = "text"  # the lexemes, at their positions
 ITEM = "item"  # the page, file or mail the row belongs to (its id's hex)
+TARGET = "target"  # what the row is found as (a bullet's id, a file's...): its id's hex
 KB = "kb"  # its knowledge base (hex)
 KIND = "kind"  # its kind's name (node or memory share the node source)
 HIDDEN = "hidden"  # the reasons hiding it (HIDDEN_ANY when there is one)
@@ -64,7 +65,7 @@ def schema() -> tantivy.Schema:
     """The fields of every source's index."""
     builder = tantivy.SchemaBuilder()
     builder.add_text_field(TEXT, tokenizer_name="raw", index_option="position")
-    for name in (ITEM, KB, KIND, HIDDEN, ANSWER):
+    for name in (ITEM, TARGET, KB, KIND, HIDDEN, ANSWER):
         builder.add_text_field(name, tokenizer_name="raw", index_option="basic")
     for name in (TARGET_HI, TARGET_LO, ITEM_HI, ITEM_LO, PART, KIND_CODE, DIGEST):
         builder.add_unsigned_field(name, fast=True)
@@ -110,6 +111,7 @@ class IndexDocument:
         ]
         doc.add_pre_tokenized_text(TEXT, tantivy.PreTokenizedString("", tokens))
         doc.add_text(ITEM, self.item.hex)
+        doc.add_text(TARGET, self.target.hex)
         doc.add_text(KB, self.kb.hex)
         doc.add_text(KIND, self.kind)
         for reason in (HIDDEN_ANY, *self.hidden) if self.hidden else ():
