@@ -23,6 +23,7 @@ from subspace.config import Settings
 from subspace.context import Context
 from subspace.db.pool import open_pool
 from subspace.indexer.lexical import LexicalFollower, lexical_status, start_follower
+from subspace.ingest.outline import OutlineItem
 from subspace.ingest.worker import extract_pending
 from subspace.runtime import Database
 from subspace.search.lexical.index import (
@@ -217,3 +218,25 @@ def test_every_acknowledged_write_is_found_by_the_next_search_under_twenty_write
         status = lexical_status(conn, settings)
     assert status.behind is not None and status.behind.events == 0
     assert len(ids(run(cx, "note", mode="lexical", limit=100))) == 100
+
+
+def test_a_bulk_import_far_ahead_of_the_index_is_found_whole_and_says_how_far(
+    database: Database, settings: Settings, cx: Context
+) -> None:
+    follow(database, cx)  # the index, built before the import
+    items = [OutlineItem(f"import line {n} mentions the dunlin") for n in range(300)]
+    page = commands.create_page_from_outline(cx, "Imported", items)
+    for n in range(20):
+        commands.add_node(cx, page.id, f"dunlin note {n}")
+    patient = replace(cx, settings=replace(cx.settings, lexical_max_lag_s=3600))
+    assert run(patient, "dunlin", mode="lexical").degraded == []  # behind, within the bound
+    strict = replace(cx, settings=replace(cx.settings, lexical_max_lag_s=0))
+    behind = run(strict, "dunlin", mode="lexical", limit=100)
+    assert len(behind.rows) == 100
+    assert behind.degraded[0].startswith("lexical: the lexical index is 21 writes")
+    with database.pool.connection() as conn:
+        status = lexical_status(conn, settings)
+    assert status.behind is not None and status.behind.events == 21
+    follow(database, cx)
+    caught_up = run(strict, "dunlin", mode="lexical", limit=100)
+    assert caught_up.degraded == [] and ids(caught_up) == ids(behind)
