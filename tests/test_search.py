@@ -7,7 +7,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 
+import psycopg
 import pytest
+from pgvector.psycopg import register_vector
 
 from subspace import commands
 from subspace.context import Context
@@ -482,21 +484,43 @@ def test_the_vector_leg_runs_on_the_callers_connection_when_none_is_free(
     assert ids(response)[0] == node.id
 
 
-def test_no_search_statement_is_prepared(cx: Context, database: Database) -> None:
-    """A prepared statement may fall back to a generic plan, shared by all queries of one
-    shape, which cannot tell a word in a third of the documents from a rare one; and one left
-    half-prepared by a failed pipeline breaks its connection's later searches."""
+def test_only_statements_of_a_fixed_text_are_prepared(cx: Context, database: Database) -> None:
+    """A search prepares the statements it sends every time (its scope, the query's terms,
+    hydration), never the vector leg's walk, whose plan must be made for the model's partial
+    index and its filters' values; a search whose leg failed leaves them working."""
     page = commands.create_page(cx, "Plans")
     for i in range(30):
         commands.add_node(cx, page.id, f"common words in bullet {i}")
     index(database, cx)
     # A connection of its own, so that every statement prepared on it is a search's.
     with connect(database.dsn) as conn:
+        register_vector(conn)
         bound = cx.on(conn)
         for word in ["common", "bullet", "words", "rare"] * 5:
-            run(bound, word, mode="lexical")
-        prepared = conn.execute("select count(*) as n from pg_prepared_statements").fetchone()
-    assert prepared == {"n": 0}
+            run(bound, word)
+        statements = [
+            r["statement"] for r in conn.execute("select statement from pg_prepared_statements")
+        ]
+        assert statements and not any("<=>" in s for s in statements)
+        assert any("phraseto_tsquery" in s for s in statements)
+        # A leg that fails (the delta's rows read from a column gone), then a search that
+        # fails whole (a table gone): each rolled back, and the searches after them work.
+        commands.add_node(cx, page.id, "common words written since")
+        conn.commit()  # the searches' locks go: the tables can be altered
+        with database.pool.connection() as other:
+            other.execute("alter table kb.nodes rename column text_tsv to text_tsv_gone")
+        assert run(bound, "common").degraded[0].startswith("lexical: failed")
+        conn.commit()
+        with database.pool.connection() as other:
+            other.execute("alter table kb.nodes rename column text_tsv_gone to text_tsv")
+            other.execute("alter table search.source_stats rename to source_stats_gone")
+        with pytest.raises(psycopg.errors.UndefinedTable):
+            run(bound, "common")
+        conn.rollback()
+        with database.pool.connection() as other:
+            other.execute("alter table search.source_stats_gone rename to source_stats")
+        assert len(ids(run(bound, "common bullet", mode="lexical"))) == 10
+        assert run(bound, "common bullet").degraded == []
 
 
 def test_a_base_that_grows_is_searched_through_the_index_at_once(

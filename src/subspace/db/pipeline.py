@@ -49,12 +49,14 @@ def send(conn: Conn, sql: str, params: Any = None) -> None:
     _queue(conn, sql, params)
 
 
-def _queue(conn: Conn, sql: str, params: Any) -> psycopg.Cursor[Any] | psycopg.Error:
+def _queue(
+    conn: Conn, sql: str, params: Any, prepare: bool = False
+) -> psycopg.Cursor[Any] | psycopg.Error:
     """`sql` queued on `conn`: its cursor, or, in a pipeline, the error psycopg raised while
     sending it. That error is an earlier statement's (or this one's, if it came that soon),
     read with the results that had arrived: it is kept for that statement's reader."""
     try:
-        return conn.execute(sql, params)
+        return conn.execute(sql, params, prepare=prepare or None)
     except psycopg.Error as exc:
         if conn.pgconn.pipeline_status == psycopg.pq.PipelineStatus.OFF:
             raise
@@ -62,14 +64,18 @@ def _queue(conn: Conn, sql: str, params: Any) -> psycopg.Cursor[Any] | psycopg.E
         return exc
 
 
-def later(conn: Conn, sql: str, params: Any, shape: Callable[[Rows], T]) -> Later[T]:
+def later(
+    conn: Conn, sql: str, params: Any, shape: Callable[[Rows], T], *, prepare: bool = False
+) -> Later[T]:
     """Queue `sql` on `conn`; `.result()` reads its rows (sending whatever is queued, if
-    they have not arrived) and shapes them, or raises the statement's error.
+    they have not arrived) and shapes them, or raises the statement's error. With `prepare`,
+    the statement is prepared on the connection the first time and reused after (see
+    `prepared`).
 
     Read the results of one batch in the order they were queued: a failed statement aborts
     those behind it, and only the first error is the true one.
     """
-    cursor = _queue(conn, sql, params)
+    cursor = _queue(conn, sql, params, prepare)
     if isinstance(cursor, psycopg.Error):
         failed = cursor
 
@@ -92,6 +98,14 @@ def later(conn: Conn, sql: str, params: Any, shape: Callable[[Rows], T]) -> Late
     return Later(read)
 
 
+def prepared(conn: Conn, sql: str, params: Any, shape: Callable[[Rows], T]) -> Later[T]:
+    """`later`, for a statement whose text is the same search after search: each connection
+    plans it once (Postgres keeps the plan, and may settle on a generic one), where planning
+    a search's statements anew cost about 6 ms a search (docs/benchmarks.md). Not for a
+    statement whose best plan depends on its values (the vector leg's walk)."""
+    return later(conn, sql, params, shape, prepare=True)
+
+
 def all_rows(found: Rows) -> Rows:
     """The shape of a statement whose rows are wanted as they come."""
     return found
@@ -103,8 +117,16 @@ def recover(conn: Conn, savepoint: str) -> None:
     with suppress(psycopg.Error), conn.pipeline():  # leaving a pipeline block syncs
         pass  # (the failure itself was raised to the statement's reader already)
     _unclaimed.pop(conn, None)
-    conn.execute(f"rollback to savepoint {savepoint}")
-    conn.execute(f"release savepoint {savepoint}")
+    # psycopg forgets every prepared statement on a ROLLBACK and queues DEALLOCATE ALL, which
+    # a pipeline then runs among the search's statements; a rollback to a savepoint leaves
+    # the statements prepared before it in place, so psycopg is not told of it.
+    threshold = conn.prepare_threshold
+    conn.prepare_threshold = None
+    try:
+        conn.execute(f"rollback to savepoint {savepoint}")
+        conn.execute(f"release savepoint {savepoint}")
+    finally:
+        conn.prepare_threshold = threshold
 
 
 @contextmanager
@@ -132,9 +154,11 @@ def pipelined_transaction(db: ConnectionPool[Conn] | Conn) -> Iterator[Conn]:
                 yield conn
                 conn.execute("commit")
         except BaseException:
-            # Undo what the block did; a broken connection is the pool's to discard.
+            # Undo what the block did; a broken connection is the pool's to discard. The
+            # statements prepared before stay prepared (see `recover`).
             with suppress(psycopg.Error):
                 if conn.pgconn.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                    conn.prepare_threshold = None
                     conn.execute("rollback")
             raise
         finally:
@@ -143,19 +167,19 @@ def pipelined_transaction(db: ConnectionPool[Conn] | Conn) -> Iterator[Conn]:
                 conn.autocommit = False
 
 
+NEVER = 2**31  # executions after which psycopg would prepare a statement on its own
+
+
 @contextmanager
 def _unprepared(conn: Conn) -> Iterator[None]:
-    """No statement is prepared on `conn` while the block runs.
-
-    psycopg (3.3) counts a statement's executions and prepares it on the fifth, taking its
-    name as prepared when it sends the PREPARE. In a pipeline, a failed statement makes the
-    server skip the PREPAREs queued behind it, yet psycopg keeps the names of statements it
-    had counted before, so each later execution of such a statement on that connection fails
-    ("prepared statement _pg3_N does not exist"), search after search. Nothing is lost by not
-    preparing: the search plans every statement for its own words (force_custom_plan).
-    """
+    """No statement is prepared on `conn` while the block runs but those asked to be
+    (`prepared`): psycopg would otherwise prepare any statement on its fifth execution, the
+    vector leg's walk too, whose plan must be made for its own values. (psycopg skips
+    preparing when the threshold is None, explicit requests included, hence a threshold no
+    count reaches.) A statement prepared in a batch that failed is prepared again when next
+    asked: tests/test_round_trips.py holds psycopg to it."""
     threshold = conn.prepare_threshold
-    conn.prepare_threshold = None
+    conn.prepare_threshold = NEVER
     try:
         yield
     finally:

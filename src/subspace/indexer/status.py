@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 from uuid import UUID
 
-from subspace.db.pipeline import Later, later
+from subspace.db.pipeline import Later, prepared
 from subspace.db.pool import Conn
 from subspace.search import kinds as registry
 
@@ -59,7 +59,7 @@ def waiting_for_embeddings(conn: Conn, workspace_id: UUID) -> int:
 
 def queue_waiting_for_embeddings(conn: Conn, workspace_id: UUID) -> Later[int]:
     """`waiting_for_embeddings`, its statement queued."""
-    return later(
+    return prepared(
         conn,
         f"select count(distinct {registry.event_item_sql()}) as n from kb.outbox o "
         "where o.workspace_id = %s and o.indexed_at is null",

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from subspace.db.pipeline import Later, later
+from subspace.db.pipeline import Later, prepared
 from subspace.db.pool import Conn
 from subspace.errors import InvalidCursor
 from subspace.search import kinds as registry
@@ -49,7 +49,7 @@ def workspace_secret(conn: Conn, workspace_id: UUID) -> bytes:
 
 def queue_workspace_secret(conn: Conn, workspace_id: UUID) -> Later[bytes]:
     """`workspace_secret`, its statement queued."""
-    return later(
+    return prepared(
         conn,
         "select cursor_secret from kb.workspaces where workspace_id = %s",
         (workspace_id,),

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
-from subspace.db.pipeline import Later, later
+from subspace.db.pipeline import Later, prepared
 from subspace.db.pool import Conn
 from subspace.search import kinds as registry
 from subspace.search.fusion import Fused, ItemKey
@@ -22,7 +22,7 @@ ANSWER_DISCOUNT = 0.5
 def queue_has_answers(conn: Conn, workspace_id: UUID) -> Later[bool]:
     """Whether the workspace was ever asked a question (runs are kept): without one there is
     no answer to rank below its sources, and the search skips the lookup's round trip."""
-    return later(
+    return prepared(
         conn,
         "select exists (select 1 from kb.runs where workspace_id = %s) as asked",
         (workspace_id,),

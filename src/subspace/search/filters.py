@@ -14,7 +14,7 @@ from typing import Any
 from uuid import UUID
 
 from subspace.commands.tags import coerce_tag_value
-from subspace.db.pipeline import Later, later
+from subspace.db.pipeline import Later, prepared
 from subspace.db.pool import Conn
 from subspace.errors import InvalidInput, NotFound, TooLarge
 from subspace.models import TagDefinition
@@ -82,7 +82,7 @@ def normalize_kinds(kinds: list[str] | None) -> frozenset[str]:
 
 def queue_knowledge_bases(conn: Conn, workspace_id: UUID) -> Later[dict[UUID, str]]:
     """The workspace's knowledge bases, id to name, in name order; the statement queued."""
-    return later(
+    return prepared(
         conn,
         "select id, name from kb.knowledge_bases where workspace_id = %s order by name, id",
         (workspace_id,),

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from subspace.db.pipeline import Later, all_rows, later
+from subspace.db.pipeline import Later, all_rows, prepared
 from subspace.db.pool import Conn
 from subspace.search import kinds as registry
 from subspace.search.analysis import fold, fold_with_offsets
@@ -203,7 +203,7 @@ def queue_hydrate(conn: Conn, scope: Scope, fused: list[Fused], tsq: TsQueries) 
     for kind, items in by_kind.items():
         spec = registry.get(kind)
         query = _details_sql(scope, spec, items, tsq)
-        found.append((spec.target_kind, later(conn, query.sql, query.params, all_rows)))
+        found.append((spec.target_kind, prepared(conn, query.sql, query.params, all_rows)))
     node_ids = [ident for kind, ident in (item.target for item in fused) if kind == "node"]
     # Bullets sit in a tree: their ancestors say where they are.
     crumbs = queue_breadcrumbs(conn, scope.workspace_id, node_ids) if node_ids else None
@@ -315,7 +315,7 @@ def queue_breadcrumbs(
 ) -> Later[dict[UUID, list[str]]]:
     """`breadcrumbs`, its statement queued."""
     nodes = registry.get("node").table
-    return later(
+    return prepared(
         conn,
         "with recursive up(node_id, ancestor_id, depth) as ("
         f" select id, parent_id, 1 from {nodes}"

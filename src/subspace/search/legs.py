@@ -44,14 +44,8 @@ T = TypeVar("T")
 
 STATEMENT_TIMEOUT_MS = 10_000  # a search that takes longer than this is a bug, not a query
 # The search's transaction settings, as one statement so it can be queued (a pipeline sends
-# no multi-statement text): a time limit, and every statement planned for its own words. The
-# search's own statements are never prepared (db/pipeline.py); this keeps the statements of
-# the SQL functions it calls off a generic plan too, which, shared by all queries of a shape,
-# cannot know that one word is in a third of the documents and another in two.
-SEARCH_SETTINGS = (
-    f"select set_config('statement_timeout', '{STATEMENT_TIMEOUT_MS}ms', true), "
-    "set_config('plan_cache_mode', 'force_custom_plan', true)"
-)
+# no multi-statement text): a time limit.
+SEARCH_SETTINGS = f"select set_config('statement_timeout', '{STATEMENT_TIMEOUT_MS}ms', true)"
 
 
 @dataclass

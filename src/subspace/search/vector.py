@@ -7,9 +7,9 @@ filtered set is small, an exact scan over it is both faster and exact.
 Both compare the first `dimensions` numbers of each vector (the model's width; the rest is
 zero padding, so the cosine is the same) with the query cut to that width: the walk uses the
 model's own partial index on that expression (db/vector_index.py). The planner matches that
-index's `where model = '<model>'` only when it plans for the model's value, as searches do
-(their statements are not prepared, and plan_cache_mode = force_custom_plan): a generic plan
-would scan the whole table.
+index's `where model = '<model>'` only when it plans for the model's value: the leg's
+statements are never prepared (db/pipeline.py's `prepared`), as a generic plan would scan the
+whole table.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from uuid import UUID
 
-from subspace.db.pipeline import Later, later
+from subspace.db.pipeline import Later, prepared
 from subspace.db.pool import Conn
 from subspace.search.kinds import event_item_sql
 
@@ -39,7 +39,7 @@ def queue_delta(conn: Conn, workspace_id: UUID, position: str) -> Later[Delta]:
         "count(*) as events, coalesce(extract(epoch from now() - min(o.created_at)), 0) as age "
         f"from kb.outbox o where o.workspace_id = %(ws)s and {AFTER}"
     )
-    return later(
+    return prepared(
         conn,
         sql,
         {"ws": workspace_id, "position": position},

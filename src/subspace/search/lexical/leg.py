@@ -15,7 +15,7 @@ from pathlib import Path
 from uuid import UUID
 
 from subspace.config import Settings
-from subspace.db.pipeline import Later, later
+from subspace.db.pipeline import Later, later, prepared
 from subspace.db.pool import Conn
 from subspace.search import kinds as registry
 from subspace.search.filters import Scope, tag_filter
@@ -85,7 +85,7 @@ def _queue_excluded(conn: Conn, workspace_id: UUID, user_id: UUID) -> Later[froz
     ]
     if not listings:
         return Later(frozenset)
-    return later(
+    return prepared(
         conn,
         " union ".join(dict.fromkeys(listings)),
         {"ws": workspace_id, "user": user_id},
@@ -133,7 +133,7 @@ def queue_lexical_leg(
         written = later(conn, query.sql, query.params, from_rows)
     # Something to read before the engine is searched: reading sends every statement queued
     # (the vector leg's too), which Postgres then works on while the engine runs.
-    sent = tagged or written or later(conn, "select 1", None, lambda rows: rows)
+    sent = tagged or written or prepared(conn, "select 1", None, lambda rows: rows)
 
     def run() -> LexicalRun:
         sent.result()

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
-from subspace.db.pipeline import Later, later
+from subspace.db.pipeline import Later, prepared
 from subspace.db.pool import Conn
 from subspace.search.query import ParsedQuery
 from subspace.search.typos import CANDIDATES_SQL, best_correction
@@ -151,8 +151,8 @@ def queue_tsqueries(
         "order by i"
     )
     params = {"texts": texts, "single": single, "ws": workspace_id}
-    terms = later(conn, sql, params, lambda rows: rows)
-    sizes = later(
+    terms = prepared(conn, sql, params, lambda rows: rows)
+    sizes = prepared(
         conn,
         "select source, ndocs, total_len from search.source_stats where workspace_id = %s",
         (workspace_id,),
