@@ -28,7 +28,6 @@ from subspace.commands.outbox import append_event
 from subspace.context import Context
 from subspace.db.pool import Conn
 from subspace.runtime import Database
-from subspace.search import kinds as registry
 from subspace.search.filters import TagFilter, resolve_scope
 from subspace.search.kinds import filter_names, with_parts
 from subspace.search.lexical.bm25 import K1 as BM25_K1
@@ -42,7 +41,7 @@ from subspace.workspaces import create_workspace
 from tests.search_helpers import follow, lexical_hits, run
 
 SEED = 15
-CAP = 100  # targets per source and knowledge base, the leg's window at its default depth
+CAP = 100  # targets per knowledge base, the leg's window at its default depth
 SMALL_CAP = 7  # many ties at the cap: the engine reads on until they are over
 SCORE_TOLERANCE = 1e-5  # relative: float32 sums of a dozen terms agree to about 1e-6
 SYLLABLES = ["ka", "lo", "mi", "ru", "te", "zo", "pa", "ni", "vel", "dor", "sam", "bri"]
@@ -321,7 +320,8 @@ def brute_force(
     }
     kinds = with_parts(frozenset(filters.kinds or filter_names()))
     kbs = set(filters.kb_ids or corpus.kbs)
-    best: dict[tuple[str, UUID], tuple[bool, float, Doc]] = {}
+    titles = title_kinds()  # among the rows with every clause, titles first
+    best: dict[tuple[UUID, UUID], tuple[tuple[object, ...], Ranked]] = {}
     for doc in corpus.docs:
         if doc.hidden or doc.kind not in kinds or doc.kb_id not in kbs:
             continue
@@ -347,20 +347,20 @@ def brute_force(
         every = 0 < len(clauses) <= ALL_WORDS_CLAUSES and all(
             any(_phrase_at(doc, alt) for alt in c if alt) for c in worded
         )
-        key = (doc.source, doc.target_id)
-        if key not in best or (every, score) > best[key][:2]:
-            best[key] = (every, score, doc)
-    ranked: dict[tuple[str, UUID], list[tuple[bool, float, Doc]]] = {}
-    for (source, _), entry in best.items():
-        ranked.setdefault((source, entry[2].kb_id), []).append(entry)
-    found = []
-    for entries in ranked.values():
-        entries.sort(key=lambda e: (not e[0], -e[1], e[2].target_id))
+        # A target once per base: its best row (a file by its name or its best chunk).
+        order = (not every, not (every and doc.kind in titles), -score, doc.kind, doc.target_id)
+        key = (doc.kb_id, doc.target_id)
+        if key not in best or order < best[key][0]:
+            best[key] = (order, (doc.kind, doc.target_id, doc.kb_id, every, score))
+    ranked: dict[UUID, list[tuple[tuple[object, ...], Ranked]]] = {}
+    for (kb_id, _), entry in best.items():
+        ranked.setdefault(kb_id, []).append(entry)
+    found: list[tuple[tuple[object, ...], Ranked]] = []
+    for entries in ranked.values():  # each base's best `cap`, its sources together
+        entries.sort(key=lambda e: e[0])  # type: ignore[arg-type, return-value]
         found += entries[:cap]
-    titles = set(title_kinds())  # among the rows with every clause, titles first
-    found.sort(key=lambda e: (not e[0], not (e[0] and e[2].kind in titles), -e[1], e[2].kind,
-                              e[2].target_id))  # fmt: skip
-    return [(d.kind, d.target_id, d.kb_id, every, score) for every, score, d in found]
+    found.sort(key=lambda e: e[0])  # type: ignore[arg-type, return-value]
+    return [row for _, row in found]
 
 
 def averages(database: Database, cx: Context) -> dict[str, float]:
@@ -429,33 +429,28 @@ def close(a: float, b: float) -> bool:
 
 def disagreement(got: list[Ranked], want: list[Ranked], cap: int) -> str | None:
     """Why the leg's rows differ from the brute force's, or None when they agree: the same
-    targets in each source's and knowledge base's top `cap` (but for ties at the cap the two
-    cannot tell apart), each with the same flag and score, in the leg's order."""
-
-    def source(row: Ranked) -> str:
-        return registry.get(row[0]).source
-
-    expected = {(source(row), row[1]): row for row in want}
-    groups: dict[tuple[str, UUID], list[Ranked]] = {}
+    targets in each knowledge base's top `cap` (but for ties at the cap, which the two may
+    break apart), each with the same kind, flag and score, in the leg's order."""
+    expected = {(row[2], row[1]): row for row in want}
+    bases: dict[UUID, list[Ranked]] = {}
     for row in want:
-        groups.setdefault((source(row), row[2]), []).append(row)
-    boundary = {key: rows[-1][4] for key, rows in groups.items() if len(rows) == cap}
+        bases.setdefault(row[2], []).append(row)
+    boundary = {kb: rows[-1][4] for kb, rows in bases.items() if len(rows) == cap}
 
     def tied_at_cap(row: Ranked) -> bool:
-        key = (source(row), row[2])
-        return key in boundary and close(row[4], boundary[key])
+        return row[2] in boundary and close(row[4], boundary[row[2]])
 
     for row in got:
-        known = expected.get((source(row), row[1]))
+        known = expected.get((row[2], row[1]))
         if known is None:
             if tied_at_cap(row):
                 continue  # tied at the cap with the one the brute force kept
             return f"{row} is not in the brute force's top {cap}"
         if known[:4] != row[:4] or not close(known[4], row[4]):
             return f"{row} where the brute force has {known}"
-    shown = {(source(row), row[1]) for row in got}
+    shown = {(row[2], row[1]) for row in got}
     for row in want:
-        if (source(row), row[1]) not in shown and not tied_at_cap(row):
+        if (row[2], row[1]) not in shown and not tied_at_cap(row):
             return f"{row} of the brute force's top {cap} is missing"
     titles = title_kinds()
     order = [(not r[3], not (r[3] and r[0] in titles), -r[4]) for r in got]
@@ -508,8 +503,8 @@ def test_the_top_k_equals_a_brute_force_bm25(
     # The comparison has rows to compare: most queries find something in every source.
     sizes = [len(leg(database, cx, q, f, CAP)) for q, f in queries[:12]]
     # A word said twice counts twice: "cell cell growth" weighs cell twice.
-    once = leg(database, cx, f"{word} {common}", Filters(), CAP)
-    twice = leg(database, cx, f"{word} {common} {word}", Filters(), CAP)
+    once = leg(database, cx, f"{word} {common}", Filters(), 100_000)  # every match
+    twice = leg(database, cx, f"{word} {common} {word}", Filters(), 100_000)
     with database.pool.connection() as conn:
         tsq = build_tsqueries(conn, parse_query(f'{word} "{word} {word}" {common}'),
                               cx.actor.workspace_id)  # fmt: skip
@@ -527,10 +522,10 @@ def test_a_filter_applied_after_the_top_k_is_caught(
     # base: fewer than the base's true top k, and the oracle says so.
     from subspace.search.lexical import collector
 
-    def after_the_top_k(view, tsq, source, kb, filters, cap):  # type: ignore[no-untyped-def]
-        everywhere = [real_top(view, tsq, source, other, filters, cap) for other in corpus.kbs]
-        best = sorted((r for rs in everywhere for r in rs), key=lambda r: -r.score)[:cap]
-        return [r for r in best if r.kb_id == kb]
+    def after_the_top_k(view, tsq, source, kbs, filters, cap):  # type: ignore[no-untyped-def]
+        everywhere = real_top(view, tsq, source, corpus.kbs, filters, cap)
+        best = sorted(everywhere, key=lambda r: -r.score)[:cap]
+        return [r for r in best if r.kb_id in kbs]
 
     real_top = collector.engine_top
     monkeypatch.setattr("subspace.search.lexical.leg.engine_top", after_the_top_k)

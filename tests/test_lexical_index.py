@@ -239,4 +239,8 @@ def test_a_bulk_import_far_ahead_of_the_index_is_found_whole_and_says_how_far(
     assert status.behind is not None and status.behind.events == 21
     follow(database, cx)
     caught_up = run(strict, "dunlin", mode="lexical", limit=100)
-    assert caught_up.degraded == [] and ids(caught_up) == ids(behind)
+    assert caught_up.degraded == [] and len(caught_up.rows) == 100
+    # The short notes rank first either way; the imported lines all score alike, and which of
+    # a tie across the window the index reads is its own order (collector._top_targets).
+    notes = set(ids(run(strict, "dunlin note", mode="lexical", limit=20)))
+    assert set(ids(caught_up)[:20]) == set(ids(behind)[:20]) == notes

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 MAC_BYTES = 16  # 128 bits of HMAC-SHA256: forging one is as hard as guessing the key
 # A cursor lists every target its pages served, so it grows with the depth paged: ten pages at
 # the largest default limit (100), a hundred at the usual 10, and as many as one leg draws
-# per source at MAX_WINDOW. Past that the query wants narrowing, not another page. A target
+# per knowledge base at MAX_WINDOW. Past that the query wants narrowing, not another page. A target
 # is 36 bytes of JSON ('"n<32 hex>",'): 1,000 of them inflate to 36,036 bytes and encode to
 # 26,524 characters (measured), so anything beyond the caps below was not issued here.
 MAX_CURSOR_TARGETS = 1_000

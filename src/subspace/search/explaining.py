@@ -186,7 +186,7 @@ class ExplainRequest:
     page: Sequence[Fused]  # the page shown
     served: AbstractSet[str]  # cursor keys of the targets earlier pages served
     legs: Sequence[Leg]
-    window: int  # candidates each leg drew per source and knowledge base
+    window: int  # candidates each leg drew per knowledge base
     provider: EmbeddingProvider | None
     floor: float = 0.0  # the similarity a row only the vector leg found had to reach
 
@@ -251,10 +251,10 @@ def _lexical_absence(
         return "lexical leg: none of the query's words is in its text"
     if tsq.excluded:
         return (
-            f"lexical leg: matched, but outside the window of {window} per source and "
-            "knowledge base, or removed by an excluded word"
+            f"lexical leg: matched, but outside the window of {window} per knowledge base, "
+            "or removed by an excluded word"
         )
-    return f"lexical leg: matched, but cut by the cap of {window} per source and knowledge base"
+    return f"lexical leg: matched, but cut by the cap of {window} per knowledge base"
 
 
 def _holds(conn: Conn, scope: Scope, spec: registry.KindSpec, ident: UUID, tsquery: str) -> bool:

@@ -112,7 +112,7 @@ def default_weights(provider: EmbeddingProvider | None) -> dict[str, float]:
 
 
 def window_for(depth: int) -> int:
-    """Candidates each leg draws per source and knowledge base for rows up to `depth`.
+    """Candidates each leg draws per knowledge base for rows up to `depth`.
 
     Stepped, so the pages of one query share a window and concatenate to one large request.
     """

@@ -1,6 +1,6 @@
 """Collecting the lexical leg's hits: per source and knowledge base, the engine's best targets
 (a file is one target however many of its chunks match), the delta's rows from Postgres
-merged in on the same scale, then one order for all.
+merged in on the same scale, then each knowledge base's best and one order for all.
 
 The order: for a short lookup, the rows holding every clause first, and titles first among
 them (KindSpec.is_title); then the score, each source's times its weight (KindSpec.weight);
@@ -28,7 +28,7 @@ from subspace.search.lexical.index import (
     TARGET_LO,
     EngineView,
 )
-from subspace.search.lexical.query import EngineFilters, every_first, source_query
+from subspace.search.lexical.query import EngineFilters, every_first, in_base, source_clauses
 from subspace.search.lexical.sql import source_weight, title_kinds
 from subspace.search.lexical.terms import TsQueries
 
@@ -59,35 +59,41 @@ def engine_top(
     view: EngineView,
     tsq: TsQueries,
     source: str,
-    kb: UUID,
+    kbs: Sequence[UUID],
     filters: EngineFilters,
     cap: int,
 ) -> list[Ranked]:
-    """The engine's best `cap` targets of `source` in `kb`: for a short lookup of several
-    clauses, those holding every clause first."""
+    """The engine's best `cap` targets of `source` in each of `kbs`: for a short lookup of
+    several clauses, those holding every clause first."""
     searcher = view.searchers.get(source)
     if searcher is None:
         return []
     kinds = view.kinds[source]
     several = every_first(tsq) and len(tsq.clauses) > 1
+    holding_all = source_clauses(view, tsq, source, filters, every=True) if several else None
+    holding_any = source_clauses(view, tsq, source, filters)
+    if holding_any is None:
+        return []
     found: list[Ranked] = []
-    if several:
-        query = source_query(view, tsq, source, kb, filters, every=True)
-        found = _top_targets(searcher, query, kinds, source, kb, cap, every=True)
-        if len(found) >= cap:
-            return found
-    query = source_query(view, tsq, source, kb, filters)
-    # One clause: every match holds every clause. Past three: none ranks first.
-    any_words = _top_targets(
-        searcher, query, kinds, source, kb, cap + len(found), every=every_first(tsq) and not several
-    )
-    seen = {r.target for r in found}
-    return (found + [r for r in any_words if r.target not in seen])[:cap]
+    for kb in kbs:
+        first: list[Ranked] = []
+        if holding_all is not None:
+            first = _top_targets(searcher, in_base(holding_all, kb), kinds, source, kb, cap,
+                                 every=True)  # fmt: skip
+            if len(first) >= cap:
+                found += first
+                continue
+        # One clause: every match holds every clause. Past three: none ranks first.
+        rest = _top_targets(searcher, in_base(holding_any, kb), kinds, source, kb,
+                            cap + len(first), every=every_first(tsq) and not several)  # fmt: skip
+        seen = {r.target for r in first}
+        found += (first + [r for r in rest if r.target not in seen])[:cap]
+    return found
 
 
 def _top_targets(
     searcher: tantivy.Searcher,
-    query: tantivy.Query | None,
+    query: tantivy.Query,
     kinds: Sequence[str],
     source: str,
     kb: UUID,
@@ -95,9 +101,12 @@ def _top_targets(
     *,
     every: bool,
 ) -> list[Ranked]:
-    """The best `cap` distinct targets `query` finds, ties broken by target id: read deeper
-    while the hits read hold fewer targets, or the last one read ties the cap-th target."""
-    if query is None or cap <= 0:
+    """The best `cap` distinct targets `query` finds (a file is one target however many of its
+    chunks match): read deeper while the hits read hold fewer. Targets scoring alike are
+    ranked by id among those read; past the cap, which of a run of equal scores the engine
+    reads first is its own order (a common word alone scores thousands of documents alike, and
+    reading them all to rank them by id cost more than the search)."""
+    if cap <= 0:
         return []
     limit = cap
     while True:
@@ -105,11 +114,8 @@ def _top_targets(
         best: dict[int, Ranked] = {}
         for ranked in _read_hits(searcher, hits, kinds, source, kb, every):
             best.setdefault(ranked.target, ranked)
-        targets = sorted(best.values(), key=lambda r: (-r.score, r.target))
-        exhausted = len(hits) < limit
-        tied = len(targets) >= cap and hits and hits[-1][0] >= targets[cap - 1].score
-        if exhausted or (len(targets) >= cap and not tied):
-            return targets[:cap]
+        if len(hits) < limit or len(best) >= cap:
+            return sorted(best.values(), key=lambda r: (-r.score, r.target))[:cap]
         limit *= GROWTH
 
 
@@ -158,40 +164,61 @@ def from_rows(rows: Iterable[dict[str, Any]]) -> list[Ranked]:
 
 
 def merged(lists: Iterable[Sequence[Ranked]], cap: int) -> list[Ranked]:
-    """The best `cap` targets per source and knowledge base of several rankings of them (the
-    engine's and the delta's, which share no item), then all in the leg's order."""
-    groups: dict[tuple[str, UUID], dict[int, Ranked]] = {}
+    """The leg's rows from several rankings (the engine's per source and knowledge base, and
+    the delta's, which share no item): each knowledge base's best `cap` targets, its sources
+    together, then all of them in the leg's order.
+
+    A base's cap holds over its sources together: a target ranked below the cap-th of its own
+    base cannot reach a page of results, and six sources' caps made six times the rows to
+    fuse."""
+    titles = title_kinds()
+    weights: dict[str, float] = {}
+    targets: dict[str, str] = {}  # kind -> the kind of target it is found as
+    best: dict[tuple[UUID, str, int], tuple[tuple[Any, ...], Ranked]] = {}
     for ranking in lists:
         for ranked in ranking:
-            group = groups.setdefault((ranked.source, ranked.kb_id), {})
-            kept = group.get(ranked.target)
-            if kept is None or (ranked.every, ranked.score) > (kept.every, kept.score):
-                group[ranked.target] = ranked
+            weight = weights.get(ranked.source)
+            if weight is None:
+                weight = weights[ranked.source] = source_weight(ranked.source)
+            if weight != 1:
+                ranked = replace(ranked, score=ranked.score * weight)
+            if ranked.kind not in targets:
+                targets[ranked.kind] = registry.target_of(ranked.kind)
+            order = _order(ranked, titles)
+            key = (ranked.kb_id, targets[ranked.kind], ranked.target)
+            kept = best.get(key)
+            if kept is None or order < kept[0]:
+                best[key] = (order, ranked)
+    bases: dict[UUID, list[tuple[tuple[Any, ...], Ranked]]] = {}
+    for (kb_id, _, _), entry in best.items():
+        bases.setdefault(kb_id, []).append(entry)
     kept_rows = []
-    for group in groups.values():
-        ordered = sorted(group.values(), key=lambda r: (not r.every, -r.score, r.target))
-        kept_rows += ordered[:cap]
-    titles = title_kinds()
-    weights = {source: source_weight(source) for source, _ in groups}
-    weighted = [
-        r if weights[r.source] == 1 else replace(r, score=r.score * weights[r.source])
-        for r in kept_rows
-    ]
-    weighted.sort(
-        key=lambda r: (not r.every, not (r.every and r.kind in titles), -r.score, r.kind, r.target)
-    )
-    return weighted
+    for entries in bases.values():
+        entries.sort(key=lambda e: e[0])
+        kept_rows += entries[:cap]
+    kept_rows.sort(key=lambda e: e[0])
+    return [ranked for _, ranked in kept_rows]
+
+
+def _order(r: Ranked, titles: frozenset[str]) -> tuple[Any, ...]:
+    """The leg's order: every clause first (for a short lookup), titles first among those,
+    then the weighted score, then kind and target."""
+    return (not r.every, not (r.every and r.kind in titles), -r.score, r.kind, r.target)
 
 
 def as_hits(ranked: Iterable[Ranked]) -> list[Hit]:
     """The leg's hits; a hit's score puts every clause matched above any BM25 score (for a
     short lookup), the fraction keeping the order inside each group."""
     found = []
+    specs: dict[str, tuple[str, str, bool]] = {}  # kind -> target kind, ref prefix, parts
     for r in ranked:
-        spec = registry.get(r.kind)
+        if r.kind not in specs:
+            spec = registry.get(r.kind)
+            specs[r.kind] = (spec.target_kind, spec.prefix, part_column(spec) is not None)
+        target_kind, prefix, parts = specs[r.kind]
         target = UUID(int=r.target)
-        ref = spec.ref_of(target, r.part) if part_column(spec) else spec.ref_of(target)
-        found.append(Hit(target=(spec.target_kind, target), kind=r.kind, ref=ref,
-                         kb_id=r.kb_id, item_id=UUID(int=r.item),
+        ref = f"{prefix}:{target}:{r.part}" if parts else f"{prefix}:{target}"  # KindSpec.ref_of
+        found.append(Hit(target=(target_kind, target), kind=r.kind, ref=ref, kb_id=r.kb_id,
+                         item_id=UUID(int=r.item),
                          score=float(r.every) + r.score / (1.0 + r.score)))  # fmt: skip
     return found

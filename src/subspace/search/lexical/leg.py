@@ -162,11 +162,8 @@ def _engine_rankings(
 ) -> list[list[Ranked]]:  # fmt: skip
     """The engine's best targets of each source in each knowledge base of the scope."""
     filters = EngineFilters(scope.kinds, scope.answers, left_out, only)
-    return [
-        engine_top(view, tsq, source, kb, filters, cap)
-        for source in source_names(scope)
-        for kb in scope.kb_ids
-    ]
+    return [engine_top(view, tsq, source, scope.kb_ids, filters, cap)
+            for source in source_names(scope)]  # fmt: skip
 
 
 def _ranked_in_postgres(
@@ -213,7 +210,7 @@ def lexical_leg(
     cap: int,
     ranker: str = "bm25",
 ) -> list[Hit]:
-    """The leg's hits, best first, at most `cap` per source and knowledge base; without
+    """The leg's hits, best first, at most `cap` per knowledge base; without
     `inputs` (prepare_lexical's), ranked in Postgres as when there is no index."""
     found = queue_lexical_leg(conn, scope, tsq, inputs or LexicalInputs(None, "no index"),
                               cap=cap, ranker=ranker)  # fmt: skip

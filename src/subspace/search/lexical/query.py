@@ -92,17 +92,13 @@ def scoring(view: EngineView, tsq: TsQueries, source: str) -> list[Query]:
     return found
 
 
-def source_query(
-    view: EngineView,
-    tsq: TsQueries,
-    source: str,
-    kb: UUID,
-    filters: EngineFilters,
-    *,
-    every: bool = False,
-) -> Query | None:
-    """The engine's query for `source` in knowledge base `kb`; with `every`, only documents
-    matching every clause. None when nothing can match."""
+def source_clauses(
+    view: EngineView, tsq: TsQueries, source: str, filters: EngineFilters, *, every: bool = False
+) -> list[tuple[Occur, Query]] | None:
+    """The engine's query for `source`, all but its knowledge base: the query's terms and
+    matches, and the scope's other filters; with `every`, only documents matching every
+    clause. None when nothing can match. Built once a search, for each base's query
+    (`in_base`)."""
     scored = scoring(view, tsq, source)
     if not scored:
         return None
@@ -126,16 +122,29 @@ def source_query(
     excluded = _either(_matching(p) for p in tsq.negated)
     if excluded is not None:
         clauses.append((Occur.MustNot, excluded))
-    clauses += _filtered(source, kb, filters)
-    return Query.boolean_query(clauses)
+    return clauses + _filtered(source, filters)
 
 
-def _filtered(source: str, kb: UUID, filters: EngineFilters) -> list[tuple[Occur, Query]]:
-    """The scope's filters as clauses: the knowledge base, visibility, kinds, answers, items."""
+def in_base(clauses: list[tuple[Occur, Query]], kb: UUID) -> Query:
+    """The query of `source_clauses` in knowledge base `kb`."""
+    base = (Occur.Must, _unscored(Query.term_query(SCHEMA, KB, kb.hex)))
+    return Query.boolean_query([*clauses, base])
+
+
+def source_query(
+    view: EngineView, tsq: TsQueries, source: str, kb: UUID, filters: EngineFilters,
+    *, every: bool = False,
+) -> Query | None:  # fmt: skip
+    """The engine's query for `source` in knowledge base `kb` (see `source_clauses`)."""
+    clauses = source_clauses(view, tsq, source, filters, every=every)
+    return None if clauses is None else in_base(clauses, kb)
+
+
+def _filtered(source: str, filters: EngineFilters) -> list[tuple[Occur, Query]]:
+    """The scope's filters but the base as clauses: visibility, kinds, answers, items."""
     declared = registry.of_source(source)
     found: list[tuple[Occur, Query]] = [
-        (Occur.Must, _unscored(Query.term_query(SCHEMA, KB, kb.hex))),
-        (Occur.MustNot, Query.term_query(SCHEMA, HIDDEN, HIDDEN_ANY)),
+        (Occur.MustNot, Query.term_query(SCHEMA, HIDDEN, HIDDEN_ANY))
     ]
     wanted = [spec.name for spec in declared if spec.name in filters.kinds]
     if len(wanted) < len(declared):
