@@ -63,6 +63,7 @@ from subspace.models import Actor
 from subspace.providers.fake import FakeProvider
 from subspace.runtime import Database, open_database
 from subspace.search.kinds import is_memory
+from subspace.search.runtime import SearchRuntime
 from subspace.search.service import SearchRequest, search
 from subspace.search.vector import embed_query
 from subspace.workspaces import create_workspace
@@ -547,6 +548,10 @@ def main() -> None:
         home = args.home or Path(tmp) / "home"
         settings = Settings(home=home, providers="fake", index_sweep_s=0)
         db = open_database(settings, pool_size=8)
+        # A workspace's share of concurrent searches defaults to the cores; the clients of a
+        # throughput run are one workspace's on purpose.
+        db.search_runtime.close()
+        db.search_runtime = SearchRuntime(searches_per_workspace=max(args.clients))
         try:
             setups = []
             for kbs in args.bases:
