@@ -329,8 +329,9 @@ class Stages:
         return {name: round(found[name], 2) for name in order if name in found}
 
 
-def stage_breakdown(report: Report, cx: Context, queries: Queries) -> dict[str, Any]:
-    """The median time of each step of a hybrid search, per query class (one client)."""
+def stage_breakdown(report: Report, db: Database, cx: Context, queries: Queries) -> dict[str, Any]:
+    """The median time of each step of a hybrid search, per query class (one client), and
+    what the server spends on each of its statements."""
     provider = FakeProvider()
     found: dict[str, Any] = {}
     report.say("\nsteps of a hybrid search, 1 knowledge base, 1 client, median ms:")
@@ -342,7 +343,78 @@ def stage_breakdown(report: Report, cx: Context, queries: Queries) -> dict[str, 
         found[query_class] = medians
         report.say(f"  {queries.labels[query_class]:<48} " + ", ".join(
             f"{name} {value:.1f}" for name, value in medians.items()))  # fmt: skip
+    report.say("\nthe server's share of a hybrid search, mean ms per search (EXPLAIN ANALYZE of "
+               "each statement; prepared ones are not planned again):")  # fmt: skip
+    for query_class in QUERY_CLASSES:
+        costs = statement_costs(db, cx, provider, queries.texts[query_class][:STATEMENT_QUERIES],
+                                **filter_options(query_class))  # fmt: skip
+        found[query_class]["server"] = costs
+        report.say(f"  {queries.labels[query_class]}")
+        for name, cost in costs.items():
+            report.say(f"    {name:<28} planning {cost['planning']:5.2f}  "
+                       f"execution {cost['execution']:5.2f}")  # fmt: skip
     return found
+
+
+STATEMENT_QUERIES = 10  # searches whose statements are explained, per query class
+STATEMENTS = {  # what a search's statements are, by how their text begins
+    "select t, coalesce(v.l": "query terms and statistics",
+    "select source, ndocs": "source sizes",
+    "with nearest as": "vector leg: HNSW walk",
+    "with candidates as": "vector leg: exact scan",
+    "select kb.id as kb_id, (select count": "vector leg: base sizes",
+    "select array_remove": "lexical delta: what changed",
+    "select count(distinct": "lexical delta: how far behind",
+    "select x.target_id from kb.exclusions": "exclusions",
+    "with recursive up": "hydration: breadcrumbs",
+}
+
+
+def statement_name(sql: str) -> str | None:
+    """What a search's statement is (STATEMENTS), or None for a setting or a savepoint."""
+    name = next((n for head, n in STATEMENTS.items() if sql.startswith(head)), None)
+    if name is None and sql.startswith("select ") and " as marked" in sql:
+        return "hydration: " + sql.split(" from ", 1)[1].split()[0]  # the rows' table
+    return name
+
+
+def statement_costs(db: Database, cx: Context, provider: FakeProvider, texts: list[str],
+                    **options: Any) -> dict[str, dict[str, float]]:  # fmt: skip
+    """The server's planning and execution time of each statement the searches of `texts`
+    send, each explained on its own (EXPLAIN ANALYZE), as a mean per search."""
+    import psycopg
+
+    sent: list[tuple[str, Any]] = []
+    real = psycopg.Connection.execute
+
+    def spy(conn: Any, query: Any, params: Any = None, **kwargs: Any) -> Any:
+        sent.append((str(query), params))
+        return real(conn, query, params, **kwargs)
+
+    psycopg.Connection.execute = spy  # type: ignore[method-assign,assignment]
+    try:
+        for text in texts:
+            search(cx, provider, SearchRequest(query=text, mode="hybrid", **options))
+    finally:
+        psycopg.Connection.execute = real  # type: ignore[method-assign]
+    totals: dict[str, dict[str, float]] = {}
+    with db.pool.connection() as conn:
+        conn.execute("begin")
+        for sql, params in sent:
+            if "set_config(" in sql:  # the walk's settings hold for what follows
+                conn.execute(sql, params)
+            name = statement_name(sql)
+            if name is None:
+                continue
+            plan = conn.execute("explain (analyze, timing off, summary on) " + sql, params)
+            lines = [row["QUERY PLAN"] for row in plan.fetchall()]
+            cost = totals.setdefault(name, {"planning": 0.0, "execution": 0.0})
+            for line in lines:
+                for key in ("planning", "execution"):
+                    if line.lower().startswith(f"{key} time:"):
+                        cost[key] += float(line.split(":")[1].split()[0]) / len(texts)
+        conn.execute("rollback")
+    return {name: {k: round(v, 3) for k, v in cost.items()} for name, cost in totals.items()}
 
 
 def filter_options(query_class: str) -> dict[str, Any]:
@@ -606,7 +678,7 @@ def main() -> None:
             if args.references:
                 references(report, db, setups[0][1], queries, args.clients)
             ours(report, setups, queries, args.clients)
-            stages = stage_breakdown(report, setups[0][1], queries) if args.stages else {}
+            stages = stage_breakdown(report, db, setups[0][1], queries) if args.stages else {}
         finally:
             db.close()
     if args.json:

@@ -498,11 +498,20 @@ def test_only_statements_of_a_fixed_text_are_prepared(cx: Context, database: Dat
         bound = cx.on(conn)
         for word in ["common", "bullet", "words", "rare"] * 5:
             run(bound, word)
-        statements = [
-            r["statement"] for r in conn.execute("select statement from pg_prepared_statements")
-        ]
+        prepared = conn.execute(
+            "select statement, generic_plans, custom_plans from pg_prepared_statements"
+        ).fetchall()
+        statements = [r["statement"] for r in prepared]
         assert statements and not any("<=>" in s for s in statements)
         assert any("phraseto_tsquery" in s for s in statements)
+        # Hydration reads rows by their keys: planned once, not for each search's keys; and
+        # the setting that asks for it ends with hydration, not with the caller's transaction.
+        rows = [r for r in prepared if "ts_headline" in r["statement"]]
+        assert rows and all(r["custom_plans"] == 0 and r["generic_plans"] > 0 for r in rows)
+        with conn.transaction():
+            run(bound, "common")
+            mode = conn.execute("select current_setting('plan_cache_mode') as m").fetchone()
+            assert mode == {"m": "auto"}
         # A leg that fails (the delta's rows read from a column gone), then a search that
         # fails whole (a table gone): each rolled back, and the searches after them work.
         commands.add_node(cx, page.id, "common words written since")

@@ -106,6 +106,31 @@ def prepared(conn: Conn, sql: str, params: Any, shape: Callable[[Rows], T]) -> L
     return later(conn, sql, params, shape, prepare=True)
 
 
+def flush(conn: Conn) -> None:
+    """Have the server send the results of the statements queued so far as soon as it has
+    them. In a pipeline Postgres holds results back until it waits for input or a reader asks
+    for them, and a reader's request goes behind everything queued: without this, a result
+    read while a slower statement queued after it runs (the lexical leg's, while the vector
+    leg's walk runs) arrives only when that statement is done."""
+    if conn.pgconn.pipeline_status != psycopg.pq.PipelineStatus.OFF:
+        conn.pgconn.send_flush_request()  # sent with the next statement, or the next read
+
+
+@contextmanager
+def generic_plans(conn: Conn) -> Iterator[None]:
+    """Statements prepared inside the block keep one plan per connection, whatever their
+    values. Postgres otherwise plans a statement anew for its values until the generic plan
+    looks as cheap, and for rows named by an array of keys it never does: hydration's
+    statements were planned at every search (0.4 to 0.6 ms each, docs/benchmarks.md), though
+    any set of keys is read the same way. Set for the transaction, and back to the server's
+    default after the block, so the vector leg's walk is still planned for its model."""
+    send(conn, "set local plan_cache_mode = force_generic_plan")
+    try:
+        yield
+    finally:
+        send(conn, "set local plan_cache_mode = default")
+
+
 def all_rows(found: Rows) -> Rows:
     """The shape of a statement whose rows are wanted as they come."""
     return found

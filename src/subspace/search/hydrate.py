@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from subspace.db.pipeline import Later, all_rows, prepared
+from subspace.db.pipeline import Later, all_rows, generic_plans, prepared
 from subspace.db.pool import Conn
 from subspace.search import kinds as registry
 from subspace.search.analysis import fold, fold_with_offsets
@@ -200,13 +200,14 @@ def queue_hydrate(conn: Conn, scope: Scope, fused: list[Fused], tsq: TsQueries) 
     for item in fused:
         by_kind.setdefault(_shown_kind(item), []).append(item)
     found = []
-    for kind, items in by_kind.items():
-        spec = registry.get(kind)
-        query = _details_sql(scope, spec, items, tsq)
-        found.append((spec.target_kind, prepared(conn, query.sql, query.params, all_rows)))
     node_ids = [ident for kind, ident in (item.target for item in fused) if kind == "node"]
-    # Bullets sit in a tree: their ancestors say where they are.
-    crumbs = queue_breadcrumbs(conn, scope.workspace_id, node_ids) if node_ids else None
+    with generic_plans(conn):  # rows read by their keys: one plan serves every page
+        for kind, items in by_kind.items():
+            spec = registry.get(kind)
+            query = _details_sql(scope, spec, items, tsq)
+            found.append((spec.target_kind, prepared(conn, query.sql, query.params, all_rows)))
+        # Bullets sit in a tree: their ancestors say where they are.
+        crumbs = queue_breadcrumbs(conn, scope.workspace_id, node_ids) if node_ids else None
 
     def shape() -> list[Row]:
         details: dict[ItemKey, dict[str, Any]] = {}

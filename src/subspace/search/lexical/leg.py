@@ -15,7 +15,7 @@ from pathlib import Path
 from uuid import UUID
 
 from subspace.config import Settings
-from subspace.db.pipeline import Later, later, prepared
+from subspace.db.pipeline import Later, flush, later, prepared
 from subspace.db.pool import Conn
 from subspace.search import kinds as registry
 from subspace.search.filters import Scope, tag_filter
@@ -132,8 +132,10 @@ def queue_lexical_leg(
         query = bm25_sql(scope, tsq, averages, cap=cap, items=sorted(delta.items))
         written = later(conn, query.sql, query.params, from_rows)
     # Something to read before the engine is searched: reading sends every statement queued
-    # (the vector leg's too), which Postgres then works on while the engine runs.
+    # (the vector leg's too), which Postgres then works on while the engine runs. Its result
+    # comes at once, not after the statements queued behind it.
     sent = tagged or written or prepared(conn, "select 1", None, lambda rows: rows)
+    flush(conn)
 
     def run() -> LexicalRun:
         sent.result()
