@@ -109,6 +109,27 @@ def test_a_large_knowledge_base_cannot_take_every_slot(database: Database, cx: C
     assert response.absent is not None and response.absent["shown"]
 
 
+def test_many_bases_share_two_windows_each_drawing_a_page(database: Database, cx: Context) -> None:
+    from subspace.ingest.outline import OutlineItem
+    from subspace.search.service import base_cap, window_for
+
+    # One base draws a whole window; several share two, each at least a third of one: the
+    # rows a page of that window can hold, so one base can still fill it.
+    assert [base_cap(100, n) for n in (1, 2, 3, 6, 50)] == [100, 100, 67, 34, 34]
+    assert base_cap(window_for(100), 10) == 100
+    # The pages of one query share their caps, as they share their window.
+    assert {base_cap(window_for(depth), 6) for depth in (1, 10, 33)} == {34}
+    bases = [commands.create_knowledge_base(cx, f"Base {n}") for n in range(6)]
+    for kb in bases:
+        items = [OutlineItem(f"ferry timetable {n}") for n in range(50)]
+        commands.create_page_from_outline(cx, "Timetables", items, kb_id=kb.id)
+    index(database, cx)
+    response = run(cx, "ferry", limit=10, kb_ids=[kb.id for kb in bases], weights=EQUAL)
+    assert response.legs["lexical"].candidates == 6 * 34
+    assert 0 < response.legs["vector"].candidates <= 6 * 34
+    assert len(run(cx, "ferry", limit=33, kb_ids=[bases[0].id, bases[1].id]).rows) == 33
+
+
 def test_results_are_deterministic(database: Database, cx: Context) -> None:
     page = commands.create_page(cx, "Same")
     for i in range(30):

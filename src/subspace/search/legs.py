@@ -67,11 +67,12 @@ class LegPlan:
     scope: Scope
     parsed: ParsedQuery
     mode: str
-    window: int  # candidates per leg, source and knowledge base (service.window_for)
+    window: int  # candidates per leg and knowledge base (service.base_cap)
     weights: dict[str, float]
     ranker: str  # the lexical leg's: bm25 or ts_rank_cd
     typos: bool
     provider: EmbeddingProvider | None
+    walk: int  # neighbours the vector leg's walk collects for several bases together
 
 
 @dataclass
@@ -201,6 +202,7 @@ def _queue_vector(
         provider.model,
         provider.dimensions,
         plan.window,
+        plan.walk,
         tsq.excluded,
         prepared.large_bases,
     )

@@ -57,6 +57,7 @@ DEFAULT_VECTOR_WEIGHTS = {"fake": 0.01, "local": 0.5, "openai": 0.5}
 LEGS = ("lexical", "vector")  # priority order: the lexical leg wins a complete tie
 MIN_WINDOW = 100  # candidates per leg, source and knowledge base for the first 33 rows
 MAX_WINDOW = 1_000
+BASES_SHARE = 2  # several knowledge bases draw twice one base's window between them
 MAX_TAG_NAME_CHARS = 100  # as create_tag allows
 MAX_NAME_CHARS = 200  # kinds, operators, explain targets: names and refs, never prose
 
@@ -112,12 +113,22 @@ def default_weights(provider: EmbeddingProvider | None) -> dict[str, float]:
 
 
 def window_for(depth: int) -> int:
-    """Candidates each leg draws per knowledge base for rows up to `depth`.
+    """Candidates each leg draws from one knowledge base for rows up to `depth`.
 
     Stepped, so the pages of one query share a window and concatenate to one large request.
     """
     steps = math.ceil(max(1, 3 * depth) / MIN_WINDOW)
     return min(MAX_WINDOW, steps * MIN_WINDOW)
+
+
+def base_cap(window: int, bases: int) -> int:
+    """Candidates each leg draws per knowledge base when `bases` of them are searched with
+    one base's `window`: together BASES_SHARE windows, each base at least the rows the window
+    is sized for (a third of it), so one base can still fill any page it serves. Every base
+    drawing a whole window made ten bases' searches rank, fuse and read ten times one base's
+    rows (docs/benchmarks.md)."""
+    shared = math.ceil(BASES_SHARE * window / max(1, bases))
+    return min(window, max(math.ceil(window / 3), shared))
 
 
 def validate(request: SearchRequest, cx: Context) -> ParsedQuery:
@@ -362,11 +373,13 @@ def plan_legs(
     paging: Paging,
 ) -> LegPlan:
     """The legs' plan: the request's options over the defaults, drawn deep enough for this page."""
+    window = window_for(paging.depth(request.limit))
     return LegPlan(
         scope=scope,
         parsed=parsed,
         mode=request.mode,
-        window=window_for(paging.depth(request.limit)),
+        window=base_cap(window, len(scope.kb_ids)),
+        walk=BASES_SHARE * window,
         weights=default_weights(provider) | (request.weights or {}),
         ranker=request.ranker or cx.settings.lexical_ranker,
         typos=request.typos,

@@ -171,11 +171,12 @@ def vector_leg(
     `dimensions` is the model's width (provider.dimensions): vectors are compared on it.
 
     Small bases (under EXACT_SCAN_ROWS vectors) are scanned exactly, each under its own cap,
-    so a small base is never crowded out. The large ones share one walk of the HNSW index,
-    each still capped at `cap`. Bases found large are remembered in `large_bases` (the
-    SearchRuntime's); without it, every base is counted on every call.
+    so a small base is never crowded out. The large ones share one walk of the HNSW index of
+    at most twice `cap` neighbours, each still capped at `cap`. Bases found large are
+    remembered in `large_bases` (the SearchRuntime's); without it, every base is counted on
+    every call.
     """
-    leg = VectorLeg(scope, query, model, dimensions, cap, excluded, large_bases)
+    leg = VectorLeg(scope, query, model, dimensions, cap, 2 * cap, excluded, large_bases)
     return queue_vector_leg(conn, leg).result()
 
 
@@ -188,6 +189,7 @@ class VectorLeg:
     model: str
     dimensions: int
     cap: int
+    walk: int  # neighbours one walk may collect for several large bases together
     excluded: str = ""
     large_bases: LargeBases | None = None
 
@@ -210,9 +212,10 @@ def queue_vector_leg(
         scan = _exact_sql(_scope_sql(scope, model, leg.excluded, bases), query, cap, leg.dimensions)
         exact.append(later(conn, scan.sql, scan.params, all_rows))
     walk = None
-    # The large bases share one walk: twice one base's cap covers the fused top rows without
-    # making every search pay for a walk of a thousand neighbours.
-    limit = min(MAX_INDEX_LIMIT, cap * min(2, len(large)))
+    # The large bases share one walk, as deep as their caps together up to `walk` (twice one
+    # base's window: no search pays for a walk of a thousand neighbours), each base still
+    # held to its cap.
+    limit = min(MAX_INDEX_LIMIT, leg.walk, cap * len(large))
     if large:
         # Scoped to the caller's transaction: the search runs in one.
         send(
