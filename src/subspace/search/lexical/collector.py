@@ -9,6 +9,7 @@ ties by kind and target, as the brute force of the tests breaks them.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 from uuid import UUID
@@ -31,7 +32,9 @@ from subspace.search.lexical.query import EngineFilters, every_first, in_base, s
 from subspace.search.lexical.sql import source_weight, title_kinds
 from subspace.search.lexical.terms import TsQueries
 
-GROWTH = 4  # how much deeper the engine is read when its first hits hold too few targets
+# When the hits read hold too few targets, the engine is read again as deep as the targets
+# found so far say is needed, with this much to spare, and at least twice as deep.
+DEPTH_SPARE = 1.25
 
 
 class Ranked(NamedTuple):
@@ -115,7 +118,8 @@ def _top_targets(
             best.setdefault(ranked.target, ranked)
         if len(hits) < limit or len(best) >= cap:
             return sorted(best.values(), key=lambda r: (-r.score, r.target))[:cap]
-        limit *= GROWTH
+        hits_per_target = len(hits) / max(1, len(best))
+        limit = max(2 * limit, math.ceil(cap * hits_per_target * DEPTH_SPARE))
 
 
 def _read_hits(
