@@ -244,3 +244,56 @@ def test_a_bulk_import_far_ahead_of_the_index_is_found_whole_and_says_how_far(
     # a tie across the window the index reads is its own order (collector._top_targets).
     notes = set(ids(run(strict, "dunlin note", mode="lexical", limit=20)))
     assert set(ids(caught_up)[:20]) == set(ids(behind)[:20]) == notes
+
+
+def test_one_follower_writes_a_folder_and_another_takes_over_when_it_stops(
+    database: Database, settings: Settings, cx: Context
+) -> None:
+    """Several processes (serve, indexer, the CLI) may run a follower on one folder: the
+    folder's lock lets one write, and the next takes over once it is given back (by close, or
+    by the kernel when the process dies)."""
+    page = commands.create_page(cx, "Shared")
+    first, second = LexicalFollower(database, settings), LexicalFollower(database, settings)
+    try:
+        assert first.run_once().rebuilt
+        commands.add_node(cx, page.id, "a curlew on the mudflats")
+        waiting = second.run_once()
+        assert (waiting.items, waiting.rebuilt, second.writers) == (0, False, None)
+        assert first.run_once().items == 1
+        first.close()
+        commands.add_node(cx, page.id, "a godwit beside it")
+        assert second.run_once().items == 1  # the same index, not a new one
+        assert second.writers is not None and second.position is not None
+        assert ids(run(cx, "curlew godwit", mode="lexical", typos=False)) != []
+        with database.pool.connection() as conn:
+            status = lexical_status(conn, settings)
+        assert status.behind is not None and status.behind.events == 0
+    finally:
+        first.close()
+        second.close()
+
+
+def test_reindex_builds_the_lexical_index_anew(
+    database: Database, settings: Settings, cx: Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+
+    from subspace.cli import main
+
+    made = write_everything(database, cx)
+    follow(database, cx)
+    _damage(folder_of(database, settings), "unreadable")
+    monkeypatch.setenv("SUBSPACE_DATABASE_URL", settings.database_url)
+    monkeypatch.setenv("SUBSPACE_HOME", str(settings.home))
+    monkeypatch.setenv("PROVIDERS", "fake")
+    result = CliRunner().invoke(main, ["reindex"])
+    assert result.exit_code == 0, result.output
+    assert "Built the lexical index" in result.stdout
+    assert run(cx, "heron", mode="lexical").degraded == []
+    assert_found_as_written(cx, made)
+    assert index_documents(database, settings) == rebuilt(database, settings, settings.home / "x")
+    # The command line reads the index as the server does.
+    found = CliRunner().invoke(main, ["search", "heron", "--mode", "lexical", "--json"])
+    assert found.exit_code == 0, found.output
+    answer = json.loads(found.stdout)
+    assert answer["degraded"] == [] and [r["id"] for r in answer["rows"]] == [str(made["fresh"])]
