@@ -35,6 +35,7 @@ _FRAGMENTS = (
 # A token with inner separators (PROJ-1234, foo.bar.com, snake_case_name.py), and its parts.
 _IDENTIFIER = re.compile(r"\S*[^\W_][-./@:_\\][^\W_]\S*")
 _PART = re.compile(r"[^\W_]+")
+_MARKERS = re.compile(f"([{START}{STOP}])")
 STEM_SUFFIX = 3  # letters the English stemmer takes off a word at most (examples -> exampl)
 
 
@@ -81,16 +82,16 @@ def split_highlights(marked: str) -> tuple[str, list[tuple[int, int]]]:
     spans: list[tuple[int, int]] = []
     position = 0
     start = -1
-    for char in marked:
-        if char == START:
+    for piece in _MARKERS.split(marked):
+        if piece == START:
             start = position
-        elif char == STOP:
+        elif piece == STOP:
             if start >= 0 and position > start:
                 spans.append((start, position))
             start = -1
-        else:
-            out.append(char)
-            position += 1
+        elif piece:
+            out.append(piece)
+            position += len(piece)
     return "".join(out), spans
 
 
@@ -168,7 +169,8 @@ def _part_spans(
             start, end = token.start() + part.start(), token.start() + part.end()
             if any(a < end and start < b for a, b in highlighted):
                 continue
-            word = fold(part.group()).lower()
+            word = part.group()
+            word = (word if word.isascii() else fold(word)).lower()  # fold keeps ASCII as is
             if word in lexemes or any(
                 word.isalpha() and len(w) >= STEM_SUFFIX and word.startswith(w)
                 and len(word) - len(w) <= STEM_SUFFIX for w in lexemes
