@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import replace
+from typing import Any
 
 from fastapi.testclient import TestClient
 
@@ -165,3 +166,36 @@ def test_chunks_are_written_a_few_hundred_a_statement(database: Database, cx: Co
             "select count(*) as n from search.file_chunks where file_id = %s", (stored.id,)
         ).fetchone()
     assert left == {"n": 5}
+
+
+def test_a_claim_reads_a_few_rows_however_many_files_wait(
+    database: Database, settings: Settings, cx: Context
+) -> None:
+    """Claiming the next file finds the waiting workspaces and each one's oldest file through
+    an index, without sorting every waiting file: a bulk upload's claims would otherwise cost
+    a time growing with the square of its size."""
+    from subspace.ingest.worker import _CLAIM
+
+    commands.upload_file(cx, "first.txt", b"the first file")
+    with cx.transaction() as conn:
+        conn.execute(
+            "insert into kb.files (workspace_id, kb_id, name, content_type, blob_sha256, size) "
+            "select f.workspace_id, f.kb_id, 'copy ' || n || '.txt', f.content_type, "
+            "f.blob_sha256, f.size from kb.files f, generate_series(1, 3000) n"
+        )
+        conn.execute("analyze kb.files")
+        params: dict[str, Any] = {"served": [], "turns": [], "only": None, "full": []}
+        plan = conn.execute("explain (analyze, format json) " + _CLAIM, params).fetchone()
+    assert plan is not None
+    nodes: list[dict[str, Any]] = []
+
+    def walk(node: dict[str, Any]) -> None:
+        nodes.append(node)
+        for child in node.get("Plans", []):
+            walk(child)
+
+    walk(plan["QUERY PLAN"][0]["Plan"])
+    read = sum(n["Actual Rows"] * n["Actual Loops"] for n in nodes if "Scan" in n["Node Type"])
+    assert read < 50, read
+    # What is sorted is the waiting workspaces (here one), never the waiting files.
+    assert all(n["Actual Rows"] <= 1 for n in nodes if n["Node Type"] == "Sort")
