@@ -73,6 +73,29 @@ def test_files_upload_download_and_states(client: TestClient) -> None:
     assert client.post(f"/api/files/{body['id']}/restore").json()["deleted_at"] is None
 
 
+def test_a_knowledge_base_overview_counts_what_is_live_in_it(client: TestClient) -> None:
+    kb = client.post("/api/knowledge-bases", json={"name": "Garden"}).json()
+    page = client.post("/api/pages", json={"title": "Beds", "kb_id": kb["id"]}).json()
+    client.post("/api/pages", json={"title": "Old plan", "kb_id": kb["id"]})
+    client.post("/api/pages", json={"title": "Elsewhere"})  # the default base
+    client.post(
+        "/api/files",
+        files={"file": ("soil.txt", b"loam", "text/plain")},
+        data={"kb_id": kb["id"]},
+    )
+    archived = client.get("/api/pages", params={"kb_id": kb["id"]}).json()
+    old = next(p for p in archived if p["title"] == "Old plan")
+    assert client.post(f"/api/pages/{old['id']}/archive").status_code == 200
+    overview = client.get(f"/api/knowledge-bases/{kb['id']}/overview").json()
+    assert overview["pages"] == 1, overview  # Beds; the archived one is not counted
+    assert overview["files"] == 1, overview
+    assert overview["mail"] == 0, overview
+    assert overview["pending_embeddings"] >= 1, overview  # nothing embeds in this test
+    assert page["kb_id"] == kb["id"]
+    unknown = client.get("/api/knowledge-bases/00000000-0000-0000-0000-000000000000/overview")
+    assert unknown.status_code == 404
+
+
 def test_mail_tags_and_knowledge_bases(client: TestClient) -> None:
     kb = client.post("/api/knowledge-bases", json={"name": "Inbox"}).json()
     names = [k["name"] for k in client.get("/api/knowledge-bases").json()]

@@ -29,6 +29,17 @@ class KnowledgeBase:
 
 
 @dataclass
+class KnowledgeBaseOverview:
+    """What a knowledge base holds, as the start view shows it: live pages, files and mail (not
+    archived or deleted), and the workspace's items still waiting for their embeddings."""
+
+    pages: int
+    files: int
+    mail: int
+    pending_embeddings: int
+
+
+@dataclass
 class Node:
     id: UUID
     page_id: UUID

@@ -11,7 +11,7 @@ import fastapi_offline
 from fastapi import FastAPI, Request
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, Response
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -22,8 +22,11 @@ ASSETS_PATH = "/docs-assets"
 DOCS_PATH = "/docs"
 REDOC_PATH = "/redoc"
 REGENERATE = "subspace openapi > docs/openapi.json"
-# The docs pages may load only from this server: ReDoc's menu shows its maker's logo from a
-# CDN, and a page that a browser forbids to reach out stays offline whatever its bundle holds.
+# The docs pages may load only from this server, and a page that a browser forbids to reach out
+# stays offline whatever its bundle holds. ReDoc's menu shows its maker's logo from a CDN: the
+# bundle is served with that address replaced by an empty image, which ReDoc then leaves out.
+REDOC_BUNDLE = "redoc.standalone.js"
+REDOC_LOGO = b"https://cdn.redoc.ly/redoc/logo-mini.svg"
 # Inline script starts Swagger UI, both inject inline styles, and ReDoc searches in a worker.
 DOCS_CSP = (
     "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
@@ -162,6 +165,16 @@ def install_docs(app: FastAPI) -> None:
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+    redoc_bundle = (ASSETS_DIR / REDOC_BUNDLE).read_bytes().replace(REDOC_LOGO, b"data:,")
+
+    @app.get(f"{ASSETS_PATH}/{REDOC_BUNDLE}", include_in_schema=False)
+    async def redoc_js() -> Response:
+        return Response(
+            redoc_bundle,
+            media_type="text/javascript",
+            headers={"cache-control": "public, max-age=86400"},
+        )
+
     app.mount(ASSETS_PATH, StaticFiles(directory=ASSETS_DIR), name="docs-assets")
 
     @app.get(DOCS_PATH, include_in_schema=False)

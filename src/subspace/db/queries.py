@@ -62,6 +62,20 @@ def list_knowledge_bases(conn: Conn, workspace_id: UUID) -> list[KnowledgeBase]:
     return [KnowledgeBase(**row) for row in rows]
 
 
+def knowledge_base_counts(conn: Conn, workspace_id: UUID, kb_id: UUID) -> dict[str, int]:
+    """Live pages, files and mail of a base: what is neither archived nor deleted."""
+    get_knowledge_base(conn, workspace_id, kb_id)  # another workspace's base: 404
+    live = "workspace_id = %(ws)s and kb_id = %(kb)s and archived_at is null and deleted_at is null"
+    row = conn.execute(
+        f"select (select count(*) from kb.pages where {live}) as pages, "
+        f"(select count(*) from kb.files where {live}) as files, "
+        f"(select count(*) from kb.mail where {live}) as mail",
+        {"ws": workspace_id, "kb": kb_id},
+    ).fetchone()
+    assert row is not None
+    return {name: int(value) for name, value in row.items()}
+
+
 def get_page(conn: Conn, workspace_id: UUID, page_id: UUID, *, lock: bool = False) -> Page:
     """The page without its nodes. `lock` takes a row lock that serialises edits of one page."""
     suffix = " for update" if lock else ""

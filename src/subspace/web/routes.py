@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
 from subspace import __version__
@@ -46,6 +46,16 @@ def _actor(request: Request, token: str) -> Actor:
 @router.get("/signin")
 def signin_page(request: Request) -> HTMLResponse:
     return _signin(request, status=200)
+
+
+@router.get("/favicon.ico")
+def favicon() -> FileResponse:
+    """The icon browsers ask for at this address on every page (an SVG, which they all draw)."""
+    return FileResponse(
+        STATIC_DIR / "favicon.svg",
+        media_type="image/svg+xml",
+        headers={"cache-control": "public, max-age=86400"},
+    )
 
 
 @router.post("/signout")

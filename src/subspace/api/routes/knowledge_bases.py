@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Annotated
+from uuid import UUID
 
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict
@@ -12,7 +13,8 @@ from subspace.api.auth import require_context
 from subspace.api.openapi import KEYED, error_responses
 from subspace.context import Context
 from subspace.db import queries
-from subspace.models import KnowledgeBase
+from subspace.indexer.status import waiting_for_embeddings
+from subspace.models import KnowledgeBase, KnowledgeBaseOverview
 
 router = APIRouter(
     prefix="/api/knowledge-bases",
@@ -37,3 +39,13 @@ def list_knowledge_bases(cx: CX) -> list[KnowledgeBase]:
 @router.post("", status_code=201)
 def create_knowledge_base(body: KnowledgeBaseIn, cx: CX) -> KnowledgeBase:
     return commands.create_knowledge_base(cx, body.name)
+
+
+@router.get("/{kb_id}/overview")
+def knowledge_base_overview(kb_id: UUID, cx: CX) -> KnowledgeBaseOverview:
+    """What the base holds (live pages, files and mail) and how many of the workspace's items
+    still wait for their embeddings: the start view's summary."""
+    with cx.transaction() as conn:
+        counts = queries.knowledge_base_counts(conn, cx.actor.workspace_id, kb_id)
+        pending = waiting_for_embeddings(conn, cx.actor.workspace_id)
+    return KnowledgeBaseOverview(**counts, pending_embeddings=pending)
