@@ -173,7 +173,7 @@ def test_without_an_open_page_the_question_goes_to_a_questions_page(
     tab.keyboard.type("when do the pear trees flower?")
     expect(tab.locator(".palette-ask")).to_contain_text("when do the pear trees flower?")
     tab.locator(".palette-ask").click()
-    expect(tab.locator("input.page-title")).to_have_value("Questions")
+    expect(tab.locator(".page-title")).to_have_value("Questions")
     command = _command(tab, "/rag when do the pear trees flower?")
     expect(_answers(tab, command)).to_have_count(1)
     expect(tab.locator("#page-list")).to_contain_text("Questions")

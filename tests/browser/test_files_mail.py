@@ -63,9 +63,8 @@ def test_a_dropped_pdf_turns_ready_is_found_and_shown_by_its_chunks(
     page.goto("/files")
     expect(page.locator("#view h1")).to_have_text("Files")
     drop_files(page, "#view", [("office-field-guide.pdf", "application/pdf", PDF.read_bytes())])
-    expect(page.locator(".upload-row .upload-status")).to_have_text(
-        "Uploaded; extracting its text."
-    )
+    # the row follows the file until its text is extracted
+    expect(page.locator(".upload-row .upload-status")).to_have_text("Ready: searchable.")
     row = page.locator(".file-table tbody tr")
     expect(row).to_have_count(1)
     expect(row.locator(".file-name")).to_have_text("office-field-guide.pdf")
@@ -169,7 +168,9 @@ def test_mail_imported_while_the_list_loads_is_listed(page: Page, live: LiveServ
     held = HeldList(page, "/api/mail")
     page.goto("/mail")
     page.set_input_files(".upload-button input[type=file]", str(MBOX))
-    expect(page.locator(".upload-row .upload-status")).to_have_text("4 imported")
+    expect(page.locator(".upload-row .upload-status")).to_have_text(
+        "3 messages imported, 1 attachment imported"
+    )
     held.release()
     expect(page.locator(".mail-table .mail-subject")).to_have_count(3)
 
@@ -180,13 +181,17 @@ def test_imported_mail_is_listed_newest_first_and_links_its_attachment(
     page.goto("/mail")
     expect(page.locator("#view h1")).to_have_text("Mail")
     page.set_input_files(".upload-button input[type=file]", str(MBOX))
-    expect(page.locator(".upload-row .upload-status")).to_have_text("4 imported")
+    expect(page.locator(".upload-row .upload-status")).to_have_text(
+        "3 messages imported, 1 attachment imported"
+    )
     subjects = page.locator(".mail-table .mail-subject")
     expect(subjects).to_have_text(
         ["Vendor invoice INV-20931", "Re: flaky integration tests", "Quarterly planning: dates"]
     )
     page.set_input_files(".upload-button input[type=file]", str(MBOX))
-    expect(page.locator(".upload-row .upload-status").nth(1)).to_have_text("3 already stored")
+    expect(page.locator(".upload-row .upload-status").nth(1)).to_have_text(
+        "3 messages already stored"
+    )
     expect(page.locator(".import-report li")).to_have_count(3)
     expect(page.locator(".import-report li").first).to_contain_text("already stored")
     expect(subjects).to_have_count(3)
@@ -233,7 +238,8 @@ def test_a_tag_is_defined_set_on_a_file_and_cleared(page: Page, live: LiveServer
     file = commands.upload_file(cx, "notes.txt", b"Plain notes.", content_type="text/plain")
     page.goto(f"/files/{file.id}")
     panel = page.locator(".tags-panel")
-    expect(panel).to_contain_text("No tags.")
+    expect(panel.locator(".tag-chip")).to_have_count(0)
+    panel.locator(".tag-add").click()
     panel.locator(".tag-define input").fill("priority")
     panel.locator(".tag-define select").select_option("number")
     panel.locator(".tag-define button").click()
@@ -249,7 +255,7 @@ def test_a_tag_is_defined_set_on_a_file_and_cleared(page: Page, live: LiveServer
     assert [(v["name"], v["value"]) for v in values] == [("priority", 3.0)]
     page.click("[aria-label='Clear tag priority']")
     expect(chip).to_have_count(0)
-    expect(panel).to_contain_text("No tags.")
+    expect(panel.locator(".tag-chip")).to_have_count(0)
     expect(panel.locator(".tag-set select")).to_be_focused()
     with live.api() as client:
         assert client.get(f"/api/tags/values/file/{file.id}").json() == []
@@ -275,7 +281,7 @@ def test_the_views_follow_the_selected_knowledge_base(page: Page, live: LiveServ
     page.select_option("#kb-select", label="Research")
     expect(names).to_have_text(["research.txt"])
     page.click(".sections >> text=Mail")
-    expect(page.locator("#view .empty")).to_contain_text("No mail yet")
+    expect(page.locator("#view .empty-state")).to_contain_text("No mail yet")
 
 
 def test_a_file_name_with_markup_renders_as_text(page: Page, live: LiveServer) -> None:
@@ -306,7 +312,7 @@ def test_install_drop_upload_lets_another_view_take_dropped_files(
     )
     drop_files(page, "#view", [("dropped.txt", "text/plain", b"dropped on the start page")])
     tray = page.locator("#upload-tray")
-    expect(tray.locator(".upload-status")).to_have_text("Uploaded; extracting its text.")
+    expect(tray.locator(".upload-status")).to_have_text("Ready: searchable.")
     with live.api() as client:
         files = client.get("/api/files").json()
     assert [f["name"] for f in files] == ["dropped.txt"]

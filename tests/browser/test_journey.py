@@ -38,7 +38,8 @@ def test_a_typed_bullet_is_found_by_the_palette_and_opens_highlighted(
 def test_a_page_takes_tags(page: Page, live: LiveServer) -> None:
     page.click("#new-page")
     panel = page.locator(".page-tags .tags-panel")
-    expect(panel).to_contain_text("No tags.")
+    expect(panel.locator(".tag-chip")).to_have_count(0)
+    panel.locator(".tag-add").click()
     panel.locator(".tag-define input").fill("status")
     panel.locator(".tag-define select").select_option("text")
     panel.locator(".tag-define button").click()

@@ -338,7 +338,7 @@ def test_gibberish_says_no_matches_and_the_answers_chip_keeps_to_answers(
     _page_with_bullets(live, "Harbour log", "The ferry leaves pier 3 at 7:40")
     _open(page)
     page.keyboard.type("xqzvbnm wplkjh")
-    empty = page.locator("#palette-list .palette-empty")
+    empty = page.locator("#palette-list .palette-nomatch strong")
     # (and, once the bullet is embedded, "; nothing close enough in meaning either.")
     expect(empty).to_have_text(re.compile(r"^No matches for “xqzvbnm wplkjh”[.;]"))
     expect(page.locator(ROWS)).to_have_count(0)

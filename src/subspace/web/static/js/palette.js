@@ -45,15 +45,18 @@ function build(returnFocus) {
   const list = h("ul", { id: "palette-list", class: "palette-list", role: "listbox", "aria-label": "Results" });
   const chips = h("div", { class: "palette-chips", role: "group", "aria-label": "Filters" });
   const notices = h("div", { class: "palette-notices", "aria-live": "polite" });
-  const explainPanel = h("div", { class: "palette-explain", id: "palette-explain", hidden: true });
+  // A region that scrolls on its own, so it takes the focus: the keyboard can scroll it too.
+  const explainPanel = h("div", { class: "palette-explain", id: "palette-explain", hidden: true,
+    role: "region", "aria-label": "How the results were ranked", tabindex: "0" });
   const explainToggle = h("button", {
     type: "button", class: "chip palette-explain-toggle", "aria-pressed": "false",
     "aria-controls": "palette-explain", onclick: () => toggleExplain(),
   }, "Explain");
+  // The explanation opens beside the list (below it on a narrow screen): the list stays usable.
   const dialog = h("div", { class: "palette", role: "dialog", "aria-modal": "true", "aria-label": "Search" },
     h("div", { class: "palette-head" }, input),
     h("div", { class: "palette-filters" }, chips, explainToggle),
-    notices, list, explainPanel,
+    notices, h("div", { class: "palette-body" }, list, explainPanel),
     h("p", { class: "palette-keys muted" }, "↑ ↓ to move · Enter to open · ⇧Enter to ask a question · Esc to close"));
   const root = h("div", { class: "palette-backdrop", onmousedown: (event) => {
     if (event.target === root) close();
@@ -180,10 +183,12 @@ function drawChips() {
   }));
   // Earlier answers rank below their sources; this chip lists them alone.
   kinds.push(chip("Answers", p.answersOnly, () => { p.answersOnly = !p.answersOnly; }));
-  const bases = state.knowledgeBases.length > 1 ? state.knowledgeBases.map((kb) =>
-    chip(kb.name, p.kbs.has(kb.id), () => {
-      if (!p.kbs.delete(kb.id)) p.kbs.add(kb.id);
-    })) : [];
+  // Every base is offered once there are several; a base typed as kb:<name> shows as a chip in
+  // any case, so the filter is visible and can be removed.
+  const offered = state.knowledgeBases.filter((kb) => state.knowledgeBases.length > 1 || p.kbs.has(kb.id));
+  const bases = offered.map((kb) => chip(kb.name, p.kbs.has(kb.id), () => {
+    if (!p.kbs.delete(kb.id)) p.kbs.add(kb.id);
+  }));
   clear(p.chips).append(...kinds, ...(bases.length ? [h("span", { class: "chip-gap" })] : []), ...bases);
 }
 
@@ -195,6 +200,7 @@ function drawHint() {
   delete p.list.dataset.query;
   drawNotices([]);
   p.explainPanel.hidden = true;
+  p.dialog.classList.remove("palette-explaining");
 }
 
 function drawNotices(items) {
@@ -221,6 +227,11 @@ function drawResults(response, query) {
     notices.push(h("p", { class: "palette-pending muted" },
       `${n} recent ${n === 1 ? "change waits" : "changes wait"} for embeddings; meaning-based results may miss ${n === 1 ? "it" : "them"} for now.`));
   }
+  for (const name of unknownBases(p.input.value)) {
+    const names = state.knowledgeBases.map((kb) => kb.name).join(", ");
+    notices.push(h("p", { class: "notice notice-error palette-unknown-kb", role: "status" },
+      `No knowledge base named “${name}”. The bases are: ${names}.`));
+  }
   drawNotices(notices);
   const items = [];
   const elements = [];
@@ -234,26 +245,46 @@ function drawResults(response, query) {
       elements.push(more.el);
     }
   });
-  if (!elements.length) {
-    elements.push(h("li", { class: "palette-empty muted", role: "presentation" }, emptyLine(response, query, corrected)));
-  }
-  // A question gets an answer as well as hits: the Ask row files "/rag <question>".
+  if (!elements.length) elements.push(noMatches(response, query, corrected));
+  // A question gets an answer as well as hits: the Ask row, first, files "/rag <question>". The
+  // highlight stays on the best hit, so Enter opens it and ⇧Enter asks.
   p.askable = Boolean(query) && (response.is_question || query.endsWith("?"));
   if (p.askable) {
     const el = h("li", { role: "option", "aria-selected": "false", class: "palette-row palette-ask" },
       h("span", { class: "badge badge-ask" }, "Ask /rag"),
-      h("span", { class: "row-body" }, h("span", { class: "row-title" }, query)),
-      h("kbd", { class: "muted" }, "⇧↵"));
+      h("span", { class: "row-body" }, h("span", { class: "row-title" }, query),
+        h("span", { class: "row-crumb" }, "An answer from your sources, with citations")),
+      h("kbd", {}, "⇧ Enter"));
     // what the input holds when it is picked: the row may be from a search of fewer words
     const item = { el, open: () => askQuestion(p.input.value.trim() || query) };
     el.addEventListener("click", () => item.open());
-    items.push(item);
-    elements.push(el);
+    items.unshift(item);
+    elements.unshift(el);
   }
   clear(p.list).append(...elements);
   p.list.dataset.query = query;
-  setOptions(items);
+  setOptions(items, p.askable && items.length > 1 ? 1 : 0);
   drawExplain();
+}
+
+/** The bases a typed kb:<name> names that do not exist. */
+function unknownBases(text) {
+  return [...text.matchAll(CHIP)]
+    .filter(([, , key]) => key.toLowerCase() === "kb")
+    .map(([, , , value]) => value)
+    .filter((value) => !state.knowledgeBases.some((kb) => kb.name.toLowerCase() === value.toLowerCase()));
+}
+
+/** The empty list: what found nothing, and what to try. */
+function noMatches(response, query, corrected) {
+  const tips = [];
+  if (palette.kinds.size || palette.kbs.size || palette.answersOnly) tips.push("remove a filter");
+  tips.push("try fewer or other words");
+  if (query) tips.push("ask it as a question with ⇧ Enter");
+  return h("li", { class: "palette-empty palette-nomatch", role: "presentation" },
+    h("span", { class: "nomatch-mark", "aria-hidden": "true" }, "∅"),
+    h("span", {}, h("strong", {}, emptyLine(response, query, corrected)),
+      h("span", { class: "muted" }, ` ${tips[0][0].toUpperCase()}${tips[0].slice(1)}${tips.slice(1).map((t) => `, or ${t}`).join("")}.`)));
 }
 
 /** What an empty list says: no matches for the query (as corrected), and under which filters. */
@@ -480,7 +511,7 @@ function removeLastChip() {
 }
 
 function trapFocus(event) {
-  const focusable = [...palette.dialog.querySelectorAll("input, button:not([disabled])")]
+  const focusable = [...palette.dialog.querySelectorAll("input, button:not([disabled]), [tabindex='0']")]
     .filter((el) => el.offsetParent !== null);
   const first = focusable[0];
   const last = focusable[focusable.length - 1];
@@ -511,6 +542,7 @@ function drawExplain() {
   const p = palette;
   const response = p.response;
   p.explainPanel.hidden = !p.explain || !response;
+  p.dialog.classList.toggle("palette-explaining", !p.explainPanel.hidden);
   if (p.explainPanel.hidden) return;
   const columns = ["lexical", "vector"].map((leg) => {
     const report = response.legs[leg];

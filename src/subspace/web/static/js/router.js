@@ -2,6 +2,7 @@
 // back/forward and shared links land on the same view.
 
 import { clear, h } from "./dom.js";
+import { state, syncKbWithAddress } from "./state.js";
 
 // Each view module exports render(container, params, {signal}); it may return a cleanup function.
 const ROUTES = [
@@ -13,11 +14,23 @@ const ROUTES = [
   { pattern: /^\/mail\/(?<mailId>[0-9a-f-]{36})$/, load: () => import("./views/message.js") },
 ];
 
+// The views that list a knowledge base's content: their address carries the base (`?kb=`).
+const BASE_VIEWS = new Set(["/", "/files", "/mail"]);
+
 const view = () => document.getElementById("view");
 let current = { cleanup: null, controller: null };
 
-export function navigate(url, { replace = false } = {}) {
+/** `url` with `?kb=` of the base in use when it is a view of a base's content and has none. */
+export function withKb(url, kbId = state.kbId) {
   const target = new URL(url, window.location.origin);
+  if (BASE_VIEWS.has(target.pathname) && !target.searchParams.has("kb") && kbId) {
+    target.searchParams.set("kb", kbId);
+  }
+  return target;
+}
+
+export function navigate(url, { replace = false } = {}) {
+  const target = withKb(url);
   if (target.origin !== window.location.origin) {
     window.location.assign(target.href);
     return;
@@ -36,6 +49,9 @@ export async function render() {
   if (typeof current.cleanup === "function") current.cleanup();
   const controller = new AbortController();
   current = { cleanup: null, controller };
+  const here = withKb(window.location.href);
+  if (here.href !== window.location.href) history.replaceState({}, "", here.pathname + here.search + here.hash);
+  syncKbWithAddress();
   const path = window.location.pathname;
   const route = ROUTES.find((r) => r.pattern.test(path));
   const container = view();

@@ -1,21 +1,28 @@
 // The sidebar: knowledge bases, the pages of the one in use (with a filter), and New page.
+// Below 700 px it is a drawer behind the menu button.
 
 import { get, post, query } from "./api.js";
+import { promptDialog } from "./dialog.js";
 import { clear, h, toast } from "./dom.js";
 import { navigate } from "./router.js";
-import { emit, on, state } from "./state.js";
+import { on, state } from "./state.js";
 
 let pages = [];
 
 export async function installSidebar() {
-  document.getElementById("kb-select").addEventListener("change", (event) => {
-    state.kbId = event.target.value;
-  });
+  document.getElementById("kb-select").addEventListener("change", (event) => switchTo(event.target.value));
+  installDrawer();
   document.getElementById("new-kb").addEventListener("click", createKnowledgeBase);
-  document.getElementById("new-page").addEventListener("click", createPage);
+  document.getElementById("new-page").addEventListener("click", async () => {
+    const { createPage } = await import("./views/home.js");
+    createPage();
+  });
   document.getElementById("page-filter").addEventListener("input", drawPages);
   document.getElementById("show-hidden-pages").addEventListener("change", () => loadPages());
-  on("kb-changed", () => loadPages());
+  on("kb-changed", () => {
+    document.getElementById("kb-select").value = state.kbId;
+    loadPages();
+  });
   on("pages-changed", () => loadPages());
   document.addEventListener("view-rendered", markCurrent);
   await loadKnowledgeBases();
@@ -56,25 +63,55 @@ function markCurrent() {
   }
 }
 
-async function createPage() {
-  try {
-    const page = await post("/api/pages", { title: "Untitled", kb_id: state.kbId });
-    emit("pages-changed");
-    navigate(`/p/${page.id}`);
-  } catch (error) {
-    toast(error.message, { error: true });
-  }
+/**
+ * Show base `kbId`: a view of a base's content (start, files, mail) stays and shows the other
+ * base; a page, file or message belongs to its base, so the start view of the new one opens.
+ */
+function switchTo(kbId) {
+  const path = window.location.pathname;
+  const stays = path === "/" || path === "/files" || path === "/mail";
+  navigate(`${stays ? path : "/"}?kb=${kbId}`);
 }
 
 async function createKnowledgeBase() {
-  const name = window.prompt("Name of the new knowledge base");
-  if (!name || !name.trim()) return;
-  try {
-    const kb = await post("/api/knowledge-bases", { name: name.trim() });
-    await loadKnowledgeBases();
-    state.kbId = kb.id;
-    await loadKnowledgeBases();
-  } catch (error) {
-    toast(error.message, { error: true });
-  }
+  const kb = await promptDialog({
+    title: "New knowledge base",
+    label: "Name",
+    placeholder: "Research, Team handbook …",
+    submit: (name) => post("/api/knowledge-bases", { name }),
+  });
+  if (!kb) return;
+  await loadKnowledgeBases();
+  toast(`Created the knowledge base “${kb.name}”.`);
+  switchTo(kb.id);
+}
+
+/** Below 700 px: the menu button opens the sidebar over the view; Esc, the scrim or a link closes it. */
+function installDrawer() {
+  const app = document.querySelector(".app");
+  const button = document.getElementById("open-drawer");
+  const sidebar = document.getElementById("sidebar");
+  let scrim = null;
+  const close = ({ refocus = true } = {}) => {
+    if (!app.classList.contains("drawer-open")) return;
+    app.classList.remove("drawer-open");
+    button.setAttribute("aria-expanded", "false");
+    scrim?.remove();
+    scrim = null;
+    if (refocus) button.focus();
+  };
+  button.addEventListener("click", () => {
+    app.classList.add("drawer-open");
+    button.setAttribute("aria-expanded", "true");
+    scrim = h("div", { class: "drawer-scrim", onclick: () => close() });
+    app.append(scrim);
+    sidebar.querySelector("a, button, select, input")?.focus();
+  });
+  sidebar.addEventListener("keydown", (event) => {
+    if (event.key === "Escape") close();
+  });
+  sidebar.addEventListener("click", (event) => {
+    if (event.target.closest("a[data-link]")) close({ refocus: false });
+  });
+  document.addEventListener("view-rendered", () => close({ refocus: false }));
 }

@@ -1,10 +1,12 @@
-// The tags panel: the typed tags set on a page, file or mail, a form to set one, a button to
-// clear each, and a small form to define a new tag on the knowledge base.
+// Tags on a page, file or mail: a compact row of chips (each with a button that clears it) and an
+// "Add tag" control that opens a form to set a tag and one to define a new tag on the base.
 
 import { del, get, post, put, query } from "./api.js";
 import { clear, h, toast } from "./dom.js";
 
 const TYPES = ["text", "number", "date", "boolean"];
+// The items whose tag forms the user opened: a view that draws its panel again keeps them open.
+const opened = new Set();
 
 function shown(value, type) {
   if (type === "boolean") return value ? "yes" : "no";
@@ -35,6 +37,7 @@ function readValue(input, type) {
 export async function renderTagsPanel(container, { kind, id, kbId }) {
   const panel = h("section", { class: "tags-panel", "aria-label": "Tags" });
   clear(container).append(panel);
+  const key = `${kind}:${id}`;
 
   async function draw(focusSelector) {
     const [definitions, values] = await Promise.all([
@@ -47,7 +50,14 @@ export async function renderTagsPanel(container, { kind, id, kbId }) {
         h("span", { class: "tag-value-shown" }, shown(value.value, value.type)), " ",
         h("button", { type: "button", class: "link-button tag-clear", "aria-label": `Clear tag ${value.name}`,
           onclick: () => clearTag(value) }, "×"))));
-    if (!values.length) set.append(h("li", { class: "muted" }, "No tags."));
+    if (!values.length) set.append(h("li", { class: "muted tag-none" }, "No tags."));
+    const editorId = `tag-editor-${kind}-${id}`;
+    const open = opened.has(key);
+    const toggle = h("button", { type: "button", class: "quiet tag-add", "aria-expanded": String(open),
+      "aria-controls": editorId, onclick: () => {
+        if (!opened.delete(key)) opened.add(key);
+        draw(opened.has(key) ? ".tag-set select, .tag-define input" : ".tag-add");
+      } }, open ? "Done" : "+ Add tag");
 
     const setForm = setTagForm(definitions);
     const defineForm = h("form", { class: "tag-form tag-define", onsubmit: defineTag },
@@ -56,13 +66,15 @@ export async function renderTagsPanel(container, { kind, id, kbId }) {
       h("select", { name: "type", "aria-label": "Type of the new tag" },
         TYPES.map((type) => h("option", { value: type }, type))),
       h("button", { type: "submit" }, "Define tag"));
-    clear(panel).append(h("h2", {}, "Tags"), set, setForm, defineForm);
+    const editor = h("div", { class: "tag-editor", id: editorId, hidden: !open }, setForm,
+      h("p", { class: "tag-define-head muted" }, "Or define a new tag on this knowledge base:"), defineForm);
+    clear(panel).append(h("div", { class: "tags-row" }, h("h2", { class: "visually-hidden" }, "Tags"), set, toggle), editor);
     if (focusSelector) panel.querySelector(focusSelector)?.focus();
   }
 
   function setTagForm(definitions) {
     if (!definitions.length) {
-      return h("p", { class: "muted" }, "This knowledge base has no tags yet: define one below.");
+      return h("p", { class: "muted" }, "This knowledge base has no tags yet: define one.");
     }
     const select = h("select", { name: "tag", "aria-label": "Tag" },
       definitions.map((d) => h("option", { value: d.id, dataset: { type: d.type } }, `${d.name} (${d.type})`)));

@@ -1,8 +1,35 @@
 // Uploading files: one progress bar per file (XMLHttpRequest reports upload progress, fetch
 // does not), from a button or from files dropped on an element.
 
+import { get } from "./api.js";
 import { h } from "./dom.js";
 import { emit, state } from "./state.js";
+
+const FOLLOW_MS = 1000; // how often an uploaded file's status is read until its text is extracted
+const FOLLOW_FOR_MS = 10 * 60 * 1000; // after this the row says where to look instead
+
+// Content types as a person reads them; an unknown type shows its subtype ("x-foo").
+const TYPE_NAMES = {
+  "application/pdf": "PDF",
+  "application/vnd.openxmlformats-officedocument.wordprocessingml.document": "Word",
+  "application/msword": "Word",
+  "text/html": "HTML",
+  "application/xhtml+xml": "HTML",
+  "text/markdown": "Markdown",
+  "text/x-markdown": "Markdown",
+  "text/plain": "Text",
+  "text/csv": "CSV",
+  "application/json": "JSON",
+  "message/rfc822": "Mail",
+  "application/mbox": "Mailbox",
+};
+
+/** "application/pdf" → "PDF"; the full type stays in the element's title. */
+export function typeName(contentType) {
+  const bare = (contentType || "").split(";")[0].trim().toLowerCase();
+  if (!bare) return "Unknown";
+  return TYPE_NAMES[bare] || bare.split("/").pop().replace(/^x-/, "").toUpperCase();
+}
 
 /** Human-readable size: 1536 → "1.5 KB". */
 export function formatSize(bytes) {
@@ -37,7 +64,7 @@ function tray() {
 export function uploadOne(file, { kbId, list, endpoint = "/api/files", describe } = {}) {
   const bar = h("progress", { max: 100, value: 0, "aria-label": `Upload of ${file.name}` });
   const status = h("span", { class: "upload-status" }, "Uploading…");
-  const name = h("span", { class: "upload-name" }, file.name);
+  const name = h("span", { class: "upload-name", title: file.name }, file.name);
   const row = h("li", { class: "upload-row" }, name, bar, status);
   (list || tray()).append(row);
   const form = new FormData();
@@ -73,7 +100,8 @@ export function uploadOne(file, { kbId, list, endpoint = "/api/files", describe 
       }
       if (endpoint === "/api/files" && data && data.id) {
         // The stored file (or the one already holding these bytes) opens from its row.
-        name.replaceChildren(h("a", { href: `/files/${data.id}`, "data-link": true }, data.name));
+        name.replaceChildren(h("a", { href: `/files/${data.id}`, "data-link": true, title: data.name }, data.name));
+        if (!data.already_stored && data.status === "processing") followStatus(data.id, status, row);
       }
       finish(true, describe ? describe(data) : uploadedText(data), data);
     });
@@ -83,9 +111,34 @@ export function uploadOne(file, { kbId, list, endpoint = "/api/files", describe 
 }
 
 function uploadedText(data) {
-  return data && data.already_stored
-    ? "Already stored: this knowledge base holds the same file."
-    : "Uploaded; extracting its text.";
+  if (data && data.already_stored) return "Already stored: this knowledge base holds the same file.";
+  return data && data.status !== "processing" ? finalText(data) : "Uploaded; extracting its text…";
+}
+
+function finalText(file) {
+  if (file.status === "failed") return `Failed: ${file.status_reason || "its text could not be extracted."}`;
+  return "Ready: searchable.";
+}
+
+/** Read the file's status until extraction ends, and say how it ended in the row. */
+async function followStatus(fileId, status, row) {
+  const until = Date.now() + FOLLOW_FOR_MS;
+  while (row.isConnected && Date.now() < until) {
+    await new Promise((resolve) => setTimeout(resolve, FOLLOW_MS));
+    let file;
+    try {
+      file = await get(`/api/files/${fileId}`);
+    } catch {
+      continue; // a dropped connection: try again on the next tick
+    }
+    if (file.status === "processing") continue;
+    status.textContent = finalText(file);
+    row.classList.toggle("upload-failed", file.status === "failed");
+    row.classList.toggle("upload-done", file.status !== "failed");
+    emit("files-changed");
+    return;
+  }
+  if (row.isConnected) status.textContent = "Still extracting: its status shows on Files.";
 }
 
 /** Upload several files at once; resolves with every result once all are done. */

@@ -4,7 +4,7 @@
 import { get, query } from "../api.js";
 import { clear, formatDate, h } from "../dom.js";
 import { firstLoad, on, state } from "../state.js";
-import { formatSize, installDropUpload, uploadButton } from "../upload.js";
+import { formatSize, installDropUpload, typeName, uploadButton } from "../upload.js";
 
 const POLL_MS = 1000; // how often statuses are read again while a file is still processing
 
@@ -16,11 +16,11 @@ export function statusCell(file) {
 
 function fileRow(file) {
   return h("tr", { dataset: { fileId: file.id } },
-    h("td", {}, h("a", { href: `/files/${file.id}`, "data-link": true, class: "file-name" }, file.name)),
-    h("td", { class: "muted" }, file.content_type || "unknown"),
+    h("td", { class: "name-cell" }, h("a", { href: `/files/${file.id}`, "data-link": true, class: "file-name", title: file.name }, file.name)),
+    h("td", { class: "muted type-cell", title: file.content_type || "" }, typeName(file.content_type)),
     h("td", { class: "num" }, formatSize(file.size)),
-    h("td", {}, statusCell(file), file.enabled ? null : h("span", { class: "badge" }, "disabled"),
-      file.archived_at ? h("span", { class: "badge" }, "archived") : null),
+    h("td", {}, statusCell(file), file.enabled ? null : h("span", { class: "pill" }, "disabled"),
+      file.archived_at ? h("span", { class: "pill" }, "archived") : null),
     h("td", { class: "muted" }, formatDate(file.created_at)));
 }
 
@@ -38,7 +38,8 @@ export async function render(container, _params, { signal }) {
     // A load started later (an upload finished meanwhile) draws the newer list.
     if (signal.aborted || mine !== loads) return;
     if (!files.length) {
-      clear(table).append(h("p", { class: "muted empty" }, "No files yet: upload some, or drop them here."));
+      clear(table).append(h("div", { class: "empty-state" }, h("strong", {}, "No files yet"),
+        h("p", {}, "Upload PDF, Word, HTML, Markdown or text files, or drop them anywhere on this view.")));
     } else {
       clear(table).append(h("table", { class: "file-table" },
         h("thead", {}, h("tr", {}, ["Name", "Type", "Size", "Status", "Added"].map((t) => h("th", { scope: "col" }, t)))),

@@ -11,10 +11,23 @@ const IMPORT = "/api/mail/import";
 // How each import outcome is said in the one-line summary.
 const OUTCOMES = { imported: "imported", duplicate: "already stored", skipped: "skipped", failed: "failed" };
 
-/** One line for an import's answer: "2 imported, 1 already stored, 1 failed". */
-function describeImport(data) {
-  const counts = Object.entries(data?.counts || {}).map(([outcome, n]) => `${n} ${OUTCOMES[outcome] || outcome}`);
-  return counts.length ? counts.join(", ") : "Nothing imported.";
+const NOUNS = { mail: ["message", "messages"], file: ["attachment", "attachments"] };
+
+/**
+ * One line for an import's answer, messages and attachments counted apart:
+ * "1 message imported, 1 attachment imported; 1 message already stored".
+ */
+export function describeImport(data) {
+  const counts = new Map(); // "imported" → Map(kind → n), in the order they come
+  for (const row of data?.rows || []) {
+    const kind = row.kind in NOUNS ? row.kind : "mail";
+    if (!counts.has(row.outcome)) counts.set(row.outcome, new Map());
+    const byKind = counts.get(row.outcome);
+    byKind.set(kind, (byKind.get(kind) || 0) + 1);
+  }
+  const parts = [...counts].map(([outcome, byKind]) => [...byKind]
+    .map(([kind, n]) => `${n} ${NOUNS[kind][n === 1 ? 0 : 1]} ${OUTCOMES[outcome] || outcome}`).join(", "));
+  return parts.length ? parts.join("; ") : "Nothing imported.";
 }
 
 function importReport(results) {
@@ -40,14 +53,15 @@ export async function render(container, _params, { signal }) {
     // A load started later (an import finished meanwhile) draws the newer list.
     if (signal.aborted || mine !== loads) return;
     if (!mail.length) {
-      clear(list).append(h("p", { class: "muted empty" }, "No mail yet: import an .eml or .mbox file, or drop one here."));
+      clear(list).append(h("div", { class: "empty-state" }, h("strong", {}, "No mail yet"),
+        h("p", {}, "Import .eml messages or .mbox mailboxes, or drop them anywhere on this view.")));
       return;
     }
     clear(list).append(h("table", { class: "mail-table" },
       h("thead", {}, h("tr", {}, ["From", "Subject", "Date"].map((t) => h("th", { scope: "col" }, t)))),
       h("tbody", {}, mail.map((m) => h("tr", { dataset: { mailId: m.id } },
-        h("td", { class: "mail-from" }, m.sender),
-        h("td", {}, h("a", { href: `/mail/${m.id}`, "data-link": true, class: "mail-subject" }, m.subject || "(no subject)")),
+        h("td", { class: "mail-from name-cell", title: m.sender }, m.sender),
+        h("td", { class: "name-cell" }, h("a", { href: `/mail/${m.id}`, "data-link": true, class: "mail-subject", title: m.subject || "" }, m.subject || "(no subject)")),
         h("td", { class: "muted" }, formatDate(m.sent_at)))))));
   }
   const reload = () => load().catch(() => {});

@@ -2,7 +2,8 @@
 // text, and is shown as text), and links to its attachments' file views.
 
 import { get } from "../api.js";
-import { append, clear, formatDate, h } from "../dom.js";
+import { append, clear, formatDate, h, toast } from "../dom.js";
+import { renderTagsPanel } from "../tags.js";
 import { formatSize } from "../upload.js";
 
 export async function render(container, { mailId }, { signal }) {
@@ -21,12 +22,16 @@ export async function render(container, { mailId }, { signal }) {
         h("a", { href: `/files/${f.id}`, "data-link": true }, f.name),
         h("span", { class: "muted" }, ` · ${formatSize(f.size)} · ${f.status}`)))))
     : null;
+  const tags = h("div", { class: "mail-tags" });
   // append() from dom.js, not Element.append: it leaves out the parts that are null.
   append(clear(container), [
     h("p", {}, h("a", { href: "/mail", "data-link": true }, "← Mail")),
     h("h1", { class: "mail-title" }, mail.subject || "(no subject)"),
     mail.archived_at || mail.deleted_at ? h("p", { class: "notice" }, `This message is ${mail.deleted_at ? "deleted" : "archived"}.`) : null,
     headers,
+    tags,
     h("div", { class: "mail-body" }, mail.body_text),
     files]);
+  renderTagsPanel(tags, { kind: "mail", id: mail.id, kbId: mail.kb_id })
+    .catch((error) => toast(error.message, { error: true }));
 }

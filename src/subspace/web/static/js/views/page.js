@@ -6,7 +6,7 @@ import { get, patch, post, del } from "../api.js";
 import { clear, formatDate, h, toast } from "../dom.js";
 import { Outline } from "../outline.js";
 import { SaveQueue } from "../savequeue.js";
-import { emit, on } from "../state.js";
+import { emit, on, state } from "../state.js";
 import { renderTagsPanel } from "../tags.js";
 import { installDropUpload } from "../upload.js";
 
@@ -21,6 +21,7 @@ const STALE_MESSAGE = "This page changed in another window; reloaded the newer v
 
 export async function render(container, { pageId }, { signal }) {
   const page = await get(`/api/pages/${pageId}`, { signal });
+  state.kbId = page.kb_id; // the sidebar shows the page's own base
   const view = new PageView(container, page);
   view.draw();
   view.resumeRuns();
@@ -50,7 +51,10 @@ class PageView {
     };
     window.addEventListener("hashchange", this.onHash);
     window.addEventListener("beforeunload", this.onUnload);
-    this.onResize = () => this.outline?.fitAll();
+    this.onResize = () => {
+      this.outline?.fitAll();
+      this.fitTitle();
+    };
     window.addEventListener("resize", this.onResize);
     this.runs = new Map(); // command bullet id → {runId, stop, line} of a run being followed
     this.ended = new Map(); // command bullet id → the status line of a run that ended here
@@ -63,17 +67,24 @@ class PageView {
   draw() {
     const page = this.page;
     document.title = `${page.title || "Untitled"} · Subspace`;
-    this.title = h("input", {
-      type: "text",
+    // A one-line text area, not an input: a long title wraps on a narrow screen instead of
+    // being cut off. A pasted line break becomes a space; Enter goes to the first bullet.
+    this.title = h("textarea", {
       class: "page-title",
+      rows: 1,
       "aria-label": "Page title",
       placeholder: "Untitled",
       readonly: Boolean(page.deleted_at),
     });
     this.title.value = page.title;
-    this.title.addEventListener("input", () => this.scheduleTitle());
+    this.title.addEventListener("input", () => {
+      if (/[\r\n]/.test(this.title.value)) this.title.value = this.title.value.replace(/[\r\n]+/g, " ");
+      this.fitTitle();
+      this.scheduleTitle();
+    });
     this.title.addEventListener("keydown", (event) => {
-      if (event.key === "Enter" || event.key === "ArrowDown") {
+      const atEnd = this.title.selectionStart === this.title.value.length;
+      if (event.key === "Enter" || (event.key === "ArrowDown" && atEnd)) {
         event.preventDefault();
         this.outline.focusFirst();
       }
@@ -98,10 +109,17 @@ class PageView {
     );
     this.drawState();
     this.outline.fitAll();
+    this.fitTitle();
     // Files dropped on the page are uploaded to its knowledge base.
     this.removeDrop = installDropUpload(this.container, { kbId: this.page.kb_id });
     renderTagsPanel(this.tags, { kind: "page", id: page.id, kbId: page.kb_id })
       .catch((error) => toast(error.message, { error: true }));
+  }
+
+  /** The title's height follows its text: as many lines as it wraps to. */
+  fitTitle() {
+    this.title.style.height = "auto";
+    this.title.style.height = `${this.title.scrollHeight}px`;
   }
 
   makeOutline(page) {
@@ -403,6 +421,7 @@ class PageView {
     this.outlineSlot.replaceChildren(this.outline.el);
     this.title.value = page.title;
     this.title.readOnly = Boolean(page.deleted_at);
+    this.fitTitle();
     this.drawState();
     this.outline.fitAll();
     for (const [id, run] of this.runs) {
