@@ -6,7 +6,8 @@ the palette's input is cleared and the query typed character by character (DELAY
 the time runs in the page's own clock from the last keydown to the moment the list shows the
 rows of that exact query (the palette marks the list with `data-query` when it draws them),
 so it includes the palette's debounce, the request, the search and the drawing. Also prints
-the bytes of JavaScript and CSS the app serves.
+the weight of the first view (the bytes of HTML, CSS and JavaScript the start page loads) and
+the bytes of JavaScript and CSS the app serves in all.
 
     python bench/palette.py [--bullets 10000] [--queries 50] [--delay 40]
 """
@@ -29,7 +30,7 @@ from playwright.sync_api import Response, sync_playwright
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.search_latency import BULLETS_PER_PAGE, bullets, percentiles
+from bench.search_latency import BULLETS_PER_PAGE, bullets, quantiles
 from subspace import commands
 from subspace.api import create_app
 from subspace.config import Settings
@@ -69,6 +70,11 @@ def pick_queries(texts: list[str], count: int) -> list[str]:
         if query not in queries:
             queries.append(query)
     return queries
+
+
+def summary(values: list[float]) -> str:
+    p50, p95, p99 = quantiles(values)
+    return f"p50 {p50:.0f} ms, p95 {p95:.0f} ms, p99 {p99:.0f} ms"
 
 
 def asset_bytes() -> dict[str, int]:
@@ -118,15 +124,19 @@ def main() -> None:
             thread.start()
             while not server.started:
                 time.sleep(0.02)
-            latencies, searches = run_browser(chromium, f"http://127.0.0.1:{port}", token,
-                                    pick_queries(texts, args.queries), args.delay)  # fmt: skip
+            queries = pick_queries(texts, args.queries)
+            latencies, searches, first_view = run_browser(
+                chromium, f"http://127.0.0.1:{port}", token, queries, args.delay
+            )
             server.should_exit = True
             thread.join(timeout=10)
         finally:
             db.close()
     print(f"last keystroke -> rows drawn, {len(latencies)} queries typed {args.delay} ms per key "
-          f"(includes the 70 ms debounce): {percentiles(latencies)}")  # fmt: skip
-    print(f"of which the search itself (took_ms):{' ' * 45}{percentiles(searches)}")
+          f"(includes the 70 ms debounce): {summary(latencies)}")  # fmt: skip
+    print(f"of which the search itself (took_ms):{' ' * 45}{summary(searches)}")
+    print("first view (the start page, signed in): "
+          + ", ".join(f"{n:,} bytes of {kind}" for kind, n in first_view.items()))  # fmt: skip
     sizes = asset_bytes()
     print(f"static assets: {sizes['js']:,} bytes of JavaScript, {sizes['css']:,} bytes of CSS "
           f"(uncompressed, under {STATIC_DIR})")  # fmt: skip
@@ -139,17 +149,35 @@ def _answers(response: Response, query: str) -> bool:
     )
 
 
+KINDS = {"document": "HTML", "stylesheet": "CSS", "script": "JavaScript"}
+
+
 def run_browser(
     chromium: str, url: str, token: str, queries: list[str], delay: int
-) -> tuple[list[float], list[float]]:
-    """Per query: ms from the last keystroke to its rows drawn, and the server's took_ms."""
+) -> tuple[list[float], list[float], dict[str, int]]:
+    """Per query: ms from the last keystroke to its rows drawn, and the server's took_ms; and
+    the bytes of each kind the first view loaded."""
     latencies: list[float] = []
     searches: list[float] = []
+    first_view = dict.fromkeys(KINDS.values(), 0)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
         page = browser.new_page(base_url=url)
         page.goto(f"/?token={token}")
         page.wait_for_selector("#page-list")
+        page.wait_for_load_state("networkidle")
+        loaded = page.evaluate(
+            "performance.getEntriesByType('resource')"
+            ".concat(performance.getEntriesByType('navigation'))"
+            ".map((e) => [e.initiatorType === 'navigation' ? 'document' : e.name,"
+            " e.decodedBodySize])"
+        )
+        for name, size in loaded:
+            kind = "document" if name == "document" else (
+                "stylesheet" if name.split("?")[0].endswith(".css") else
+                "script" if name.split("?")[0].endswith(".js") else None)  # fmt: skip
+            if kind:
+                first_view[KINDS[kind]] += int(size)
         page.evaluate(PROBE)
         page.keyboard.press("Control+k")
         page.wait_for_selector("#palette-input")
@@ -165,7 +193,7 @@ def run_browser(
                 latencies.append(drawn - last)
                 searches.append(got.value.json()["took_ms"])
         browser.close()
-    return latencies, searches
+    return latencies, searches, first_view
 
 
 if __name__ == "__main__":

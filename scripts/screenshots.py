@@ -1,4 +1,5 @@
-"""Regenerate docs/screenshots/: the palette with typed rows, a page, and the explain view.
+"""Regenerate docs/screenshots/: the start view, the palette with typed rows, a page, the explain
+view, and a page on a phone-sized screen.
 
 Starts `subspace serve` on a fresh home (the demo is seeded on first start), signs in with the
 printed link in headless Chromium (Debian's), and saves PNGs in light and dark.
@@ -24,6 +25,7 @@ OUT = ROOT / "docs" / "screenshots"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
 SIZE = {"width": 1280, "height": 800}
+NARROW = {"width": 390, "height": 844}
 
 
 def free_port() -> int:
@@ -56,6 +58,8 @@ def shoot(page: Page, base: str, token: str, scheme: str) -> None:
     page.emulate_media(color_scheme=scheme)
     page.goto(f"{base}/?token={token}")
     page.wait_for_selector("#page-list a")
+    page.wait_for_selector(".cards")
+    page.screenshot(path=OUT / f"start-{scheme}.png")
     page.click("#page-list a:has-text('Incident review')")
     page.wait_for_selector(".outline textarea")
     page.screenshot(path=OUT / f"page-{scheme}.png")
@@ -67,6 +71,16 @@ def shoot(page: Page, base: str, token: str, scheme: str) -> None:
     page.wait_for_selector("#palette-explain:not([hidden])")
     page.wait_for_timeout(300)
     page.screenshot(path=OUT / f"explain-{scheme}.png")
+
+
+def shoot_narrow(page: Page, base: str, token: str) -> None:
+    page.goto(f"{base}/?token={token}")
+    page.wait_for_selector("#page-list a", state="attached")
+    page.click("#open-drawer")
+    page.click("#page-list a:has-text('Incident review')")
+    page.wait_for_selector(".outline textarea")
+    page.wait_for_timeout(300)  # the drawer's slide
+    page.screenshot(path=OUT / "narrow-page-light.png")
 
 
 def main() -> None:
@@ -91,6 +105,9 @@ def main() -> None:
                     context = browser.new_context(viewport=SIZE)
                     shoot(context.new_page(), base, token, scheme)
                     context.close()
+                context = browser.new_context(viewport=NARROW, color_scheme="light")
+                shoot_narrow(context.new_page(), base, token)
+                context.close()
                 browser.close()
         finally:
             server.terminate()
