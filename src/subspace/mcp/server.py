@@ -67,7 +67,9 @@ def build_server(resolve: Resolver, settings: Settings | None = None) -> Server[
     ) -> types.CallToolResult:
         def run() -> str:
             cx, provider = resolve(ctx)
-            return tools.call_tool(cx, provider, params.name, params.arguments or {})
+            return tools.call_tool(
+                cx, provider, params.name, params.arguments or {}, tools.SCHEMA_AT_MCP
+            )
 
         try:
             text = await anyio.to_thread.run_sync(run)

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, Field
 
 from subspace.api.auth import require_admin
+from subspace.api.bodies import RequestBody
 from subspace.api.openapi import KEYED, error_responses
 from subspace.context import Context
 from subspace.keys import create_key
@@ -21,13 +22,13 @@ router = APIRouter(
 Admin = Annotated[Context, Depends(require_admin)]
 
 
-class WorkspaceIn(BaseModel):
+class WorkspaceIn(RequestBody):
     model_config = ConfigDict(json_schema_extra={"examples": [{"name": "Acme"}]})
 
     name: str = Field(description="Unique on the server, ignoring case.")
 
 
-class KeyIn(BaseModel):
+class KeyIn(RequestBody):
     model_config = ConfigDict(json_schema_extra={"examples": [{"name": "ci"}]})
 
     name: str = Field("", description="A label to recognise the key by.")

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from subspace import commands
 from subspace.api.auth import require_context
+from subspace.api.bodies import RequestBody
 from subspace.api.openapi import BY_ID, error_responses
 from subspace.api.routes.states import add_state_routes
 from subspace.api.state import wake_extractor
@@ -27,7 +28,7 @@ router = APIRouter(prefix="/api/files", tags=["files"], responses=error_response
 CX = Annotated[Context, Depends(require_context)]
 
 
-class FilePatch(BaseModel):
+class FilePatch(RequestBody):
     model_config = ConfigDict(json_schema_extra={"examples": [{"enabled": False}]})
 
     enabled: bool

@@ -6,10 +6,11 @@ from typing import Annotated
 from uuid import UUID
 
 from fastapi import APIRouter, Depends
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
 from subspace import commands
 from subspace.api.auth import require_context
+from subspace.api.bodies import RequestBody
 from subspace.api.openapi import KEYED, error_responses
 from subspace.context import Context
 from subspace.db import queries
@@ -24,7 +25,7 @@ router = APIRouter(
 CX = Annotated[Context, Depends(require_context)]
 
 
-class KnowledgeBaseIn(BaseModel):
+class KnowledgeBaseIn(RequestBody):
     model_config = ConfigDict(json_schema_extra={"examples": [{"name": "Engineering"}]})
 
     name: str

@@ -23,6 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, Stri
 from starlette.exceptions import HTTPException
 
 from subspace.api.auth import require_context
+from subspace.api.bodies import RequestBody
+from subspace.api.errors import body_model, describe_invalid
 from subspace.api.openapi import SimErrorOut, error_responses
 from subspace.context import Context
 from subspace.errors import BadRequest, Busy, SubspaceError
@@ -56,7 +58,7 @@ OPERATORS = {
 ROW_KINDS = {"mem": "memory"}  # a row's type -> the kind shown in metadata
 
 
-class SimTagFilter(BaseModel):
+class SimTagFilter(RequestBody):
     """One of Sim's tag filters; `tagSlot` (its storage column) means nothing here."""
 
     tagName: StrictStr
@@ -67,11 +69,12 @@ class SimTagFilter(BaseModel):
     valueTo: StrictBool | StrictInt | StrictFloat | StrictStr | None = None
 
 
-class SimSearchIn(BaseModel):
-    """Sim's knowledge search body. The reranker fields are accepted; enabling it is refused."""
+class SimSearchIn(RequestBody):
+    """Sim's knowledge search body. The reranker fields are accepted; enabling it is refused.
+    `workflowId` (Sim sends it from a workflow) is accepted and means nothing here; any other
+    field is refused by name, as on every route."""
 
     model_config = ConfigDict(
-        extra="ignore",
         json_schema_extra={
             "examples": [
                 {
@@ -88,6 +91,7 @@ class SimSearchIn(BaseModel):
     )  # fmt: skip
 
     knowledgeBaseIds: StrictStr | list[StrictStr]
+    workflowId: StrictStr | None = None
     query: StrictStr | None = None
     topK: StrictInt = Field(default=10, ge=1, le=MAX_TOP_K)
     tagFilters: list[SimTagFilter] | None = None
@@ -164,18 +168,6 @@ def failure(status: int, message: str) -> JSONResponse:
     return JSONResponse({"success": False, "error": message}, status_code=status)
 
 
-def _describe(errors: list[Any]) -> str:
-    """A sentence naming each field the body got wrong, as the client spelled it."""
-    parts = []
-    for error in errors[:5]:
-        if error.get("type") == "json_invalid":
-            return "The request body is not valid JSON. Send a JSON object."
-        loc = ".".join(str(p) for p in error.get("loc", ()) if p != "body")
-        parts.append(f"{loc or 'body'}: {error.get('msg')}")
-    more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
-    return "Invalid request: " + "; ".join(parts) + more + ". Fix these fields and retry."
-
-
 class SimRoute(APIRoute):
     """A route whose every error, raised anywhere (the key, the body, the search), answers in
     Sim's shape instead of the app's {"error": {...}}."""
@@ -190,7 +182,7 @@ class SimRoute(APIRoute):
                 return failure(exc.status, exc.message)
             except RequestValidationError as exc:
                 # Sim answers 400 to a body that does not fit its schema.
-                return failure(400, _describe(list(exc.errors())))
+                return failure(400, describe_invalid(list(exc.errors()), body_model(self)))
             except HTTPException as exc:
                 if exc.status_code == 400:
                     return failure(400, "The request body could not be parsed. Send UTF-8 JSON.")

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from subspace import commands
 from subspace.api.auth import require_context
+from subspace.api.bodies import RequestBody
 from subspace.api.openapi import BY_ID, error_responses
 from subspace.api.routes.states import add_state_routes
 from subspace.api.state import wake_extractor
@@ -30,7 +31,7 @@ CX = Annotated[Context, Depends(require_context)]
 PARSER_WAIT_S = 5.0
 
 
-class MailIn(BaseModel):
+class MailIn(RequestBody):
     model_config = ConfigDict(
         json_schema_extra={
             "examples": [

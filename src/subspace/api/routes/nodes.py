@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict
 
 from subspace import commands
 from subspace.api.auth import require_context
+from subspace.api.bodies import RequestBody
 from subspace.api.openapi import BY_ID, error_responses
 from subspace.api.routes.states import BaseVersion
 from subspace.context import Context
@@ -23,7 +24,7 @@ router = APIRouter(prefix="/api/nodes", tags=["nodes"], responses=error_response
 CX = Annotated[Context, Depends(require_context)]
 
 
-class NodeIn(BaseModel):
+class NodeIn(RequestBody):
     model_config = ConfigDict(
         json_schema_extra={
             "examples": [
@@ -45,7 +46,7 @@ class NodeIn(BaseModel):
     base_version: int | None = None
 
 
-class NodePatch(BaseModel):
+class NodePatch(RequestBody):
     model_config = ConfigDict(
         json_schema_extra={
             "examples": [{"text": "Ship the beta on Monday", "props": {"done": True}}]
@@ -58,7 +59,7 @@ class NodePatch(BaseModel):
     base_version: int | None = None
 
 
-class NodeMove(BaseModel):
+class NodeMove(RequestBody):
     model_config = ConfigDict(
         json_schema_extra={
             "examples": [{"parent_id": "7e1a9f3c-2b4d-4c6e-8f0a-1b2c3d4e5f60", "position": 0}]

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from subspace import commands
 from subspace.api.auth import require_context
+from subspace.api.bodies import RequestBody
 from subspace.api.openapi import BY_ID, error_responses
 from subspace.api.routes.states import add_state_routes
 from subspace.context import Context
@@ -55,7 +56,7 @@ class PageSummary(BaseModel):
     )
 
 
-class PageIn(BaseModel):
+class PageIn(RequestBody):
     model_config = ConfigDict(
         json_schema_extra={
             "examples": [{"title": "Launch plan", "kb_id": "3f2b9c1e-8d4a-4e57-9a0b-6c1d2e3f4a5b"}]
@@ -66,7 +67,7 @@ class PageIn(BaseModel):
     kb_id: UUID | None = None
 
 
-class PageRename(BaseModel):
+class PageRename(RequestBody):
     model_config = ConfigDict(
         json_schema_extra={"examples": [{"title": "Launch plan (final)", "base_version": 4}]}
     )

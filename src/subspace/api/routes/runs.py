@@ -21,6 +21,7 @@ from starlette.concurrency import run_in_threadpool
 
 from subspace.answers import runs
 from subspace.api.auth import require_context
+from subspace.api.bodies import RequestBody
 from subspace.api.openapi import BY_ID, error_responses
 from subspace.context import Context
 from subspace.db.notifications import Listener
@@ -41,7 +42,7 @@ WOKEN_POLL_S = 1.0  # ... and when the server's StepWaker does (a missed notific
 HEARTBEAT_S = 15.0  # a comment line keeps proxies from closing an idle stream
 
 
-class AskIn(BaseModel):
+class AskIn(RequestBody):
     model_config = ConfigDict(
         json_schema_extra={
             "examples": [{"question": "When does the beta ship?", "strategy": "rag"}]

@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Annotated, Any
 from uuid import UUID
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Body, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from subspace.agents import tools
 from subspace.api.auth import require_context
+from subspace.api.bodies import RequestBody
 from subspace.api.openapi import KEYED, error_responses
 from subspace.context import Context
 from subspace.search.filters import TagFilter
@@ -73,7 +74,7 @@ SEARCH_ANSWER: dict[int | str, Any] = {
 }
 
 
-class TagFilterIn(BaseModel):
+class TagFilterIn(RequestBody):
     tag: str
     # Checked by the search against the tag's type (OPS_BY_TYPE), whose message names the
     # operators that fit; the schema lists them all.
@@ -82,7 +83,7 @@ class TagFilterIn(BaseModel):
     value2: bool | float | str | None = None
 
 
-class SearchIn(BaseModel):
+class SearchIn(RequestBody):
     model_config = ConfigDict(
         json_schema_extra={
             "examples": [
@@ -227,12 +228,23 @@ def grep(
     )
 
 
-class ToolCall(BaseModel):
-    model_config = ConfigDict(
-        json_schema_extra={"examples": [{"arguments": {"query": "launch date", "limit": 5}}]}
-    )
+# A tool's arguments, bare or wrapped as {"arguments": {...}} (as MCP sends them).
+ToolArguments = Annotated[
+    dict[str, Any] | None,
+    Body(
+        examples=[{"query": "launch date", "limit": 5}, {"arguments": {"query": "launch date"}}],
+        description="The tool's arguments as a JSON object, bare or wrapped in `arguments`.",
+    ),
+]
 
-    arguments: dict[str, Any] = Field(default_factory=dict)
+
+def unwrapped(body: dict[str, Any]) -> dict[str, Any]:
+    """The arguments of a tool call: `{"arguments": {...}}` alone is a wrapper, anything else
+    is the arguments themselves (no tool has an argument named `arguments`)."""
+    inner = body.get("arguments")
+    if set(body) == {"arguments"} and isinstance(inner, dict):
+        return inner
+    return body
 
 
 class ToolOut(BaseModel):
@@ -280,10 +292,12 @@ def list_tools(cx: CX) -> list[ToolInfo]:
 
 
 @router.post("/api/tools/{name}")
-def call_tool(name: str, body: ToolCall, request: Request, cx: CX) -> ToolOut:
-    """Call an agent tool by name; the answer is the text an agent would read."""
+def call_tool(name: str, request: Request, cx: CX, body: ToolArguments = None) -> ToolOut:
+    """Call an agent tool by name with its arguments, bare (`{"query": "ferry"}`) or wrapped
+    (`{"arguments": {"query": "ferry"}}`); the answer is the text an agent would read."""
     spec = tools.tool_named(name)
-    text = tools.call_tool(cx, request.app.state.provider, name, body.arguments)
+    arguments = unwrapped(body or {})
+    text = tools.call_tool(cx, request.app.state.provider, name, arguments, tools.SCHEMA_AT_HTTP)
     return ToolOut(
         tool=name, read_only=spec.read_only, needs_approval=spec.needs_approval, text=text
     )

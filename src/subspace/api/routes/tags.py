@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from subspace import commands
 from subspace.api.auth import require_context
+from subspace.api.bodies import RequestBody
 from subspace.api.openapi import BY_ID, error_responses
 from subspace.context import Context
 from subspace.db import queries
@@ -19,7 +20,7 @@ router = APIRouter(tags=["tags"], responses=error_responses(*BY_ID))
 CX = Annotated[Context, Depends(require_context)]
 
 
-class TagIn(BaseModel):
+class TagIn(RequestBody):
     model_config = ConfigDict(json_schema_extra={"examples": [{"name": "due", "type": "date"}]})
 
     name: str
@@ -27,7 +28,7 @@ class TagIn(BaseModel):
     kb_id: UUID | None = None
 
 
-class TagValueIn(BaseModel):
+class TagValueIn(RequestBody):
     model_config = ConfigDict(json_schema_extra={"examples": [{"value": "2026-12-24"}]})
 
     # Dates arrive as "YYYY-MM-DD" strings; the tag's type decides how a value is read.

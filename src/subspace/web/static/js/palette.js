@@ -38,7 +38,7 @@ export function openPalette() {
 function build(returnFocus) {
   const input = h("input", {
     type: "text", id: "palette-input", class: "palette-input", role: "combobox",
-    "aria-expanded": "false", "aria-controls": "palette-list", "aria-autocomplete": "list",
+    "aria-expanded": "false", "aria-controls": "palette-list", "aria-autocomplete": "list", "aria-haspopup": "listbox",
     "aria-label": "Search", placeholder: "Search pages, bullets, files and mail…",
     autocomplete: "off", spellcheck: "false",
   });
