@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import jsonschema
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
@@ -79,9 +80,9 @@ def check_types(result: dict[str, Any]) -> None:
     assert isinstance(result["documentName"], str)
     assert result["sourceUrl"] is None
     assert isinstance(result["content"], str)
-    assert result["chunkIndex"] is None or type(result["chunkIndex"]) is int
+    assert type(result["chunkIndex"]) is int
     assert isinstance(result["metadata"], dict) and "kind" in result["metadata"]
-    assert result["similarity"] is None or isinstance(result["similarity"], float)
+    assert isinstance(result["similarity"], float)
     assert isinstance(result["rankScore"], float)
     assert type(result["rank"]) is int
 
@@ -126,7 +127,7 @@ def test_hybrid_finds_the_ticket_with_every_field_typed(
     if "node" in kinds:  # a bullet is a document: its page, and the bullet as content
         assert kinds["node"]["documentId"] == str(made["page"].id)
         assert kinds["node"]["content"] == "PROJ-1243 and PROJ-12340 are other tickets"
-        assert kinds["node"]["chunkIndex"] is None
+        assert kinds["node"]["chunkIndex"] == 1  # the first bullet of its page
 
 
 def test_pages_and_mail_appear_as_documents(
@@ -384,18 +385,115 @@ def test_keys_missing_malformed_or_revoked_answer_401(
     assert "revoked" in cases["revoked"].json()["error"]
 
 
-def test_similarity_is_null_until_the_chunk_is_embedded(
+def test_a_chunk_not_embedded_yet_is_embedded_for_its_similarity(
     database: Database, cx: Context, client: TestClient
 ) -> None:
     page = commands.create_page(cx, "Ops")
     node = commands.add_node(cx, page.id, "The lighthouse keeper rotates the lamp")
     body = {"knowledgeBaseIds": default_kb(client), "query": "lighthouse keeper"}
-    # Not indexed yet: only the lexical leg can find the bullet, and it has no embedding.
+    # Not indexed yet: only the lexical leg can find the bullet, and it has no embedding; its
+    # text is embedded now, so the similarity is what the stored one will be.
     before = client.post(PATH, json=body).json()["data"]["results"]
-    assert [(r["metadata"]["ref"], r["similarity"]) for r in before] == [(f"node:{node.id}", None)]
+    assert [r["metadata"]["ref"] for r in before] == [f"node:{node.id}"]
     check_types(before[0])
     index(database, cx)
     after = client.post(PATH, json=body).json()["data"]["results"]
     found = next(r for r in after if r["metadata"]["ref"] == f"node:{node.id}")
     expected = stored_similarity(database, "lighthouse keeper", f"node:{node.id}")
     assert found["similarity"] == pytest.approx(expected, abs=2e-3)
+    assert before[0]["similarity"] == pytest.approx(expected, abs=2e-3)
+
+
+def test_chunk_index_is_a_bullets_place_in_reading_order(
+    database: Database, cx: Context, client: TestClient
+) -> None:
+    page = commands.create_page(cx, "Harbour")
+    first = commands.add_node(cx, page.id, "Tides are posted at dawn")
+    commands.add_node(cx, page.id, "Child of the first", parent_id=first.id)
+    third = commands.add_node(cx, page.id, "The pilot boat waits at the quay")
+    mail = commands.add_mail(cx, message_id="<q@x>", subject="Quay works", body_text="quay closed")
+    index(database, cx)
+    body = {"knowledgeBaseIds": default_kb(client), "query": "quay", "topK": 10}
+    results = client.post(PATH, json=body).json()["data"]["results"]
+    by_ref = {r["metadata"]["ref"]: r["chunkIndex"] for r in results}
+    assert by_ref[f"node:{third.id}"] == 3  # after the first bullet and its child
+    assert by_ref[f"mail:{mail.id}"] == 0
+    titled = client.post(PATH, json={**body, "query": "harbour"}).json()["data"]["results"]
+    assert {r["metadata"]["ref"]: r["chunkIndex"] for r in titled}[f"page:{page.id}"] == 0
+
+
+# Sim's reply schema for knowledge search, transcribed: every number is a number, never null.
+SIM_RESULT = {
+    "type": "object",
+    "required": sorted(RESULT_FIELDS),
+    "properties": {
+        "documentId": {"type": "string"},
+        "documentName": {"type": "string"},
+        "sourceUrl": {"type": ["string", "null"]},
+        "content": {"type": "string"},
+        "chunkIndex": {"type": "integer"},
+        "metadata": {"type": "object"},
+        "similarity": {"type": "number"},
+        "rankScore": {"type": "number"},
+        "rank": {"type": "integer", "minimum": 1},
+    },
+}
+SIM_SUCCESS = {
+    "type": "object",
+    "required": ["success", "data"],
+    "properties": {
+        "success": {"const": True},
+        "data": {
+            "type": "object",
+            "required": sorted(DATA_FIELDS),
+            "properties": {
+                "results": {"type": "array", "items": SIM_RESULT},
+                "query": {"type": "string"},
+                "knowledgeBaseIds": {"type": "array", "items": {"type": "string"}},
+                "knowledgeBaseId": {"type": "string"},
+                "topK": {"type": "integer"},
+                "totalResults": {"type": "integer"},
+            },
+        },
+    },
+}
+SIM_FAILURE = {
+    "type": "object",
+    "required": ["success", "error"],
+    "additionalProperties": False,
+    "properties": {"success": {"const": False}, "error": {"type": "string"}},
+}
+
+
+def test_every_reply_validates_against_sims_schema(
+    database: Database, cx: Context, client: TestClient
+) -> None:
+    made = corpus(database, cx)
+    commands.create_page(cx, "Fresh page, not embedded yet")  # a title with no vector yet
+    tag = client.post("/api/tags", json={"name": "team", "type": "text"}).json()
+    client.put(f"/api/tags/{tag['id']}/values/file/{made['file'].id}", json={"value": "ops"})
+    kb = default_kb(client)
+    team = [{"tagName": "team", "fieldType": "text", "operator": "eq", "value": "ops"}]
+    bodies: list[dict[str, Any]] = []
+    for mode in ("hybrid", "vector", None):
+        for query in ("PROJ-1234", "harbour ledger release", "fresh page", "xqzvbnm"):
+            bodies.append({"knowledgeBaseIds": [kb], "query": query, "searchMode": mode})
+            bodies.append({"knowledgeBaseIds": kb, "query": query, "tagFilters": team, "topK": 3})
+    bodies.append({"knowledgeBaseIds": [kb], "tagFilters": team})  # tags only
+    seen = 0
+    for body in bodies:
+        answer = client.post(PATH, json={k: v for k, v in body.items() if v is not None})
+        assert answer.status_code == 200, (body, answer.text)
+        jsonschema.validate(answer.json(), SIM_SUCCESS)
+        seen += len(answer.json()["data"]["results"])
+    assert seen > 20  # the replies held results of every kind, not just empty lists
+    for bad in (
+        {"query": "x"},
+        {"knowledgeBaseIds": [], "query": "x"},
+        {"knowledgeBaseIds": [kb], "query": "x", "topK": 0},
+        {"knowledgeBaseIds": [kb], "query": "x", "tagFilters": [{"tagName": "nope", "value": 1}]},
+        {"knowledgeBaseIds": [kb], "query": "x", "extra": 1},
+    ):
+        answer = client.post(PATH, json=bad)
+        assert answer.status_code >= 400, bad
+        jsonschema.validate(answer.json(), SIM_FAILURE)

@@ -13,6 +13,7 @@ from collections.abc import Callable, Coroutine
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
+import numpy as np
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -107,11 +108,18 @@ class SimResult(BaseModel):
     documentName: str
     sourceUrl: str | None
     content: str
-    chunkIndex: int | None
+    chunkIndex: int = Field(
+        description="n of a file chunk file:<id>:<n>; a bullet's place in its page's reading "
+        "order (1 for the first bullet); 0 for a page title or a mail."
+    )
     metadata: dict[str, Any]
-    similarity: float | None
+    similarity: float = Field(
+        description="1 - cosine distance between the query and the chunk (its stored embedding, "
+        "or its text embedded now when it has none yet); 1 for a tag-only match; 0 when no "
+        "vector can be had (no embedding provider, or it did not answer)."
+    )
     rankScore: float
-    rank: int
+    rank: int = Field(ge=1)
 
 
 class SimData(BaseModel):
@@ -136,7 +144,7 @@ class SimSearchOut(BaseModel):
                                 "documentName": "Launch plan",
                                 "sourceUrl": None,
                                 "content": "Ship the beta on Friday",
-                                "chunkIndex": None,
+                                "chunkIndex": 3,
                                 "metadata": {
                                     "kind": "node",
                                     "ref": "node:7e1a9f3c-2b4d-4c6e-8f0a-1b2c3d4e5f60",
@@ -229,13 +237,20 @@ def knowledge_search(request: Request, body: SimSearchIn, cx: CX) -> SimSearchOu
     )
     vector = _query_vector(cx, provider, found)
     details = _chunk_details(cx, found.rows, vector, provider)
+    places = _reading_places(cx, found.rows)
     results = []
     for rank, row in enumerate(found.rows, start=1):
-        similarity, content = details.get(row.ref, (None, None))
+        stored, content = details.get(row.ref, (None, None))
+        text = content or row.passage
         if not found.query.strip():
             similarity = 1.0  # a tag-only match fits the filters exactly
-        score = similarity if mode == "vector" and similarity is not None else row.score
-        results.append(_result(row, rank, content or row.passage, similarity, score))
+        elif stored is not None:
+            similarity = stored
+        else:
+            similarity = _similarity_now(cx, provider, vector, text)
+        score = similarity if mode == "vector" else row.score
+        index = places.get(row.id, 0) if row.type in ("node", "mem") else _chunk_index(row)
+        results.append(_result(row, rank, text, similarity, score, index))
     ids = [str(k) for k in kb_ids]
     data = SimData(
         results=results,
@@ -340,17 +355,65 @@ def _chunk_details(
     }
 
 
-def _chunk_index(row: Row) -> int | None:
-    """n of a file row's ref file:<id>:<n>; None for the other kinds."""
+def _chunk_index(row: Row) -> int:
+    """n of a file row's ref file:<id>:<n>; 0 for a page title or a mail."""
     if row.type != "file":
-        return None
+        return 0
     try:
         return int(row.ref.rsplit(":", 1)[1])
     except (IndexError, ValueError):
-        return None
+        return 0
 
 
-def _result(row: Row, rank: int, content: str, similarity: float | None, score: float) -> SimResult:
+def _reading_places(cx: Context, rows: list[Row]) -> dict[UUID, int]:
+    """node id -> its place in its page's reading order (depth first, 1 for the first bullet),
+    for the pages of the bullets among `rows`."""
+    pages = list({row.page_id for row in rows if row.type in ("node", "mem") and row.page_id})
+    if not pages:
+        return {}
+    with cx.transaction() as conn:
+        found = conn.execute(
+            "select page_id, id, parent_id from kb.nodes where workspace_id = %s "
+            "and page_id = any(%s) order by page_id, parent_id nulls first, position, id",
+            (cx.actor.workspace_id, pages),
+        ).fetchall()
+    children: dict[tuple[UUID, UUID | None], list[UUID]] = {}
+    for r in found:
+        children.setdefault((r["page_id"], r["parent_id"]), []).append(r["id"])
+    places: dict[UUID, int] = {}
+    for page in pages:
+        place = 0
+        stack = list(reversed(children.get((page, None), [])))
+        while stack:
+            node = stack.pop()
+            place += 1
+            places[node] = place
+            stack.extend(reversed(children.get((page, node), [])))
+    return places
+
+
+def _similarity_now(
+    cx: Context, provider: EmbeddingProvider | None, vector: HalfVector | None, text: str
+) -> float:
+    """1 - cosine distance between the query and `text` embedded now (a chunk written since the
+    indexer last ran); 0 when either vector cannot be had."""
+    if provider is None or vector is None or not text.strip():
+        return 0.0
+    try:
+        chunk = embed_query(
+            cx.search_runtime, provider, text, timeout_s=cx.settings.embed_timeout_ms / 1000
+        )
+    except EmbeddingUnavailable:
+        return 0.0
+    a = np.asarray(vector.to_list(), dtype=np.float64)
+    b = np.asarray(chunk.to_list(), dtype=np.float64)
+    norms = float(np.linalg.norm(a) * np.linalg.norm(b))
+    return float(a @ b / norms) if norms else 0.0
+
+
+def _result(
+    row: Row, rank: int, content: str, similarity: float, score: float, index: int
+) -> SimResult:
     kind = ROW_KINDS.get(row.type, row.type)
     document = row.page_id if row.type in ("node", "mem", "page") else row.id
     return SimResult(
@@ -358,7 +421,7 @@ def _result(row: Row, rank: int, content: str, similarity: float | None, score: 
         documentName=row.title,
         sourceUrl=None,
         content=content,
-        chunkIndex=_chunk_index(row),
+        chunkIndex=index,
         metadata={
             "kind": kind,
             "ref": row.ref,
