@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import textwrap
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,6 +14,7 @@ from uuid import UUID
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from subspace import commands
@@ -37,8 +39,27 @@ if TYPE_CHECKING:  # the importer pulls in every extractor; only `import` needs 
     from subspace.search.filters import TagFilter
 
 SHORT_ID_CHARS = 8  # of a key id in `keys list`; `keys revoke` takes any unique start
+LEG_LABELS = {"lexical": "keyword", "vector": "meaning"}
 console = Console()
 err_console = Console(stderr=True)
+
+
+def _table(*headers: str, title: str | None = None) -> Table:
+    """The one table style of the command line: no borders, bold headers, fits 80 columns."""
+    return Table(
+        *headers,
+        box=None,
+        pad_edge=False,
+        header_style="bold",
+        title=title,
+        title_justify="left",
+        title_style="bold",
+    )
+
+
+def _plural(count: int, one: str, many: str | None = None) -> str:
+    """`1 item`, `2 items`."""
+    return f"{count} {one if count == 1 else many or one + 's'}"
 
 
 def _settings() -> Settings:
@@ -49,8 +70,21 @@ def _settings() -> Settings:
 
 
 @contextmanager
-def _database(settings: Settings, *, pool_size: int = 2) -> Iterator[Database]:
-    """The database for a command: two connections do for one, the server takes its setting."""
+def _database(
+    settings: Settings, *, pool_size: int = 2, creates: bool = False
+) -> Iterator[Database]:
+    """The database for a command: two connections do for one, the server takes its setting.
+
+    Only a command that `creates` (serve, import, workspaces and keys create) may start a new
+    database in a home that has none: run from another folder without SUBSPACE_HOME, any other
+    would answer from a new, empty one while the data sits elsewhere."""
+    if not creates and not settings.database_url and not settings.pgdata.is_dir():
+        raise click.ClickException(
+            f"No Subspace database at {settings.home.resolve()}: this command would start a "
+            "new, empty one there. Point SUBSPACE_HOME at the home your server uses (`subspace "
+            "serve` prints it as it starts), run the command from the folder that holds "
+            "`.subspace`, or run `subspace serve` here to make a new home."
+        )
     try:
         db = open_database(settings, pool_size=pool_size)
     except SubspaceError as exc:
@@ -108,7 +142,7 @@ def serve(no_demo: bool) -> None:
     _setup_logging(settings)
     with stop_on_sigterm():
         try:
-            with _database(settings, pool_size=settings.db_pool_size) as db:
+            with _database(settings, pool_size=settings.db_pool_size, creates=True) as db:
                 if initialize_workspace(db, settings, demo=not no_demo):
                     click.echo(
                         "Prepared the default workspace" + ("." if no_demo else " with demo pages.")
@@ -142,7 +176,7 @@ def import_(path: Path, kb_name: str | None, as_json: bool) -> None:
     from subspace.ingest.importer import finish_extraction, import_path, importable_files
 
     settings = _settings()
-    with _database(settings) as db:
+    with _database(settings, creates=True) as db:
         cx = db.default_context(settings)
         if kb_name is None:
             with cx.transaction() as conn:
@@ -169,14 +203,14 @@ def import_(path: Path, kb_name: str | None, as_json: bool) -> None:
 
 
 def _print_import_report(report: ImportReport) -> None:
-    details = Table("source", "kind", "outcome", "reason", title="Not imported")
+    details = _table("source", "kind", "outcome", "reason", title="Not imported")
     for row in report.rows:
         if row.outcome != "imported":
             details.add_row(row.source, row.kind, row.outcome, row.detail)
     if details.row_count:
         console.print(details)
     outcomes = ("imported", "duplicate", "failed", "skipped")
-    summary = Table("kind", *outcomes, title="Import")
+    summary = _table("kind", *outcomes, title="Import")
     for kind in ("page", "file", "mail", ""):
         rows = [r for r in report.rows if r.kind == kind]
         if rows:
@@ -277,35 +311,42 @@ def search_command(
             shown = re.sub(rf"(?<!\w){re.escape(typed)}(?!\w)", meant, shown)
         typed_words = ", ".join(response.corrections)
         click.echo(f'Showing results for "{shown}" (you typed {typed_words}).')
-    table = Table("#", "type", "title", "passage", "lexical", "vector", "score")
+    # One row a result, its cell three lines: where it is, the passage, and the ref that
+    # `subspace read` takes; then which leg found it at which rank, and the fused score.
+    table = _table("#", "result", "found by", "score")
+    table.columns[1].ratio = 1
+    table.columns[1].overflow = "fold"
     for number, row in enumerate(response.rows, start=1):
-        legs = {name: f"#{leg.rank}" for name, leg in row.legs.items()}
         title = " › ".join(row.breadcrumb) if row.breadcrumb else row.title
+        kind = f"{row.type}, answer" if row.answer else row.type
+        passage = " ".join(row.passage.split())[:160]
+        found_by = "\n".join(
+            f"{LEG_LABELS.get(name, name)} #{leg.rank}" for name, leg in row.legs.items()
+        )
         table.add_row(
             str(number),
-            f"{row.type} (answer)" if row.answer else row.type,
-            title,
-            row.passage[:160],
-            legs.get("lexical", ""),
-            legs.get("vector", ""),
+            f"[bold]{escape(title)}[/bold] [dim]({kind})[/dim]\n{escape(passage)}\n"
+            f"[cyan]{escape(row.ref)}[/cyan]",
+            found_by,
             f"{row.score:.4f}",
         )
         if explain and row.explain:
             terms = ", ".join(
                 f"{t['leg']} {t['weight']:g}/({t['rank']}+60)" for t in row.explain["terms"]
             )
-            table.add_row("", "", "", f"[dim]{terms}[/dim]", "", "", "")
+            table.add_row("", f"[dim]{escape(terms)}[/dim]", "", "")
     if response.rows:
         console.print(table)
     for note in response.notes:
         click.echo(note)
-    count = len(response.rows)
-    footer = f"{count} result{'' if count == 1 else 's'} in {response.took_ms:.0f} ms"
+    footer = [f"{_plural(len(response.rows), 'result')} in {response.took_ms:.0f} ms."]
     if response.degraded:
-        footer += f"; degraded: {'; '.join(response.degraded)}"
+        footer.append(f"Degraded: {'; '.join(response.degraded)}.")
     if response.pending_embeddings:
-        footer += f"; {response.pending_embeddings} items still waiting for embeddings"
-    click.echo(footer)
+        waiting = _plural(response.pending_embeddings, "item")
+        footer.append(f"{waiting} still waiting for embeddings.")
+    for line in footer:
+        click.echo(textwrap.fill(line, width=80, subsequent_indent="  "))
 
 
 @main.command("grep")
@@ -356,20 +397,51 @@ def read_command(item: str) -> None:
         cx = db.default_context(settings)
         ref = ref_target(item)
         if ref is None:
+            _refuse_malformed_ref(item)
             with cx.transaction() as conn:
-                row = conn.execute(
-                    "select id from kb.pages where workspace_id = %s "
-                    "and lower(title) = lower(%s) and deleted_at is null "
-                    "order by archived_at is not null, updated_at desc limit 1",
+                rows = conn.execute(
+                    "select id, title, archived_at, updated_at from kb.pages "
+                    "where workspace_id = %s and lower(title) = lower(%s) "
+                    "and deleted_at is null order by archived_at is not null, updated_at desc",
                     (cx.actor.workspace_id, " ".join(clean_text(item).split())),
-                ).fetchone()
-            if row is None:
+                ).fetchall()
+            if not rows:
                 raise click.ClickException(
                     f"No page titled {item!r}. Give its id or title, or a ref such as "
                     "node:<id> from `subspace search` or `subspace grep`."
                 )
-            ref = ("page", row["id"], None)
+            if len(rows) > 1:
+                _ambiguous_title(item, rows)
+            ref = ("page", rows[0]["id"], None)
         click.echo(read_ref(cx, *ref))
+
+
+def _refuse_malformed_ref(item: str) -> None:
+    """Exit 2 when `item` starts like a ref (`node:`, `file:` …) but is not one."""
+    from subspace.search.refs import kind_named
+
+    prefix, colon, _ = item.strip().partition(":")
+    spec = kind_named(prefix) if colon else None
+    if spec is None:
+        return
+    shape = ":".join([prefix] + [f"<{part}>" for part in spec.ref])
+    err_console.print(
+        f"{item!r} is not a ref: a {spec.name} ref is {shape}, where <id> is a full id "
+        "(36 characters) as `subspace search` prints it.",
+        markup=False,
+    )
+    raise SystemExit(2)
+
+
+def _ambiguous_title(item: str, rows: list[dict[str, Any]]) -> None:
+    """Exit 2 listing the pages titled `item`, each with the ref that reads it."""
+    table = _table("ref", "title", "updated")
+    for row in rows:
+        state = " (archived)" if row["archived_at"] else ""
+        table.add_row(f"page:{row['id']}", escape(row["title"]) + state, _when(row["updated_at"]))
+    err_console.print(f"{len(rows)} pages are titled {item!r}; read one by its ref:", markup=False)
+    err_console.print(table)
+    raise SystemExit(2)
 
 
 @main.command("ask")
@@ -553,7 +625,8 @@ def indexer_status_command(as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(status | {"lexical": lexical}, indent=2))
         return
-    table = Table("", "")
+    table = _table("", "")
+    table.show_header = False
     for key, value in status.items():
         table.add_row(key.replace("_", " "), str(value))
     for key, value in lexical.items():
@@ -669,9 +742,9 @@ def eval_command(dataset_dir: Path, provider_name: str | None, typos: bool, swee
     if as_json:
         click.echo(json.dumps(report.as_json(), indent=2))
         return
-    table = Table("arm", *(METRIC_LABELS[m] for m in report.metrics),
-                  title=f"{report.dataset}, {report.provider} ({report.model}), "
-                  f"{report.queries} queries{' with typos' if typos else ''}")  # fmt: skip
+    table = _table("arm", *(METRIC_LABELS[m] for m in report.metrics),
+                   title=f"{report.dataset}, {report.provider} ({report.model}), "
+                   f"{report.queries} queries{' with typos' if typos else ''}")  # fmt: skip
     for arm, scores in report.arms.items():
         table.add_row(arm, *(f"{scores[m]:.3f}" for m in report.metrics))
     console.print(table)
@@ -761,7 +834,7 @@ def workspaces_create(name: str) -> None:
     from subspace.workspaces import create_workspace
 
     settings = _settings()
-    with _database(settings) as db, db.pool.connection() as conn:
+    with _database(settings, creates=True) as db, db.pool.connection() as conn:
         actor = create_workspace(conn, name)
     click.echo(f"Created workspace {actor.workspace_id}.", err=True)
     click.echo(
@@ -791,7 +864,7 @@ def workspaces_list(as_json: bool) -> None:
 
 def _id_table(*counts: str) -> Table:
     """A borderless table of id, name and counts that fits 80 columns; ids are never cut."""
-    table = Table(box=None, pad_edge=False)
+    table = _table()
     table.add_column("id", no_wrap=True, min_width=36)
     table.add_column("name", min_width=10)
     for header in counts:
@@ -852,7 +925,7 @@ def keys_create(name: str, workspace: str | None, admin: bool) -> None:
     from subspace.keys import create_key
 
     settings = _settings()
-    with _database(settings) as db:
+    with _database(settings, creates=True) as db:
         cx = _workspace_context(db, settings, workspace)
         with cx.transaction() as conn:
             key, token = create_key(conn, cx.actor, name, admin=admin)
@@ -881,12 +954,12 @@ def keys_list(workspace: str | None, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps([_jsonable(vars(k)) for k in found], indent=2))
         return
-    table = Table("id", "name", "prefix", "created", "last used", "revoked")
+    table = _table("id", "name", "token", "created", "last used", "revoked")
     for k in found:
         table.add_row(
             str(k.id)[:SHORT_ID_CHARS],
             k.name + (" (admin)" if k.admin else ""),
-            k.prefix + "…",
+            f"{k.prefix}…{k.ending}" if k.ending else f"{k.prefix}…",
             _when(k.created_at),
             _when(k.last_used_at),
             _when(k.revoked_at),

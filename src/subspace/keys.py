@@ -14,7 +14,11 @@ from subspace.text import single_line
 # The workspace id travels inside the key so a lookup never has to leave its workspace
 # (the keys table stays distributable by workspace_id).
 KEY_PREFIX = "ssk"
-KEY_COLUMNS = "id, user_id, name, key_prefix as prefix, created_at, last_used_at, revoked_at, admin"
+KEY_COLUMNS = (
+    "id, user_id, name, key_prefix as prefix, key_ending as ending, created_at, last_used_at, "
+    "revoked_at, admin"
+)
+ENDING_CHARS = 4  # of a token's end, kept to tell keys apart; too few to help a guess
 MIN_ID_PREFIX = 4  # characters of a key id `keys revoke` needs to pick one key
 
 
@@ -45,9 +49,18 @@ def create_key(
     )
     token = f"{KEY_PREFIX}_{actor.workspace_id.hex}_{secrets.token_urlsafe(32)}"
     row = conn.execute(
-        "insert into kb.api_keys (workspace_id, user_id, name, key_prefix, key_hash, admin) "
-        f"values (%s, %s, %s, %s, %s, %s) returning {KEY_COLUMNS}",
-        (actor.workspace_id, actor.user_id, name, token[:12], _hash(token), admin),
+        "insert into kb.api_keys "
+        "(workspace_id, user_id, name, key_prefix, key_ending, key_hash, admin) "
+        f"values (%s, %s, %s, %s, %s, %s, %s) returning {KEY_COLUMNS}",
+        (
+            actor.workspace_id,
+            actor.user_id,
+            name,
+            token[:12],
+            token[-ENDING_CHARS:],
+            _hash(token),
+            admin,
+        ),
     ).fetchone()
     assert row is not None
     return ApiKey(**row), token

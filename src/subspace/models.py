@@ -122,7 +122,8 @@ class ApiKey:
     id: UUID
     user_id: UUID
     name: str
-    prefix: str
+    prefix: str  # the token's start: the workspace's, the same for all its keys
+    ending: str  # the token's last characters, which tell keys apart ("" for older keys)
     created_at: datetime
     last_used_at: datetime | None
     revoked_at: datetime | None

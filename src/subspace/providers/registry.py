@@ -33,11 +33,37 @@ def provider_name(settings: Settings) -> str:
         return "openai"
     if local_extra_installed():
         return "local"
-    log.warning(
-        "No embedding provider configured: using the fake provider, whose vectors only match "
-        "similar spelling. Set OPENAI_API_KEY or install the [local] extra for real ones."
-    )
+    if _first_notice(settings, "fake-provider"):
+        log.warning(
+            "No embedding provider configured: using the fake provider, whose vectors only "
+            "match similar spelling. Set OPENAI_API_KEY or install the [local] extra for real "
+            "ones. (Said once for this home.)"
+        )
     return "fake"
+
+
+_GIVEN: set[tuple[str, str]] = set()  # (home, notice) said in this process
+
+
+def _first_notice(settings: Settings, name: str) -> bool:
+    """True the first time notice `name` is given for this home (a marker file records it), so
+    the same advice does not repeat on every command; once a process when the home is not
+    writable."""
+    given = (str(settings.home.resolve()), name)
+    if given in _GIVEN:
+        return False
+    _GIVEN.add(given)
+    marker = settings.home / "notices" / name
+    if marker.exists():
+        return False
+    if not settings.home.is_dir():
+        return True  # no home made yet: a notice must not make one
+    try:
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()
+    except OSError:
+        pass
+    return True
 
 
 def create_provider(settings: Settings, name: str | None = None) -> EmbeddingProvider:
