@@ -4,6 +4,7 @@ that exist; a tool takes its arguments bare or wrapped; MCP's errors name MCP's 
 from __future__ import annotations
 
 import uuid
+
 import pytest
 from fastapi.testclient import TestClient
 
