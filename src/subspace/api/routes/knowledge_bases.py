@@ -42,7 +42,7 @@ def create_knowledge_base(body: KnowledgeBaseIn, cx: CX) -> KnowledgeBase:
     return commands.create_knowledge_base(cx, body.name)
 
 
-@router.get("/{kb_id}/overview")
+@router.get("/{kb_id}/overview", responses=error_responses(404))
 def knowledge_base_overview(kb_id: UUID, cx: CX) -> KnowledgeBaseOverview:
     """What the base holds (live pages, files and mail) and how many of the workspace's items
     still wait for their embeddings: the start view's summary."""
