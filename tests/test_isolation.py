@@ -68,6 +68,7 @@ def test_every_route_hides_another_workspaces_ids(
         "mail_id": theirs["mail_id"],
         "tag_id": theirs["tag_id"],
         "run_id": theirs["run_id"],
+        "kb_id": theirs["kb_id"],
     }
     item_ids = {"/api/pages": "page_id", "/api/files": "file_id", "/api/mail": "mail_id"}
     bodies: dict[tuple[str, str], Any] = {

@@ -12,10 +12,7 @@ import subspace
 PACKAGE = Path(subspace.__file__).parent
 
 # Names two modules may both declare, and why they still mean one thing or keep their name.
-SHARED = {
-    "ToolCall": "answers.chat's is a chat model's call; the /api/tools route's request body "
-    "keeps its name, which is its schema's name in the OpenAPI document clients are built from",
-}
+SHARED: dict[str, str] = {}
 
 
 def _is_surface(module: str) -> bool:
