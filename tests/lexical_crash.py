@@ -44,7 +44,8 @@ def main() -> None:
     settings = Settings(home=home, database_url=dsn, providers="fake")
     follower = lexical.LexicalFollower(db, settings)
     opened = follower.open()  # the index the test built, its writes not applied yet
-    assert opened is not None and not opened.rebuilt
+    assert opened is not None
+    assert not opened.rebuilt
     if mode == "mid-commit":
         writers = follower.writers
         assert writers is not None

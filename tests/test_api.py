@@ -42,12 +42,14 @@ def test_pages_and_nodes_round_trip(client: TestClient) -> None:
     edited = client.patch(
         f"/api/nodes/{b['id']}", json={"text": "risks!", "props": {"memory": True}}
     )
-    assert edited.json()["text"] == "risks!" and edited.json()["props"] == {"memory": True}
+    assert edited.json()["text"] == "risks!"
+    assert edited.json()["props"] == {"memory": True}
     tree = client.get(f"/api/pages/{page['id']}").json()
     assert [n["text"] for n in tree["nodes"]] == ["wins"]
     assert [n["text"] for n in tree["nodes"][0]["children"]] == ["hiring", "risks!"]
     moved = client.post(f"/api/nodes/{b['id']}/move", json={"parent_id": None, "position": 0})
-    assert moved.json()["parent_id"] is None and moved.json()["position"] == 0
+    assert moved.json()["parent_id"] is None
+    assert moved.json()["position"] == 0
     assert client.delete(f"/api/nodes/{a['id']}").json()["deleted"][0] == a["id"]
     renamed = client.patch(f"/api/pages/{page['id']}", json={"title": "Review"}).json()
     assert renamed["title"] == "Review"
@@ -118,7 +120,8 @@ def test_mail_tags_and_knowledge_bases(client: TestClient) -> None:
     url = f"/api/tags/{tag['id']}/values/mail/{mail_id}"
     assert client.put(url, json={"value": "2026-12-01"}).json() == {"ok": True}
     bad = client.put(url, json={"value": "soon"})
-    assert bad.status_code == 422 and "YYYY-MM-DD" in bad.json()["error"]["message"]
+    assert bad.status_code == 422
+    assert "YYYY-MM-DD" in bad.json()["error"]["message"]
     assert client.delete(url).json() == {"ok": True}
     assert client.put(f"/api/exclusions/mail/{mail_id}").json() == {"ok": True}
     assert client.delete(f"/api/exclusions/mail/{mail_id}").json() == {"ok": True}
@@ -270,6 +273,7 @@ def test_a_stale_sign_in_link_gets_a_sign_in_page(
         page = browser.get("/", params={"token": token})
         assert page.status_code == 401
         assert page.headers["content-type"].startswith("text/html")
-        assert "subspace serve" in page.text and "subspace keys create" in page.text
+        assert "subspace serve" in page.text
+        assert "subspace keys create" in page.text
         assert "not valid any more" in page.text
         assert "subspace_key" not in page.headers.get("set-cookie", "")

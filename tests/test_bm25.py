@@ -87,7 +87,8 @@ def test_the_ranker_is_selectable(cx: Context) -> None:
     commands.add_node(cx, page.id, "quartz meadow")
     for ranker in ("bm25", "ts_rank_cd"):
         response = run(cx, "quartz", mode="lexical", ranker=ranker)
-        assert response.legs["lexical"].ranker == ranker and len(response.rows) == 1
+        assert response.legs["lexical"].ranker == ranker
+        assert len(response.rows) == 1
     with pytest.raises(Exception, match="Unknown ranker"):
         run(cx, "quartz", ranker="tfidf")
 
@@ -104,7 +105,8 @@ def test_a_misspelt_word_finds_the_right_one(cx: Context) -> None:
     assert run(cx, "bioreactors", mode="lexical").corrections == {}
     # Its second and third letters swapped: still found.
     response = run(cx, "boimaterials", mode="lexical")
-    assert ids(response) == [target.id] and response.corrections == {"boimaterials": "biomaterials"}
+    assert ids(response) == [target.id]
+    assert response.corrections == {"boimaterials": "biomaterials"}
 
 
 @pytest.mark.parametrize(
@@ -159,7 +161,9 @@ def test_common_words_rank_exactly_without_a_candidate_budget(
     # A tie across the cap: which of it is read first is the index's own order (a common
     # word scores thousands alike), but those kept still rank by id.
     tied = found("common -zebra", cap=3)
-    assert tied[0] == short.id and tied[1:] == sorted(tied[1:]) and set(tied[1:]) < set(by_id)
+    assert tied[0] == short.id
+    assert tied[1:] == sorted(tied[1:])
+    assert set(tied[1:]) < set(by_id)
     assert len(ids(run(cx, "common", mode="lexical"))) == 9
 
 

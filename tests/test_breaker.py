@@ -52,9 +52,11 @@ def test_searches_stop_asking_a_provider_that_refuses_connections(
     assert responses[9].degraded == ["vector: refused"]
     assert ids(responses[9]) == [node.id]
     breaker = breaker_for(provider)
-    assert breaker.state == OPEN and breaker.last_reason == "refused"
+    assert breaker.state == OPEN
+    assert breaker.last_reason == "refused"
     # Three calls reached the provider; the other seven searches did not wait for it.
-    assert breaker.stats.calls == 3 and breaker.stats.skipped == 7
+    assert breaker.stats.calls == 3
+    assert breaker.stats.skipped == 7
     assert breaker.stats.failures["refused"] == 3
 
 
@@ -94,22 +96,27 @@ def test_a_probe_after_the_cool_down_closes_or_reopens_the_circuit() -> None:
     assert breaker.state == CLOSED
     assert breaker.allow()
     breaker.record_failure("refused", 0.01)
-    assert breaker.state == OPEN and not breaker.allow()
+    assert breaker.state == OPEN
+    assert not breaker.allow()
     now[0] = 29.0
     assert not breaker.allow()
     now[0] = 30.0
-    assert breaker.allow() and breaker.state == HALF_OPEN
+    assert breaker.allow()
+    assert breaker.state == HALF_OPEN
     assert not breaker.allow()  # one probe at a time
     breaker.record_failure("timeout", 2.0)
-    assert breaker.state == OPEN and breaker.last_reason == "timeout"
+    assert breaker.state == OPEN
+    assert breaker.last_reason == "timeout"
     now[0] = 59.0
     assert not breaker.allow()
     now[0] = 60.0
     assert breaker.allow()
     breaker.record_success(0.05)
-    assert breaker.state == CLOSED and breaker.failures_in_a_row == 0
+    assert breaker.state == CLOSED
+    assert breaker.failures_in_a_row == 0
     assert breaker.allow()
-    assert breaker.stats.skipped == 4 and breaker.stats.calls == 5
+    assert breaker.stats.skipped == 4
+    assert breaker.stats.calls == 5
 
 
 def test_a_success_resets_the_count_of_failures_in_a_row() -> None:

@@ -38,10 +38,13 @@ def test_file_chunks_keep_their_numbers() -> None:
 
 def test_mail_chunk_joins_subject_and_body_and_caps_it() -> None:
     chunk = mail_chunk(A, KB, "Invoice", "Total due", "Total due: 40 EUR" + "x" * 9000, NOW)
-    assert chunk is not None and chunk.ref == f"mail:{A}"
-    assert chunk.text.startswith("Invoice\nTotal due: 40 EUR") and len(chunk.text) == 8000
+    assert chunk is not None
+    assert chunk.ref == f"mail:{A}"
+    assert chunk.text.startswith("Invoice\nTotal due: 40 EUR")
+    assert len(chunk.text) == 8000
     only_snippet = mail_chunk(A, KB, "", "short", "", NOW)
-    assert only_snippet is not None and only_snippet.text == "short"
+    assert only_snippet is not None
+    assert only_snippet.text == "short"
     assert mail_chunk(A, KB, " ", "", "", NOW) is None
 
 
@@ -61,8 +64,10 @@ def test_split_text_on_paragraphs_then_sentences() -> None:
 
 def test_a_sentence_without_boundaries_is_cut_at_words() -> None:
     pieces = split_text("word " * 2000)
-    assert len(pieces) >= 9 and all(len(p) <= 1500 for p in pieces)
-    assert split_text("") == [] and split_text(" \n\n ") == []
+    assert len(pieces) >= 9
+    assert all(len(p) <= 1500 for p in pieces)
+    assert split_text("") == []
+    assert split_text(" \n\n ") == []
 
 
 def test_text_hash_is_md5_of_utf8() -> None:

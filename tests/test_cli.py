@@ -25,7 +25,8 @@ def test_keys_create_list_revoke(runner: CliRunner) -> None:
     created = runner.invoke(main, ["keys", "create", "--name", "laptop"])
     assert created.exit_code == 0, created.output
     token = created.stdout.strip().splitlines()[-1]
-    assert token.startswith("ssk_") and " " not in token
+    assert token.startswith("ssk_")
+    assert " " not in token
     listed = json.loads(runner.invoke(main, ["keys", "list", "--json"]).stdout)
     assert [(k["name"], k["revoked_at"]) for k in listed] == [("laptop", None)]
     assert token.startswith(listed[0]["prefix"])
@@ -46,7 +47,8 @@ def test_revoking_an_unknown_key_says_so(runner: CliRunner) -> None:
 def test_migrate_is_idempotent(runner: CliRunner) -> None:
     result = runner.invoke(main, ["migrate"])
     assert result.exit_code == 0, result.output
-    assert "newest schema" in result.stdout and "applied" not in result.stdout
+    assert "newest schema" in result.stdout
+    assert "applied" not in result.stdout
 
 
 def test_an_unreachable_database_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -113,14 +115,16 @@ def test_ask_answers_in_process_and_prints_json(
     assert result.exit_code == 0, result.output
     printed = json.loads(result.stdout)
     assert set(printed) == {"run_id", "strategy", "found", "answer"}
-    assert printed["strategy"] == "rag-direct" and printed["found"] is True
+    assert printed["strategy"] == "rag-direct"
+    assert printed["found"] is True
     assert printed["answer"] == [{"text": "The beta ships on Friday.", "refs": [f"node:{beta.id}"]}]
     streamed = runner.invoke(main, ["ask", "beta", "--strategy", "rag-direct"])
     assert streamed.exit_code == 0, streamed.output
     assert f"- The beta ships on Friday. [node:{beta.id}]" in streamed.stdout
     assert "kb.search beta" in streamed.stdout
     missing = runner.invoke(main, ["ask", "beta", "--page", "Nowhere"])
-    assert missing.exit_code == 1 and "No page titled 'Nowhere'" in missing.output
+    assert missing.exit_code == 1
+    assert "No page titled 'Nowhere'" in missing.output
 
 
 def test_ask_leaves_the_run_to_a_running_server(
@@ -202,11 +206,13 @@ def test_ctrl_c_cancels_the_question_and_keeps_what_was_written(
     proc.send_signal(signal.SIGINT)
     output, _ = proc.communicate(timeout=30)
     assert proc.returncode == 1, output
-    assert "Cancelling" in output and "The run cancelled" in output
+    assert "Cancelling" in output
+    assert "The run cancelled" in output
     assert len(answers()) == 1
     with cx.transaction() as conn:
         status = conn.execute("select status from kb.runs").fetchone()
-    assert status is not None and status["status"] == "cancelled"
+    assert status is not None
+    assert status["status"] == "cancelled"
 
 
 def test_ctrl_c_while_a_bullet_prints_cancels_the_question(

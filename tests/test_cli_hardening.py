@@ -9,12 +9,12 @@ import pytest
 from click.testing import CliRunner
 
 from subspace import commands
-from subspace.agents.tools import kb_grep
 from subspace.cli import main
 from subspace.config import Settings
 from subspace.context import Context
 from subspace.ingest.worker import extract_pending
 from subspace.runtime import Database
+from subspace.search.grep import grep
 from tests.search_helpers import index
 
 
@@ -37,7 +37,8 @@ def test_grep_pages_with_a_cursor(runner: CliRunner, cx: Context) -> None:
     assert more is not None, first.stdout
     rest = runner.invoke(main, ["grep", "kettle", "--limit", "2", "--cursor", more[1]])
     assert rest.exit_code == 0, rest.output
-    assert rest.stdout.count("kettle number") == 1 and "--cursor" not in rest.stdout
+    assert rest.stdout.count("kettle number") == 1
+    assert "--cursor" not in rest.stdout
     seen = re.findall(r"kettle number \d", first.stdout + rest.stdout)
     assert sorted(seen) == ["kettle number 0", "kettle number 1", "kettle number 2"]
 
@@ -54,7 +55,7 @@ def test_grep_snippets_start_and_end_on_whole_words(cx: Context) -> None:
     # The match sits far enough in that the window starts and ends inside a word.
     text = "alpha " * 30 + "xy needle " + "omega " * 40
     commands.add_node(cx, page.id, text)
-    (match,) = kb_grep(cx, "needle").matches
+    (match,) = grep(cx, "needle").matches
     words = match.snippet.split()
     assert "needle" in words
     assert set(words) <= {"alpha", "xy", "needle", "omega"}, match.snippet
@@ -68,8 +69,9 @@ def test_grep_snippets_start_and_end_on_whole_words(cx: Context) -> None:
     ):
         other = commands.create_page(cx, f"Long {n}")
         commands.add_node(cx, other.id, text)
-    long = kb_grep(cx, "haystack").matches
-    assert len(long) == 3 and all("haystack" in m.snippet for m in long), long
+    long = grep(cx, "haystack").matches
+    assert len(long) == 3, long
+    assert all("haystack" in m.snippet for m in long), long
 
 
 def test_read_takes_the_refs_search_and_grep_print(
@@ -98,13 +100,15 @@ def test_read_takes_the_refs_search_and_grep_print(
     assert "Secateurs and a saw" in read(f"file:{file.id}:0")
     assert read(f"file:{file.id}").startswith(f"# tools.txt (file:{file.id})")
     mail_text = read(f"mail:{mail.id}")
-    assert "Quince delivery" in mail_text and "Arrives Tuesday." in mail_text
+    assert "Quince delivery" in mail_text
+    assert "Arrives Tuesday." in mail_text
     # The refs grep prints are readable as they are.
     for line in runner.invoke(main, ["grep", "quince"]).stdout.splitlines():
         ref = line.split(" ", 1)[0]
         assert runner.invoke(main, ["read", ref]).exit_code == 0, ref
     missing = runner.invoke(main, ["read", f"file:{file.id}:7"])
-    assert missing.exit_code == 1 and "No file chunk" in missing.output
+    assert missing.exit_code == 1
+    assert "No file chunk" in missing.output
 
 
 def test_read_refuses_an_empty_title(runner: CliRunner) -> None:
@@ -120,4 +124,5 @@ def test_one_result_is_singular(runner: CliRunner, database: Database, cx: Conte
     index(database, cx)
     result = runner.invoke(main, ["search", "quince", "--mode", "lexical"])
     assert result.exit_code == 0, result.output
-    assert "1 result in" in result.stdout and "1 results" not in result.stdout
+    assert "1 result in" in result.stdout
+    assert "1 results" not in result.stdout

@@ -42,7 +42,8 @@ def test_the_search_table_prints_each_rows_ref_within_80_columns(
     assert f"node:{node.id}" in result.stdout
     assert max(len(line) for line in result.stdout.splitlines()) <= 80, result.stdout
     read = runner.invoke(main, ["read", f"node:{node.id}"])
-    assert read.exit_code == 0 and "Ilha Verde" in read.stdout
+    assert read.exit_code == 0
+    assert "Ilha Verde" in read.stdout
 
 
 def test_an_ambiguous_title_lists_the_pages_and_exits_2(runner: CliRunner, cx: Context) -> None:
@@ -51,7 +52,8 @@ def test_an_ambiguous_title_lists_the_pages_and_exits_2(runner: CliRunner, cx: C
     result = runner.invoke(main, ["read", "harbor ops log"])
     assert result.exit_code == 2, result.output
     assert "2 pages are titled 'harbor ops log'" in result.stderr
-    assert f"page:{first.id}" in result.stderr and f"page:{second.id}" in result.stderr
+    assert f"page:{first.id}" in result.stderr
+    assert f"page:{second.id}" in result.stderr
 
 
 def test_a_malformed_ref_says_which_form_is_expected(runner: CliRunner, cx: Context) -> None:
@@ -71,7 +73,8 @@ def test_a_folder_without_a_home_is_not_given_an_empty_one(
     for args in (["search", "ferry"], ["kb", "list"], ["indexer", "status"], ["read", "x"]):
         result = CliRunner().invoke(main, args)
         assert result.exit_code == 1, (args, result.output)
-        assert "SUBSPACE_HOME" in result.output and str(tmp_path) in result.output
+        assert "SUBSPACE_HOME" in result.output
+        assert str(tmp_path) in result.output
     assert not (tmp_path / ".subspace").exists()
 
 
@@ -100,7 +103,8 @@ def test_every_table_has_one_style_and_no_blank_header(runner: CliRunner, cx: Co
         result = runner.invoke(main, args)
         assert result.exit_code == 0, (args, result.output)
         lines = result.stdout.splitlines()
-        assert lines and lines[0].strip(), (args, result.stdout)  # no blank header row
+        assert lines, (args, result.stdout)
+        assert lines[0].strip(), (args, result.stdout)
         assert not any(ch in result.stdout for ch in "┏┃━│─┌"), (args, result.stdout)
 
 
@@ -148,5 +152,6 @@ def test_mcp_says_nothing_per_request_at_info(
             headers={**MCP_HEADERS, "x-api-key": token},
         )
     text = wrong.json()["result"]["content"][0]["text"]
-    assert "tools/list" in text and "/api/tools" not in text, text
+    assert "tools/list" in text, text
+    assert "/api/tools" not in text, text
     assert not [r for r in caplog.records if "Terminating session" in r.getMessage()]

@@ -99,7 +99,8 @@ def test_text_tsv_matches_a_bullet_inside_its_own_transaction(cx: Context) -> No
             "and text_tsv @@ websearch_to_tsquery('english', 'certificate rotation')",
             (cx.actor.workspace_id,),
         ).fetchone()
-        assert row is not None and row["id"] == node.id
+        assert row is not None
+        assert row["id"] == node.id
         # Rolling back the outer transaction takes the node and its event with it.
         raise psycopg.Rollback()
     with cx.transaction() as conn:
@@ -132,8 +133,10 @@ def test_page_states_archive_delete_restore(cx: Context) -> None:
 def test_files_share_blobs_by_content(cx: Context) -> None:
     a = commands.upload_file(cx, "a.txt", b"same bytes")
     b = commands.upload_file(cx, "b.txt", b"same bytes")
-    assert a.sha256 == b.sha256 and a.id != b.id
-    assert a.status == "processing" and a.enabled
+    assert a.sha256 == b.sha256
+    assert a.id != b.id
+    assert a.status == "processing"
+    assert a.enabled
     with cx.transaction() as conn:
         n = conn.execute("select count(*) as n from kb.blobs").fetchone()
         assert n == {"n": 1}

@@ -68,7 +68,8 @@ def test_a_misspelt_search_field_is_refused_with_the_one_meant(client: TestClien
     )
     sim = client.post("/api/v1/knowledge/search", json={"query": "x", "topk": 3})
     assert sim.status_code == 400
-    assert set(sim.json()) == {"success", "error"} and sim.json()["success"] is False
+    assert set(sim.json()) == {"success", "error"}
+    assert sim.json()["success"] is False
     assert sim.json()["error"].startswith("Unknown field 'topk'. Did you mean 'topK'?")
 
 

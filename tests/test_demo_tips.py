@@ -111,7 +111,8 @@ def test_the_kind_chip_keeps_one_kind_and_finds_the_bill(demo: Demo) -> None:
     tip = demo.tip(r"\(kind:(\w+) (\w+) finds the hosting bill\)")
     kind, query = tip.groups()
     rows = search(demo.cx, FakeProvider(), SearchRequest(query=query, kinds=[kind])).rows
-    assert rows and {row.type for row in rows} == {"mail"}
+    assert rows
+    assert {row.type for row in rows} == {"mail"}
     assert rows[0].title == "Vendor invoice INV-20931"
     assert "hosting bill" in rows[0].passage
 
@@ -142,7 +143,8 @@ def test_the_search_command_tip_explains_each_legs_ranks(demo: Demo, cli: CliRun
     assert INCIDENT in [row["title"] for row in rows]
     for row in rows:
         ranks = {leg: score["rank"] for leg, score in row["legs"].items()}
-        assert ranks and {t["leg"]: t["rank"] for t in row["explain"]["terms"]} == ranks
+        assert ranks
+        assert {t["leg"]: t["rank"] for t in row["explain"]["terms"]} == ranks
 
 
 def test_the_grep_tip_finds_every_occurrence(demo: Demo, cli: CliRunner) -> None:

@@ -64,9 +64,11 @@ def test_answerable_and_empty_queries_are_scored_apart() -> None:
 def test_typos_are_deterministic_and_keep_the_ends() -> None:
     text = "Vitamin supplementation improves bone mineral density in elderly patients"
     noisy = add_typos(text)
-    assert noisy == add_typos(text) and noisy != text
+    assert noisy == add_typos(text)
+    assert noisy != text
     for before, after in zip(text.split(), noisy.split(), strict=True):
-        assert sorted(before) == sorted(after) and before[0] == after[0]
+        assert sorted(before) == sorted(after)
+        assert before[0] == after[0]
         assert before[-1] == after[-1]
         assert sum(x != y for x, y in zip(before, after, strict=True)) in (0, 2)
 
@@ -96,7 +98,8 @@ def test_a_collection_needs_its_three_files(tmp_path: Path) -> None:
     with pytest.raises(InvalidInput, match=r"corpus\.jsonl"):
         load_collection(tmp_path)
     collection = load_collection(write_collection(tmp_path / "tiny"))
-    assert set(collection.queries) == {"q1", "q2"} and len(collection.corpus) == 4
+    assert set(collection.queries) == {"q1", "q2"}
+    assert len(collection.corpus) == 4
 
 
 def test_eval_end_to_end(
@@ -111,7 +114,8 @@ def test_eval_end_to_end(
     )
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
-    assert report["dataset"] == "tiny" and report["queries"] == 2
+    assert report["dataset"] == "tiny"
+    assert report["queries"] == 2
     assert set(report["arms"]) == {
         *("lexical", "lexical_ts_rank_cd", "vector", "vector_no_floor", "hybrid", "bm25s"),
         "rrf_bm25s_vector",
@@ -142,7 +146,8 @@ def test_eval_runs_queries_over_the_query_limit(
     result = CliRunner().invoke(main, ["eval", str(dataset), "--provider", "fake", "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
-    assert report["queries"] == 3 and report["long_queries"] == 1
+    assert report["queries"] == 3
+    assert report["long_queries"] == 1
     assert report["arms"]["lexical"]["recall@100"] == 1.0  # the long query found d4 too
     table = CliRunner().invoke(main, ["eval", str(dataset), "--provider", "fake"])
     assert table.exit_code == 0, table.output
@@ -162,5 +167,6 @@ def test_eval_titled_finds_a_document_by_its_title_and_tries_title_weights(
                                        "--titled"])  # fmt: skip
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
-    assert report["titled"] and report["arms"]["lexical"]["mrr@10"] == 1.0
+    assert report["titled"]
+    assert report["arms"]["lexical"]["mrr@10"] == 1.0
     assert report["arms"]["lexical_title_weight_2"]["mrr@10"] == 1.0

@@ -189,7 +189,8 @@ def test_a_search_for_sources_explains_the_bullets_of_answer_runs_it_leaves_out(
     assert explained.absent is not None
     assert explained.absent["reasons"] == [f"filtered: {ASKED_BY_RUN}"]
     shown = run(sources, "beta ships", explain_target=f"node:{source.id}")
-    assert shown.absent is not None and shown.absent["shown"]
+    assert shown.absent is not None
+    assert shown.absent["shown"]
     everyone = run(cx, "beta ships", limit=1, explain_target=f"node:{asked.id}")
     assert everyone.absent is not None
     assert not [r for r in everyone.absent["reasons"] if r.startswith("filtered:")]

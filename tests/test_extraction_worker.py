@@ -33,7 +33,8 @@ def test_upload_then_extract_marks_ready_or_failed(
     locked = commands.upload_file(cx, "locked.pdf", make_encrypted_pdf("secret"))
     odd = commands.upload_file(cx, "photo.jpg", b"\xff\xd8\xff\xe0", content_type="image/jpeg")
     doc = commands.upload_file(cx, "plan.docx", make_docx(["Quarterly plan"]))
-    assert good.status == "processing" and file_text(cx, good.id) is None
+    assert good.status == "processing"
+    assert file_text(cx, good.id) is None
     assert extract_pending(database, settings) == 4
     assert extract_pending(database, settings) == 0
     with cx.transaction() as conn:
@@ -41,13 +42,15 @@ def test_upload_then_extract_marks_ready_or_failed(
         events = conn.execute(
             "select payload from kb.outbox where event = 'file.extracted' order by id"
         ).fetchall()
-    assert rows["guide.pdf"].status == "ready" and rows["guide.pdf"].text_truncated is False
+    assert rows["guide.pdf"].status == "ready"
+    assert rows["guide.pdf"].text_truncated is False
     assert "Badges at reception" in (file_text(cx, good.id) or "")
     assert "Quarterly plan" in (file_text(cx, doc.id) or "")
     assert (rows["locked.pdf"].status, rows["photo.jpg"].status) == ("failed", "failed")
     assert "encrypted" in (rows["locked.pdf"].status_reason or "")
     assert rows["photo.jpg"].status_reason == "unsupported type"
-    assert file_text(cx, locked.id) is None and file_text(cx, odd.id) is None
+    assert file_text(cx, locked.id) is None
+    assert file_text(cx, odd.id) is None
     # The blob of a failed file is kept, so a later fix can extract it again.
     with cx.transaction() as conn:
         assert queries.read_blob(conn, cx.actor.workspace_id, rows["locked.pdf"].sha256)
@@ -83,7 +86,8 @@ def test_a_slow_extraction_is_stopped_at_the_deadline(
     with cx.transaction() as conn:
         row = queries.get_file(conn, cx.actor.workspace_id, stuck.id)
         next_row = queries.get_file(conn, cx.actor.workspace_id, after.id)
-    assert row.status == "failed" and "SUBSPACE_EXTRACT_TIMEOUT_S" in (row.status_reason or "")
+    assert row.status == "failed"
+    assert "SUBSPACE_EXTRACT_TIMEOUT_S" in (row.status_reason or "")
     # The stuck child was replaced; the next file is extracted by a fresh one.
     assert next_row.status == "ready"
 

@@ -71,7 +71,8 @@ def test_weights_change_the_order() -> None:
 
 def test_tie_reason_is_reported() -> None:
     rows = fuse(legs(["l"], ["v"]))
-    assert rows[0].tie_group == 2 and rows[0].tie_reason.startswith("lexical leg")
+    assert rows[0].tie_group == 2
+    assert rows[0].tie_reason.startswith("lexical leg")
     assert rows[1].tie_reason.startswith("vector leg")
 
 
@@ -79,7 +80,8 @@ def test_all_chunks_of_a_file_are_one_row() -> None:
     chunks = [hit("f", "file", "file:f:3"), hit("f", "file", "file:f:1"), hit("g", "file")]
     assert [h.ref for h in dedupe(chunks)] == ["file:f:3", "file:g"]
     rows = fuse([Leg("lexical", chunks), Leg("vector", [hit("f", "file", "file:f:1")])])
-    assert len(rows) == 2 and rows[0].best_hit.ref == "file:f:3"
+    assert len(rows) == 2
+    assert rows[0].best_hit.ref == "file:f:3"
     assert set(rows[0].hits) == {"lexical", "vector"}
 
 

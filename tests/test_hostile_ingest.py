@@ -136,7 +136,8 @@ def test_over_deep_mime_nesting_is_refused_naming_the_limit(client: TestClient, 
     response = client.post("/api/mail/import", files={"file": ("deep.eml", raw)})
     assert response.status_code == 422, response.text
     message = response.json()["error"]["message"]
-    assert "100 levels" in message and "SUBSPACE_MAX_MIME_DEPTH" in message
+    assert "100 levels" in message
+    assert "SUBSPACE_MAX_MIME_DEPTH" in message
     # In a mailbox the deep message fails alone.
     mbox = make_mbox([raw, make_email("Fine", "body", message_id="<fine@x>")])
     body = client.post("/api/mail/import", files={"file": ("in.mbox", mbox)}).json()
@@ -190,7 +191,8 @@ def test_a_file_that_is_not_mail_is_refused_saying_what_is_accepted(
     response = client.post("/api/mail/import", files={"file": (name, data)})
     assert response.status_code == 422, response.text
     message = response.json()["error"]["message"]
-    assert ".eml" in message and ".mbox" in message, message
+    assert ".eml" in message, message
+    assert ".mbox" in message, message
     assert client.get("/api/mail").json() == []
 
 
@@ -256,7 +258,8 @@ def test_a_file_that_times_out_is_attempted_once(
         attempts = conn.execute(
             "select count(*) as n from kb.outbox where event = 'file.extracted'"
         ).fetchone()
-    assert row.status == "failed" and "SUBSPACE_EXTRACT_TIMEOUT_S" in (row.status_reason or "")
+    assert row.status == "failed"
+    assert "SUBSPACE_EXTRACT_TIMEOUT_S" in (row.status_reason or "")
     assert attempts == {"n": 1}
 
 
@@ -304,7 +307,8 @@ def test_extraction_children_exit_when_the_server_is_killed(tmp_path: Path) -> N
     child = int(server.stdout.readline())
     with open(f"/proc/{child}/stat") as stat:
         forkserver = int(stat.read().split(") ", 1)[1].split()[1])
-    assert alive(child) and alive(forkserver)
+    assert alive(child)
+    assert alive(forkserver)
     server.send_signal(signal.SIGKILL)
     server.wait()
     deadline = time.monotonic() + 5
@@ -323,7 +327,8 @@ def test_uploading_the_same_bytes_again_returns_the_stored_file(
     client: TestClient, database: Database
 ) -> None:
     first = client.post("/api/files", files={"file": ("report.txt", b"quarterly numbers")})
-    assert first.status_code == 201 and first.json()["already_stored"] is False
+    assert first.status_code == 201
+    assert first.json()["already_stored"] is False
     again = client.post("/api/files", files={"file": ("copy of report.txt", b"quarterly numbers")})
     assert again.status_code == 200, again.text
     assert again.json()["already_stored"] is True
@@ -339,4 +344,5 @@ def test_uploading_the_same_bytes_again_returns_the_stored_file(
         files={"file": ("report.txt", b"quarterly numbers")},
         data={"kb_id": kb["id"]},
     )
-    assert elsewhere.status_code == 201 and elsewhere.json()["id"] != first.json()["id"]
+    assert elsewhere.status_code == 201
+    assert elsewhere.json()["id"] != first.json()["id"]

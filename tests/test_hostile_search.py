@@ -15,7 +15,6 @@ import pytest
 from fastapi.testclient import TestClient
 
 from subspace import commands
-from subspace.agents.tools import kb_grep
 from subspace.config import Settings
 from subspace.context import Context
 from subspace.db.pool import open_pool
@@ -26,6 +25,7 @@ from subspace.runtime import Database, open_database, reserved_connections
 from subspace.search import cursors
 from subspace.search.cursors import MAC_BYTES, workspace_secret
 from subspace.search.filters import TagFilter, resolve_scope
+from subspace.search.grep import grep
 from subspace.search.lexical.terms import build_tsqueries
 from subspace.search.query import parse_query
 from subspace.search.service import SearchRequest
@@ -112,7 +112,8 @@ def test_cursors_are_signed_per_workspace(database: Database, cx: Context, paged
     with database.pool.connection() as conn:
         stranger = create_workspace(conn, "Stranger")
     theirs = database.context(stranger, cx.settings)
-    assert secret_of(theirs) != secret_of(cx) and len(secret_of(cx)) == 32
+    assert secret_of(theirs) != secret_of(cx)
+    assert len(secret_of(cx)) == 32
     with pytest.raises(InvalidCursor, match="not issued for this workspace"):
         run(theirs, "lantern", limit=5, cursor=paged)
 
@@ -174,7 +175,8 @@ def test_deep_paging_stops_with_a_note_instead_of_an_unbounded_cursor(
     first = run(cx, "ember", limit=4)
     assert first.next_cursor is not None
     second = run(cx, "ember", limit=4, cursor=first.next_cursor)
-    assert second.next_cursor is None and len(second.rows) == 4
+    assert second.next_cursor is None
+    assert len(second.rows) == 4
     assert any("paged up to 8" in note for note in second.notes)
 
 
@@ -188,9 +190,9 @@ def test_every_malformed_grep_cursor_is_a_400(
     page = commands.create_page(cx, "Logs")
     for n in range(4):
         commands.add_node(cx, page.id, f"err-42 at step {n}")
-    honest = kb_grep(cx, "err-42", limit=2)
+    honest = grep(cx, "err-42", limit=2)
     assert honest.next_cursor is not None
-    assert len(kb_grep(cx, "err-42", limit=2, cursor=honest.next_cursor).matches) == 2
+    assert len(grep(cx, "err-42", limit=2, cursor=honest.next_cursor).matches) == 2
     secret = secret_of(cx)
     bodies = [
         b'{"v": 2, "g": [0, "a\\u0000b"]}',
@@ -209,7 +211,7 @@ def test_every_malformed_grep_cursor_is_a_400(
     cursors += ["not base64 !", "abc\x00def", "\ud800x", "A" * 10_000]
     for cursor in cursors:
         with pytest.raises(InvalidCursor):
-            kb_grep(cx, "err-42", cursor=cursor)
+            grep(cx, "err-42", cursor=cursor)
     for cursor in cursors[:4]:
         answer = client.get("/api/grep", params={"pattern": "err-42", "cursor": cursor})
         assert answer.status_code == 400, answer.text
@@ -234,7 +236,8 @@ def test_tag_filters_and_their_values_are_capped(cx: Context, client: TestClient
     assert fifty.status_code == 200, fifty.text
     long_value = [{"tag": "status", "op": "eq", "value": "v" * 1_001}]
     answer = client.post("/api/search", json={"query": "x", "tags": long_value})
-    assert answer.status_code == 413 and "1,000" in answer.json()["error"]["message"]
+    assert answer.status_code == 413
+    assert "1,000" in answer.json()["error"]["message"]
     long_name = [{"tag": "s" * 101, "op": "eq", "value": "v"}]
     assert client.post("/api/search", json={"query": "x", "tags": long_name}).status_code == 413
     few = replace_settings(cx, max_tag_filters=2)
@@ -281,7 +284,8 @@ def test_a_served_database_keeps_connections_out_of_the_requests_reach(
 ) -> None:
     database = open_database(settings, pool_size=3)
     try:
-        assert database.requests is not None and database.requests is not database.pool
+        assert database.requests is not None
+        assert database.requests is not database.pool
         assert database.pool.max_size == reserved_connections(settings)
         assert database.default_context(settings).db is database.requests
         held = [database.requests.getconn() for _ in range(3)]
@@ -313,17 +317,22 @@ def test_tool_arguments_of_the_wrong_json_type_are_422(
     index(database, cx)
     for kinds in (5, [1], [None], "file", {"a": 1}):
         status, message = call(client, "kb.search", query="quartz", kinds=kinds)
-        assert status == 422 and "kinds" in message, (kinds, message)
+        assert status == 422, (kinds, message)
+        assert "kinds" in message, (kinds, message)
     for limit in ("5", 2.5, True, 0):
         status, message = call(client, "kb.search", query="quartz", limit=limit)
-        assert status == 422 and "limit" in message, (limit, message)
+        assert status == 422, (limit, message)
+        assert "limit" in message, (limit, message)
     status, message = call(client, "kb.search", query=5)
-    assert status == 422 and "query" in message
+    assert status == 422
+    assert "query" in message
     for regex in ("false", 0, None):
         status, message = call(client, "kb.grep", pattern="quartz", regex=regex)
-        assert status == 422 and "regex" in message, (regex, message)
+        assert status == 422, (regex, message)
+        assert "regex" in message, (regex, message)
     status, message = call(client, "kb.grep", pattern="quartz", regex=False)
-    assert status == 200 and message.count("quartz vein") == 14
+    assert status == 200
+    assert message.count("quartz vein") == 14
 
 
 def test_kb_search_honours_its_limit_up_to_the_setting(
@@ -337,7 +346,8 @@ def test_kb_search_honours_its_limit_up_to_the_setting(
     assert call(client, "kb.search", query="cobalt", limit=3)[1].count("[node]") == 3
     assert call(client, "kb.search", query="cobalt", limit=12)[1].count("[node]") == 12
     status, message = call(client, "kb.search", query="cobalt", limit=101)
-    assert status == 422 and "between 1 and 100" in message
+    assert status == 422
+    assert "between 1 and 100" in message
 
 
 def test_nul_and_lone_surrogates_never_reach_the_driver(cx: Context, client: TestClient) -> None:
@@ -410,7 +420,8 @@ def test_browsing_files_or_mail_alone(cx: Context, client: TestClient, kinds: li
     refs = [row["ref"] for row in answer.json()["rows"]]
     assert refs == ([f"mail:{mail.json()['id']}"] if "mail" in kinds else [])
     status, text = call(client, "kb.search", query="", kinds=kinds)
-    assert status == 200 and ("Browse me" in text) == ("mail" in kinds)
+    assert status == 200
+    assert ("Browse me" in text) == ("mail" in kinds)
 
 
 def test_each_extraction_worker_gets_a_reserved_connection_of_its_own(

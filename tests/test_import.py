@@ -114,14 +114,16 @@ def test_import_into_a_named_knowledge_base_with_a_table(
 ) -> None:
     result = runner.invoke(main, ["import", str(folder / "notes" / "trip.md"), "--kb", "Travel"])
     assert result.exit_code == 0, result.output
-    assert "Import" in result.stdout and "total" in result.stdout
+    assert "Import" in result.stdout
+    assert "total" in result.stdout
     cx = database.default_context(settings)
     with cx.transaction() as conn:
         kbs = {k.name: k.id for k in queries.list_knowledge_bases(conn, cx.actor.workspace_id)}
         pages = queries.list_pages(conn, cx.actor.workspace_id, kb_id=kbs["Travel"])
     assert [p.title for p in pages] == ["Lisbon trip"]
     failed = runner.invoke(main, ["import", str(folder / "docs")])
-    assert "broken.pdf" in failed.stdout and "could not be read" in failed.stdout
+    assert "broken.pdf" in failed.stdout
+    assert "could not be read" in failed.stdout
 
 
 def test_import_of_a_missing_path_is_a_usage_error(runner: CliRunner) -> None:
@@ -160,7 +162,8 @@ def test_the_same_bytes_are_one_file_whatever_the_name_or_the_way_in(
     result = runner.invoke(main, ["import", str(renamed), "--json"])
     assert json.loads(result.output)["counts"]["duplicate"] == 1
     stored, existed = upload_file_once(cx, "another-name.docx", data)
-    assert existed and stored.name == "timetable.docx"
+    assert existed
+    assert stored.name == "timetable.docx"
     assert counts(database)["files"] == 1
 
 

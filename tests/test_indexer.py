@@ -177,7 +177,8 @@ def test_a_crash_inside_the_window_is_healed_by_the_sweep(
     node = commands.add_node(cx, page.id, "lost edit")
     with database.pool.connection() as conn:  # the events were consumed, the work was not
         conn.execute("update kb.outbox set indexed_at = now()")
-    assert indexer.drain().embedded == 0 and embeddings(database) == {}
+    assert indexer.drain().embedded == 0
+    assert embeddings(database) == {}
     indexer.sweep()
     assert f"node:{node.id}" in embeddings(database)
     # Orphans are healed too: a row whose node vanished without an event.
@@ -216,7 +217,8 @@ def test_redelivery_is_idempotent(
     with database.pool.connection() as conn:
         conn.execute("update kb.outbox set indexed_at = null")
     indexer.drain()
-    assert embeddings(database) == before and len(provider.calls) == calls
+    assert embeddings(database) == before
+    assert len(provider.calls) == calls
 
 
 def test_upsert_keeps_the_newest_text(database: Database, cx: Context) -> None:
@@ -298,7 +300,8 @@ def test_malformed_vectors_are_never_stored(
     assert embeddings(database) == {}
     with database.pool.connection() as conn:
         dead = conn.execute("select error from search.dead_letters").fetchone()
-    assert dead is not None and "model" in dead["error"]
+    assert dead is not None
+    assert "model" in dead["error"]
 
 
 def test_status_and_waiting_count(database: Database, cx: Context, indexer: Indexer) -> None:
@@ -310,7 +313,9 @@ def test_status_and_waiting_count(database: Database, cx: Context, indexer: Inde
     with database.pool.connection() as conn:
         assert waiting_for_embeddings(conn, cx.actor.workspace_id) == 2
         status = indexer_status(conn, "fake", FakeProvider.model)
-    assert status.backlog == 6 and status.waiting_items == 2 and status.lag_seconds >= 0
+    assert status.backlog == 6
+    assert status.waiting_items == 2
+    assert status.lag_seconds >= 0
     indexer.drain()
     with database.pool.connection() as conn:
         assert waiting_for_embeddings(conn, cx.actor.workspace_id) == 0
@@ -350,5 +355,6 @@ def test_file_chunks_are_written_with_the_text(
             "from search.file_chunks where file_id = %s order by n",
             (file.id,),
         ).fetchall()
-    assert len(chunks) >= 3 and [c["n"] for c in chunks] == list(range(len(chunks)))
+    assert len(chunks) >= 3
+    assert [c["n"] for c in chunks] == list(range(len(chunks)))
     assert all(c["hit"] and c["size"] <= 1500 for c in chunks)

@@ -43,9 +43,11 @@ def test_killed_indexer_resumes_exactly(
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     refs, pending = state(database)
     if mode == "after-embed":
-        assert refs == [] and pending == 2
+        assert refs == []
+        assert pending == 2
     else:
-        assert len(refs) == 2 and pending == 2
+        assert len(refs) == 2
+        assert pending == 2
 
     provider = CountingProvider()
     Indexer(database, settings, provider).drain()

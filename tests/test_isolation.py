@@ -139,7 +139,8 @@ def test_lists_by_another_workspaces_base_answer_404(
     their_client = make_client(database, cx.settings, theirs["cx"].actor)
     for path in ("/api/pages", "/api/files", "/api/mail", "/api/tags"):
         listed = their_client.get(path, params={"kb_id": str(theirs["kb_id"])})
-        assert listed.status_code == 200 and len(listed.json()) == 1, path
+        assert listed.status_code == 200, path
+        assert len(listed.json()) == 1, path
 
 
 def test_the_same_message_id_may_exist_in_two_workspaces(database: Database, cx: Context) -> None:

@@ -112,7 +112,8 @@ def test_eval_scores_a_judged_workspace_over_every_kind(
     result = CliRunner().invoke(main, ["eval", str(folder), "--provider", "fake", "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
-    assert report["dataset"] == "tiny" and report["queries"] == 6
+    assert report["dataset"] == "tiny"
+    assert report["queries"] == 6
     assert report["expect_empty"] == 1
     assert report["metrics"] == ["success@1", "ndcg@10", "not_empty", "empty"]
     # The seed's statement reads bullets only: it has no arm where every kind is searched.

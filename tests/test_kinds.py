@@ -11,7 +11,7 @@ from uuid import UUID
 import pytest
 
 from subspace import commands
-from subspace.agents.tools import call_tool, kb_grep
+from subspace.agents.tools import call_tool
 from subspace.answers.evidence import Evidence, parse_line
 from subspace.answers.strategy import AnswerBullet
 from subspace.commands.outbox import append_event
@@ -22,6 +22,7 @@ from subspace.ingest.worker import extract_pending
 from subspace.runtime import Database
 from subspace.search import kinds
 from subspace.search.filters import resolve_scope
+from subspace.search.grep import grep
 from subspace.search.lexical.terms import build_tsqueries
 from subspace.search.options import KINDS
 from subspace.search.query import parse_query
@@ -225,8 +226,8 @@ def test_a_registered_kind_is_shown_explained_grepped_and_read(notes: Notes, cx:
     ]  # fmt: skip
     assert [rows[0].passage[a:b] for a, b in rows[0].highlights] == ["quetzal", "nests"]
 
-    grep = kb_grep(cx, "QUETZAL")
-    assert [(m.ref, m.title, m.count) for m in grep.matches] == sorted(
+    found = grep(cx, "QUETZAL")
+    assert [(m.ref, m.title, m.count) for m in found.matches] == sorted(
         [(f"note:{wanted}", "Birds", 1), (f"note:{other}", "Sightings", 1)],
         key=lambda m: str(m[0]).split(":")[1],
     )
@@ -242,8 +243,9 @@ def test_a_registered_kind_is_shown_explained_grepped_and_read(notes: Notes, cx:
         "target": f"note:{wanted}", "shown": False, "reasons": ["filtered: archived"]
     }  # fmt: skip
     bare = run(cx, "quetzal", mode="lexical", explain_target=str(wanted))
-    assert bare.absent is not None and bare.absent["reasons"] == ["filtered: archived"]
-    assert [m.ref for m in kb_grep(cx, "quetzal").matches] == [f"note:{other}"]
+    assert bare.absent is not None
+    assert bare.absent["reasons"] == ["filtered: archived"]
+    assert [m.ref for m in grep(cx, "quetzal").matches] == [f"note:{other}"]
     with pytest.raises(NotFound):
         call_tool(cx, None, "kb.read", {"ref": f"note:{wanted}"})
 
@@ -283,17 +285,18 @@ def test_paging_serves_each_note_and_node_once_even_when_their_ids_are_equal(
     assert twin == bullets[0]
     assert len(served) == len(set(served)) == 4
     assert {kind for kind, _ in served} == {"note", "node"}
-    assert ("note", twin) in served and ("node", twin) in served
+    assert ("note", twin) in served
+    assert ("node", twin) in served
 
 
 def test_grep_leaves_out_the_kinds_that_declare_grep_false(notes: Notes, cx: Context) -> None:
     page = commands.create_page(cx, "Zebra crossing")  # a page title: grep=False
     commands.add_node(cx, page.id, "the zebra stripes")
     notes.add("a zebra note")
-    assert sorted(m.ref.split(":")[0] for m in kb_grep(cx, "zebra").matches) == ["node", "note"]
+    assert sorted(m.ref.split(":")[0] for m in grep(cx, "zebra").matches) == ["node", "note"]
     kinds.unregister("note")
     kinds.register(replace(NOTE, grep=False))  # the fixture forgets it again
-    assert [m.ref.split(":")[0] for m in kb_grep(cx, "zebra").matches] == ["node"]
+    assert [m.ref.split(":")[0] for m in grep(cx, "zebra").matches] == ["node"]
 
 
 def test_an_answer_cites_a_registered_kind_by_its_ref(notes: Notes, cx: Context) -> None:

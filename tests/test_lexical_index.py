@@ -149,7 +149,8 @@ def test_an_index_that_cannot_serve_is_rebuilt_while_postgres_answers(
     follow(database, cx)
     _damage(folder_of(database, settings), how)
     degraded = run(cx, "heron", mode="lexical")
-    assert degraded.degraded and degraded.degraded[0].startswith(REBUILDING), how
+    assert degraded.degraded, how
+    assert degraded.degraded[0].startswith(REBUILDING), how
     assert_found_as_written(cx, made)  # every row ranked in Postgres meanwhile
     follow(database, cx)
     assert run(cx, "heron", mode="lexical").degraded == []
@@ -169,12 +170,14 @@ def test_a_folder_deleted_under_a_running_follower_degrades_then_recovers(
         shutil.rmtree(folder_of(database, settings))
         node = commands.add_node(cx, page.id, "a second curlew")
         searched = run(cx, "curlew", mode="lexical")
-        assert searched.degraded and searched.degraded[0].startswith(REBUILDING)
+        assert searched.degraded
+        assert searched.degraded[0].startswith(REBUILDING)
         assert node.id in ids(searched)
         done = follower.run_once()  # its writers pointed into the folder deleted
         assert done.rebuilt
         recovered = run(cx, "curlew", mode="lexical")
-        assert recovered.degraded == [] and node.id in ids(recovered)
+        assert recovered.degraded == []
+        assert node.id in ids(recovered)
     finally:
         follower.close()
 
@@ -216,7 +219,8 @@ def test_every_acknowledged_write_is_found_by_the_next_search_under_twenty_write
     follow(busy_database, cx)
     with busy_database.pool.connection() as conn:
         status = lexical_status(conn, settings)
-    assert status.behind is not None and status.behind.events == 0
+    assert status.behind is not None
+    assert status.behind.events == 0
     assert len(ids(run(cx, "note", mode="lexical", limit=100))) == 100
 
 
@@ -236,10 +240,12 @@ def test_a_bulk_import_far_ahead_of_the_index_is_found_whole_and_says_how_far(
     assert behind.degraded[0].startswith("lexical: the lexical index is 21 writes")
     with database.pool.connection() as conn:
         status = lexical_status(conn, settings)
-    assert status.behind is not None and status.behind.events == 21
+    assert status.behind is not None
+    assert status.behind.events == 21
     follow(database, cx)
     caught_up = run(strict, "dunlin", mode="lexical", limit=100)
-    assert caught_up.degraded == [] and len(caught_up.rows) == 100
+    assert caught_up.degraded == []
+    assert len(caught_up.rows) == 100
     # The short notes rank first either way; the imported lines all score alike, and which of
     # a tie across the window the index reads is its own order (collector._top_targets).
     notes = set(ids(run(strict, "dunlin note", mode="lexical", limit=20)))
@@ -263,11 +269,13 @@ def test_one_follower_writes_a_folder_and_another_takes_over_when_it_stops(
         first.close()
         commands.add_node(cx, page.id, "a godwit beside it")
         assert second.run_once().items == 1  # the same index, not a new one
-        assert second.writers is not None and second.position is not None
+        assert second.writers is not None
+        assert second.position is not None
         assert ids(run(cx, "curlew godwit", mode="lexical", typos=False)) != []
         with database.pool.connection() as conn:
             status = lexical_status(conn, settings)
-        assert status.behind is not None and status.behind.events == 0
+        assert status.behind is not None
+        assert status.behind.events == 0
     finally:
         first.close()
         second.close()
@@ -296,4 +304,5 @@ def test_reindex_builds_the_lexical_index_anew(
     found = CliRunner().invoke(main, ["search", "heron", "--mode", "lexical", "--json"])
     assert found.exit_code == 0, found.output
     answer = json.loads(found.stdout)
-    assert answer["degraded"] == [] and [r["id"] for r in answer["rows"]] == [str(made["fresh"])]
+    assert answer["degraded"] == []
+    assert [r["id"] for r in answer["rows"]] == [str(made["fresh"])]

@@ -266,7 +266,9 @@ def test_the_access_log_shows_no_credentials(home: Path, settings: Settings) -> 
     log = served.output.split("Sign in: ", 1)[1].split("\n", 1)[1]
     assert '"GET /?token=[redacted] HTTP/1.1"' in log
     assert '"GET /healthz?key=[redacted]&api_key=[redacted]&n=1 HTTP/1.1"' in log
-    assert token not in log and "k-123" not in log and "a-456" not in log
+    assert token not in log
+    assert "k-123" not in log
+    assert "a-456" not in log
 
 
 # -- the log filters on their own ---------------------------------------------------------------
@@ -297,7 +299,8 @@ def test_repeated_records_are_let_through_a_few_at_a_time() -> None:
 def test_the_last_record_let_through_says_repeats_will_be_dropped() -> None:
     limit = RepeatFilter(burst=2, window_s=30, clock=lambda: 0.0)
     first, second = record("boom"), record("boom")
-    assert limit.filter(first) and limit.filter(second)
+    assert limit.filter(first)
+    assert limit.filter(second)
     assert first.getMessage() == "boom"
     assert "identical records are dropped for the rest of 30 s" in second.getMessage()
 
@@ -332,4 +335,5 @@ def test_redaction_covers_arguments_and_tracebacks() -> None:
     text = logging.Formatter().format(rec)
     assert text.startswith("GET /?token=[redacted]\nTraceback")
     assert "ValueError: bad url /?token=[redacted]" in text
-    assert "t0k" not in text and "ssk_1_2" not in text
+    assert "t0k" not in text
+    assert "ssk_1_2" not in text

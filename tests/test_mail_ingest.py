@@ -27,7 +27,8 @@ def test_rfc2047_headers_and_charsets_are_decoded() -> None:
     assert parsed.subject == "Réunion de l'équipe"
     assert parsed.sender == "José Muñoz <jose@example.com>"
     assert parsed.body_text.strip() == "L'ordre du jour est prévu pour mardi."
-    assert parsed.sent_at is not None and parsed.sent_at.utcoffset() is not None
+    assert parsed.sent_at is not None
+    assert parsed.sent_at.utcoffset() is not None
 
 
 def test_html_only_mail_goes_through_the_html_extractor() -> None:
@@ -43,8 +44,10 @@ def test_nul_bytes_and_invalid_utf8_in_headers_are_cleaned() -> None:
         b"body\x00 text\xff\r\n"
     )
     parsed = parse_message(raw)
-    assert "\x00" not in parsed.subject and "menu" in parsed.subject
-    assert "\x00" not in parsed.body_text and "body" in parsed.body_text
+    assert "\x00" not in parsed.subject
+    assert "menu" in parsed.subject
+    assert "\x00" not in parsed.body_text
+    assert "body" in parsed.body_text
 
 
 def test_a_message_without_message_id_gets_a_stable_one() -> None:

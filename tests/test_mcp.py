@@ -53,7 +53,8 @@ async def _exercise(client: Client, corpus: dict[str, Any]) -> None:
     listed = await client.list_tools()
     assert {tool.name for tool in listed.tools} == TOOL_NAMES
     for tool in listed.tools:
-        assert tool.annotations is not None and tool.annotations.read_only_hint is True
+        assert tool.annotations is not None
+        assert tool.annotations.read_only_hint is True
         assert tool.description
         assert tool.input_schema["type"] == "object"
     search_schema = next(t for t in listed.tools if t.name == "kb.search").input_schema

@@ -128,7 +128,8 @@ def test_the_indexer_backlog_is_read_when_scraped(
     commands.add_node(cx, page.id, "not yet indexed")
     text = client.get("/metrics").text
     backlog = sample(text, "subspace_indexer_backlog")
-    assert backlog is not None and backlog >= 2
+    assert backlog is not None
+    assert backlog >= 2
     assert sample(text, "subspace_indexer_waiting_items") == 1
     refusing = RefusingProvider()
     client.app.state.provider = refusing  # type: ignore[attr-defined]
@@ -138,7 +139,8 @@ def test_the_indexer_backlog_is_read_when_scraped(
     assert sample(text, "subspace_provider_embedding_errors_total", **fake, use="index",
                   reason="refused") == 1  # fmt: skip
     retrying = sample(text, "subspace_indexer_retrying")
-    assert retrying is not None and retrying >= 1
+    assert retrying is not None
+    assert retrying >= 1
     client.app.state.provider = provider = FakeProvider()  # type: ignore[attr-defined]
     with database.pool.connection() as conn:  # the retry is due now, not after its backoff
         conn.execute("update kb.outbox set retry_at = now() where indexed_at is null")
@@ -186,7 +188,8 @@ def test_each_response_carries_a_request_id(client: TestClient) -> None:
     assert answer.status_code == 200
     first = answer.headers["x-request-id"]
     second = client.get("/healthz").headers["x-request-id"]
-    assert re.fullmatch(r"[0-9a-f]{32}", first) and first != second
+    assert re.fullmatch(r"[0-9a-f]{32}", first)
+    assert first != second
     kept = client.get("/healthz", headers={"x-request-id": "edge-42"})
     assert kept.headers["x-request-id"] == "edge-42"
     forged = client.get("/healthz", headers={"x-request-id": 'a" injected=1'})
@@ -209,7 +212,8 @@ def test_json_logs_give_one_line_per_request_without_the_query_below_debug(
     assert "\n" not in line
     logged = json.loads(line)
     assert logged["request_id"] == response.headers["x-request-id"]
-    assert logged["route"] == "/api/search" and logged["status"] == 200
+    assert logged["route"] == "/api/search"
+    assert logged["status"] == 200
     assert logged["duration_ms"] > 0
     assert logged["search"]["mode"] == "lexical"
     assert set(logged["search"]["legs"]) == {"lexical"}

@@ -65,4 +65,5 @@ def test_the_check_sees_classes_aliases_and_functions() -> None:
     assert found["ItemKey"] == ["subspace.search.fusion"]  # a type alias
     assert found["ItemKind"] == ["subspace.models"]  # a Literal
     assert found["embed_query"] == ["subspace.search.vector"]  # a function
-    assert "create_page" in found and found["create_page"] == ["subspace.commands.pages"]
+    assert "create_page" in found
+    assert found["create_page"] == ["subspace.commands.pages"]

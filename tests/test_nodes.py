@@ -93,15 +93,19 @@ def test_delete_removes_the_subtree_and_closes_the_gap(cx: Context, page: Page) 
     commands.add_node(cx, page.id, "c", parent_id=b.id)
     commands.add_node(cx, page.id, "d")
     deleted = commands.delete_node(cx, a.id)
-    assert len(deleted) == 3 and a.id in deleted and b.id in deleted
+    assert len(deleted) == 3
+    assert a.id in deleted
+    assert b.id in deleted
     assert outline(cx, page.id) == ["d"]
 
 
 def test_props_merge_and_memory_flag(cx: Context, page: Page) -> None:
     node = commands.add_node(cx, page.id, "remember this", props={"color": "red"})
     node = commands.set_memory(cx, node.id, True)
-    assert node.is_memory and node.props == {"color": "red", "memory": True}
+    assert node.is_memory
+    assert node.props == {"color": "red", "memory": True}
     node = commands.set_memory(cx, node.id, False)
-    assert not node.is_memory and node.props == {"color": "red"}
+    assert not node.is_memory
+    assert node.props == {"color": "red"}
     node = commands.set_props(cx, node.id, {"a": 1}, replace=True)
     assert node.props == {"a": 1}

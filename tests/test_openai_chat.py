@@ -51,7 +51,9 @@ def test_text_streams_to_on_text_piece_by_piece(stub: ChatStub) -> None:
     # Each piece is handed over when it arrives, not once the answer is whole.
     assert arrivals[-1][1] - arrivals[0][1] >= 0.3
     sent = stub.requests[0]
-    assert sent["stream"] is True and sent["model"] == "stub-model" and "tools" not in sent
+    assert sent["stream"] is True
+    assert sent["model"] == "stub-model"
+    assert "tools" not in sent
     assert sent["messages"] == [
         {"role": "system", "content": "Answer from the sources."},
         {"role": "user", "content": "Who wrote it?"},
@@ -75,7 +77,8 @@ def test_a_tool_call_round_trip(stub: ChatStub) -> None:
     assert first.tool_calls == (
         ToolCall("call_7", "kb.search", {"query": "who wrote the report", "limit": 5}),
     )
-    assert first.content == "" and shown == []
+    assert first.content == ""
+    assert shown == []
     offered = stub.requests[0]["tools"]
     assert {tool["function"]["name"] for tool in offered} == {
         wire_names([t.name for t in tools])[t.name] for t in tools
@@ -89,11 +92,14 @@ def test_a_tool_call_round_trip(stub: ChatStub) -> None:
 
     result = Message("tool", "node:1  Ada wrote the report.", tool_call_id="call_7")
     second = chat.complete([*QUESTION, first, result], tools=tools)
-    assert second.content == "- Ada wrote it [node:1]" and second.tool_calls == ()
+    assert second.content == "- Ada wrote it [node:1]"
+    assert second.tool_calls == ()
     replayed = stub.requests[1]["messages"][2:]
-    assert replayed[0]["role"] == "assistant" and replayed[0]["content"] is None
+    assert replayed[0]["role"] == "assistant"
+    assert replayed[0]["content"] is None
     (call,) = replayed[0]["tool_calls"]
-    assert call["id"] == "call_7" and call["function"]["name"] == "kb_search"
+    assert call["id"] == "call_7"
+    assert call["function"]["name"] == "kb_search"
     assert json.loads(call["function"]["arguments"]) == {
         "query": "who wrote the report",
         "limit": 5,
@@ -120,13 +126,15 @@ def test_malformed_arguments_become_an_error_for_the_model(
     tools = [ToolDef("kb.read", "Read a page.", {"type": "object"}), SEARCH]
     bad, empty = chat_for(stub).complete(QUESTION, tools=tools).tool_calls
     assert (bad.id, bad.name, bad.arguments) == ("c1", "kb.read", {})
-    assert problem in bad.error and "one JSON object" in bad.error
+    assert problem in bad.error
+    assert "one JSON object" in bad.error
     assert empty == ToolCall("c2", "kb.search", {})  # no arguments at all is an empty object
 
 
 def test_tool_names_map_both_ways_without_collisions() -> None:
     names = wire_names(["kb.search", "kb_search", "kb.node.read", "x" * 80])
-    assert names["kb.search"] == "kb_search" and names["kb.node.read"] == "kb_node_read"
+    assert names["kb.search"] == "kb_search"
+    assert names["kb.node.read"] == "kb_node_read"
     assert len(set(names.values())) == 4
     assert all(re.fullmatch(r"[a-zA-Z0-9_-]{1,64}", wire) for wire in names.values())
 
@@ -138,7 +146,8 @@ def test_a_timeout_fails_at_once_naming_the_setting(stub: ChatStub) -> None:
     with pytest.raises(ChatError, match="SUBSPACE_CHAT_TIMEOUT_S") as caught:
         chat_for(stub, sleeps, timeout_s=1).complete(QUESTION)
     assert caught.value.reason == "timeout"
-    assert len(stub.requests) == 1 and sleeps == []
+    assert len(stub.requests) == 1
+    assert sleeps == []
     assert time.monotonic() - started < 2.4
 
 
@@ -148,20 +157,23 @@ def test_a_stream_that_goes_silent_after_text_is_not_retried(stub: ChatStub) -> 
     with pytest.raises(ChatError) as caught:
         chat_for(stub, timeout_s=1).complete(QUESTION, on_text=shown.append)
     assert caught.value.reason == "timeout"
-    assert shown == ["- Ada ", "wrote"] and len(stub.requests) == 1
+    assert shown == ["- Ada ", "wrote"]
+    assert len(stub.requests) == 1
 
 
 def test_a_cut_stream_is_retried_only_before_any_text(stub: ChatStub) -> None:
     stub.script = [{"kind": "cut", "pieces": []}, {"kind": "text", "pieces": ["whole"]}]
     sleeps: list[float] = []
     assert chat_for(stub, sleeps).complete(QUESTION).content == "whole"
-    assert len(stub.requests) == 2 and len(sleeps) == 1
+    assert len(stub.requests) == 2
+    assert len(sleeps) == 1
 
     stub.script = [{"kind": "cut", "pieces": ["- half an"]}]
     shown: list[str] = []
     with pytest.raises(ChatError, match="middle of its answer"):
         chat_for(stub).complete(QUESTION, on_text=shown.append)
-    assert shown == ["- half an"] and len(stub.requests) == 3
+    assert shown == ["- half an"]
+    assert len(stub.requests) == 3
 
 
 def test_429_waits_as_retry_after_says_then_succeeds(stub: ChatStub) -> None:
@@ -172,7 +184,9 @@ def test_429_waits_as_retry_after_says_then_succeeds(stub: ChatStub) -> None:
     sleeps: list[float] = []
     shown: list[str] = []
     assert chat_for(stub, sleeps).complete(QUESTION, on_text=shown.append).content == "fine"
-    assert sleeps == [3.0] and len(stub.requests) == 2 and shown == ["fine"]
+    assert sleeps == [3.0]
+    assert len(stub.requests) == 2
+    assert shown == ["fine"]
 
 
 def test_5xx_backs_off_then_gives_up(stub: ChatStub) -> None:
@@ -181,7 +195,9 @@ def test_5xx_backs_off_then_gives_up(stub: ChatStub) -> None:
     with pytest.raises(ChatError, match="failed 4 times") as caught:
         chat_for(stub, sleeps).complete(QUESTION)
     assert caught.value.reason == "error"
-    assert len(stub.requests) == 4 and len(sleeps) == 3 and sleeps[0] < sleeps[2]
+    assert len(stub.requests) == 4
+    assert len(sleeps) == 3
+    assert sleeps[0] < sleeps[2]
 
 
 @pytest.mark.parametrize("code", [401, 403])
@@ -193,7 +209,9 @@ def test_a_refused_key_fails_at_once_naming_the_setting(stub: ChatStub, code: in
     assert caught.value.message == (
         f"The chat server refused the key ({code}). Check OPENAI_API_KEY."
     )
-    assert caught.value.reason == "auth" and len(stub.requests) == 1 and sleeps == []
+    assert caught.value.reason == "auth"
+    assert len(stub.requests) == 1
+    assert sleeps == []
 
 
 @pytest.mark.parametrize(
@@ -209,8 +227,10 @@ def test_a_model_without_tools_says_what_to_do(stub: ChatStub, message: str) -> 
     with pytest.raises(ChatError) as caught:
         chat_for(stub).complete(QUESTION, tools=[SEARCH])
     error = caught.value
-    assert error.reason == "no_tools" and len(stub.requests) == 1
-    assert "'stub-model'" in error.message and message in error.message
+    assert error.reason == "no_tools"
+    assert len(stub.requests) == 1
+    assert "'stub-model'" in error.message
+    assert message in error.message
     assert error.message.endswith(
         "Set SUBSPACE_CHAT_MODEL to a model with tool calling, or ask with /rag-direct, "
         "which needs none."
@@ -222,7 +242,8 @@ def test_another_bad_request_is_not_taken_for_missing_tools(stub: ChatStub) -> N
     stub.script = [{"kind": "status", "code": 400, "message": message}]
     with pytest.raises(ChatError, match="rejected the request") as caught:
         chat_for(stub).complete(QUESTION, tools=[SEARCH])
-    assert caught.value.reason == "error" and len(stub.requests) == 1
+    assert caught.value.reason == "error"
+    assert len(stub.requests) == 1
 
 
 def test_a_refused_connection_fails_at_once() -> None:
@@ -233,7 +254,8 @@ def test_a_refused_connection_fails_at_once() -> None:
     settings = Settings(openai_base_url=f"http://127.0.0.1:{port}/v1")
     with pytest.raises(ChatError, match="OPENAI_BASE_URL") as caught:
         OpenAIChat(settings, sleep=sleeps.append).complete(QUESTION)
-    assert caught.value.reason == "refused" and sleeps == []
+    assert caught.value.reason == "refused"
+    assert sleeps == []
 
 
 def test_cancelled_in_on_text_closes_the_stream(stub: ChatStub) -> None:
@@ -247,7 +269,8 @@ def test_cancelled_in_on_text_closes_the_stream(stub: ChatStub) -> None:
 
     with pytest.raises(Cancelled):
         chat_for(stub).complete(QUESTION, on_text=stop_after_two)
-    assert shown == ["piece 0 ", "piece 1 "] and len(stub.requests) == 1
+    assert shown == ["piece 0 ", "piece 1 "]
+    assert len(stub.requests) == 1
     deadline = time.monotonic() + 3
     while stub.left == 0 and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -35,7 +35,8 @@ def test_the_product_set_loads_and_every_judgment_names_one_item(
         memories = conn.execute(
             "select count(*) as n from kb.nodes where props->'memory' = 'true'::jsonb"
         ).fetchone()
-    assert memories is not None and memories["n"] == len(judged.memories)
+    assert memories is not None
+    assert memories["n"] == len(judged.memories)
 
 
 def test_the_product_sets_documents_are_what_the_generator_builds() -> None:

@@ -34,7 +34,8 @@ def test_fake_vectors_are_the_same_in_another_process() -> None:
 @pytest.mark.parametrize("text", ["", " ", "a", "!!", "日本", "\u200b"])
 def test_fake_never_returns_a_zero_vector(text: str) -> None:
     vector = trigram_vector(text)
-    assert vector.shape == (256,) and np.isclose(np.linalg.norm(vector), 1.0)
+    assert vector.shape == (256,)
+    assert np.isclose(np.linalg.norm(vector), 1.0)
 
 
 def test_fake_similar_spelling_is_closer() -> None:
@@ -45,7 +46,8 @@ def test_fake_similar_spelling_is_closer() -> None:
 def test_checked_vectors_pad_and_normalise() -> None:
     out = checked_vectors([[3.0, 4.0]], count=1, model="m", dimensions=2)
     assert out.shape == (1, EMBEDDING_DIMENSIONS)
-    assert np.allclose(out[0, :2], [0.6, 0.8]) and not out[0, 2:].any()
+    assert np.allclose(out[0, :2], [0.6, 0.8])
+    assert not out[0, 2:].any()
 
 
 @pytest.mark.parametrize(
@@ -106,7 +108,8 @@ def provider_for(
 def test_openai_embeds_in_order_and_in_batches(stub: Stub) -> None:
     texts = [f"text number {i}" for i in range(300)] + ["x" * (MAX_INPUT_CHARS + 500)]
     vectors = provider_for(stub).embed(texts)
-    assert len(vectors) == 301 and len(vectors[0]) == 1536
+    assert len(vectors) == 301
+    assert len(vectors[0]) == 1536
     assert np.allclose(vectors[5][:256], trigram_vector("text number 5"))
     assert [len(r["input"]) for r in stub.requests] == [256, 45]
     assert len(stub.requests[1]["input"][-1]) == MAX_INPUT_CHARS
@@ -117,7 +120,8 @@ def test_openai_honours_retry_after_on_429(stub: Stub) -> None:
     stub.script = [{"kind": "status", "code": 429, "headers": {"retry-after": "3"}}]
     sleeps: list[float] = []
     assert len(provider_for(stub, sleeps).embed(["a"])) == 1
-    assert sleeps == [3.0] and len(stub.requests) == 2
+    assert sleeps == [3.0]
+    assert len(stub.requests) == 2
 
 
 def test_openai_backs_off_on_5xx_then_gives_up(stub: Stub) -> None:
@@ -126,14 +130,17 @@ def test_openai_backs_off_on_5xx_then_gives_up(stub: Stub) -> None:
     with pytest.raises(ProviderError, match="after 4 attempts") as caught:
         provider_for(stub, sleeps).embed(["a"])
     assert caught.value.retryable
-    assert len(stub.requests) == 4 and len(sleeps) == 3 and sleeps[0] < sleeps[2]
+    assert len(stub.requests) == 4
+    assert len(sleeps) == 3
+    assert sleeps[0] < sleeps[2]
 
 
 def test_openai_does_not_retry_401(stub: Stub) -> None:
     stub.script = [{"kind": "status", "code": 401, "message": "bad key"}]
     with pytest.raises(ProviderError, match="OPENAI_API_KEY") as caught:
         provider_for(stub).embed(["a"])
-    assert not caught.value.retryable and len(stub.requests) == 1
+    assert not caught.value.retryable
+    assert len(stub.requests) == 1
 
 
 def test_openai_shortens_inputs_once_when_the_context_is_too_long(stub: Stub) -> None:

@@ -7,11 +7,11 @@ from uuid import UUID
 import pytest
 
 from subspace import commands
-from subspace.agents.refs import ref_target
 from subspace.agents.tools import call_tool
 from subspace.context import Context
 from subspace.errors import InvalidInput
 from subspace.search import kinds as registry
+from subspace.search.reading import ref_target
 from subspace.search.refs import kind_named
 
 ID = "6f1c0a4e-2b9d-4c53-9a51-0d6f3c1e8b27"
@@ -48,7 +48,8 @@ def test_refs_parse_by_the_kinds_ref_formats(
 def test_a_ref_prefix_names_the_kind_a_hit_counts_as() -> None:
     for spec in registry.registered():
         named = kind_named(spec.prefix)
-        assert named is not None and named.target_kind == spec.target_kind
+        assert named is not None
+        assert named.target_kind == spec.target_kind
     assert kind_named("mem") == registry.get("memory")
 
 

@@ -80,7 +80,8 @@ def test_reindex_rebuilds_the_same_refs_and_reuses_vectors(
     assert f"0 texts sent to the provider, {len(before)} reused" in result.stdout
     assert snapshot(database) == before
     # The vector index was dropped for the bulk load and built again, the same as before.
-    assert vector_index(database) == index_before and "hnsw" in index_before
+    assert vector_index(database) == index_before
+    assert "hnsw" in index_before
 
 
 def test_reindex_of_one_knowledge_base(
@@ -90,10 +91,12 @@ def test_reindex_of_one_knowledge_base(
     page = commands.create_page(cx, "Elsewhere", kb_id=other.id)
     result = runner.invoke(main, ["reindex", "--kb", "Other"])
     assert result.exit_code == 0, result.output
-    assert "Re-embedded 1 items" in result.stdout and "1 texts sent" in result.stdout
+    assert "Re-embedded 1 items" in result.stdout
+    assert "1 texts sent" in result.stdout
     assert (f"page:{page.id}", "page") in [(r, k) for r, k, _ in snapshot(database)]
     missing = runner.invoke(main, ["reindex", "--kb", "Nope"])
-    assert missing.exit_code == 1 and "No knowledge base named 'Nope'" in missing.output
+    assert missing.exit_code == 1
+    assert "No knowledge base named 'Nope'" in missing.output
 
 
 def test_reindex_refuses_while_a_server_holds_the_database(
@@ -112,8 +115,10 @@ def test_indexer_status_json(runner: CliRunner, cx: Context) -> None:
     result = runner.invoke(main, ["indexer", "status", "--json"])
     assert result.exit_code == 0, result.output
     status = json.loads(result.stdout)
-    assert status["backlog"] == 2 and status["waiting_items"] == 1
-    assert status["model"] == "fake-trigram-256" and status["dead_letters"] == 0
+    assert status["backlog"] == 2
+    assert status["waiting_items"] == 1
+    assert status["model"] == "fake-trigram-256"
+    assert status["dead_letters"] == 0
     table = runner.invoke(main, ["indexer", "status"])
     assert "backlog" in table.stdout
 
@@ -175,6 +180,7 @@ def test_events_written_during_a_reindex_stay_for_the_indexer(
             written.append(commands.add_node(cx, page.id, "written during the reindex").text)
 
     reembed(database, settings, FakeProvider(), None, progress=write_once)
-    assert written and backlog(database) == {"backlog": 1, "waiting_items": 1}
+    assert written
+    assert backlog(database) == {"backlog": 1, "waiting_items": 1}
     Indexer(database, settings, FakeProvider()).drain()
     assert backlog(database) == {"backlog": 0, "waiting_items": 0}

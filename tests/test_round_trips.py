@@ -118,16 +118,19 @@ def test_a_hybrid_search_waits_on_postgres_at_most_three_times(
     search(on_traced, provider, SearchRequest(query="tide pools"))  # warm: caches, prepares
     sizes = traced.checkpoint()
     response = search(on_traced, provider, SearchRequest(query="tide pools"))
-    assert response.rows and not response.degraded
+    assert response.rows
+    assert not response.degraded
     trips = traced.trips_since(sizes)
     # One connection: the scope and the query's analysis; the two legs; the rows and COMMIT.
     assert sorted(len(t) for t in trips) == [0, 3], trips
     first, legs, rows = next(t for t in trips if t)
-    assert any("begin" in m for m in first) and any("phraseto_tsquery" in m for m in first)
+    assert any("begin" in m for m in first)
+    assert any("phraseto_tsquery" in m for m in first)
     assert any("<=>" in m for m in legs)
     # The lexical leg's marker is answered at once, not behind the vector leg's walk: the
     # engine is searched while the walk runs (search/lexical/leg.py).
     marker = next(n for n, m in enumerate(legs) if '"select 1"' in m)
     walk = next(n for n, m in enumerate(legs) if "<=>" in m)
     assert "Flush" in [m.split()[0] for m in legs[marker:walk]], legs
-    assert any("ts_headline" in m for m in rows) and any("commit" in m for m in rows)
+    assert any("ts_headline" in m for m in rows)
+    assert any("commit" in m for m in rows)

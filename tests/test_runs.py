@@ -124,12 +124,15 @@ def test_ask_writes_cited_answer_bullets_under_the_rag_bullet(
         )
         assert asked.status_code == 202, asked.text
         body = asked.json()
-        assert body["status"] == "queued" and body["events"] == f"/api/runs/{body['run_id']}/events"
+        assert body["status"] == "queued"
+        assert body["events"] == f"/api/runs/{body['run_id']}/events"
         run = finished(client, body["run_id"])
-    assert run["status"] == "done" and run["found"] is True
+    assert run["status"] == "done"
+    assert run["found"] is True
     with cx.transaction() as conn:
         asking = queries.get_node(conn, cx.actor.workspace_id, UUID(body["node_id"]))
-    assert asking.text == "/rag beta ships" and asking.parent_id is None
+    assert asking.text == "/rag beta ships"
+    assert asking.parent_id is None
     assert asking.props == {"run": body["run_id"]}
     assert asking.page_id == notes["page"].id
     assert children(cx, body["node_id"]) == [
@@ -266,7 +269,8 @@ def test_a_run_whose_process_was_killed_is_marked_failed_on_the_next_start(
         assert runs.get_run(conn, cx.actor.workspace_id, run.id).status == "running"
     with runs_client(database, settings, cx) as client:
         stopped = finished(client, str(run.id))
-    assert stopped["status"] == "failed" and stopped["error"] == runs.STOPPED
+    assert stopped["status"] == "failed"
+    assert stopped["error"] == runs.STOPPED
     assert [text for text, _ in children(cx, run.node_id)] == [
         "The beta ships on Friday after the review.",
         runs.STOPPED,
@@ -279,7 +283,8 @@ def test_a_run_still_executing_is_not_taken_for_dead(
     run = runs.enqueue_run(cx, "beta", "rag", page_id=notes["page"].id)
     engine = runs.RunEngine(database, settings, None, {"rag": Quoting()})
     claimed = engine.claim()
-    assert claimed is not None and claimed.run.id == run.id
+    assert claimed is not None
+    assert claimed.run.id == run.id
     assert runs.reap_stopped(database, settings) == []
     assert engine.execute(claimed).status == "done"
     assert runs.reap_stopped(database, settings) == []
@@ -480,7 +485,8 @@ def test_a_stream_ends_after_its_lifetime_and_resumes_where_it_stopped(
         started = time.monotonic()
         first = sse_events(client, run_id)  # the run waits at its gate: the stream times out
         assert time.monotonic() - started < 10
-        assert first and "done" not in [name for _, name, _ in first]
+        assert first
+        assert "done" not in [name for _, name, _ in first]
         gate.set()
         rest = sse_events(client, run_id, last=first[-1][0])
     seqs = [int(seq) for seq, _, _ in first + rest if seq]
@@ -538,7 +544,8 @@ def test_a_workspace_that_queued_many_questions_takes_turns_with_the_others(
     engine = runs.RunEngine(database, settings, None, {"rag": Quoting()})
     first = engine.claim()
     second = engine.claim()  # the flooding workspace has a run going; the other has none
-    assert first is not None and second is not None
+    assert first is not None
+    assert second is not None
     try:
         assert [first.run.id, second.run.id] == [flood[0].id, theirs.id]
     finally:

@@ -106,7 +106,8 @@ def test_a_large_knowledge_base_cannot_take_every_slot(database: Database, cx: C
     )
     assert response.legs["lexical"].candidates == 101  # the cap per base, plus the small base
     assert lone.id in ids(response)
-    assert response.absent is not None and response.absent["shown"]
+    assert response.absent is not None
+    assert response.absent["shown"]
 
 
 def test_many_bases_share_two_windows_each_drawing_a_page(database: Database, cx: Context) -> None:
@@ -159,12 +160,15 @@ def test_typed_rows(database: Database, settings: object, cx: Context) -> None:
     node = rows[child.id]
     assert (node.type, node.title, node.page_id) == ("node", "Lisbon trip", page.id)
     assert node.breadcrumb == ["Lisbon trip", "Day two"]
-    assert node.knowledge_base == "Travel" and node.kb_id == kb.id
+    assert node.knowledge_base == "Travel"
+    assert node.kb_id == kb.id
     assert [node.passage[a:b] for a, b in node.highlights] == ["ferry"]
     assert rows[memory.id].type == "mem"
     file_row = rows[pdf.id]
-    assert file_row.type == "file" and file_row.title == "guide.pdf"
-    assert file_row.ref == f"file:{pdf.id}:0" and "Ferry times" in file_row.passage
+    assert file_row.type == "file"
+    assert file_row.title == "guide.pdf"
+    assert file_row.ref == f"file:{pdf.id}:0"
+    assert "Ferry times" in file_row.passage
     mail_row = rows[mail.id]
     assert (mail_row.type, mail_row.title, mail_row.sender) == (
         "mail",
@@ -172,9 +176,11 @@ def test_typed_rows(database: Database, settings: object, cx: Context) -> None:
         "ana@example.com",
     )
     for found in (child.id, memory.id, pdf.id, mail.id):
-        assert rows[found].legs["lexical"].rank >= 1 and rows[found].legs["vector"].rank >= 1
+        assert rows[found].legs["lexical"].rank >= 1
+        assert rows[found].legs["vector"].rank >= 1
     assert all(row.created_at <= row.updated_at for row in response.rows)
-    assert response.pending_embeddings == 0 and response.degraded == []
+    assert response.pending_embeddings == 0
+    assert response.degraded == []
 
 
 def test_group_by_page_counts_every_match(database: Database, cx: Context) -> None:
@@ -200,7 +206,8 @@ def test_pagination_concatenates_to_one_request(database: Database, cx: Context)
         response = run(cx, "signal orbit", limit=10, cursor=cursor)
         pages.extend(ids(response))
         cursor = response.next_cursor
-    assert pages == whole and len(set(pages)) == 30
+    assert pages == whole
+    assert len(set(pages)) == 30
     with pytest.raises(InvalidCursor, match="another query"):
         run(cx, "different", limit=10, cursor=cursor)
     with pytest.raises(InvalidCursor, match="not valid"):
@@ -224,10 +231,12 @@ def test_a_one_percent_kind_filter_still_fills_the_limit(
         cx, "timber marble", mode="vector", kinds=["memory"], limit=10, min_similarity=-1
     )
     assert response.legs["vector"].plan == "index"
-    assert len(response.rows) == 10 and {row.type for row in response.rows} == {"mem"}
+    assert len(response.rows) == 10
+    assert {row.type for row in response.rows} == {"mem"}
     monkeypatch.setattr(vector, "EXACT_SCAN_ROWS", 2_000)
     exact = run(cx, "timber marble", mode="vector", kinds=["memory"], limit=10, min_similarity=-1)
-    assert exact.legs["vector"].plan == "exact" and ids(exact) == ids(response)
+    assert exact.legs["vector"].plan == "exact"
+    assert ids(exact) == ids(response)
 
 
 def test_tag_filters_on_both_legs(database: Database, cx: Context) -> None:
@@ -288,7 +297,8 @@ def test_knowledge_base_filter_and_isolation_on_both_legs(database: Database, cx
     for mode in ("lexical", "vector", "hybrid"):
         assert set(ids(run(cx, "canyon notes", mode=mode, kb_ids=[mine.id]))) == {a.id}
         everything = set(ids(run(cx, "canyon notes", mode=mode)))
-        assert {a.id, b.id} <= everything and foreign.id not in everything
+        assert {a.id, b.id} <= everything
+        assert foreign.id not in everything
         assert set(ids(run(theirs, "canyon notes", mode=mode))) == {foreign.id}
     with database.pool.connection() as conn:
         their_kb = conn.execute(
@@ -328,7 +338,8 @@ def test_hostile_queries_answer_or_refuse_clearly(
     try:
         response = run(cx, query)
     except InvalidInput as exc:
-        assert exc.status == 422 and exc.message.endswith(".")
+        assert exc.status == 422
+        assert exc.message.endswith(".")
     else:
         assert response.degraded == []
 
@@ -359,7 +370,8 @@ def test_an_all_stopword_query_has_an_empty_lexical_leg(database: Database, cx: 
     commands.add_node(cx, page.id, "the and of")
     index(database, cx)
     response = run(cx, "the of and")
-    assert response.legs["lexical"].ran and response.legs["lexical"].candidates == 0
+    assert response.legs["lexical"].ran
+    assert response.legs["lexical"].candidates == 0
     assert response.degraded == []
 
 
@@ -367,7 +379,8 @@ def test_filters_without_a_query_browse_by_recency(database: Database, cx: Conte
     older = commands.create_page(cx, "Older")
     newer = commands.create_page(cx, "Newer")
     response = run(cx, "", kinds=["page"])
-    assert ids(response)[:2] == [newer.id, older.id] and response.notes
+    assert ids(response)[:2] == [newer.id, older.id]
+    assert response.notes
 
 
 def test_negation_holds_on_both_legs(database: Database, cx: Context) -> None:
@@ -378,7 +391,8 @@ def test_negation_holds_on_both_legs(database: Database, cx: Context) -> None:
     for mode in ("lexical", "vector", "hybrid"):
         # No similarity floor: what is checked is that the vector leg leaves out "load".
         found = ids(run(cx, "jitter -load", mode=mode, min_similarity=-1))
-        assert keep.id in found and drop.id not in found, mode
+        assert keep.id in found, mode
+        assert drop.id not in found, mode
 
 
 def test_a_dash_in_pasted_prose_is_punctuation_not_an_exclusion(
@@ -439,7 +453,8 @@ def test_a_failing_lexical_leg_degrades_to_vector(database: Database, cx: Contex
     with database.pool.connection() as conn:
         conn.execute("alter table kb.nodes rename column text_tsv to text_tsv_gone")
     response = run(cx, "embedded words")
-    assert response.degraded and response.degraded[0].startswith("lexical: failed")
+    assert response.degraded
+    assert response.degraded[0].startswith("lexical: failed")
     assert ids(response)[0] == node.id
 
 
@@ -453,7 +468,8 @@ def test_explain_says_why_a_target_is_absent(database: Database, cx: Context) ->
     hidden = first if shown_id == second.id else second
     shown = second if hidden is first else first
     response = run(cx, "walrus", mode="lexical", limit=1, explain_target=f"node:{hidden.id}")
-    assert response.absent is not None and not response.absent["shown"]
+    assert response.absent is not None
+    assert not response.absent["shown"]
     assert any(r.startswith("cut by the limit") for r in response.absent["reasons"])
     assert any(r.startswith("lexical leg: rank") for r in response.absent["reasons"])
     miss = run(cx, "walrus", mode="lexical", explain_target=str(unmatched.id))
@@ -461,9 +477,11 @@ def test_explain_says_why_a_target_is_absent(database: Database, cx: Context) ->
     assert "lexical leg: none of the query's words is in its text" in miss.absent["reasons"]
     commands.archive_page(cx, page.id)
     gone = run(cx, "walrus", explain_target=f"node:{shown.id}")
-    assert gone.absent is not None and "filtered: archived" in gone.absent["reasons"]
+    assert gone.absent is not None
+    assert "filtered: archived" in gone.absent["reasons"]
     memo = run(cx, "walrus", kinds=["memory"], explain_target=f"node:{shown.id}")
-    assert memo.absent is not None and "filtered: kind node not searched" in memo.absent["reasons"]
+    assert memo.absent is not None
+    assert "filtered: kind node not searched" in memo.absent["reasons"]
     nowhere = run(cx, "walrus", explain_target="node:00000000-0000-0000-0000-000000000009")
     assert nowhere.absent == {
         "target": "node:00000000-0000-0000-0000-000000000009",
@@ -501,7 +519,8 @@ def test_the_vector_leg_runs_on_the_callers_connection_when_none_is_free(
     finally:
         for conn in held:
             database.pool.putconn(conn)
-    assert response.legs["vector"].ran and response.legs["lexical"].ran
+    assert response.legs["vector"].ran
+    assert response.legs["lexical"].ran
     assert ids(response)[0] == node.id
 
 
@@ -523,12 +542,14 @@ def test_only_statements_of_a_fixed_text_are_prepared(cx: Context, database: Dat
             "select statement, generic_plans, custom_plans from pg_prepared_statements"
         ).fetchall()
         statements = [r["statement"] for r in prepared]
-        assert statements and not any("<=>" in s for s in statements)
+        assert statements
+        assert not any("<=>" in s for s in statements)
         assert any("phraseto_tsquery" in s for s in statements)
         # Hydration reads rows by their keys: planned once, not for each search's keys; and
         # the setting that asks for it ends with hydration, not with the caller's transaction.
         rows = [r for r in prepared if "ts_headline" in r["statement"]]
-        assert rows and all(r["custom_plans"] == 0 and r["generic_plans"] > 0 for r in rows)
+        assert rows
+        assert all(r["custom_plans"] == 0 and r["generic_plans"] > 0 for r in rows)
         with conn.transaction():
             run(bound, "common")
             mode = conn.execute("select current_setting('plan_cache_mode') as m").fetchone()
@@ -568,7 +589,8 @@ def test_a_base_that_grows_is_searched_through_the_index_at_once(
     )
     index(database, cx)
     grown = run(cx, "granite", mode="vector")
-    assert grown.legs["vector"].plan == "index" and len(grown.rows) == 10
+    assert grown.legs["vector"].plan == "index"
+    assert len(grown.rows) == 10
     # Remembered as large while it fills its window; shrinking back still finds what is
     # left, and a walk that comes back short has the base counted again.
     for node in first:
@@ -577,7 +599,8 @@ def test_a_base_that_grows_is_searched_through_the_index_at_once(
     kept = commands.add_node(cx, page.id, "granite outcrop")
     index(database, cx)
     shrunk = run(cx, "granite", mode="vector")
-    assert shrunk.legs["vector"].plan == "index" and ids(shrunk) == [kept.id]
+    assert shrunk.legs["vector"].plan == "index"
+    assert ids(shrunk) == [kept.id]
     assert run(cx, "granite", mode="vector").legs["vector"].plan == "exact"
 
 
@@ -609,7 +632,8 @@ def test_typo_corrections_come_from_the_callers_workspace_only(
     # "tamarind" is only in the other workspace: never offered, never matched here.
     for query in ("tamarnid", "tamarindd", "tmarind"):
         response = run(cx, query, mode="lexical")
-        assert response.corrections == {} and response.rows == []
+        assert response.corrections == {}
+        assert response.rows == []
     # The owner of the word gets the correction (the test can fail).
     assert run(theirs, "tamarnid", mode="lexical").corrections == {"tamarnid": "tamarind"}
     assert ids(run(theirs, "tamarnid", mode="lexical")) == [found.id]

@@ -42,10 +42,12 @@ def test_two_runtimes_do_not_share_the_base_sizes_they_remember(
     try:
         # A runtime of its own counts the base, now small, and scans it exactly ...
         fresh = run(other, "basalt", mode="vector")
-        assert fresh.legs["vector"].plan == "exact" and ids(fresh) == [kept.id]
+        assert fresh.legs["vector"].plan == "exact"
+        assert ids(fresh) == [kept.id]
         # ... while the first still trusts what it remembered, and walks the index.
         remembered = run(cx, "basalt", mode="vector")
-        assert remembered.legs["vector"].plan == "index" and ids(remembered) == [kept.id]
+        assert remembered.legs["vector"].plan == "index"
+        assert ids(remembered) == [kept.id]
     finally:
         other.search_runtime.close()
 
@@ -134,9 +136,11 @@ def test_the_query_embedding_threads_stop_when_the_database_closes(
     opened = open_database(settings, pool_size=2)
     try:
         found = run(opened.context(cx.actor, cx.settings), "granite", provider)
-        assert ids(found) == [node.id] and provider.calls == 1
+        assert ids(found) == [node.id]
+        assert provider.calls == 1
         (thread,) = provider.threads
-        assert thread.name.startswith("query-embed") and thread.is_alive()
+        assert thread.name.startswith("query-embed")
+        assert thread.is_alive()
     finally:
         opened.close()
     assert not thread.is_alive()

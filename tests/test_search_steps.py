@@ -59,7 +59,8 @@ def test_explain_names_each_leg_and_a_target_not_embedded_yet(
     # Written after the indexer ran, and longer, so BM25 ranks it below the others.
     late = commands.add_node(cx, page.id, "the beluga sang of cold grey northern water")
     response = run(cx, "beluga", limit=1, explain_target=f"node:{late.id}")
-    assert response.absent is not None and not response.absent["shown"]
+    assert response.absent is not None
+    assert not response.absent["shown"]
     reasons = response.absent["reasons"]
     assert any(r.startswith("lexical leg: rank") for r in reasons)
     assert "vector leg: not embedded yet (the indexer has not reached it)" in reasons
@@ -96,7 +97,8 @@ def test_a_cursor_in_the_issued_format_pages_on(database: Database, cx: Context)
     served = f"n{first.rows[0].id.hex}"
     cursor = seal(secret, {"v": 2, "q": "8972d5a070aa8a86", "s": [served]})
     second = run(cx, "otter", mode="lexical", limit=2, cursor=cursor)
-    assert len(second.rows) == 2 and first.rows[0].id not in ids(second)
+    assert len(second.rows) == 2
+    assert first.rows[0].id not in ids(second)
     assert second.next_cursor is None  # three rows, all served
 
 
@@ -121,7 +123,9 @@ def test_a_hybrid_search_holds_one_connection(database: Database, cx: Context) -
     database.pool.pop_stats()
     hybrid = run(cx, "grouper")
     assert database.pool.pop_stats().get("requests_num", 0) == 1
-    assert hybrid.legs["vector"].ran and hybrid.legs["lexical"].ran and hybrid.rows
+    assert hybrid.legs["vector"].ran
+    assert hybrid.legs["lexical"].ran
+    assert hybrid.rows
 
 
 def failing(sql: Fragment) -> Fragment:
@@ -157,7 +161,8 @@ def test_a_failing_lexical_leg_leaves_the_vector_leg_to_answer(
     for _ in range(12):
         response = run(cx, "grouper", weights={"lexical": 1.0, "vector": 1.0})
         assert response.degraded == [f"lexical: failed ({error})"]
-        assert response.legs["vector"].ran and node.id in ids(response)
+        assert response.legs["vector"].ran
+        assert node.id in ids(response)
         assert response.rows[0].title == "Reef"  # hydrated after the failure, same transaction
     monkeypatch.setattr(lexical_leg, "bm25_sql", real)
     follow(database, cx)
@@ -174,7 +179,8 @@ def test_a_failing_vector_leg_leaves_the_lexical_leg_to_answer(
     monkeypatch.setattr(vector, "_exact_sql", lambda *a, **k: failing(real(*a, **k)))
     response = run(cx, "grouper")
     assert response.degraded == ["vector: failed (DivisionByZero)"]
-    assert response.legs["lexical"].ran and ids(response) == [node.id]
+    assert response.legs["lexical"].ran
+    assert ids(response) == [node.id]
 
 
 def test_grouping_counts_the_matches_on_a_page_beyond_the_legs_lists(cx: Context) -> None:
@@ -192,4 +198,5 @@ def test_grouping_counts_the_matches_on_a_page_beyond_the_legs_lists(cx: Context
         hit = Hit(("node", shown.id), "node", f"node:{shown.id}", page.kb_id, page.id, 1.0)
         candidate = Fused(hit.target, 1.0, {"lexical": (1, hit)}, [])
         kept = group_by_page(conn, scope, [candidate], tsq)
-    assert kept == [candidate] and candidate.more_on_page == 3
+    assert kept == [candidate]
+    assert candidate.more_on_page == 3

@@ -108,10 +108,12 @@ def test_serve_from_an_empty_home_then_ctrl_c(home: Path) -> None:
                 break
             assert time.monotonic() < deadline, indexed
             time.sleep(0.3)
-        assert indexed["model"] == "fake-trigram-256" and indexed["dead_letters"] == 0
+        assert indexed["model"] == "fake-trigram-256"
+        assert indexed["dead_letters"] == 0
         browser = httpx.Client(follow_redirects=True)
         signed_in = browser.get(url)
-        assert signed_in.status_code == 200 and "/static/js/app.js" in signed_in.text
+        assert signed_in.status_code == 200
+        assert "/static/js/app.js" in signed_in.text
         assert "?token" not in str(signed_in.url)  # the key leaves the address bar
         assert browser.get(f"http://127.0.0.1:{port}/static/js/app.js").status_code == 200
     finally:

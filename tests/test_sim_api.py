@@ -81,7 +81,8 @@ def check_types(result: dict[str, Any]) -> None:
     assert result["sourceUrl"] is None
     assert isinstance(result["content"], str)
     assert type(result["chunkIndex"]) is int
-    assert isinstance(result["metadata"], dict) and "kind" in result["metadata"]
+    assert isinstance(result["metadata"], dict)
+    assert "kind" in result["metadata"]
     assert isinstance(result["similarity"], float)
     assert isinstance(result["rankScore"], float)
     assert type(result["rank"]) is int
@@ -251,7 +252,8 @@ def test_top_k_is_honoured(database: Database, cx: Context, client: TestClient) 
         assert (len(data["results"]), data["totalResults"], data["topK"]) == (top_k,) * 3
         assert [r["rank"] for r in data["results"]] == list(range(1, top_k + 1))
     data = client.post(PATH, json={"knowledgeBaseIds": [kb], "query": "lighthouse"}).json()["data"]
-    assert data["topK"] == 10 and data["totalResults"] == len(data["results"])
+    assert data["topK"] == 10
+    assert data["totalResults"] == len(data["results"])
     contents = {r["content"] for r in data["results"]}
     assert {f"lighthouse keeper log {n}" for n in range(6)} <= contents
 
@@ -300,7 +302,8 @@ def test_bad_input_is_refused_in_sims_shape(
     answer = response.json()
     assert set(answer) == {"success", "error"}
     assert answer["success"] is False
-    assert isinstance(answer["error"], str) and words in answer["error"], answer["error"]
+    assert isinstance(answer["error"], str), answer["error"]
+    assert words in answer["error"], answer["error"]
     assert answer["error"].endswith(".")
 
 
@@ -380,7 +383,8 @@ def test_keys_missing_malformed_or_revoked_answer_401(
     for name, response in cases.items():
         assert response.status_code == 401, (name, response.text)
         answer = response.json()
-        assert answer["success"] is False and "subspace keys create" in answer["error"], name
+        assert answer["success"] is False, name
+        assert "subspace keys create" in answer["error"], name
     assert "X-API-Key" in cases["missing"].json()["error"]
     assert "revoked" in cases["revoked"].json()["error"]
 

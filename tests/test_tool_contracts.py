@@ -38,7 +38,8 @@ def test_each_tool_lists_its_schema_and_needs_no_approval(client: TestClient) ->
     listed = {t["name"]: t for t in client.get("/api/tools").json()}
     assert list(listed) == ["kb.search", "kb.grep", "kb.read", "kb.node.read"]
     for entry in listed.values():
-        assert entry["read_only"] is True and entry["needs_approval"] is False
+        assert entry["read_only"] is True
+        assert entry["needs_approval"] is False
         assert len(entry["description"]) > 60  # written for a model, not a label
         assert entry["input_schema"]["type"] == "object"
         assert entry["input_schema"]["additionalProperties"] is False
@@ -60,7 +61,8 @@ def test_each_tool_lists_its_schema_and_needs_no_approval(client: TestClient) ->
     )  # fmt: skip
     for name in ("kb.read", "kb.node.read"):
         schema = listed[name]["input_schema"]
-        assert schema["required"] == ["ref"] and list(schema["properties"]) == ["ref"]
+        assert schema["required"] == ["ref"]
+        assert list(schema["properties"]) == ["ref"]
 
 
 @pytest.mark.parametrize(
@@ -127,11 +129,15 @@ def test_every_ref_kb_search_prints_reads_back(
     ], node
     assert tool(client, "kb.node.read", ref=found["node"]) == (200, node)
     status, file_text = tool(client, "kb.read", ref=found["file"])
-    assert status == 200 and "ramp 150 per hour" in file_text and found["file"] in file_text
+    assert status == 200
+    assert "ramp 150 per hour" in file_text
+    assert found["file"] in file_text
     status, mail = tool(client, "kb.read", ref=found["mail"])
-    assert status == 200 and mail.startswith(f"# Glaze order ({found['mail']})")
+    assert status == 200
+    assert mail.startswith(f"# Glaze order ({found['mail']})")
     status, outline = tool(client, "kb.read", ref=f"page:{page.id}")
-    assert status == 200 and outline.startswith(f"# Kiln log (page:{page.id})")
+    assert status == 200
+    assert outline.startswith(f"# Kiln log (page:{page.id})")
     assert tool(client, "kb.read", page_id=str(page.id)) == (200, outline)  # the old name
 
 
@@ -153,7 +159,8 @@ def test_every_surface_lists_exactly_the_declared_options(client: TestClient) ->
     assert schemas["TagFilterIn"]["properties"]["op"]["enum"] == list(options.TAG_OPS)
     search_tool = next(t for t in TOOLS if t.name == "kb.search").input_schema()
     assert search_tool["properties"]["kinds"]["anyOf"][0]["items"]["enum"] == list(options.KINDS)
-    assert filters.KINDS is options.KINDS and filters.OPS_BY_TYPE is options.OPS_BY_TYPE
+    assert filters.KINDS is options.KINDS
+    assert filters.OPS_BY_TYPE is options.OPS_BY_TYPE
     ranker_setting = next(s for s in SETTINGS if s.env == "SUBSPACE_LEXICAL_RANKER")
     assert ranker_setting.choices == options.RANKERS
     defaults = client.get("/openapi.json").json()["paths"]["/api/grep"]["get"]["parameters"]

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
 from subspace import commands
-from subspace.agents.tools import TOOLS, kb_grep, kb_node_read, kb_read, kb_search
+from subspace.agents.tools import TOOLS, kb_search
 from subspace.cli import main
 from subspace.config import Settings
 from subspace.context import Context
@@ -26,9 +26,11 @@ from subspace.runtime import Database
 from subspace.search import kinds as registry
 from subspace.search.filters import resolve_scope
 from subspace.search.fragments import Fragment
+from subspace.search.grep import grep
 from subspace.search.lexical.sql import bm25_sql, ts_rank_cd_sql
 from subspace.search.lexical.terms import build_tsqueries
 from subspace.search.query import parse_query
+from subspace.search.reading import kb_node_read, kb_read
 from tests.search_helpers import index, run
 
 
@@ -81,27 +83,28 @@ def test_grep_finds_every_occurrence_everywhere(database: Database, cx: Context)
     commands.upload_file(cx, "log.txt", b"boot ok\nERR-42 at 10:00\n")
     commands.add_mail(cx, message_id="<e@x>", subject="ERR-42 report", body_text="see ERR-42")
     extract_pending(database, cx.settings)
-    result = kb_grep(cx, "err-42")
+    result = grep(cx, "err-42")
     kinds = [m.ref.split(":")[0] for m in result.matches]
     assert kinds == ["node"] * 3 + ["file", "mail"]
     assert [m.count for m in result.matches] == [2, 2, 2, 1, 2]
     assert all("ERR-42" in m.snippet or "err-42" in m.snippet for m in result.matches)
-    assert not result.timed_out and result.next_cursor is None
+    assert not result.timed_out
+    assert result.next_cursor is None
     # Paged: two at a time, in the same order, nothing twice.
     pages, cursor = [], None
     while True:
-        part = kb_grep(cx, "err-42", limit=2, cursor=cursor)
+        part = grep(cx, "err-42", limit=2, cursor=cursor)
         pages.extend(m.ref for m in part.matches)
         if part.next_cursor is None or not part.matches:
             break
         cursor = part.next_cursor
     assert pages == [m.ref for m in result.matches]
-    regex = kb_grep(cx, r"ERR-\d+ at [0-9:]+", regex=True)
+    regex = grep(cx, r"ERR-\d+ at [0-9:]+", regex=True)
     assert [m.ref.split(":")[0] for m in regex.matches] == ["file"]
     with pytest.raises(InvalidInput, match="regex is not valid"):
-        kb_grep(cx, "(unclosed", regex=True)
+        grep(cx, "(unclosed", regex=True)
     with pytest.raises(InvalidInput, match="empty"):
-        kb_grep(cx, "")
+        grep(cx, "")
 
 
 def test_grep_with_a_catastrophic_regex_stops_at_the_timeout(
@@ -110,8 +113,9 @@ def test_grep_with_a_catastrophic_regex_stops_at_the_timeout(
     items = [OutlineItem("a" * 3000 + "!") for _ in range(40)]
     commands.create_page_from_outline(cx, "Backtracking", items)
     # Postgres's engine answers the classic (a+)+$ at once: no match, no timeout.
-    quick = kb_grep(cx, "(a+)+$", regex=True)
-    assert quick.matches == [] and not quick.timed_out
+    quick = grep(cx, "(a+)+$", regex=True)
+    assert quick.matches == []
+    assert not quick.timed_out
     # Back-references force real backtracking; the scan stops at the limit and says so.
     slow_cx = replace(cx, settings=replace(cx.settings, grep_timeout_ms=500))
     answers: list[int] = []
@@ -122,11 +126,13 @@ def test_grep_with_a_catastrophic_regex_stops_at_the_timeout(
     started = time.monotonic()
     other = threading.Thread(target=search_meanwhile)
     other.start()
-    stopped = kb_grep(slow_cx, r"(.*)(.*)\2\1$", regex=True)
+    stopped = grep(slow_cx, r"(.*)(.*)\2\1$", regex=True)
     other.join(10)
     assert time.monotonic() - started < 3
-    assert stopped.timed_out and stopped.next_cursor
-    assert "SUBSPACE_GREP_TIMEOUT_MS" in stopped.message and "incomplete" in stopped.message
+    assert stopped.timed_out
+    assert stopped.next_cursor
+    assert "SUBSPACE_GREP_TIMEOUT_MS" in stopped.message
+    assert "incomplete" in stopped.message
     assert answers == [1]
 
 
@@ -196,8 +202,10 @@ def test_search_over_http(client: TestClient, database: Database, cx: Context) -
     node = commands.add_node(cx, page.id, "The orchard gate code is 4471")
     index(database, cx)
     got = client.get("/api/search", params={"q": "orchard gate", "kind": "node"}).json()
-    assert got["rows"][0]["id"] == str(node.id) and got["rows"][0]["type"] == "node"
-    assert got["legs"]["lexical"]["ran"] and got["degraded"] == []
+    assert got["rows"][0]["id"] == str(node.id)
+    assert got["rows"][0]["type"] == "node"
+    assert got["legs"]["lexical"]["ran"]
+    assert got["degraded"] == []
     posted = client.post(
         "/api/search", json={"query": "orchard", "mode": "lexical", "explain": True, "limit": 1}
     ).json()
@@ -208,7 +216,8 @@ def test_search_over_http(client: TestClient, database: Database, cx: Context) -
     assert "SUBSPACE_MAX_QUERY_CHARS" in too_long.json()["error"]["message"]
     bad_tag = client.post("/api/search", json={"query": "x", "tags": [
         {"tag": "nope", "op": "eq", "value": "y"}]})  # fmt: skip
-    assert bad_tag.status_code == 422 and "Unknown tag" in bad_tag.json()["error"]["message"]
+    assert bad_tag.status_code == 422
+    assert "Unknown tag" in bad_tag.json()["error"]["message"]
     grep = client.get("/api/grep", params={"pattern": "4471"}).json()
     assert grep["matches"][0]["ref"] == f"node:{node.id}"
     read = client.post("/api/tools/kb.read", json={"arguments": {"page_id": str(page.id)}})
@@ -229,16 +238,20 @@ def test_search_grep_and_read_on_the_command_line(
     runner = CliRunner()
     table = runner.invoke(main, ["search", "quince", "--explain"])
     assert table.exit_code == 0, table.output
-    assert "Prune the quince" in table.stdout and "result in" in table.stdout
+    assert "Prune the quince" in table.stdout
+    assert "result in" in table.stdout
     as_json = json.loads(runner.invoke(main, ["search", "quince", "--json", "--mode",
                                               "lexical"]).stdout)  # fmt: skip
-    assert as_json["rows"][0]["title"] == "Garden" and as_json["mode"] == "lexical"
+    assert as_json["rows"][0]["title"] == "Garden"
+    assert as_json["mode"] == "lexical"
     assert "Prune the quince" in runner.invoke(main, ["grep", "QUINCE"]).stdout
     assert runner.invoke(main, ["read", "Garden"]).stdout.startswith("# Garden")
     missing = runner.invoke(main, ["search", "quince", "--kb", "Nope"])
-    assert missing.exit_code == 1 and "No knowledge base named 'Nope'" in missing.output
+    assert missing.exit_code == 1
+    assert "No knowledge base named 'Nope'" in missing.output
     bad = runner.invoke(main, ["search", ""])
-    assert bad.exit_code == 1 and "empty" in bad.output
+    assert bad.exit_code == 1
+    assert "empty" in bad.output
 
 
 def test_the_search_command_shows_what_it_corrected(

@@ -76,8 +76,10 @@ def test_every_surface_says_a_gibberish_search_found_nothing(
             json={"knowledgeBaseIds": str(notes["review"].kb_id), "query": GIBBERISH},
         ).json()
         tool = client.post("/api/tools/kb.search", json={"arguments": {"query": GIBBERISH}})
-    assert api["rows"] == [] and api["notes"][-1].startswith("No matches for")
-    assert sim["success"] and sim["data"]["results"] == []
+    assert api["rows"] == []
+    assert api["notes"][-1].startswith("No matches for")
+    assert sim["success"]
+    assert sim["data"]["results"] == []
     assert tool.json()["text"].startswith(f"No matches for \u201c{GIBBERISH}\u201d")
     assert kb_search(cx, FakeProvider(), GIBBERISH).startswith("No matches for")
     printed = CliRunner().invoke(main, ["search", GIBBERISH], env=_cli_env(settings))
@@ -95,7 +97,8 @@ def test_a_floor_lets_close_meanings_through_and_can_be_set(
 ) -> None:
     # The floor is a number a request may lower: with none, the nearest rows all come back.
     everything = run(cx, GIBBERISH, mode="vector", min_similarity=-1)
-    assert everything.rows and everything.below_floor == 0
+    assert everything.rows
+    assert everything.below_floor == 0
     # A row near the query passes the floor (trigram vectors: near in spelling).
     near = run(cx, "kettle", mode="vector")
     assert [row.passage for row in near.rows] == ["descale the kettle"]
@@ -106,7 +109,8 @@ def test_a_row_both_legs_found_survives_a_floor_above_it(
 ) -> None:
     response = run(cx, "coffee filters", min_similarity=1.0)
     row = next(r for r in response.rows if r.passage == "order more coffee filters")
-    assert set(row.legs) == {"lexical", "vector"} and row.legs["vector"].score < 1.0
+    assert set(row.legs) == {"lexical", "vector"}
+    assert row.legs["vector"].score < 1.0
     assert all("lexical" in r.legs for r in response.rows)
 
 
@@ -238,16 +242,20 @@ def test_answers_rank_below_their_sources_and_never_cite_answers(
     # The second answer cites the log's bullet, not the first answer's bullets.
     first = {f"node:{bullet['id']}" for bullet in answers[0]}
     second_refs = {ref for bullet in answers[1] for ref in bullet["refs"]}
-    assert source.ref in second_refs and not second_refs & first
+    assert source.ref in second_refs
+    assert not second_refs & first
     # Searching the answer's words: the source first, the answers (marked) after it.
     response = run(cx, "ferry Ilha Verde", limit=20)
-    assert response.rows[0].ref == source.ref and not response.rows[0].answer
+    assert response.rows[0].ref == source.ref
+    assert not response.rows[0].answer
     assert any(row.answer for row in response.rows)
     only = run(cx, "ferry Ilha Verde", answers="only", limit=20)
-    assert only.rows and all(row.answer for row in only.rows)
+    assert only.rows
+    assert all(row.answer for row in only.rows)
     assert source.ref not in {row.ref for row in only.rows}
     excluded = run(cx, "ferry Ilha Verde", answers="exclude", limit=20)
-    assert excluded.rows and not any(row.answer for row in excluded.rows)
+    assert excluded.rows
+    assert not any(row.answer for row in excluded.rows)
 
 
 def _fused(name: str, score: float) -> Fused:
@@ -283,8 +291,10 @@ def test_explain_lists_the_legs_without_rows_under_the_floor_and_says_why_one_is
 ) -> None:
     found = run(cx, GIBBERISH, mode="vector", min_similarity=-1).rows[0]
     response = run(cx, GIBBERISH, explain=True, explain_target=found.ref)
-    assert response.rows == [] and response.leg_rows.get("vector") == []
-    assert response.absent is not None and not response.absent["shown"]
+    assert response.rows == []
+    assert response.leg_rows.get("vector") == []
+    assert response.absent is not None
+    assert not response.absent["shown"]
     assert any("under the similarity floor 0.45" in r for r in response.absent["reasons"])
 
 
@@ -302,4 +312,5 @@ def test_the_new_options_refuse_what_they_cannot_mean(
 ) -> None:
     with make_client(database, settings, cx.actor) as client:
         answer = client.post("/api/search", json={"query": "ferry", field: value})
-    assert answer.status_code == 422 and says in answer.json()["error"]["message"]
+    assert answer.status_code == 422
+    assert says in answer.json()["error"]["message"]

@@ -115,7 +115,8 @@ def test_the_leg_walks_its_models_index_at_its_width(
             "select pg_stat_get_xact_numscans(format('search.%%I', %s::text)::regclass) as n",
             (name,),
         ).fetchone()
-        assert scans is not None and scans["n"] >= 7
+        assert scans is not None
+        assert scans["n"] >= 7
 
         scope = resolve_scope(conn, cx.actor.workspace_id, cx.actor.user_id, kb_ids=None,
                               kinds=None, tags=None, max_knowledge_bases=50)  # fmt: skip
@@ -167,7 +168,8 @@ def test_a_model_switch_builds_the_new_models_index_and_reindex_keeps_one_each(
         assert set(hnsw_indexes(conn)) == {wide_index}
         with conn.transaction():
             hits, plan = leg(conn, cx, wide, "tide")
-        assert hits and plan == "exact"
+        assert hits
+        assert plan == "exact"
 
 
 def test_a_model_is_never_narrowed_and_widening_rebuilds_its_index(

@@ -10,7 +10,6 @@ from uuid import UUID
 import pytest
 
 from subspace import commands
-from subspace.agents.tools import kb_grep, kb_read
 from subspace.commands.outbox import append_event
 from subspace.context import Context
 from subspace.errors import NotFound
@@ -19,9 +18,11 @@ from subspace.providers.fake import FakeProvider
 from subspace.runtime import Database
 from subspace.search.filters import resolve_scope
 from subspace.search.fusion import Fused, Hit
+from subspace.search.grep import grep
 from subspace.search.hydrate import hydrate
 from subspace.search.lexical.terms import TsQueries, build_tsqueries
 from subspace.search.query import parse_query
+from subspace.search.reading import kb_read
 from subspace.search.vector import embed_query, vector_leg
 from tests.search_helpers import ids, index, lexical_hits, run
 
@@ -123,7 +124,7 @@ def found(database: Database, cx: Context, c: Corpus) -> dict[str, set[str]]:
     for mode in ("lexical", "vector"):
         response = run(cx, WORD, mode=mode, limit=20)
         seen[mode] = {names[i] for i in ids(response) if i in names}
-    refs = {m.ref.split(":")[0] for m in kb_grep(cx, WORD).matches}
+    refs = {m.ref.split(":")[0] for m in grep(cx, WORD).matches}
     seen["grep"] = {"page" if r == "node" else r for r in refs}
     return seen
 

@@ -43,12 +43,14 @@ def test_workspaces_create_and_list_on_the_command_line(runner: CliRunner, cx: C
     ]
     assert listed[1]["id"] == acme_id
     table = runner.invoke(main, ["workspaces", "list"])
-    assert acme_id in table.stdout and "Acme" in table.stdout
+    assert acme_id in table.stdout
+    assert "Acme" in table.stdout
     again = runner.invoke(main, ["workspaces", "create", "acme"])
     assert again.exit_code == 1
     assert "A workspace named 'acme' already exists" in again.output
     empty = runner.invoke(main, ["workspaces", "create", "  "])
-    assert empty.exit_code == 1 and "must not be empty" in empty.output
+    assert empty.exit_code == 1
+    assert "must not be empty" in empty.output
 
 
 def test_keys_for_another_workspace_act_in_it_only(
@@ -108,7 +110,8 @@ def test_an_admin_key_manages_workspaces_over_the_api(
     assert [w["name"] for w in listed] == ["Default", "Acme"]
     made = admin.post(f"/api/admin/workspaces/{acme['id']}/keys", json={"name": "ci"})
     assert made.status_code == 201, made.text
-    assert made.json()["key"]["name"] == "ci" and made.json()["key"]["admin"] is False
+    assert made.json()["key"]["name"] == "ci"
+    assert made.json()["key"]["admin"] is False
     theirs = TestClient(client.app, headers={"authorization": f"Bearer {made.json()['token']}"})
     assert theirs.post("/api/pages", json={"title": "Acme plan"}).status_code == 201
     assert client.get("/api/pages").json() == []
@@ -118,7 +121,8 @@ def test_an_admin_key_manages_workspaces_over_the_api(
     assert refused.status_code == 403
     assert "subspace keys create --admin" in refused.json()["error"]["message"]
     taken = admin.post("/api/admin/workspaces", json={"name": "ACME"})
-    assert taken.status_code == 409 and "already exists" in taken.json()["error"]["message"]
+    assert taken.status_code == 409
+    assert "already exists" in taken.json()["error"]["message"]
     assert admin.post("/api/admin/workspaces", json={"name": ""}).status_code == 422
     missing = admin.post("/api/admin/workspaces/00000000-0000-0000-0000-000000000001/keys", json={})
     assert missing.status_code == 404
@@ -144,7 +148,8 @@ def test_an_ordinary_key_gets_403_on_every_operator_route(
         keys = conn.execute(
             "select count(*) as n from kb.api_keys where workspace_id = %s", (other.workspace_id,)
         ).fetchone()
-    assert sorted(names) == ["Default", "Other"] and keys == {"n": 0}
+    assert sorted(names) == ["Default", "Other"]
+    assert keys == {"n": 0}
 
 
 def test_keys_create_admin_makes_an_operator_key(

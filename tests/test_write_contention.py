@@ -76,7 +76,8 @@ def test_page_and_bullet_writers_never_deadlock(database: Database, cx: Context)
             "select count(*) as n from kb.nodes where workspace_id = %s",
             (cx.actor.workspace_id,),
         ).fetchone()
-    assert count is not None and count["n"] == 3 * ROUNDS * 3 + 3 * ROUNDS
+    assert count is not None
+    assert count["n"] == 3 * ROUNDS * 3 + 3 * ROUNDS
 
 
 def test_questions_asked_at_once_share_one_questions_page(database: Database, cx: Context) -> None:
@@ -93,7 +94,8 @@ def test_questions_asked_at_once_share_one_questions_page(database: Database, cx
             "select count(*) as n from kb.runs where workspace_id = %s", (cx.actor.workspace_id,)
         ).fetchone()
     assert len(pages) == 1
-    assert asked is not None and asked["n"] == 6
+    assert asked is not None
+    assert asked["n"] == 6
 
 
 def test_a_command_that_loses_a_deadlock_runs_again(
@@ -115,7 +117,8 @@ def test_a_command_that_loses_a_deadlock_runs_again(
     with pytest.raises(retry.WriteContention, match="4 times in a row") as refused:
         flaky(cx, 10)
     assert len(calls) == retry.ATTEMPTS
-    assert isinstance(refused.value, SubspaceError) and refused.value.status == 503
+    assert isinstance(refused.value, SubspaceError)
+    assert refused.value.status == 503
     calls.clear()
     with cx.transaction() as conn, pytest.raises(psycopg.errors.DeadlockDetected):
         flaky(cx.on(conn), 1)  # bound to a caller's transaction: the caller runs it again

@@ -361,7 +361,7 @@ def search_command(
 @click.option("--cursor", default=None, help="Continue where an earlier grep stopped.")
 def grep_command(pattern: str, regex: bool, limit: int, cursor: str | None) -> None:
     """Every occurrence of PATTERN in bullets, file text and mail."""
-    from subspace.agents.tools import kb_grep
+    from subspace.search.grep import grep
 
     if not 1 <= limit <= GREP_MAX_RESULTS:
         raise click.BadParameter(
@@ -371,7 +371,7 @@ def grep_command(pattern: str, regex: bool, limit: int, cursor: str | None) -> N
         )
     settings = _settings()
     with _database(settings) as db:
-        result = kb_grep(
+        result = grep(
             db.default_context(settings), pattern, regex=regex, limit=limit, cursor=cursor
         )
     click.echo(result.render())
@@ -384,7 +384,7 @@ def grep_command(pattern: str, regex: bool, limit: int, cursor: str | None) -> N
 def read_command(item: str) -> None:
     """Print a page (by id or title, ignoring case) as an outline, or the item a ref from
     search or grep names: node:<id>, file:<id>, file:<id>:<n>, mail:<id>."""
-    from subspace.agents.refs import read_ref, ref_target
+    from subspace.search.reading import read_ref, ref_target
     from subspace.text import clean_text
 
     if not item.strip():

@@ -22,9 +22,14 @@ def clean_text(value: str) -> str:
     return _SURROGATE.sub("\ufffd", value)
 
 
-def decode_bytes(data: bytes) -> str:
-    """Decode bytes that should be UTF-8, replacing invalid sequences, then clean them."""
-    return clean_text(data.decode("utf-8", errors="replace"))
+def is_clean(text: object, max_chars: int) -> bool:
+    """Whether `text` is a string the driver can take: short, no NUL, no lone surrogate."""
+    return (
+        isinstance(text, str)
+        and len(text) <= max_chars
+        and "\x00" not in text
+        and not any("\ud800" <= c <= "\udfff" for c in text)
+    )
 
 
 def bounded(value: str, *, what: str, limit: int, setting: str, fix: str) -> str:

@@ -213,7 +213,8 @@ def test_a_link_to_a_bullet_opens_its_ancestors_and_highlights_it(
     toggle = page.locator(f"[id='{top.id}'] > .bullet-row .bullet-toggle")
     toggle.click()  # unfolded, the bullets that were hidden show their text at full height
     box = page.locator(f"[id='{leaf.id}'] .bullet-text").bounding_box()
-    assert box is not None and box["height"] > 10
+    assert box is not None
+    assert box["height"] > 10
     toggle.click()
 
     page.goto(f"/p/{made.id}#{leaf.id}")
@@ -303,7 +304,8 @@ def test_archive_delete_and_restore_from_the_header(page: Page, live: LiveServer
     with live.database.pool.connection() as conn:
         ws = live.database.default_context(live.settings).actor.workspace_id
         restored = queries.get_page(conn, ws, UUID(pid))
-    assert restored.archived_at is None and restored.deleted_at is None
+    assert restored.archived_at is None
+    assert restored.deleted_at is None
     assert restored.version == 4  # a bullet, archive, delete, restore
 
 

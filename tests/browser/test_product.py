@@ -94,7 +94,8 @@ def test_a_new_knowledge_base_comes_from_a_dialog_and_is_opened(
     page.keyboard.press("Enter")
     expect(page.locator("dialog.modal")).to_have_count(0)
     expect(page.locator("#view h1")).to_have_text("Research")  # the start view of the new base
-    assert "?kb=" in page.url and f"/p/{old.id}" not in page.url
+    assert "?kb=" in page.url
+    assert f"/p/{old.id}" not in page.url
     expect(page.locator("#kb-select option:checked")).to_have_text("Research")
     expect(page.locator("#page-list")).to_contain_text("No pages yet")
     page.reload()
@@ -133,7 +134,8 @@ def test_tags_are_a_row_of_chips_and_add_tag_opens_the_form(page: Page, live: Li
     expect(panel.locator(".tag-add")).to_be_visible()
     expect(panel.locator(".tag-define")).to_be_hidden()  # no form above the bullets
     box = panel.bounding_box()
-    assert box is not None and box["height"] < 50, box
+    assert box is not None, box
+    assert box["height"] < 50, box
     panel.locator(".tag-add").click()
     expect(panel.locator(".tag-define input")).to_be_visible()
 
@@ -213,7 +215,8 @@ def test_explain_opens_beside_the_list(page: Page, live: LiveServer) -> None:
     expect(page.locator(".palette-explain")).to_be_visible()
     listing = page.locator("#palette-list").bounding_box()
     panel = page.locator(".palette-explain").bounding_box()
-    assert listing and panel
+    assert listing
+    assert panel
     assert panel["x"] >= listing["x"] + listing["width"] - 1  # beside, not below
     assert listing["height"] > 200  # the list keeps its rows in view
 
@@ -243,7 +246,8 @@ def test_the_narrow_screen_has_a_drawer_and_nothing_is_clipped(
         title = tab.locator(".page-title")
         expect(title).to_have_value(long_title)
         box = title.bounding_box()
-        assert box is not None and box["height"] > 50  # wrapped, not clipped
+        assert box is not None
+        assert box["height"] > 50
         assert not _overflowing(tab)
         assert tab.evaluate("document.scrollingElement.scrollWidth") <= 390
         small = tab.evaluate(
@@ -256,7 +260,9 @@ def test_the_narrow_screen_has_a_drawer_and_nothing_is_clipped(
         assert not small, small
         tab.click("#open-palette-top")
         box = tab.locator(".palette").bounding_box()
-        assert box is not None and box["width"] >= 389 and box["height"] >= 840
+        assert box is not None
+        assert box["width"] >= 389
+        assert box["height"] >= 840
     finally:
         tab.context.close()
 
@@ -275,7 +281,8 @@ def test_the_favicon_is_served_and_redoc_loads_nothing_from_elsewhere(
     page: Page, live: LiveServer
 ) -> None:
     icon = page.request.get("/favicon.ico")
-    assert icon.status == 200 and icon.headers["content-type"].startswith("image/svg+xml")
+    assert icon.status == 200
+    assert icon.headers["content-type"].startswith("image/svg+xml")
     elsewhere: list[str] = []
     page.on(
         "request",

@@ -39,7 +39,7 @@ from subspace.models import Actor
 from subspace.providers.base import EmbeddingProvider
 from subspace.providers.registry import create_chat_provider
 from subspace.runtime import Database
-from subspace.search.cursors import is_clean
+from subspace.text import is_clean
 
 log = logging.getLogger(__name__)
 

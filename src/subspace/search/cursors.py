@@ -111,16 +111,6 @@ def unseal(secret: bytes, cursor: object, *, what: str, max_chars: int, max_infl
         raise InvalidCursor(invalid) from None
 
 
-def is_clean(text: object, max_chars: int) -> bool:
-    """Whether `text` is a string the driver can take: short, no NUL, no lone surrogate."""
-    return (
-        isinstance(text, str)
-        and len(text) <= max_chars
-        and "\x00" not in text
-        and not any("\ud800" <= c <= "\udfff" for c in text)
-    )
-
-
 # -- the search's cursor step ------------------------------------------------------------------
 
 

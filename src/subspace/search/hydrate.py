@@ -308,15 +308,11 @@ def _row(scope: Scope, item: Fused, d: dict[str, Any], lexemes: Collection[str])
     return row
 
 
-def breadcrumbs(conn: Conn, workspace_id: UUID, node_ids: list[UUID]) -> dict[UUID, list[str]]:
-    """The ancestor bullets of each node, outermost first, each cut to a short label."""
-    return queue_breadcrumbs(conn, workspace_id, node_ids).result()
-
-
 def queue_breadcrumbs(
     conn: Conn, workspace_id: UUID, node_ids: list[UUID]
 ) -> Later[dict[UUID, list[str]]]:
-    """`breadcrumbs`, its statement queued."""
+    """The ancestor bullets of each node, outermost first, each cut to a short label; the
+    statement is queued and read at `.result()`."""
     nodes = registry.get("node").table
     return prepared(
         conn,

@@ -21,7 +21,6 @@ from subspace.search.browsing import browse
 from subspace.search.cursors import (
     Paging,
     cursor_key,
-    is_clean,
     next_cursor,
     queue_workspace_secret,
     read_cursor,
@@ -45,6 +44,7 @@ from subspace.search.lexical.terms import TsQueries
 from subspace.search.options import ANSWERS, MODES, RANKERS
 from subspace.search.query import ParsedQuery, parse_query
 from subspace.search.runtime import SEARCH_WAIT_S
+from subspace.text import is_clean
 
 # Default weight of the vector leg, by provider, from `subspace eval --sweep` on SciFact (see
 # docs/benchmarks.md). Trigram vectors only know spelling: at 0.01 the vector leg cannot move

@@ -13,6 +13,7 @@ from subspace.api.auth import require_context
 from subspace.api.bodies import RequestBody
 from subspace.api.openapi import KEYED, error_responses
 from subspace.context import Context
+from subspace.search import grep as grepping
 from subspace.search.filters import TagFilter
 from subspace.search.options import (
     DEFAULT_GREP_LIMIT,
@@ -218,7 +219,7 @@ def grep(
     cursor: str | None = None,
 ) -> GrepOut:
     """Every occurrence of `pattern` in visible bullets, file text and mail."""
-    result = tools.kb_grep(cx, pattern, regex=regex, limit=limit, cursor=cursor)
+    result = grepping.grep(cx, pattern, regex=regex, limit=limit, cursor=cursor)
     return GrepOut(
         matches=[vars(m) for m in result.matches],
         next_cursor=result.next_cursor,

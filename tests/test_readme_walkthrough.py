@@ -59,8 +59,10 @@ def test_search_explain_on_the_command_line_shows_each_legs_weight(
     result = CliRunner().invoke(main, ["search", "ferry", "--explain", "--kind", "node"])
     assert result.exit_code == 0, result.output
     shown = result.stdout
-    assert "vector 0.01/(1+60)" in shown and "vector 0.01/(2+60)" in shown, shown
-    assert "lexical 1/(1+60)" in shown and "vector 1/(" not in shown, shown
+    assert "vector 0.01/(1+60)" in shown, shown
+    assert "vector 0.01/(2+60)" in shown, shown
+    assert "lexical 1/(1+60)" in shown, shown
+    assert "vector 1/(" not in shown, shown
 
 
 def test_a_grep_limit_outside_its_range_is_refused_not_quietly_changed(
@@ -98,7 +100,8 @@ def test_a_setting_outside_its_values_is_a_clear_error(variable: str, raw: str, 
     # level: 'LOUD'") and the port ("bind(): port must be 0-65535"), `search` on the ranker.
     with pytest.raises(ConfigError) as refused:
         Settings.from_env({variable: raw})
-    assert variable in refused.value.message and named in refused.value.message
+    assert variable in refused.value.message
+    assert named in refused.value.message
     assert refused.value.message.endswith("Fix or unset it.")
 
 
@@ -138,7 +141,8 @@ def test_serve_on_a_port_in_use_says_so_before_printing_a_sign_in_link(
         result = CliRunner().invoke(main, ["serve", "--no-demo"])
     assert result.exit_code == 1, result.output
     assert f"127.0.0.1:{port} is already in use" in result.output
-    assert "SUBSPACE_PORT" in result.output and "Sign in" not in result.output
+    assert "SUBSPACE_PORT" in result.output
+    assert "Sign in" not in result.output
 
 
 def test_search_on_the_command_line_can_filter_a_tag_between_two_values(

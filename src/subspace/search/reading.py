@@ -1,15 +1,18 @@
-"""Reading one item by the ref that search and grep print: `page:<id>`, `node:<id>`,
+"""Reading one item whole once search or grep has found it: a page as an outline, a bullet with
+everything under it, or any item by the ref search and grep print (`page:<id>`, `node:<id>`,
 `file:<id>` or `file:<id>:<n>`, `mail:<id>`, a bare page id, or the ref of any kind the
-registry declares (search/kinds.py). Hidden items are NotFound."""
+registry declares in search/kinds.py). Hidden items are NotFound."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from uuid import UUID
 
-from subspace.agents.tools import kb_node_read, kb_read
 from subspace.context import Context
+from subspace.db import queries
+from subspace.db.pool import Conn
 from subspace.errors import NotFound
+from subspace.models import Node
 from subspace.search import kinds as registry
 from subspace.search import refs
 
@@ -125,3 +128,54 @@ _READERS: dict[str, Callable[[Context, UUID, int | None], str]] = {
     "file": _read_file,
     "mail": _read_mail,
 }
+
+
+def _visible_page_tree(cx: Context, conn: Conn, page_id: UUID) -> tuple[str, list[Node]]:
+    item = registry.get("page").item
+    p = item.alias
+    row = conn.execute(
+        f"select {p}.{item.title} as title from {item.table} {p} where {p}.workspace_id = %(ws)s "
+        f"and {p}.{item.key} = %(id)s and {item.visible()}",
+        {"ws": cx.actor.workspace_id, "user": cx.actor.user_id, "id": page_id},
+    ).fetchone()
+    if row is None:
+        raise NotFound("page", page_id)
+    page = queries.get_page_tree(conn, cx.actor.workspace_id, page_id)
+    return row["title"], page.nodes
+
+
+def _outline(nodes: list[Node], depth: int = 0) -> list[str]:
+    lines = []
+    for node in nodes:
+        marker = " [memory]" if node.is_memory else ""
+        lines.append(f"{'  ' * depth}- {node.text}{marker} (node:{node.id})")
+        lines.extend(_outline(node.children, depth + 1))
+    return lines
+
+
+def kb_read(cx: Context, page_id: UUID) -> str:
+    """A visible page as an indented outline; hidden or unknown pages are NotFound."""
+    with cx.transaction() as conn:
+        title, nodes = _visible_page_tree(cx, conn, page_id)
+    return "\n".join([f"# {title or 'Untitled'} (page:{page_id})", *_outline(nodes)])
+
+
+def kb_node_read(cx: Context, node_id: UUID) -> str:
+    """One bullet of a visible page with everything under it."""
+    with cx.transaction() as conn:
+        node = queries.get_node(conn, cx.actor.workspace_id, node_id)
+        title, nodes = _visible_page_tree(cx, conn, node.page_id)
+    found = _find(nodes, node_id)
+    if found is None:
+        raise NotFound("node", node_id)
+    return "\n".join([f"# {title or 'Untitled'} (page:{node.page_id})", *_outline([found])])
+
+
+def _find(nodes: list[Node], node_id: UUID) -> Node | None:
+    for node in nodes:
+        if node.id == node_id:
+            return node
+        found = _find(node.children, node_id)
+        if found is not None:
+            return found
+    return None
