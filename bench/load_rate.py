@@ -23,11 +23,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.search_latency import BULLETS_PER_PAGE, bullets, documents
 from subspace import commands
 from subspace.config import Settings
-from subspace.indexer.chunking import split_text
 from subspace.indexer.lexical import LexicalFollower
 from subspace.ingest.outline import OutlineItem
 from subspace.ingest.worker import extract_pending
 from subspace.runtime import Database, open_database
+from subspace.splitting import split_text
 from subspace.workspaces import create_workspace
 
 

@@ -53,7 +53,6 @@ from subspace.config import Settings
 from subspace.context import Context
 from subspace.db.pool import Conn
 from subspace.db.vector_index import build_vector_indexes, defer_vector_index
-from subspace.indexer.chunking import split_text
 from subspace.indexer.consumer import Indexer
 from subspace.indexer.lexical import LexicalFollower
 from subspace.indexer.status import indexer_status
@@ -66,6 +65,7 @@ from subspace.search.kinds import is_memory
 from subspace.search.runtime import SearchRuntime
 from subspace.search.service import SearchRequest, search
 from subspace.search.vector import embed_query
+from subspace.splitting import split_text
 from subspace.workspaces import create_workspace
 
 BULLETS_PER_PAGE = 100

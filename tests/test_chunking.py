@@ -8,9 +8,9 @@ from subspace.indexer.chunking import (
     file_chunks,
     mail_chunk,
     page_chunks,
-    split_text,
     text_hash,
 )
+from subspace.splitting import split_text
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
 KB, PAGE, A, B, C = (UUID(int=i) for i in range(1, 6))

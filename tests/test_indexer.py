@@ -10,12 +10,13 @@ from typing import Any
 import pytest
 
 from subspace import commands
+from subspace.commands.outbox import waiting_for_embeddings
 from subspace.config import Settings
 from subspace.context import Context
 from subspace.indexer import consumer
 from subspace.indexer.chunking import Chunk, text_hash
 from subspace.indexer.consumer import Indexer
-from subspace.indexer.status import indexer_status, waiting_for_embeddings
+from subspace.indexer.status import indexer_status
 from subspace.indexer.store import upsert_embeddings
 from subspace.ingest.worker import extract_pending
 from subspace.providers.base import checked_vectors

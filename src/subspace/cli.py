@@ -644,7 +644,8 @@ def reindex(kb_name: str | None) -> None:
     from rich.progress import Progress
 
     from subspace.indexer.lexical import LexicalFollower
-    from subspace.indexer.reindex import reembed, reextract_files, refuse_if_served
+    from subspace.indexer.reindex import reembed, refuse_if_served
+    from subspace.ingest.worker import reextract_files
 
     settings = _settings()
     _setup_logging(settings)

@@ -1,5 +1,6 @@
-"""Appending events to the outbox, inside the transaction of the command that caused them.
-Which item an event is about, each item kind declares (search/kinds.py: ItemSpec.events)."""
+"""The outbox: appending events inside the transaction of the command that caused them, and
+how many items still wait for the indexer. Which item an event is about, each item kind
+declares (search/kinds.py: ItemSpec.events)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import json
 from typing import Any
 from uuid import UUID
 
+from subspace.db.pipeline import Later, prepared
 from subspace.db.pool import Conn
+from subspace.search import kinds as registry
 
 CHANNEL = "subspace_outbox"  # NOTIFY'd with each event's id when its transaction commits
 
@@ -32,3 +35,19 @@ def _jsonable(value: object) -> str:
     if isinstance(value, UUID):
         return str(value)
     raise TypeError(f"cannot put {type(value).__name__} in an outbox event")
+
+
+def waiting_for_embeddings(conn: Conn, workspace_id: UUID) -> int:
+    """How many pages, files and mail of the workspace have writes not yet embedded."""
+    return queue_waiting_for_embeddings(conn, workspace_id).result()
+
+
+def queue_waiting_for_embeddings(conn: Conn, workspace_id: UUID) -> Later[int]:
+    """`waiting_for_embeddings`, its statement queued (read at `.result()`)."""
+    return prepared(
+        conn,
+        f"select count(distinct {registry.event_item_sql()}) as n from kb.outbox o "
+        "where o.workspace_id = %s and o.indexed_at is null",
+        (workspace_id,),
+        lambda rows: int(rows[0]["n"]) if rows else 0,
+    )

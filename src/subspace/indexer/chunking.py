@@ -6,18 +6,12 @@ Refs name a chunk for its whole life: `node:<id>`, `page:<id>`, `file:<id>:<n>`,
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
 
-FILE_CHUNK_CHARS = 1_000  # target size of a file chunk
-FILE_CHUNK_MAX_CHARS = 1_500  # a sentence longer than this is cut at a word boundary
 MAIL_CHUNK_CHARS = 8_000  # subject, snippet and the start of the body
-
-_PARAGRAPH = re.compile(r"\n\s*\n")
-_SENTENCE = re.compile(r"(?<=[.!?…])\s+")
 
 
 @dataclass(frozen=True)
@@ -90,53 +84,3 @@ def mail_chunk(
     return Chunk(
         f"mail:{mail_id}", "mail", kb_id, mail_id, mail_id, text[:MAIL_CHUNK_CHARS], updated_at
     )
-
-
-def split_text(
-    text: str, target: int = FILE_CHUNK_CHARS, hard_max: int = FILE_CHUNK_MAX_CHARS
-) -> list[str]:
-    """Split text into pieces of about `target` characters on paragraph, then sentence,
-    boundaries. The same text always gives the same pieces.
-
-    >>> split_text("One. Two.\\n\\nThree.", target=10)
-    ['One. Two.', 'Three.']
-    """
-    units: list[str] = []
-    for paragraph in _PARAGRAPH.split(text):
-        paragraph = paragraph.strip()
-        if not paragraph:
-            continue
-        if len(paragraph) <= target:
-            units.append(paragraph)
-            continue
-        for sentence in _SENTENCE.split(paragraph):
-            units.extend(_cut_long(sentence.strip(), target, hard_max))
-    pieces: list[str] = []
-    current = ""
-    for unit in units:
-        if not unit:
-            continue
-        joined = f"{current}\n\n{unit}" if current else unit
-        if current and len(joined) > target:
-            pieces.append(current)
-            current = unit
-        else:
-            current = joined
-    if current:
-        pieces.append(current)
-    return pieces
-
-
-def _cut_long(sentence: str, target: int, hard_max: int) -> list[str]:
-    """A sentence longer than `hard_max`, cut at word boundaries near `target`."""
-    if len(sentence) <= hard_max:
-        return [sentence]
-    pieces = []
-    while len(sentence) > hard_max:
-        cut = sentence.rfind(" ", 0, target)
-        if cut <= 0:
-            cut = target
-        pieces.append(sentence[:cut].strip())
-        sentence = sentence[cut:].strip()
-    pieces.append(sentence)
-    return pieces

@@ -19,8 +19,6 @@ from subspace.errors import Conflict
 from subspace.indexer.consumer import event_target
 from subspace.indexer.reconcile import Outcome, reconcile
 from subspace.indexer.sources import IndexTarget, all_targets
-from subspace.ingest.extract import ExtractionFailed
-from subspace.ingest.worker import extract_limits, parsers, record_extraction
 from subspace.providers.base import EmbeddingProvider
 from subspace.runtime import Database
 
@@ -51,46 +49,6 @@ def refuse_if_served(db: Database) -> None:
         "A Subspace server is running on this database. Stop it (Ctrl-C on `subspace serve`), "
         "then run `subspace reindex` again."
     )
-
-
-def reextract_files(
-    db: Database, settings: Settings, kb_id: UUID | None, progress: Callable[[int], None]
-) -> tuple[int, int]:
-    """Extract every live file's text again from its stored blob; return (ready, failed)."""
-    with db.pool.connection() as conn:
-        files = conn.execute(
-            "select workspace_id, id from kb.files where deleted_at is null "
-            "and (%s::uuid is null or kb_id = %s) order by workspace_id, id",
-            (kb_id, kb_id),
-        ).fetchall()
-    pool = parsers(db, settings)
-    ready = failed = 0
-    for row in files:
-        with db.pool.connection() as conn, conn.transaction():
-            blob = conn.execute(
-                "select f.name, f.content_type, b.data from kb.files f join kb.blobs b "
-                "on b.workspace_id = f.workspace_id and b.sha256 = f.blob_sha256 "
-                "where f.workspace_id = %s and f.id = %s for update of f",
-                (row["workspace_id"], row["id"]),
-            ).fetchone()
-            if blob is None:
-                continue
-            try:
-                with pool.lease(row["workspace_id"], None) as extractor:
-                    result = extractor.extract(
-                        bytes(blob["data"]),
-                        blob["name"],
-                        blob["content_type"],
-                        extract_limits(settings),
-                        settings.extract_timeout_s,
-                    )
-                ready += 1
-                record_extraction(conn, row["workspace_id"], row["id"], result)
-            except ExtractionFailed as exc:
-                failed += 1
-                record_extraction(conn, row["workspace_id"], row["id"], exc.reason)
-        progress(1)
-    return ready, failed
 
 
 def reembed(

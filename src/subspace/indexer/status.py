@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from typing import Any
-from uuid import UUID
 
-from subspace.db.pipeline import Later, prepared
 from subspace.db.pool import Conn
 from subspace.search import kinds as registry
 
@@ -49,20 +47,4 @@ def indexer_status(conn: Conn, provider_name: str, model: str) -> IndexerStatus:
         retrying=int(row["retrying"]),
         dead_letters=int(dead["n"]),
         embeddings=int(stored["n"]),
-    )
-
-
-def waiting_for_embeddings(conn: Conn, workspace_id: UUID) -> int:
-    """How many pages, files and mail of the workspace have writes not yet embedded."""
-    return queue_waiting_for_embeddings(conn, workspace_id).result()
-
-
-def queue_waiting_for_embeddings(conn: Conn, workspace_id: UUID) -> Later[int]:
-    """`waiting_for_embeddings`, its statement queued."""
-    return prepared(
-        conn,
-        f"select count(distinct {registry.event_item_sql()}) as n from kb.outbox o "
-        "where o.workspace_id = %s and o.indexed_at is null",
-        (workspace_id,),
-        lambda rows: int(rows[0]["n"]) if rows else 0,
     )

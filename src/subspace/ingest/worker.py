@@ -6,7 +6,7 @@ import itertools
 import logging
 import threading
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from uuid import UUID
@@ -14,10 +14,10 @@ from uuid import UUID
 from subspace.commands.outbox import append_event
 from subspace.config import Settings
 from subspace.db.pool import Conn
-from subspace.indexer.chunking import split_text
 from subspace.ingest.extract import Extracted, ExtractionFailed, ExtractLimits
 from subspace.ingest.isolation import ParserPool
 from subspace.runtime import Database
+from subspace.splitting import split_text
 from subspace.text import clean_text
 
 log = logging.getLogger(__name__)
@@ -327,3 +327,43 @@ class ExtractionWorker:
                 log.exception("extraction worker failed; retrying")
             self._wake.wait(POLL_SECONDS)
             self._wake.clear()
+
+
+def reextract_files(
+    db: Database, settings: Settings, kb_id: UUID | None, progress: Callable[[int], None]
+) -> tuple[int, int]:
+    """Extract every live file's text again from its stored blob; return (ready, failed)."""
+    with db.pool.connection() as conn:
+        files = conn.execute(
+            "select workspace_id, id from kb.files where deleted_at is null "
+            "and (%s::uuid is null or kb_id = %s) order by workspace_id, id",
+            (kb_id, kb_id),
+        ).fetchall()
+    pool = parsers(db, settings)
+    ready = failed = 0
+    for row in files:
+        with db.pool.connection() as conn, conn.transaction():
+            blob = conn.execute(
+                "select f.name, f.content_type, b.data from kb.files f join kb.blobs b "
+                "on b.workspace_id = f.workspace_id and b.sha256 = f.blob_sha256 "
+                "where f.workspace_id = %s and f.id = %s for update of f",
+                (row["workspace_id"], row["id"]),
+            ).fetchone()
+            if blob is None:
+                continue
+            try:
+                with pool.lease(row["workspace_id"], None) as extractor:
+                    result = extractor.extract(
+                        bytes(blob["data"]),
+                        blob["name"],
+                        blob["content_type"],
+                        extract_limits(settings),
+                        settings.extract_timeout_s,
+                    )
+                ready += 1
+                record_extraction(conn, row["workspace_id"], row["id"], result)
+            except ExtractionFailed as exc:
+                failed += 1
+                record_extraction(conn, row["workspace_id"], row["id"], exc.reason)
+        progress(1)
+    return ready, failed

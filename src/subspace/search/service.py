@@ -8,12 +8,12 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
+from subspace.commands.outbox import queue_waiting_for_embeddings
 from subspace.commands.tags import MAX_TAG_TEXT_CHARS
 from subspace.context import Context
 from subspace.db.pipeline import Later, pipelined_transaction
 from subspace.db.pool import Conn
 from subspace.errors import InvalidInput, TooLarge
-from subspace.indexer.status import queue_waiting_for_embeddings
 from subspace.providers.base import EmbeddingProvider
 from subspace.search import explaining
 from subspace.search import kinds as registry

@@ -12,9 +12,9 @@ from subspace import commands
 from subspace.api.auth import require_context
 from subspace.api.bodies import RequestBody
 from subspace.api.openapi import KEYED, error_responses
+from subspace.commands.outbox import waiting_for_embeddings
 from subspace.context import Context
 from subspace.db import queries
-from subspace.indexer.status import waiting_for_embeddings
 from subspace.models import KnowledgeBase, KnowledgeBaseOverview
 
 router = APIRouter(
