@@ -18,6 +18,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from subspace import commands
+from subspace.answers.strategies.names import NAMES as STRATEGY_NAMES
 from subspace.config import Settings
 from subspace.context import Context
 from subspace.errors import SubspaceError
@@ -448,7 +449,7 @@ def _ambiguous_title(item: str, rows: list[dict[str, Any]]) -> None:
 @click.argument("question")
 @click.option(
     "--strategy",
-    type=click.Choice(["rag", "rag-pageindex", "rag-direct"]),
+    type=click.Choice(STRATEGY_NAMES),
     default="rag",
     show_default=True,
     help="rag: an agent that searches and reads; rag-pageindex: chooses pages from their "

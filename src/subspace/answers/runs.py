@@ -26,6 +26,7 @@ from subspace import commands
 from subspace.answers.chat import Cancelled, ChatError, ChatProvider
 from subspace.answers.sources import run_bullets
 from subspace.answers.strategies import STRATEGIES
+from subspace.answers.strategies.names import NAMES as STRATEGY_NAMES
 from subspace.answers.strategy import AnswerBullet, Job, Strategy
 from subspace.commands.retry import retried
 from subspace.config import Settings
@@ -45,7 +46,6 @@ log = logging.getLogger(__name__)
 
 CHANNEL = "subspace_runs"  # a run was queued: wakes the workers
 STEPS_CHANNEL = "subspace_run_steps"  # a run wrote a step: wakes its streams
-STRATEGY_NAMES = ("rag", "rag-pageindex", "rag-direct")
 MAX_QUESTION_CHARS = 2_000  # as long as a search query may be
 QUESTIONS_PAGE = "Questions"  # where a question asked with no page or bullet is filed
 POLL_SECONDS = 2.0  # workers also poll, in case a notification is missed

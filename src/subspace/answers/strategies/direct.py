@@ -13,6 +13,7 @@ from subspace.answers.chat import Message
 from subspace.answers.evidence import Evidence
 from subspace.answers.replies import answer_from, raise_if_cancelled
 from subspace.answers.sources import run_bullets
+from subspace.answers.strategies import names
 from subspace.answers.strategy import Answer, Job
 from subspace.db.pool import Conn
 from subspace.search import kinds as registry
@@ -23,7 +24,7 @@ CHILDREN = 8  # bullets quoted under a bullet found: a heading's list, not a who
 
 
 class DirectStrategy:
-    name = "rag-direct"
+    name = names.DIRECT
 
     def answer(self, job: Job) -> Answer:
         raise_if_cancelled(job)

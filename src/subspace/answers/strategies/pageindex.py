@@ -14,6 +14,7 @@ from subspace.answers.evidence import Evidence, ref_regex
 from subspace.answers.extractive import content_words
 from subspace.answers.replies import answer_from, ask_model, not_found, raise_if_cancelled
 from subspace.answers.sources import without_run_bullets
+from subspace.answers.strategies import names
 from subspace.answers.strategy import Answer, Job
 from subspace.context import Context
 from subspace.errors import SubspaceError
@@ -37,7 +38,7 @@ class PageOutline:
 
 
 class PageIndexStrategy:
-    name = "rag-pageindex"
+    name = names.PAGEINDEX
 
     def answer(self, job: Job) -> Answer:
         raise_if_cancelled(job)

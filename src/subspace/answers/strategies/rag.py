@@ -16,6 +16,7 @@ from subspace.answers.chat import Message, ToolCall, tool_defs
 from subspace.answers.evidence import Evidence
 from subspace.answers.replies import CLOSEST_COUNT, ask_model, not_found, raise_if_cancelled
 from subspace.answers.sources import without_run_bullets
+from subspace.answers.strategies import names
 from subspace.answers.strategy import Answer, AnswerBullet, Job
 from subspace.errors import SubspaceError
 
@@ -23,7 +24,7 @@ SUMMARY_CHARS = 120  # of a tool result, in the run's steps
 
 
 class RagStrategy:
-    name = "rag"
+    name = names.RAG
 
     def answer(self, job: Job) -> Answer:
         tools = tool_defs(job.settings)

@@ -11,15 +11,16 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 from uuid import UUID
 
 from fastapi import APIRouter, Depends, Header, Request
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from subspace.answers import runs
+from subspace.answers.strategies.names import NAMES, RAG
 from subspace.api.auth import require_context
 from subspace.api.bodies import RequestBody
 from subspace.api.openapi import BY_ID, error_responses
@@ -50,7 +51,9 @@ class AskIn(RequestBody):
     )
 
     question: str
-    strategy: Literal["rag", "rag-pageindex", "rag-direct"] = "rag"
+    strategy: str = Field(
+        default=RAG, description="How to answer.", json_schema_extra={"enum": list(NAMES)}
+    )
     # the page to file the question on (as its last bullet), or the bullet to answer under
     page_id: UUID | None = None
     node_id: UUID | None = None
