@@ -152,10 +152,14 @@ class Report:
     def add(self, system: str, query: str, mode: str, bases: int, clients: int,
             times: list[float], label: str, column: str) -> None:  # fmt: skip
         p50, p95, p99 = quantiles(times)
+        # `clients` calls are always in flight, so by Little's law the searches a second are
+        # the clients over the mean time of one.
+        per_s = clients * 1000 / (sum(times) / len(times))
         self.rows.append({"system": system, "query": query, "mode": mode, "bases": bases,
                           "clients": clients, "p50_ms": round(p50, 2), "p95_ms": round(p95, 2),
-                          "p99_ms": round(p99, 2)})  # fmt: skip
-        self.say(f"  {label:<48} {column:<9} p50 {p50:6.1f}  p95 {p95:6.1f}  p99 {p99:6.1f} ms")
+                          "p99_ms": round(p99, 2), "per_s": round(per_s, 1)})  # fmt: skip
+        self.say(f"  {label:<48} {column:<9} p50 {p50:6.1f}  p95 {p95:6.1f}  p99 {p99:6.1f} ms"
+                 f"  {per_s:6.1f}/s")  # fmt: skip
 
 
 def pick_queries(db: Database, cx: Context, count: int) -> Queries:
@@ -608,7 +612,7 @@ def main() -> None:
         "--json",
         action="store_true",
         help="Print one JSON object {size, rows: [{system, query, mode, bases, clients, "
-        "p50_ms, p95_ms, p99_ms}]} on stdout; progress goes to stderr.",
+        "p50_ms, p95_ms, p99_ms, per_s}]} on stdout; progress goes to stderr.",
     )
     args = parser.parse_args()
     report = Report(as_json=args.json)

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from pgvector import HalfVector
+
 from subspace.context import Context
+from subspace.db.pool import Conn
 from subspace.indexer.consumer import Indexer
 from subspace.indexer.lexical import LexicalFollower
 from subspace.providers.base import EmbeddingProvider
@@ -13,9 +16,16 @@ from subspace.runtime import Database
 from subspace.search import kinds as registry
 from subspace.search.filters import Scope
 from subspace.search.fusion import Hit
-from subspace.search.lexical.leg import database_identity, index_root, lexical_leg, prepare_lexical
+from subspace.search.lexical.leg import (
+    LexicalInputs,
+    database_identity,
+    index_root,
+    prepare_lexical,
+    queue_lexical_leg,
+)
 from subspace.search.lexical.terms import TsQueries
 from subspace.search.service import SearchRequest, SearchResponse, search
+from subspace.search.vector import VectorLeg, queue_vector_leg
 
 
 def index(database: Database, cx: Context, provider: EmbeddingProvider | None = None) -> None:
@@ -68,7 +78,10 @@ def lexical_hits(
     Postgres as without one."""
     with database.pool.connection() as conn:
         if not engine:
-            return lexical_leg(conn, scope, tsq, cap=cap, ranker=ranker)
+            unindexed = LexicalInputs(None, "no index")
+            return (
+                queue_lexical_leg(conn, scope, tsq, unindexed, cap=cap, ranker=ranker).result().hits
+            )
         if current:
             follow(database, cx)
         reader = cx.search_runtime.lexical_reader(
@@ -77,4 +90,13 @@ def lexical_hits(
         inputs = prepare_lexical(conn, reader, cx.settings, scope.workspace_id, scope.user_id,
                                  ranker=ranker)  # fmt: skip
         assert ranker != "bm25" or inputs.view is not None, reader.problem
-        return lexical_leg(conn, scope, tsq, inputs, cap=cap, ranker=ranker)
+        return queue_lexical_leg(conn, scope, tsq, inputs, cap=cap, ranker=ranker).result().hits
+
+
+def vector_hits(
+    conn: Conn, scope: Scope, query: HalfVector, provider: EmbeddingProvider, *, cap: int
+) -> tuple[list[Hit], str]:
+    """The vector leg's hits for `scope` (one walk of twice `cap`, as a one-base search) and
+    the plan it used."""
+    leg = VectorLeg(scope, query, provider.model, provider.dimensions, cap, 2 * cap)
+    return queue_vector_leg(conn, leg).result()

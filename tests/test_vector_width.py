@@ -22,7 +22,8 @@ from subspace.providers.fake import FakeProvider, trigram_vector
 from subspace.runtime import Database
 from subspace.search import vector
 from subspace.search.filters import resolve_scope
-from subspace.search.vector import embed_query, vector_leg
+from subspace.search.vector import embed_query
+from tests.search_helpers import vector_hits
 
 WORDS = ["harbour", "ferry", "timetable", "lighthouse", "anchor", "tide", "gull", "pier"]
 
@@ -71,9 +72,7 @@ def leg(
     scope = resolve_scope(conn, cx.actor.workspace_id, cx.actor.user_id, kb_ids=None,
                           kinds=None, tags=None, max_knowledge_bases=50)  # fmt: skip
     query = embed_query(cx.search_runtime, provider, text, timeout_s=5)
-    hits, plan = vector_leg(
-        conn, scope, query, model=provider.model, dimensions=provider.dimensions, cap=cap
-    )
+    hits, plan = vector_hits(conn, scope, query, provider, cap=cap)
     return [(h.ref, h.score) for h in hits], plan
 
 

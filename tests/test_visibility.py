@@ -23,8 +23,8 @@ from subspace.search.hydrate import hydrate
 from subspace.search.lexical.terms import TsQueries, build_tsqueries
 from subspace.search.query import parse_query
 from subspace.search.reading import kb_read
-from subspace.search.vector import embed_query, vector_leg
-from tests.search_helpers import ids, index, lexical_hits, run
+from subspace.search.vector import embed_query
+from tests.search_helpers import ids, index, lexical_hits, run, vector_hits
 
 WORD = "zeppelin"
 
@@ -110,14 +110,7 @@ def found(database: Database, cx: Context, c: Corpus) -> dict[str, set[str]]:
             "lexical leg in postgres": lexical_hits(
                 database, cx, scope, tsq, cap=100, engine=False
             ),
-            "vector leg": vector_leg(
-                conn,
-                scope,
-                query,
-                model=FakeProvider.model,
-                dimensions=FakeProvider.dimensions,
-                cap=100,
-            )[0],
+            "vector leg": vector_hits(conn, scope, query, FakeProvider(), cap=100)[0],
         }
     for name, hits in legs.items():
         seen[name] = {names[h.target[1]] for h in hits if h.target[1] in names}

@@ -155,34 +155,17 @@ def query_at_width(query: HalfVector, dimensions: int) -> HalfVector:
     return HalfVector(query.to_numpy()[:dimensions])
 
 
-def vector_leg(
-    conn: Conn,
-    scope: Scope,
-    query: HalfVector,
-    *,
-    model: str,
-    dimensions: int,
-    cap: int,
-    excluded: str = "",
-    large_bases: LargeBases | None = None,
-) -> tuple[list[Hit], str]:
-    """The leg's hits, nearest first, at most `cap` per knowledge base; and the plan used.
+@dataclass(frozen=True)
+class VectorLeg:
+    """What the vector leg is asked: the hits it answers are nearest first, at most `cap` per
+    knowledge base.
 
     `dimensions` is the model's width (provider.dimensions): vectors are compared on it.
 
     Small bases (under EXACT_SCAN_ROWS vectors) are scanned exactly, each under its own cap,
     so a small base is never crowded out. The large ones share one walk of the HNSW index of
-    at most twice `cap` neighbours, each still capped at `cap`. Bases found large are
-    remembered in `large_bases` (the SearchRuntime's); without it, every base is counted on
-    every call.
-    """
-    leg = VectorLeg(scope, query, model, dimensions, cap, 2 * cap, excluded, large_bases)
-    return queue_vector_leg(conn, leg).result()
-
-
-@dataclass(frozen=True)
-class VectorLeg:
-    """What the vector leg is asked (see vector_leg)."""
+    at most `walk` neighbours, each still capped at `cap`. Bases found large are remembered in
+    `large_bases` (the SearchRuntime's); without it, every base is counted on every call."""
 
     scope: Scope
     query: HalfVector
@@ -197,8 +180,8 @@ class VectorLeg:
 def queue_vector_leg(
     conn: Conn, leg: VectorLeg, sizes: Later[dict[UUID, int]] | None = None
 ) -> Later[tuple[list[Hit], str]]:
-    """`vector_leg` with its statements queued; `sizes` are the bases' counts if already
-    queued (queue_base_sizes), which are read here."""
+    """The vector leg's hits and the plan used, its statements queued; `sizes` are the bases'
+    counts if already queued (queue_base_sizes), which are read here."""
     scope, model, cap = leg.scope, leg.model, leg.cap
     if not scope.kb_ids or not scope.kinds:
         return Later(lambda: ([], "none"))

@@ -201,19 +201,3 @@ def _queue_tagged(conn: Conn, scope: Scope) -> Later[frozenset[UUID]]:
         )
     query = Fragment(" union ".join(p.sql for p in parts), bind(*parts))
     return later(conn, query.sql, query.params, lambda rows: frozenset(r["id"] for r in rows))
-
-
-def lexical_leg(
-    conn: Conn,
-    scope: Scope,
-    tsq: TsQueries,
-    inputs: LexicalInputs | None = None,
-    *,
-    cap: int,
-    ranker: str = "bm25",
-) -> list[Hit]:
-    """The leg's hits, best first, at most `cap` per knowledge base; without
-    `inputs` (prepare_lexical's), ranked in Postgres as when there is no index."""
-    found = queue_lexical_leg(conn, scope, tsq, inputs or LexicalInputs(None, "no index"),
-                              cap=cap, ranker=ranker)  # fmt: skip
-    return found.result().hits
