@@ -14,6 +14,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
 from subspace.api import create_app
@@ -128,3 +129,12 @@ def api_operations(client: TestClient) -> list[tuple[str, str]]:
         if path.startswith("/api/")
         for method in operations
     )
+
+
+@pytest.fixture
+def runner(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
+    """Click's runner for `subspace` commands on the test's database, fake provider."""
+    monkeypatch.setenv("SUBSPACE_DATABASE_URL", settings.database_url)
+    monkeypatch.setenv("SUBSPACE_HOME", str(settings.home))
+    monkeypatch.setenv("PROVIDERS", "fake")
+    return CliRunner()

@@ -14,13 +14,6 @@ from subspace.context import Context
 from subspace.runtime import Database
 
 
-@pytest.fixture
-def runner(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
-    monkeypatch.setenv("SUBSPACE_DATABASE_URL", settings.database_url)
-    monkeypatch.setenv("SUBSPACE_HOME", str(settings.home))
-    return CliRunner()
-
-
 def test_keys_create_list_revoke(runner: CliRunner) -> None:
     created = runner.invoke(main, ["keys", "create", "--name", "laptop"])
     assert created.exit_code == 0, created.output

@@ -10,20 +10,11 @@ from click.testing import CliRunner
 
 from subspace import commands
 from subspace.cli import main
-from subspace.config import Settings
 from subspace.context import Context
 from subspace.ingest.worker import extract_pending
 from subspace.runtime import Database
 from subspace.search.grep import grep
 from tests.search_helpers import index
-
-
-@pytest.fixture
-def runner(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
-    monkeypatch.setenv("SUBSPACE_DATABASE_URL", settings.database_url)
-    monkeypatch.setenv("SUBSPACE_HOME", str(settings.home))
-    monkeypatch.setenv("PROVIDERS", "fake")
-    return CliRunner()
 
 
 def test_grep_pages_with_a_cursor(runner: CliRunner, cx: Context) -> None:

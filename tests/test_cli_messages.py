@@ -22,14 +22,6 @@ from subspace.runtime import Database
 from tests.test_mcp import MCP_HEADERS, _rpc
 
 
-@pytest.fixture
-def runner(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
-    monkeypatch.setenv("SUBSPACE_DATABASE_URL", settings.database_url)
-    monkeypatch.setenv("SUBSPACE_HOME", str(settings.home))
-    monkeypatch.setenv("PROVIDERS", "fake")
-    return CliRunner()
-
-
 def test_the_search_table_prints_each_rows_ref_within_80_columns(
     runner: CliRunner, cx: Context
 ) -> None:

@@ -146,13 +146,6 @@ def test_key_names_are_cleaned_like_every_other_name(
     assert "the limit is 200" in long.json()["error"]["message"]
 
 
-@pytest.fixture
-def runner(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
-    monkeypatch.setenv("SUBSPACE_DATABASE_URL", settings.database_url)
-    monkeypatch.setenv("SUBSPACE_HOME", str(settings.home))
-    return CliRunner()
-
-
 def test_cli_names_with_undecodable_bytes_are_looked_up_cleaned(
     runner: CliRunner, cx: Context, tmp_path: Path
 ) -> None:

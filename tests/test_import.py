@@ -45,13 +45,6 @@ def folder(tmp_path: Path) -> Path:
     return root
 
 
-@pytest.fixture
-def runner(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
-    monkeypatch.setenv("SUBSPACE_DATABASE_URL", settings.database_url)
-    monkeypatch.setenv("SUBSPACE_HOME", str(settings.home))
-    return CliRunner()
-
-
 def counts(database: Database) -> dict[str, int]:
     with database.pool.connection() as conn:
         row = conn.execute(

@@ -25,14 +25,6 @@ from subspace.runtime import Database
 from tests.samples import make_docx, make_email, make_pdf
 
 
-@pytest.fixture
-def runner(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
-    monkeypatch.setenv("SUBSPACE_DATABASE_URL", settings.database_url)
-    monkeypatch.setenv("SUBSPACE_HOME", str(settings.home))
-    monkeypatch.setenv("PROVIDERS", "fake")
-    return CliRunner()
-
-
 def snapshot(database: Database) -> list[tuple[str, str, str]]:
     with database.pool.connection() as conn:
         rows = conn.execute(

@@ -4,25 +4,16 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
 from subspace import commands
 from subspace.cli import main
-from subspace.config import Settings
 from subspace.context import Context
 from subspace.keys import create_key
 from subspace.runtime import Database
 from subspace.workspaces import create_workspace
 from tests.conftest import api_operations
-
-
-@pytest.fixture
-def runner(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
-    monkeypatch.setenv("SUBSPACE_DATABASE_URL", settings.database_url)
-    monkeypatch.setenv("SUBSPACE_HOME", str(settings.home))
-    return CliRunner()
 
 
 def admin_client(database: Database, cx: Context, client: TestClient) -> TestClient:

@@ -30,9 +30,13 @@ export function openModal({ title, body = [], actions = () => [], label = title 
   });
 }
 
-/** Tab from the last control goes to the first, Shift-Tab from the first to the last. */
-function keepFocusIn(dialog, event) {
-  const focusable = [...dialog.querySelectorAll("input, select, textarea, button:not([disabled]), a[href]")]
+/**
+ * Keep Tab inside `container` (a dialog, the palette): Tab from the last control goes to the
+ * first, Shift-Tab from the first to the last.
+ */
+export function keepFocusIn(container, event) {
+  const focusable = [...container.querySelectorAll(
+    "input, select, textarea, button:not([disabled]), a[href], [tabindex='0']")]
     .filter((el) => el.offsetParent !== null);
   if (!focusable.length) return;
   const first = focusable[0];

@@ -3,6 +3,7 @@
 
 import { ask, remember } from "./answers.js";
 import { post } from "./api.js";
+import { keepFocusIn } from "./dialog.js";
 import { clear, h, highlighted } from "./dom.js";
 import { navigate } from "./router.js";
 import { emit, state } from "./state.js";
@@ -496,7 +497,7 @@ function onKeydown(event) {
       && p.input.selectionStart === 0) {
     removeLastChip();
   } else if (event.key === "Tab") {
-    trapFocus(event);
+    keepFocusIn(palette.dialog, event);
   }
 }
 
@@ -508,20 +509,6 @@ function removeLastChip() {
   else return;
   drawChips();
   schedule();
-}
-
-function trapFocus(event) {
-  const focusable = [...palette.dialog.querySelectorAll("input, button:not([disabled]), [tabindex='0']")]
-    .filter((el) => el.offsetParent !== null);
-  const first = focusable[0];
-  const last = focusable[focusable.length - 1];
-  if (event.shiftKey && document.activeElement === first) {
-    event.preventDefault();
-    last.focus();
-  } else if (!event.shiftKey && document.activeElement === last) {
-    event.preventDefault();
-    first.focus();
-  }
 }
 
 // -- explain ------------------------------------------------------------------------------------
