@@ -62,8 +62,8 @@ from subspace.models import Actor
 from subspace.providers.fake import FakeProvider
 from subspace.runtime import Database, open_database
 from subspace.search.kinds import is_memory
-from subspace.search.runtime import SearchRuntime
 from subspace.search.service import SearchRequest, search
+from subspace.search.shared import SearchRuntime
 from subspace.search.vector import embed_query
 from subspace.splitting import split_text
 from subspace.workspaces import create_workspace

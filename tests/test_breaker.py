@@ -23,7 +23,7 @@ from subspace.providers.breaker import (
 from subspace.providers.fake import FakeProvider
 from subspace.providers.registry import create_provider
 from subspace.runtime import Database
-from subspace.search.runtime import SearchRuntime
+from subspace.search.shared import SearchRuntime
 from subspace.search.vector import EmbeddingUnavailable, embed_query
 from tests.search_helpers import follow, ids, run
 

@@ -34,7 +34,7 @@ from subspace.search.lexical.index import (
     documents,
 )
 from subspace.search.lexical.leg import database_identity, index_root
-from subspace.search.runtime import SearchRuntime
+from subspace.search.shared import SearchRuntime
 from tests.search_helpers import follow, ids, run
 
 ROOT = Path(__file__).resolve().parents[1]

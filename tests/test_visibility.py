@@ -170,5 +170,5 @@ def test_hydration_drops_an_item_hidden_after_ranking(
     ]  # fmt: skip
     commands.archive_page(cx, corpus.page_id)  # after ranking, before hydration
     with cx.transaction() as conn:
-        rows = hydrate(conn, scope, ranked, TsQueries("", "", ""))
+        rows = hydrate(conn, scope, ranked, TsQueries())
     assert [row.id for row in rows] == [corpus.mail_id]

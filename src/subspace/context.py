@@ -23,8 +23,8 @@ _turns = threading.local()  # the workspaces whose turn this thread holds
 
 if TYPE_CHECKING:
     from subspace.ingest.isolation import ParserPools
-    from subspace.search.runtime import SearchRuntime
     from subspace.search.service import SearchResponse
+    from subspace.search.shared import SearchRuntime
 
 
 @dataclass(frozen=True)

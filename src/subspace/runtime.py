@@ -18,7 +18,7 @@ from subspace.db.pool import Conn, open_pool
 from subspace.ingest.isolation import ParserPools
 from subspace.keys import default_actor
 from subspace.models import Actor
-from subspace.search.runtime import SearchRuntime
+from subspace.search.shared import SearchRuntime
 from subspace.shares import Shares
 
 if TYPE_CHECKING:

@@ -54,7 +54,7 @@ def browse(conn: Conn, scope: Scope, limit: int) -> list[Row]:
             continue
         hit = Hit((spec.target_kind, r["id"]), spec.name, ref, r["kb_id"], r["id"], 0.0)
         items.append(Fused(hit.target, 0.0, {"browse": (len(items) + 1, hit)}, []))
-    return hydrate(conn, scope, items, TsQueries("", "", ""))
+    return hydrate(conn, scope, items, TsQueries())
 
 
 def _first_ref(conn: Conn, scope: Scope, spec: registry.KindSpec, ident: UUID) -> str | None:

@@ -30,7 +30,7 @@ from subspace.search.lexical.leg import (
 )
 from subspace.search.lexical.terms import TsQueries, queue_tsqueries
 from subspace.search.query import ParsedQuery
-from subspace.search.runtime import LargeBases
+from subspace.search.shared import LargeBases
 from subspace.search.vector import (
     EmbeddingUnavailable,
     VectorLeg,
@@ -179,7 +179,7 @@ def run_legs(conn: Conn, cx: Context, plan: LegPlan, prepared: Prepared) -> Legs
         legs.append(vector_leg)
     # Rows are marked for the lexical leg's query only when it ran.
     ran_lexical = lexical is not None and not legs[0].error
-    return LegsRun(legs, tsq if ran_lexical else TsQueries("", "", ""), plan.ranker)
+    return LegsRun(legs, tsq if ran_lexical else TsQueries(), plan.ranker)
 
 
 def _queue_vector(

@@ -43,7 +43,7 @@ from subspace.search.legs import (
 from subspace.search.lexical.terms import TsQueries
 from subspace.search.options import ANSWERS, MODES, RANKERS
 from subspace.search.query import ParsedQuery, parse_query
-from subspace.search.runtime import SEARCH_WAIT_S
+from subspace.search.shared import SEARCH_WAIT_S
 from subspace.text import is_clean
 
 # Default weight of the vector leg, by provider, from `subspace eval --sweep` on SciFact (see

@@ -31,7 +31,7 @@ from subspace.search import kinds as registry
 from subspace.search.filters import Scope, any_of, embedding_not_excluded, embedding_visible
 from subspace.search.fragments import Fragment, bind
 from subspace.search.fusion import Hit
-from subspace.search.runtime import LargeBases, SearchRuntime
+from subspace.search.shared import LargeBases, SearchRuntime
 
 EXACT_SCAN_ROWS = 2_000  # below this many candidate rows an exact scan beats the index
 MAX_SCAN_TUPLES = 50_000  # how far an iterative scan may walk before it gives up

@@ -51,7 +51,7 @@ class SourceSize:
         return max(self.total_length / self.documents, 1.0) if self.documents else 1.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TsQueries:
     """The query as terms: tsqueries (any word, every clause, exclusions) for the SQL that
     matches with them, the phrases the engine matches (per clause, and excluded), the lexemes
@@ -63,9 +63,9 @@ class TsQueries:
     the search's start. `spelled` says which word of the query gave each lexeme.
     """
 
-    any_words: str
-    all_words: str
-    excluded: str
+    any_words: str = ""  # empty: the query has no terms (TsQueries() is such a query)
+    all_words: str = ""
+    excluded: str = ""
     lexemes: tuple[str, ...] = ()
     corrections: dict[str, str] = field(default_factory=dict)
     corrected_words: dict[str, str] = field(default_factory=dict)
@@ -112,7 +112,7 @@ def queue_tsqueries(
     term's tsquery, so the combinations built here from that text always parse.
     """
     if parsed.is_empty:
-        return Later(lambda: TsQueries("", "", ""))
+        return Later(lambda: TsQueries())
     texts = list(dict.fromkeys([*parsed.alternatives, *parsed.negated]))
     typos = typos and workspace_id is not None
     # Only a single word of the query is corrected, never an excluded one.

@@ -18,7 +18,7 @@ from subspace.providers.base import EmbedResult
 from subspace.providers.fake import FakeProvider
 from subspace.runtime import Database, open_database
 from subspace.search import vector
-from subspace.search.runtime import SearchRuntime
+from subspace.search.shared import SearchRuntime
 from tests.search_helpers import ids, index, run
 
 
