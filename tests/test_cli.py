@@ -8,6 +8,7 @@ from uuid import UUID
 import pytest
 from click.testing import CliRunner
 
+from subspace.background import Background
 from subspace.cli import main
 from subspace.config import Settings
 from subspace.context import Context
@@ -141,12 +142,12 @@ def test_ask_leaves_the_run_to_a_running_server(
     engine = runs.RunEngine(database, settings, None, {"rag": Quoting()})
     with psycopg.connect(database.dsn, autocommit=True) as server:
         server.execute("select pg_advisory_lock_shared(%s)", (SERVER_LOCK_KEY,))
-        worker, thread = runs.start_run_worker(engine, 1)
+        background = Background()
+        background.start_loop("runs", runs.RunWorker(engine, 1))
         try:
             result = runner.invoke(main, ["ask", "beta", "--json"])
         finally:
-            worker.stop()
-            thread.join(timeout=10)
+            background.stop()
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["answer"][0]["refs"] == [f"node:{beta.id}"]
 

@@ -19,10 +19,11 @@ from uuid import UUID
 import pytest
 
 from subspace import commands
+from subspace.background import Background
 from subspace.config import Settings
 from subspace.context import Context
 from subspace.db.pool import open_pool
-from subspace.indexer.lexical import LexicalFollower, lexical_status, start_follower
+from subspace.indexer.lexical import LexicalFollower, lexical_status
 from subspace.ingest.outline import OutlineItem
 from subspace.ingest.worker import extract_pending
 from subspace.runtime import Database
@@ -196,7 +197,8 @@ def test_every_acknowledged_write_is_found_by_the_next_search_under_twenty_write
 ) -> None:
     cx = busy_database.default_context(settings)
     page = commands.create_page(cx, "Busy")
-    follower, thread = start_follower(busy_database, settings)
+    background = Background()
+    background.start_loop("lexical-follower", LexicalFollower(busy_database, settings))
     missed: list[str] = []
 
     def write(writer: int) -> None:
@@ -213,8 +215,7 @@ def test_every_acknowledged_write_is_found_by_the_next_search_under_twenty_write
         for writer in writers:
             writer.join(timeout=120)
     finally:
-        follower.stop()
-        thread.join(timeout=10)
+        background.stop()
     assert missed == []
     follow(busy_database, cx)
     with busy_database.pool.connection() as conn:

@@ -19,6 +19,7 @@ from fastapi.testclient import TestClient
 from subspace import commands
 from subspace.answers import runs
 from subspace.answers.strategy import Answer, AnswerBullet, Job
+from subspace.background import Background
 from subspace.config import Settings
 from subspace.context import Context
 from subspace.db import queries
@@ -501,11 +502,11 @@ def test_a_server_stopping_mid_run_marks_it_failed_and_says_so(
     commands.add_node(cx, notes["page"].id, "The beta review is on Thursday.")
     run = runs.enqueue_run(cx, "beta", "rag", page_id=notes["page"].id)
     engine = runs.RunEngine(database, settings, None, {"rag": Quoting(gate)})
-    worker, thread = runs.start_run_worker(engine, 1)
+    background = Background()
+    background.start_loop("runs", runs.RunWorker(engine, 1))
     wait_for(lambda: children(cx, run.node_id))
     threading.Timer(0.3, gate.set).start()  # the strategy goes on after the stop is asked
-    worker.stop()
-    thread.join(timeout=10)
+    background.stop()
     with database.pool.connection() as conn:
         stopped = runs.get_run(conn, cx.actor.workspace_id, run.id)
     assert (stopped.status, stopped.error) == ("failed", runs.STOPPED)

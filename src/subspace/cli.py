@@ -583,29 +583,24 @@ def indexer(ctx: click.Context) -> None:
     if ctx.invoked_subcommand is not None:
         return
     import signal
+    import threading
 
-    from subspace.indexer.consumer import Indexer
-    from subspace.indexer.lexical import start_follower
+    from subspace.background import start_indexing
 
     settings = _settings()
     _setup_logging(settings)
+    provider = _provider(settings)
     with _database(settings) as db:
-        worker = Indexer(db, settings, _provider(settings))
-        follower, follower_thread = start_follower(db, settings)
-
-        def stop(*_: object) -> None:
-            worker.stop()
-            follower.stop()
-
-        signal.signal(signal.SIGTERM, stop)
-        click.echo(f"Indexing with {worker.provider.name} ({worker.provider.model}). Ctrl-C stops.")
+        background = start_indexing(db, settings, provider)
+        stopped = threading.Event()
+        signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+        click.echo(f"Indexing with {provider.name} ({provider.model}). Ctrl-C stops.")
         try:
-            worker.run()
+            stopped.wait()
         except KeyboardInterrupt:
             pass
         finally:
-            stop()
-            follower_thread.join(timeout=10)
+            background.stop()
     click.echo("Indexer stopped.")
 
 

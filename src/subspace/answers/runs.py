@@ -614,11 +614,3 @@ class RunWorker:
         with self._lock:
             self._active.add(thread)
         thread.start()
-
-
-def start_run_worker(engine: RunEngine, max_runs: int) -> tuple[RunWorker, threading.Thread]:
-    """Run a RunWorker in a daemon thread; stop it with `worker.stop()` and join the thread."""
-    worker = RunWorker(engine, max_runs)
-    thread = threading.Thread(target=worker.run, name="runs", daemon=True)
-    thread.start()
-    return worker, thread

@@ -12,7 +12,6 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from subspace import __version__
-from subspace.answers.runs import RunEngine, start_run_worker
 from subspace.api.csrf import CrossSiteCheck
 from subspace.api.errors import install_error_handlers
 from subspace.api.last_resort import AnsweredErrors
@@ -35,11 +34,9 @@ from subspace.api.routes import (
     tags,
 )
 from subspace.api.security_headers import SecurityHeaders
+from subspace.background import start_serving
 from subspace.config import Settings
 from subspace.db.locks import SERVER_LOCK_KEY
-from subspace.indexer.consumer import start_indexer
-from subspace.indexer.lexical import start_follower
-from subspace.ingest.worker import ExtractionWorker
 from subspace.mcp.http import PATH as MCP_PATH
 from subspace.mcp.http import McpEndpoint, run_mcp
 from subspace.providers.registry import create_provider
@@ -66,28 +63,15 @@ def create_app(settings: Settings, database: Database | None = None) -> FastAPI:
         # `subspace reindex` refuses to run while one does.
         server_lock = psycopg.connect(db.dsn, autocommit=True)
         server_lock.execute("select pg_advisory_lock_shared(%s)", (SERVER_LOCK_KEY,))
-        extractor = ExtractionWorker(db, settings)
-        extractor.start()
-        app.state.extractor = extractor
-        indexer, indexer_thread = start_indexer(db, settings, app.state.provider)
-        follower, follower_thread = start_follower(db, settings)
-        engine = RunEngine(db, settings, app.state.provider, **app.state.run_engine_options)
-        runs_worker, runs_thread = start_run_worker(engine, settings.max_runs)
-        app.state.step_waker = runs.StepWaker(db.dsn)
-        app.state.step_waker.start()
+        background = start_serving(db, settings, app.state.provider, app.state.run_engine_options)
+        app.state.extractor = background.extractor
+        app.state.step_waker = background.step_waker
         try:
             async with run_mcp(app):
                 yield
         finally:
-            runs_worker.stop()
-            app.state.step_waker.stop()
+            background.stop()
             app.state.step_waker = None
-            indexer.stop()
-            follower.stop()
-            extractor.stop()
-            runs_thread.join(timeout=10)
-            indexer_thread.join(timeout=10)
-            follower_thread.join(timeout=10)
             app.state.extractor = None
             server_lock.close()
             if owned:

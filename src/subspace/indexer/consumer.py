@@ -256,13 +256,3 @@ def _dead_letter(conn: Conn, event_ids: list[int], error: str, attempts: int) ->
         (attempts, error, event_ids),
     )
     log.error("set aside %d events after %d failed attempts: %s", len(event_ids), attempts, error)
-
-
-def start_indexer(
-    db: Database, settings: Settings, provider: EmbeddingProvider
-) -> tuple[Indexer, threading.Thread]:
-    """Run an indexer in a daemon thread; stop it with `indexer.stop()` and join the thread."""
-    indexer = Indexer(db, settings, provider)
-    thread = threading.Thread(target=indexer.run, name="indexer", daemon=True)
-    thread.start()
-    return indexer, thread

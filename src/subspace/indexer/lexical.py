@@ -399,14 +399,6 @@ def _changes_after(conn: Conn, position: str) -> Changes:
     return found
 
 
-def start_follower(db: Database, settings: Settings) -> tuple[LexicalFollower, threading.Thread]:
-    """Run a follower in a daemon thread; stop it with `follower.stop()` and join the thread."""
-    follower = LexicalFollower(db, settings)
-    thread = threading.Thread(target=follower.run, name="lexical-follower", daemon=True)
-    thread.start()
-    return follower, thread
-
-
 @dataclass(frozen=True)
 class LexicalStatus:
     """Where the lexical index stands: its folder, its documents, how far behind the writes

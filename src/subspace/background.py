@@ -1,0 +1,85 @@
+"""The background work of a server, started and stopped in one place: the extraction workers,
+the embeddings indexer, the lexical index's follower, the run worker, and the waker of the
+runs' event streams. `subspace serve` runs all of it (api/app.py's lifespan), `subspace
+indexer` the two indexers alone.
+
+Each loop wakes on its LISTEN channel through `db.notifications.Listener`, backs off on its
+own errors, and stops when asked: a loop is anything with `run()` and `stop()`, run here in a
+daemon thread of its own and joined on stop.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from subspace.answers.runs import RunEngine, RunWorker
+from subspace.answers.step_waker import StepWaker
+from subspace.config import Settings
+from subspace.indexer.consumer import Indexer
+from subspace.indexer.lexical import LexicalFollower
+from subspace.ingest.worker import ExtractionWorker
+from subspace.providers.base import EmbeddingProvider
+from subspace.runtime import Database
+
+JOIN_S = 10.0  # how long a stop waits for each loop's thread
+
+
+class Loop(Protocol):
+    def run(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+@dataclass
+class Background:
+    """The loops and workers running for one database; `stop()` stops them all, the run
+    worker first (so no new answer starts) and the loops last."""
+
+    loops: dict[str, Loop] = field(default_factory=dict)
+    threads: dict[str, threading.Thread] = field(default_factory=dict)
+    extractor: ExtractionWorker | None = None
+    step_waker: StepWaker | None = None
+
+    def start_loop(self, name: str, loop: Loop) -> None:
+        thread = threading.Thread(target=loop.run, name=name, daemon=True)
+        self.loops[name], self.threads[name] = loop, thread
+        thread.start()
+
+    def stop(self) -> None:
+        for loop in self.loops.values():
+            loop.stop()
+        if self.step_waker is not None:
+            self.step_waker.stop()
+        if self.extractor is not None:
+            self.extractor.stop()
+        for thread in self.threads.values():
+            thread.join(timeout=JOIN_S)
+
+
+def start_indexing(db: Database, settings: Settings, provider: EmbeddingProvider) -> Background:
+    """The embeddings indexer and the lexical follower (`subspace indexer`)."""
+    background = Background()
+    background.start_loop("indexer", Indexer(db, settings, provider))
+    background.start_loop("lexical-follower", LexicalFollower(db, settings))
+    return background
+
+
+def start_serving(
+    db: Database,
+    settings: Settings,
+    provider: EmbeddingProvider,
+    run_engine_options: Mapping[str, Any] | None = None,
+) -> Background:
+    """Everything a server runs beside its requests (`subspace serve`)."""
+    extractor, step_waker = ExtractionWorker(db, settings), StepWaker(db.dsn)
+    background = Background(extractor=extractor, step_waker=step_waker)
+    extractor.start()
+    engine = RunEngine(db, settings, provider, **(run_engine_options or {}))
+    background.start_loop("runs", RunWorker(engine, settings.max_runs))
+    background.start_loop("indexer", Indexer(db, settings, provider))
+    background.start_loop("lexical-follower", LexicalFollower(db, settings))
+    step_waker.start()
+    return background
