@@ -6,6 +6,7 @@ import logging
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -67,15 +68,16 @@ def test_checked_vectors_reject(vectors: list[list[float]], dimensions: int, mes
 
 
 def test_registry_resolution(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, tmp_path: Path
 ) -> None:
     assert registry.provider_name(Settings(providers="fake", openai_api_key="k")) == "fake"
     assert registry.provider_name(Settings(openai_api_key="sk-x")) == "openai"
     monkeypatch.setattr(registry, "local_extra_installed", lambda: True)
     assert registry.provider_name(Settings()) == "local"
     monkeypatch.setattr(registry, "local_extra_installed", lambda: False)
+    monkeypatch.setattr(registry, "_GIVEN", set())  # the notice is given once a process
     with caplog.at_level(logging.WARNING, logger="subspace.providers.registry"):
-        assert registry.provider_name(Settings()) == "fake"
+        assert registry.provider_name(Settings(home=tmp_path)) == "fake"
     assert "fake provider" in caplog.text
     with pytest.raises(ConfigError, match="Use one of: fake, openai, local"):
         registry.provider_name(Settings(providers="cohere"))
