@@ -53,7 +53,7 @@ def test_a_malformed_ref_says_which_form_is_expected(runner: CliRunner, cx: Cont
     assert result.exit_code == 2, result.output
     assert "'node:1234' is not a ref: a node ref is node:<id>" in result.stderr
     chunk = runner.invoke(main, ["read", "file:abc:x"])
-    assert "a file ref is file:<file_id>:<n>" in chunk.stderr
+    assert "a file ref is file:<file_id>[:<n>], where <file_id> is a full id" in chunk.stderr
 
 
 def test_a_folder_without_a_home_is_not_given_an_empty_one(
@@ -62,7 +62,14 @@ def test_a_folder_without_a_home_is_not_given_an_empty_one(
     monkeypatch.delenv("SUBSPACE_DATABASE_URL", raising=False)
     monkeypatch.delenv("SUBSPACE_HOME", raising=False)
     monkeypatch.chdir(tmp_path)
-    for args in (["search", "ferry"], ["kb", "list"], ["indexer", "status"], ["read", "x"]):
+    for args in (
+        ["search", "ferry"],
+        ["kb", "list"],
+        ["indexer", "status"],
+        ["read", "x"],
+        ["keys", "create"],
+        ["workspaces", "create", "Team"],
+    ):
         result = CliRunner().invoke(main, args)
         assert result.exit_code == 1, (args, result.output)
         assert "SUBSPACE_HOME" in result.output
@@ -84,10 +91,12 @@ def test_keys_list_tells_keys_apart(runner: CliRunner) -> None:
         created = runner.invoke(main, ["keys", "create", "--name", name])
         tokens.append(created.stdout.strip().splitlines()[-1])
     listed = runner.invoke(main, ["keys", "list"]).stdout
+    assert max(len(line) for line in listed.splitlines()) <= 80, listed
     shown = [line.split()[2] for line in listed.splitlines()[1:] if line.strip()]
     assert len(set(shown)) == 2, listed
     for token, cell in zip(tokens, shown, strict=True):
-        assert token.endswith(cell.split("…")[1]), (token, cell)
+        assert cell.startswith("…"), listed
+        assert token.endswith(cell[1:]), (token, cell)
 
 
 def test_every_table_has_one_style_and_no_blank_header(runner: CliRunner, cx: Context) -> None:

@@ -96,3 +96,39 @@ def test_tool_errors_name_the_schema_where_each_caller_finds_it(cx: Context) -> 
     with pytest.raises(InvalidInput) as from_a_model:
         tools.call_tool(cx, None, "kb.search", {"qury": "x"})
     assert "/api/" not in from_a_model.value.message
+
+
+def test_a_body_not_sent_as_json_says_which_header_to_send(client: TestClient) -> None:
+    form = client.post(
+        "/api/search",
+        content=b'{"query": "x"}',
+        headers={"content-type": "application/x-www-form-urlencoded"},
+    )
+    assert form.status_code == 422
+    message = form.json()["error"]["message"]
+    assert "sent as application/x-www-form-urlencoded, not JSON" in message
+    assert "Content-Type: application/json" in message
+    sim = client.post("/api/v1/knowledge/search", content=b"{}", headers={"content-type": ""})
+    assert sim.status_code == 400
+    assert "has no Content-Type" in sim.json()["error"]
+
+
+def test_tool_arguments_mixed_or_not_an_object_are_refused_clearly(client: TestClient) -> None:
+    mixed = client.post(
+        "/api/tools/kb.search", json={"arguments": {"query": "x"}, "query": "x"}
+    ).json()["error"]["message"]
+    assert "either bare or wrapped in `arguments`, not both" in mixed
+    for wrong in ("query", [1], None):
+        answer = client.post("/api/tools/kb.search", json={"arguments": wrong})
+        assert answer.status_code == 422
+        assert "arguments must be a JSON object" in answer.json()["error"]["message"]
+    typo = client.post("/api/tools/kb.search", json={"qurey": "x"}).json()["error"]["message"]
+    assert "qurey: is not an argument of this tool (did you mean 'query'?)" in typo
+    assert "its arguments are: query," in typo
+
+
+def test_a_huge_unknown_name_is_cut_in_the_message(client: TestClient) -> None:
+    answer = client.post("/api/search", json={"a" * 100_000: 1})
+    assert answer.status_code == 422
+    assert len(answer.content) < 2_000
+    assert answer.json()["error"]["message"].startswith("Unknown field '" + "a" * 60 + "…'.")

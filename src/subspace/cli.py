@@ -41,8 +41,8 @@ if TYPE_CHECKING:  # the importer pulls in every extractor; only `import` needs 
 
 SHORT_ID_CHARS = 8  # of a key id in `keys list`; `keys revoke` takes any unique start
 LEG_LABELS = {"lexical": "keyword", "vector": "meaning"}
-console = Console()
-err_console = Console(stderr=True)
+console = Console(emoji=False)  # ":abc:" in a passage is text, not an emoji code
+err_console = Console(stderr=True, emoji=False)
 
 
 def _table(*headers: str, title: str | None = None) -> Table:
@@ -76,8 +76,8 @@ def _database(
 ) -> Iterator[Database]:
     """The database for a command: two connections do for one, the server takes its setting.
 
-    Only a command that `creates` (serve, import, workspaces and keys create) may start a new
-    database in a home that has none: run from another folder without SUBSPACE_HOME, any other
+    Only a command that `creates` (serve, import) may start a new database in a home that
+    has none: run from another folder without SUBSPACE_HOME, any other
     would answer from a new, empty one while the data sits elsewhere."""
     if not creates and not settings.database_url and not settings.pgdata.is_dir():
         raise click.ClickException(
@@ -425,11 +425,12 @@ def _refuse_malformed_ref(item: str) -> None:
     spec = kind_named(prefix) if colon else None
     if spec is None:
         return
-    shape = ":".join([prefix] + [f"<{part}>" for part in spec.ref])
-    err_console.print(
-        f"{item!r} is not a ref: a {spec.name} ref is {shape}, where <id> is a full id "
+    first, *more = spec.ref
+    shape = f"{prefix}:<{first}>" + "".join(f"[:<{part}>]" for part in more)
+    click.echo(
+        f"{item!r} is not a ref: a {spec.name} ref is {shape}, where <{first}> is a full id "
         "(36 characters) as `subspace search` prints it.",
-        markup=False,
+        err=True,
     )
     raise SystemExit(2)
 
@@ -437,10 +438,13 @@ def _refuse_malformed_ref(item: str) -> None:
 def _ambiguous_title(item: str, rows: list[dict[str, Any]]) -> None:
     """Exit 2 listing the pages titled `item`, each with the ref that reads it."""
     table = _table("ref", "title", "updated")
+    table.columns[0].no_wrap = True  # the ref is what the reader types back: never cut
+    table.columns[0].min_width = len("page:") + 36
+    table.columns[1].overflow = "fold"
     for row in rows:
         state = " (archived)" if row["archived_at"] else ""
         table.add_row(f"page:{row['id']}", escape(row["title"]) + state, _when(row["updated_at"]))
-    err_console.print(f"{len(rows)} pages are titled {item!r}; read one by its ref:", markup=False)
+    click.echo(f"{len(rows)} pages are titled {item!r}; read one by its ref:", err=True)
     err_console.print(table)
     raise SystemExit(2)
 
@@ -831,7 +835,7 @@ def workspaces_create(name: str) -> None:
     from subspace.workspaces import create_workspace
 
     settings = _settings()
-    with _database(settings, creates=True) as db, db.pool.connection() as conn:
+    with _database(settings) as db, db.pool.connection() as conn:
         actor = create_workspace(conn, name)
     click.echo(f"Created workspace {actor.workspace_id}.", err=True)
     click.echo(
@@ -922,7 +926,7 @@ def keys_create(name: str, workspace: str | None, admin: bool) -> None:
     from subspace.keys import create_key
 
     settings = _settings()
-    with _database(settings, creates=True) as db:
+    with _database(settings) as db:
         cx = _workspace_context(db, settings, workspace)
         with cx.transaction() as conn:
             key, token = create_key(conn, cx.actor, name, admin=admin)
@@ -951,12 +955,16 @@ def keys_list(workspace: str | None, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps([_jsonable(vars(k)) for k in found], indent=2))
         return
-    table = _table("id", "name", "token", "created", "last used", "revoked")
+    # A token starts with its workspace's part, the same for every key here: its end is what
+    # tells one key from another.
+    table = _table("id", "name", "token ends", "created", "last used", "revoked")
+    for column in table.columns[2:]:
+        column.no_wrap = True
     for k in found:
         table.add_row(
             str(k.id)[:SHORT_ID_CHARS],
             k.name + (" (admin)" if k.admin else ""),
-            f"{k.prefix}…{k.ending}" if k.ending else f"{k.prefix}…",
+            f"…{k.ending}" if k.ending else "(older key)",
             _when(k.created_at),
             _when(k.last_used_at),
             _when(k.revoked_at),

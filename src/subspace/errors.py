@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+
 
 class SubspaceError(Exception):
     """Base of every error Subspace raises on purpose. The message is shown to the user."""
@@ -118,3 +120,27 @@ class StalePage(Conflict):
     """A write named a page version (`base_version`) that another write has since replaced."""
 
     code = "stale_page"
+
+
+MAX_SHOWN_NAME = 60  # of a name a message repeats back: a 100 KB one is cut
+
+
+def closest(name: str, known: list[str]) -> str | None:
+    """The known name `name` most likely meant: the nearest spelling, else one that starts the
+    other; None when nothing is close."""
+    near = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
+    if near:
+        return near[0]
+    return next((k for k in known if k.startswith(name) or name.startswith(k)), None)
+
+
+def unknown_field_message(name: str, known: list[str]) -> str:
+    """`Unknown field 'q'. Did you mean 'query'? The fields are: query, mode, …`"""
+    shown = name if len(name) <= MAX_SHOWN_NAME else name[:MAX_SHOWN_NAME] + "…"
+    message = f"Unknown field '{shown}'."
+    meant = closest(name, known)
+    if meant:
+        message += f" Did you mean '{meant}'?"
+    if known:
+        message += f" The fields are: {', '.join(known)}."
+    return message

@@ -16,7 +16,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 from subspace.config import Settings
 from subspace.context import Context
-from subspace.errors import InvalidInput, NotFound
+from subspace.errors import InvalidInput, NotFound, closest
 from subspace.providers.base import EmbeddingProvider
 from subspace.search.grep import grep
 from subspace.search.options import (
@@ -284,7 +284,7 @@ def validate_arguments(
     try:
         return spec.args.model_validate(arguments)
     except ValidationError as exc:
-        raise InvalidInput(_describe(spec.name, exc, schema_at)) from None
+        raise InvalidInput(_describe(spec, exc, schema_at)) from None
 
 
 def call_tool(
@@ -303,16 +303,22 @@ def call_tool(
     return spec.run(cx, provider, validate_arguments(spec, arguments, schema_at))
 
 
-def _describe(tool: str, exc: ValidationError, schema_at: str) -> str:
+def _describe(spec: ToolSpec, exc: ValidationError, schema_at: str) -> str:
     parts = []
     for error in exc.errors()[:5]:
         where = ".".join(str(p) for p in error["loc"]) or "arguments"
         message = str(error["msg"])
         if error["type"] == "extra_forbidden":
-            message = "is not an argument of this tool"
+            known = list(spec.args.model_fields)
+            meant = closest(str(error["loc"][-1]), known)
+            message = "is not an argument of this tool" + (
+                f" (did you mean '{meant}'?)" if meant else ""
+            )
+            message += f"; its arguments are: {', '.join(known)}"
         parts.append(f"{where}: {message}")
     more = f" (and {exc.error_count() - 5} more)" if exc.error_count() > 5 else ""
     return (
-        f"Invalid arguments for {tool}: {'; '.join(parts)}{more}. Fix these fields and retry; "
+        f"Invalid arguments for {spec.name}: {'; '.join(parts)}{more}. Fix these fields and "
+        "retry; "
         f"{schema_at}."
     )

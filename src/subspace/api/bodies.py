@@ -3,7 +3,6 @@ the fields that exist, instead of being ignored (`{"q": "x"}` searched for nothi
 
 from __future__ import annotations
 
-import difflib
 import types
 from typing import Any, Union, get_args, get_origin
 
@@ -44,16 +43,3 @@ def fields_at(model: Any, path: list[str | int]) -> list[str]:
     for candidate in models:
         names.extend(f.alias or name for name, f in candidate.model_fields.items())
     return list(dict.fromkeys(names))
-
-
-def unknown_field_message(name: str, known: list[str]) -> str:
-    """`Unknown field 'q'. Did you mean 'query'? The fields are: query, mode, …`"""
-    message = f"Unknown field '{name}'."
-    close = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
-    if not close:
-        close = [k for k in known if k.startswith(name) or name.startswith(k)][:1]
-    if close:
-        message += f" Did you mean '{close[0]}'?"
-    if known:
-        message += f" The fields are: {', '.join(known)}."
-    return message

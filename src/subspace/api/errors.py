@@ -11,8 +11,8 @@ from fastapi.responses import JSONResponse
 from psycopg_pool import PoolTimeout
 from starlette.exceptions import HTTPException
 
-from subspace.api.bodies import fields_at, unknown_field_message
-from subspace.errors import Busy, SubspaceError
+from subspace.api.bodies import fields_at
+from subspace.errors import Busy, SubspaceError, unknown_field_message
 
 log = logging.getLogger(__name__)
 
@@ -37,9 +37,19 @@ def error_reply(exc: SubspaceError) -> JSONResponse:
     return response
 
 
-def describe_invalid(errors: list[dict[str, Any]], body_model: Any = None) -> str:
-    """One sentence for a body that failed validation: an unknown field by name with the fields
-    that exist (`body_model` is the route's body), else each wrong field and what it should be."""
+def describe_invalid(
+    errors: list[dict[str, Any]], body_model: Any = None, content_type: str | None = None
+) -> str:
+    """One sentence for a body that failed validation: a body sent as something else than JSON
+    by its Content-Type; an unknown field by name with the fields that exist (`body_model` is
+    the route's body); else each wrong field and what it should be."""
+    if content_type is not None and _body_not_json(errors, content_type):
+        sent = content_type.split(";")[0].strip()
+        how = f"was sent as {sent}, not JSON" if sent else "has no Content-Type"
+        return (
+            f"The request body {how}. Send JSON with the header `Content-Type: "
+            "application/json` (curl: -H 'content-type: application/json')."
+        )
     for error in errors:
         if error.get("type") == "extra_forbidden":
             path = [p for p in error.get("loc", ()) if p != "body"]
@@ -65,6 +75,12 @@ def describe_invalid(errors: list[dict[str, Any]], body_model: Any = None) -> st
     return "Invalid request: " + "; ".join(parts) + more + ". Fix these fields and retry."
 
 
+def _body_not_json(errors: list[dict[str, Any]], content_type: str) -> bool:
+    """Whether the whole body failed to be an object because it was not sent as JSON."""
+    whole = [e for e in errors if tuple(e.get("loc", ())) == ("body",)]
+    return bool(whole) and "json" not in content_type.lower()
+
+
 def body_model(route: object) -> Any:
     """The model of a route's JSON body, or None."""
     field = getattr(route, "body_field", None)
@@ -85,7 +101,11 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
-        message = describe_invalid(list(exc.errors()), body_model(request.scope.get("route")))
+        message = describe_invalid(
+            list(exc.errors()),
+            body_model(request.scope.get("route")),
+            request.headers.get("content-type", ""),
+        )
         return error_response(422, "invalid_input", message)
 
     @app.exception_handler(HTTPException)

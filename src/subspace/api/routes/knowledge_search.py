@@ -190,7 +190,10 @@ class SimRoute(APIRoute):
                 return failure(exc.status, exc.message)
             except RequestValidationError as exc:
                 # Sim answers 400 to a body that does not fit its schema.
-                return failure(400, describe_invalid(list(exc.errors()), body_model(self)))
+                message = describe_invalid(
+                    list(exc.errors()), body_model(self), request.headers.get("content-type", "")
+                )
+                return failure(400, message)
             except HTTPException as exc:
                 if exc.status_code == 400:
                     return failure(400, "The request body could not be parsed. Send UTF-8 JSON.")

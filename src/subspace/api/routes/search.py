@@ -13,6 +13,7 @@ from subspace.api.auth import require_context
 from subspace.api.bodies import RequestBody
 from subspace.api.openapi import KEYED, error_responses
 from subspace.context import Context
+from subspace.errors import InvalidInput
 from subspace.search import grep as grepping
 from subspace.search.filters import TagFilter
 from subspace.search.options import (
@@ -240,12 +241,24 @@ ToolArguments = Annotated[
 
 
 def unwrapped(body: dict[str, Any]) -> dict[str, Any]:
-    """The arguments of a tool call: `{"arguments": {...}}` alone is a wrapper, anything else
-    is the arguments themselves (no tool has an argument named `arguments`)."""
-    inner = body.get("arguments")
-    if set(body) == {"arguments"} and isinstance(inner, dict):
-        return inner
-    return body
+    """The arguments of a tool call: `{"arguments": {...}}` is a wrapper, anything else is the
+    arguments themselves (no tool has an argument named `arguments`)."""
+    if "arguments" not in body:
+        return body
+    inner = body["arguments"]
+    if not isinstance(inner, dict):
+        raise InvalidInput(
+            f"arguments must be a JSON object of the tool's arguments, got "
+            f'{type(inner).__name__}. Send them bare ({{"query": "…"}}) or wrapped '
+            '({"arguments": {"query": "…"}}).'
+        )
+    if len(body) > 1:
+        others = ", ".join(sorted(k for k in body if k != "arguments"))
+        raise InvalidInput(
+            f"The body holds both `arguments` and {others}. Send the tool's arguments either "
+            "bare or wrapped in `arguments`, not both."
+        )
+    return inner
 
 
 class ToolOut(BaseModel):
