@@ -62,7 +62,7 @@ def test_no_two_modules_declare_the_same_name() -> None:
 def test_the_check_sees_classes_aliases_and_functions() -> None:
     found = declarations()
     assert found["SearchRuntime"] == ["subspace.search.shared"]  # a class
-    assert found["ItemKey"] == ["subspace.search.fusion"]  # a type alias
+    assert found["TargetKey"] == ["subspace.search.fusion"]  # a type alias
     assert found["ItemKind"] == ["subspace.models"]  # a Literal
     assert found["embed_query"] == ["subspace.search.vector"]  # a function
     assert "create_page" in found

@@ -25,7 +25,7 @@ from subspace.db.pipeline import Later, prepared
 from subspace.db.pool import Conn
 from subspace.errors import InvalidCursor
 from subspace.search import kinds as registry
-from subspace.search.fusion import ItemKey
+from subspace.search.fusion import TargetKey
 
 if TYPE_CHECKING:
     from subspace.search.service import SearchRequest
@@ -137,7 +137,7 @@ class NextPage:
     notes: tuple[str, ...] = ()
 
 
-def cursor_key(target: ItemKey) -> str:
+def cursor_key(target: TargetKey) -> str:
     """How a cursor lists a target: its kind's declared letter (KindSpec.cursor_key) and its
     id, e.g. "n<32 hex>" for a node."""
     return f"{registry.get(target[0]).cursor_letter}{target[1].hex}"
@@ -203,7 +203,7 @@ def next_cursor(
     conn: Conn,
     request: SearchRequest,
     paging: Paging,
-    shown: Sequence[ItemKey],
+    shown: Sequence[TargetKey],
     *,
     more: bool,
 ) -> NextPage:

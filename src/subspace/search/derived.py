@@ -12,7 +12,7 @@ from uuid import UUID
 from subspace.db.pipeline import Later, prepared
 from subspace.db.pool import Conn
 from subspace.search import kinds as registry
-from subspace.search.fusion import Fused, ItemKey
+from subspace.search.fusion import Fused, TargetKey
 from subspace.search.refs import parse_ref
 
 # An answer's fused score counts this much: it needs twice a source's evidence to pass it.
@@ -32,9 +32,9 @@ def queue_has_answers(conn: Conn, workspace_id: UUID) -> Later[bool]:
 
 def answer_citations(
     conn: Conn, workspace_id: UUID, candidates: list[Fused]
-) -> dict[ItemKey, set[ItemKey]]:
+) -> dict[TargetKey, set[TargetKey]]:
     """The candidates an answer run asked with or wrote, each with the targets it cites."""
-    found: dict[ItemKey, set[ItemKey]] = {}
+    found: dict[TargetKey, set[TargetKey]] = {}
     for spec in registry.registered():
         if spec.asked_by_run is None or spec.name != spec.target_kind:
             continue  # a memory's targets are nodes: read once, with the node kind
@@ -53,7 +53,7 @@ def answer_citations(
     return found
 
 
-def _cited(refs: Any) -> set[ItemKey]:
+def _cited(refs: Any) -> set[TargetKey]:
     """The targets an answer's refs name (a file's chunk counts as its file)."""
     targets = set()
     for text in refs if isinstance(refs, list) else []:
@@ -63,7 +63,7 @@ def _cited(refs: Any) -> set[ItemKey]:
     return targets
 
 
-def below_sources(candidates: list[Fused], answers: dict[ItemKey, set[ItemKey]]) -> list[Fused]:
+def below_sources(candidates: list[Fused], answers: dict[TargetKey, set[TargetKey]]) -> list[Fused]:
     """The candidates with each answer's score discounted, in the new order, and each answer
     held back until every candidate it cites has been placed."""
     if not answers:
@@ -75,7 +75,7 @@ def below_sources(candidates: list[Fused], answers: dict[ItemKey, set[ItemKey]])
     # A stable sort: sources before answers of the same score, the fused order otherwise.
     ordered = sorted(candidates, key=lambda item: (-item.score, item.answer))
     present = {item.target for item in ordered}
-    placed: set[ItemKey] = set()
+    placed: set[TargetKey] = set()
     waiting: list[Fused] = []
     result: list[Fused] = []
 

@@ -18,14 +18,14 @@ from uuid import UUID
 RRF_K = 60  # the rank constant of the original RRF paper; damps the very top ranks
 SCORE_DIGITS = 12  # scores equal to this many digits form one tie group
 
-ItemKey = tuple[str, UUID]  # what a row is: ("node" | "page" | "file" | "mail", id)
+TargetKey = tuple[str, UUID]  # the target a row counts as: ("node" | "page" | "file" | "mail", id)
 
 
 class Hit(NamedTuple):
     """One leg's candidate: what it points at and how the leg scored it. A tuple: each leg
     makes hundreds a search."""
 
-    target: ItemKey
+    target: TargetKey
     kind: str  # page, node, memory, file or mail
     ref: str  # the chunk that matched, e.g. file:<id>:3
     kb_id: UUID
@@ -63,7 +63,7 @@ class FusionTerm(NamedTuple):
 class Fused:
     """A fused row: its score, the terms that made it, and how a tie was broken."""
 
-    target: ItemKey
+    target: TargetKey
     score: float
     hits: dict[str, tuple[int, Hit]]  # leg -> (rank, hit)
     terms: list[FusionTerm]
@@ -80,7 +80,7 @@ class Fused:
 
 def dedupe(hits: Sequence[Hit]) -> list[Hit]:
     """Keep the first (best) hit of each target, so all chunks of a file are one row."""
-    seen: set[ItemKey] = set()
+    seen: set[TargetKey] = set()
     kept = []
     for hit in hits:
         if hit.target not in seen:
@@ -95,7 +95,7 @@ def fuse(legs: Sequence[Leg], *, k: int = RRF_K) -> list[Fused]:
     `legs` come in priority order: the first wins a complete tie.
     """
     order = [leg.name for leg in legs]
-    rows: dict[ItemKey, Fused] = {}
+    rows: dict[TargetKey, Fused] = {}
     for leg in legs:
         for rank, hit in enumerate(dedupe(leg.hits), start=1):
             value = leg.weight / (k + rank)

@@ -7,7 +7,7 @@ from uuid import UUID
 from subspace.db.pool import Conn
 from subspace.search import kinds as registry
 from subspace.search.filters import Scope, asked_by_run
-from subspace.search.fusion import Fused, ItemKey
+from subspace.search.fusion import Fused, TargetKey
 from subspace.search.lexical.terms import TsQueries
 
 GROUPED_ITEM = "page"  # the item whose rows are grouped (its name)
@@ -25,7 +25,7 @@ def page_of(item: Fused) -> UUID | None:
 def group_by_page(conn: Conn, scope: Scope, fused: list[Fused], tsq: TsQueries) -> list[Fused]:
     """Keep the best row of each page; count exactly how many other matches it has."""
     kept: list[Fused] = []
-    on_page: dict[UUID, set[ItemKey]] = {}
+    on_page: dict[UUID, set[TargetKey]] = {}
     for item in fused:
         page_id = page_of(item)
         if page_id is None:

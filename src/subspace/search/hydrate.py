@@ -19,7 +19,7 @@ from subspace.search import kinds as registry
 from subspace.search.analysis import fold, fold_with_offsets
 from subspace.search.filters import Scope
 from subspace.search.fragments import Fragment, bind
-from subspace.search.fusion import Fused, ItemKey
+from subspace.search.fusion import Fused, TargetKey
 from subspace.search.lexical.terms import TsQueries
 from subspace.search.refs import parse_ref
 
@@ -212,7 +212,7 @@ def queue_hydrate(conn: Conn, scope: Scope, fused: list[Fused], tsq: TsQueries) 
         crumbs = queue_breadcrumbs(conn, scope.workspace_id, node_ids) if node_ids else None
 
     def shape() -> list[Row]:
-        details: dict[ItemKey, dict[str, Any]] = {}
+        details: dict[TargetKey, dict[str, Any]] = {}
         for target, each in found:
             for d in each.result():
                 details[(target, d["id"])] = d

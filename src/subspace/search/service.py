@@ -28,7 +28,7 @@ from subspace.search.cursors import (
 from subspace.search.derived import answer_citations, below_sources, queue_has_answers
 from subspace.search.filters import Scope, TagFilter, queue_knowledge_bases, resolve_scope
 from subspace.search.floor import above_floor, floor_for
-from subspace.search.fusion import RRF_K, Fused, ItemKey, fuse
+from subspace.search.fusion import RRF_K, Fused, TargetKey, fuse
 from subspace.search.grouping import group_by_page
 from subspace.search.hydrate import Row, queue_hydrate
 from subspace.search.legs import (
@@ -402,7 +402,7 @@ class ResultPage:
     grouped: bool  # one row per page, each counting the other matches on its page
 
     @property
-    def targets(self) -> list[ItemKey]:
+    def targets(self) -> list[TargetKey]:
         return [item.target for item in self.items]
 
 
@@ -513,5 +513,5 @@ def _visible(item: Fused, rows: list[Row]) -> bool:
     return any(_row_target(row) == item.target for row in rows)
 
 
-def _row_target(row: Row) -> ItemKey:
+def _row_target(row: Row) -> TargetKey:
     return registry.target_of_row(row.type), row.id
