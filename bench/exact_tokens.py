@@ -26,7 +26,8 @@ from subspace.indexer.reindex import VECTOR_INDEX_SQL
 from subspace.ingest.outline import OutlineItem
 from subspace.providers.fake import FakeProvider
 from subspace.runtime import open_database
-from subspace.search.service import SearchRequest, search
+from subspace.search.request import SearchRequest
+from subspace.search.service import search
 
 TOTAL = 20_003
 

@@ -62,7 +62,8 @@ from subspace.context import Context
 from subspace.keys import create_key
 from subspace.providers.fake import FakeProvider
 from subspace.runtime import open_database
-from subspace.search.service import SearchRequest, search
+from subspace.search.request import SearchRequest
+from subspace.search.service import search
 
 ROOT = Path(__file__).resolve().parents[1]
 LIMIT = 10  # results per search, as search_latency and Sim's default topK

@@ -62,7 +62,8 @@ from subspace.models import Actor
 from subspace.providers.fake import FakeProvider
 from subspace.runtime import Database, open_database
 from subspace.search.kinds import is_memory
-from subspace.search.service import SearchRequest, search
+from subspace.search.request import SearchRequest
+from subspace.search.service import search
 from subspace.search.shared import SearchRuntime
 from subspace.search.vector import embed_query
 from subspace.splitting import split_text

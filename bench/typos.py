@@ -37,7 +37,8 @@ from subspace.runtime import Database, open_database
 from subspace.search.legs import SEARCH_SETTINGS
 from subspace.search.lexical import terms as lexical
 from subspace.search.query import parse_query
-from subspace.search.service import SearchRequest, search
+from subspace.search.request import SearchRequest
+from subspace.search.service import search
 from subspace.workspaces import create_workspace
 
 BULLETS_PER_PAGE = 100

@@ -24,7 +24,8 @@ from subspace.search.lexical.leg import (
     queue_lexical_leg,
 )
 from subspace.search.lexical.terms import TsQueries
-from subspace.search.service import SearchRequest, SearchResponse, search
+from subspace.search.request import SearchRequest, SearchResponse
+from subspace.search.service import search
 from subspace.search.vector import VectorLeg, queue_vector_leg
 
 

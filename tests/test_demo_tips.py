@@ -24,7 +24,8 @@ from subspace.ingest.worker import extract_pending
 from subspace.models import Node
 from subspace.providers.fake import FakeProvider
 from subspace.runtime import Database
-from subspace.search.service import SearchRequest, search
+from subspace.search.request import SearchRequest
+from subspace.search.service import search
 from tests.search_helpers import index
 
 WELCOME = "Welcome to Subspace"

@@ -9,7 +9,8 @@ from subspace.ingest.worker import extract_pending
 from subspace.keys import authenticate, list_keys, revoke_key
 from subspace.providers.fake import FakeProvider
 from subspace.runtime import Database
-from subspace.search.service import SearchRequest, search
+from subspace.search.request import SearchRequest
+from subspace.search.service import search
 
 
 def test_demo_is_seeded_once(database: Database, settings: Settings) -> None:

@@ -28,7 +28,7 @@ from subspace.search.filters import TagFilter, resolve_scope
 from subspace.search.grep import grep
 from subspace.search.lexical.terms import build_tsqueries
 from subspace.search.query import parse_query
-from subspace.search.service import SearchRequest
+from subspace.search.request import SearchRequest
 from tests.conftest import make_client
 from tests.search_helpers import index, lexical_hits, run
 

@@ -22,7 +22,7 @@ from subspace.api.openapi import REGENERATE, ErrorOut, SimErrorOut, pinned_schem
 from subspace.api.routes import search as search_routes
 from subspace.cli import main
 from subspace.config import Settings
-from subspace.search.service import SearchResponse
+from subspace.search.request import SearchResponse
 
 PINNED = Path(__file__).resolve().parent.parent / "docs" / "openapi.json"
 # Answer without a key: they are documentation, or tell a load balancer the process is up.

@@ -19,7 +19,8 @@ from subspace.context import Context
 from subspace.db.pool import _configure
 from subspace.providers.fake import FakeProvider
 from subspace.runtime import Database
-from subspace.search.service import SearchRequest, search
+from subspace.search.request import SearchRequest
+from subspace.search.service import search
 from tests.search_helpers import index
 
 

@@ -26,7 +26,8 @@ from subspace.db import queries
 from subspace.indexer.consumer import Indexer
 from subspace.providers.fake import FakeProvider
 from subspace.runtime import Database
-from subspace.search.service import SearchRequest, search
+from subspace.search.request import SearchRequest
+from subspace.search.service import search
 from subspace.workspaces import create_workspace
 from tests.conftest import make_client
 

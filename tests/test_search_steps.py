@@ -21,7 +21,7 @@ from subspace.search.legs import SEARCH_SETTINGS, STATEMENT_TIMEOUT_MS
 from subspace.search.lexical import leg as lexical_leg
 from subspace.search.lexical.terms import build_tsqueries
 from subspace.search.query import parse_query
-from subspace.search.service import SearchRequest
+from subspace.search.request import SearchRequest
 from tests.search_helpers import embed, follow, ids, index, run
 
 

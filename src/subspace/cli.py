@@ -277,7 +277,8 @@ def search_command(
     as_json: bool,
 ) -> None:
     """Search pages, bullets, memory, files and mail."""
-    from subspace.search.service import SearchRequest, search
+    from subspace.search.request import SearchRequest
+    from subspace.search.service import search
 
     filters = [_tag_filter(name, op, value) for name, op, value in tags]
     settings = _settings()

@@ -23,7 +23,7 @@ _turns = threading.local()  # the workspaces whose turn this thread holds
 
 if TYPE_CHECKING:
     from subspace.ingest.isolation import ParserPools
-    from subspace.search.service import SearchResponse
+    from subspace.search.request import SearchResponse
     from subspace.search.shared import SearchRuntime
 
 

@@ -22,7 +22,7 @@ from subspace.search.shared import SearchRuntime
 from subspace.shares import Shares
 
 if TYPE_CHECKING:
-    from subspace.search.service import SearchResponse
+    from subspace.search.request import SearchResponse
 
 log = logging.getLogger(__name__)
 

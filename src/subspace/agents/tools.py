@@ -27,7 +27,8 @@ from subspace.search.options import (
     Kind,
 )
 from subspace.search.reading import kb_node_read, read_ref, ref_target
-from subspace.search.service import SearchRequest, search
+from subspace.search.request import SearchRequest
+from subspace.search.service import search
 
 
 class SearchArgs(BaseModel):

@@ -29,7 +29,7 @@ from subspace.indexer.lexical import lexical_status
 from subspace.indexer.status import indexer_status
 from subspace.providers.breaker import OPEN, REASONS, breaker_for, index_stats_for
 from subspace.search.lexical.leg import database_identity, index_root
-from subspace.search.service import SearchResponse
+from subspace.search.request import SearchResponse
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from starlette.requests import Request
 
 if TYPE_CHECKING:
     from subspace.api.metrics import Metrics
-    from subspace.search.service import SearchResponse
+    from subspace.search.request import SearchResponse
 
 
 def search_observer(request: Request) -> Callable[[SearchResponse], None]:

@@ -43,7 +43,8 @@ from subspace.providers.base import EmbeddingProvider, EmbedResult
 from subspace.runtime import Database, resolve_dsn
 from subspace.search import kinds as registry
 from subspace.search.options import RANKERS
-from subspace.search.service import SearchRequest, search
+from subspace.search.request import SearchRequest
+from subspace.search.service import search
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ from subspace.search import kinds as registry
 from subspace.search.fusion import TargetKey
 
 if TYPE_CHECKING:
-    from subspace.search.service import SearchRequest
+    from subspace.search.request import SearchRequest
 
 MAC_BYTES = 16  # 128 bits of HMAC-SHA256: forging one is as hard as guessing the key
 # A cursor lists every target its pages served, so it grows with the depth paged: ten pages at

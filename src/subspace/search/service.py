@@ -34,7 +34,6 @@ from subspace.search.hydrate import Row, queue_hydrate
 from subspace.search.legs import (
     SEARCH_SETTINGS,
     LegPlan,
-    LegReport,
     LegsRun,
     elapsed_ms,
     prepare_legs,
@@ -43,6 +42,7 @@ from subspace.search.legs import (
 from subspace.search.lexical.terms import TsQueries
 from subspace.search.options import ANSWERS, MODES, RANKERS
 from subspace.search.query import ParsedQuery, parse_query
+from subspace.search.request import SearchRequest, SearchResponse
 from subspace.search.shared import SEARCH_WAIT_S
 from subspace.text import is_clean
 
@@ -60,51 +60,6 @@ MAX_WINDOW = 1_000
 BASES_SHARE = 2  # several knowledge bases draw twice one base's window between them
 MAX_TAG_NAME_CHARS = 100  # as create_tag allows
 MAX_NAME_CHARS = 200  # kinds, operators, explain targets: names and refs, never prose
-
-
-@dataclass
-class SearchRequest:
-    query: str = ""
-    kb_ids: list[UUID] | None = None
-    kinds: list[str] | None = None
-    tags: list[TagFilter] | None = None
-    mode: str = "hybrid"
-    limit: int = 10
-    weights: dict[str, float] | None = None
-    explain: bool = False
-    explain_target: str | None = None  # a ref (node:<id>, file:<id>:2) or an id
-    group_by_page: bool = False
-    cursor: str | None = None
-    ranker: str | None = None  # bm25 or ts_rank_cd; None: SUBSPACE_LEXICAL_RANKER
-    typos: bool = True  # match query words absent from the vocabulary to close ones
-    answers: str = "include"  # include (below their sources), exclude or only
-    # Cosine similarity a row only the vector leg found must reach; None: the setting's,
-    # else the embedding model's measured floor (search/floor.py).
-    min_similarity: float | None = None
-
-
-@dataclass
-class SearchResponse:
-    query: str
-    mode: str
-    rows: list[Row]
-    legs: dict[str, LegReport]
-    # A line per leg that failed ("vector: timeout") or searched without part of the query.
-    degraded: list[str]
-    pending_embeddings: int
-    is_question: bool
-    next_cursor: str | None = None
-    absent: dict[str, Any] | None = None
-    took_ms: float = 0.0
-    notes: list[str] = field(default_factory=list)
-    # Each corrected word as the user typed it -> the word searched for instead.
-    corrections: dict[str, str] = field(default_factory=dict)
-    # With explain: each leg's own first `limit` rows, in its order (the fused list's parts).
-    leg_rows: dict[str, list[Row]] = field(default_factory=dict)
-    # The similarity floor the vector leg's own rows had to reach (None when it did not
-    # run), and how many of its candidates stayed under it.
-    min_similarity: float | None = None
-    below_floor: int = 0
 
 
 def default_weights(provider: EmbeddingProvider | None) -> dict[str, float]:

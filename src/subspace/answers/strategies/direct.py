@@ -17,7 +17,8 @@ from subspace.answers.strategies import names
 from subspace.answers.strategy import Answer, Job
 from subspace.db.pool import Conn
 from subspace.search import kinds as registry
-from subspace.search.service import SearchRequest, search
+from subspace.search.request import SearchRequest
+from subspace.search.service import search
 
 PASSAGES = 8  # hits quoted to the model: enough for a question that spans a few bullets
 CHILDREN = 8  # bullets quoted under a bullet found: a heading's list, not a whole subtree

@@ -33,7 +33,8 @@ from subspace.providers.base import EmbeddingProvider
 from subspace.search.filters import TagFilter
 from subspace.search.hydrate import Row
 from subspace.search.options import OPS_BY_TYPE
-from subspace.search.service import SearchRequest, SearchResponse, search
+from subspace.search.request import SearchRequest, SearchResponse
+from subspace.search.service import search
 from subspace.search.vector import EmbeddingUnavailable, embed_query
 
 log = logging.getLogger(__name__)

@@ -26,7 +26,8 @@ from subspace.search.options import (
     Mode,
     Ranker,
 )
-from subspace.search.service import SearchRequest, SearchResponse, search
+from subspace.search.request import SearchRequest, SearchResponse
+from subspace.search.service import search
 
 # 400 for a cursor this server did not issue; 404 for a tool given an unknown id or name.
 router = APIRouter(tags=["search"], responses=error_responses(*KEYED, 400, 404))
