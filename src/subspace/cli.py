@@ -18,7 +18,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from subspace import commands
-from subspace.answers.strategies.names import NAMES as STRATEGY_NAMES
+from subspace.answers.strategy_names import NAMES as STRATEGY_NAMES
 from subspace.config import Settings
 from subspace.context import Context
 from subspace.errors import SubspaceError

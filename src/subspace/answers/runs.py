@@ -26,8 +26,8 @@ from subspace import commands
 from subspace.answers.chat import Cancelled, ChatError, ChatProvider
 from subspace.answers.sources import run_bullets
 from subspace.answers.strategies import STRATEGIES
-from subspace.answers.strategies.names import NAMES as STRATEGY_NAMES
 from subspace.answers.strategy import AnswerBullet, Job, Strategy
+from subspace.answers.strategy_names import NAMES as STRATEGY_NAMES
 from subspace.commands.retry import retried
 from subspace.config import Settings
 from subspace.context import Context

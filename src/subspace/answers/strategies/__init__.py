@@ -4,10 +4,10 @@ rag-pageindex (pages chosen from their titles and outlines) and rag-direct (one 
 from __future__ import annotations
 
 from subspace.answers.strategies.direct import DirectStrategy
-from subspace.answers.strategies.names import NAMES
 from subspace.answers.strategies.pageindex import PageIndexStrategy
 from subspace.answers.strategies.rag import RagStrategy
 from subspace.answers.strategy import Strategy
+from subspace.answers.strategy_names import NAMES
 
 STRATEGIES: dict[str, Strategy] = {
     strategy.name: strategy for strategy in (RagStrategy(), PageIndexStrategy(), DirectStrategy())

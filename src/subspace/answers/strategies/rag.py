@@ -12,11 +12,11 @@ from typing import Any
 
 from subspace.agents.tools import call_tool
 from subspace.answers import prompts
+from subspace.answers import strategy_names as names
 from subspace.answers.chat import Message, ToolCall, tool_defs
 from subspace.answers.evidence import Evidence
 from subspace.answers.replies import CLOSEST_COUNT, ask_model, not_found, raise_if_cancelled
 from subspace.answers.sources import without_run_bullets
-from subspace.answers.strategies import names
 from subspace.answers.strategy import Answer, AnswerBullet, Job
 from subspace.errors import SubspaceError
 

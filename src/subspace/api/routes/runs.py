@@ -21,7 +21,7 @@ from starlette.concurrency import run_in_threadpool
 
 from subspace.answers import runs
 from subspace.answers.step_waker import StepWaker
-from subspace.answers.strategies.names import NAMES, RAG
+from subspace.answers.strategy_names import NAMES, RAG
 from subspace.api.auth import require_context
 from subspace.api.bodies import RequestBody
 from subspace.api.openapi import BY_ID, error_responses
