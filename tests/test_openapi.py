@@ -17,8 +17,8 @@ from pydantic import BaseModel, TypeAdapter
 
 from subspace.api import openapi
 from subspace.api import routes as route_package
-from subspace.api.app import create_app
-from subspace.api.openapi import REGENERATE, ErrorOut, SimErrorOut, pinned_schema
+from subspace.api.app import create_app, pinned_schema
+from subspace.api.openapi import REGENERATE, ErrorOut, SimErrorOut
 from subspace.api.routes import search as search_routes
 from subspace.cli import main
 from subspace.config import Settings

@@ -781,7 +781,7 @@ def migrate() -> None:
 def openapi_command() -> None:
     """Print the HTTP API's OpenAPI document as docs/openapi.json holds it (default settings,
     keys sorted): `subspace openapi > docs/openapi.json`."""
-    from subspace.api.openapi import pinned_schema
+    from subspace.api.app import pinned_schema
 
     click.echo(pinned_schema(), nl=False)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -118,3 +119,10 @@ def create_app(settings: Settings, database: Database | None = None) -> FastAPI:
     app.mount("/static", StaticFiles(directory=web.STATIC_DIR), name="static")
     app.router.routes.extend(web.router.routes)
     return app
+
+
+def pinned_schema() -> str:
+    """docs/openapi.json's text: the schema of an app built with default settings (nothing
+    from the environment), keys sorted, indented by 2, with a final newline."""
+    schema = create_app(Settings(providers="fake")).openapi()
+    return json.dumps(schema, indent=2, sort_keys=True, ensure_ascii=False) + "\n"

@@ -3,7 +3,6 @@ offline /docs and /redoc pages, and the pinned schema docs/openapi.json (`subspa
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -204,13 +203,3 @@ def install_docs(app: FastAPI) -> None:
         )
         page.headers["content-security-policy"] = DOCS_CSP
         return page
-
-
-def pinned_schema() -> str:
-    """docs/openapi.json's text: the schema of an app built with default settings (nothing
-    from the environment), keys sorted, indented by 2, with a final newline."""
-    from subspace.api.app import create_app  # the app imports this module
-    from subspace.config import Settings
-
-    schema = create_app(Settings(providers="fake")).openapi()
-    return json.dumps(schema, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
