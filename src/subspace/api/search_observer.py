@@ -5,20 +5,25 @@ line. The request's Context carries the observer, so `search()` reports to it.""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from starlette.requests import Request
 
 if TYPE_CHECKING:
-    from subspace.api.metrics import Metrics
     from subspace.search.request import SearchResponse
+
+
+class SearchCounter(Protocol):
+    """What counts searches: the app's metrics (api/metrics.py)."""
+
+    def observe_search(self, response: SearchResponse) -> None: ...
 
 
 def search_observer(request: Request) -> Callable[[SearchResponse], None]:
     """What `search()` calls with each response it gives for `request`."""
 
     def observe(response: SearchResponse) -> None:
-        metrics: Metrics | None = getattr(request.app.state, "metrics", None)
+        metrics: SearchCounter | None = getattr(request.app.state, "metrics", None)
         if metrics is not None:
             metrics.observe_search(response)
         noted: dict[str, object] = {
