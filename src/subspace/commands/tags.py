@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-from datetime import date
 from typing import Any
 from uuid import UUID
 
@@ -14,11 +12,11 @@ from subspace.context import Context
 from subspace.db import queries
 from subspace.errors import Conflict, InvalidInput
 from subspace.models import ItemKind, TagDefinition, TagType
-from subspace.text import clean_text, single_line
+from subspace.tag_values import coerce_tag_value
+from subspace.text import single_line
 
 TAG_TYPES: tuple[TagType, ...] = ("text", "number", "date", "boolean")
 TAG_TARGETS: tuple[ItemKind, ...] = ("page", "file", "mail")
-MAX_TAG_TEXT_CHARS = 1_000  # a tag value is a label, not a document
 
 
 @retried
@@ -42,34 +40,6 @@ def create_tag(cx: Context, name: str, type: str, *, kb_id: UUID | None = None) 
             raise Conflict(f"A tag named {name!r} already exists in this knowledge base.")
         append_event(conn, cx.actor.workspace_id, "tag.defined", tag_id=row["id"])
         return queries.get_tag(conn, ws, row["id"])
-
-
-def coerce_tag_value(tag: TagDefinition, value: Any) -> tuple[str, Any]:
-    """The value column and value for `tag`, or InvalidInput naming the expected type."""
-    expected = f"Tag {tag.name!r} is of type {tag.type}"
-    if tag.type == "text":
-        if not isinstance(value, str):
-            raise InvalidInput(f"{expected}; give a string.")
-        text = clean_text(value)
-        if len(text) > MAX_TAG_TEXT_CHARS:
-            raise InvalidInput(f"{expected}; its value is limited to {MAX_TAG_TEXT_CHARS} chars.")
-        return "value_text", text
-    if tag.type == "number":
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise InvalidInput(f"{expected}; give a number.")
-        if not math.isfinite(value):
-            raise InvalidInput(f"{expected}; give a finite number.")
-        return "value_number", float(value)
-    if tag.type == "date":
-        if isinstance(value, date):
-            return "value_date", value
-        try:
-            return "value_date", date.fromisoformat(str(value))
-        except ValueError:
-            raise InvalidInput(f"{expected}; give a date as YYYY-MM-DD.") from None
-    if not isinstance(value, bool):
-        raise InvalidInput(f"{expected}; give true or false.")
-    return "value_bool", value
 
 
 @retried

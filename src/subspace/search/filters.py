@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
-from subspace.commands.tags import coerce_tag_value
 from subspace.db.pipeline import Later, prepared
 from subspace.db.pool import Conn
 from subspace.errors import InvalidInput, NotFound, TooLarge
@@ -23,6 +22,7 @@ from subspace.search.fragments import Fragment, bind
 from subspace.search.options import KIND_ALIASES as KIND_ALIASES
 from subspace.search.options import KINDS as KINDS
 from subspace.search.options import OPS_BY_TYPE as OPS_BY_TYPE
+from subspace.tag_values import coerce_tag_value
 
 _COMPARISONS = {"eq": "=", "neq": "<>", "gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
 _COLUMNS = {"text": "value_text", "number": "value_number", "date": "value_date",

@@ -30,6 +30,7 @@ from subspace.search.lexical.leg import (
 )
 from subspace.search.lexical.terms import TsQueries, queue_tsqueries
 from subspace.search.query import ParsedQuery
+from subspace.search.request import LegReport
 from subspace.search.shared import LargeBases
 from subspace.search.vector import (
     EmbeddingUnavailable,
@@ -46,17 +47,6 @@ STATEMENT_TIMEOUT_MS = 10_000  # a search that takes longer than this is a bug, 
 # The search's transaction settings, as one statement so it can be queued (a pipeline sends
 # no multi-statement text): a time limit.
 SEARCH_SETTINGS = f"select set_config('statement_timeout', '{STATEMENT_TIMEOUT_MS}ms', true)"
-
-
-@dataclass
-class LegReport:
-    ran: bool
-    error: str | None = None
-    candidates: int = 0
-    ms: float = 0.0
-    plan: str | None = None
-    weight: float = 1.0
-    ranker: str | None = None
 
 
 @dataclass(frozen=True)

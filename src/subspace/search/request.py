@@ -9,7 +9,19 @@ from uuid import UUID
 
 from subspace.search.filters import TagFilter
 from subspace.search.hydrate import Row
-from subspace.search.legs import LegReport
+
+
+@dataclass
+class LegReport:
+    """How one leg went: whether it ran (and why not), its candidates, time, plan, weight."""
+
+    ran: bool
+    error: str | None = None
+    candidates: int = 0
+    ms: float = 0.0
+    plan: str | None = None
+    weight: float = 1.0
+    ranker: str | None = None
 
 
 @dataclass

@@ -9,7 +9,6 @@ from typing import Any
 from uuid import UUID
 
 from subspace.commands.outbox import queue_waiting_for_embeddings
-from subspace.commands.tags import MAX_TAG_TEXT_CHARS
 from subspace.context import Context
 from subspace.db.pipeline import Later, pipelined_transaction
 from subspace.db.pool import Conn
@@ -44,6 +43,7 @@ from subspace.search.options import ANSWERS, MODES, RANKERS
 from subspace.search.query import ParsedQuery, parse_query
 from subspace.search.request import SearchRequest, SearchResponse
 from subspace.search.shared import SEARCH_WAIT_S
+from subspace.tag_values import MAX_TAG_TEXT_CHARS
 from subspace.text import is_clean
 
 # Default weight of the vector leg, by provider, from `subspace eval --sweep` on SciFact (see
