@@ -38,6 +38,7 @@ from subspace.search.options import (
 if TYPE_CHECKING:  # the importer pulls in every extractor; only `import` needs it
     from subspace.ingest.importer import ImportReport
     from subspace.search.filters import TagFilter
+    from subspace.search.request import SearchResponse
 
 SHORT_ID_CHARS = 8  # of a key id in `keys list`; `keys revoke` takes any unique start
 LEG_LABELS = {"lexical": "keyword", "vector": "meaning"}
@@ -305,6 +306,13 @@ def search_command(
     if as_json:
         click.echo(json.dumps(dataclasses.asdict(response), default=str, indent=2))
         return
+    _print_search(response, query, explain)
+
+
+def _print_search(response: SearchResponse, query: str, explain: bool) -> None:
+    """A search's answer as people read it: the correction, one table row a result (where it
+    is, the passage, and the ref `subspace read` takes; which leg found it at which rank, and
+    the fused score), the notes, and a footer, all within 80 columns."""
     if response.corrections:
         import re
 
@@ -313,8 +321,6 @@ def search_command(
             shown = re.sub(rf"(?<!\w){re.escape(typed)}(?!\w)", meant, shown)
         typed_words = ", ".join(response.corrections)
         click.echo(f'Showing results for "{shown}" (you typed {typed_words}).')
-    # One row a result, its cell three lines: where it is, the passage, and the ref that
-    # `subspace read` takes; then which leg found it at which rank, and the fused score.
     table = _table("#", "result", "found by", "score")
     table.columns[1].ratio = 1
     table.columns[1].overflow = "fold"
