@@ -128,9 +128,8 @@ def test_eval_scores_a_judged_workspace_over_every_kind(
     assert report["arms"]["hybrid"]["success@1"] == 1.0
     table = CliRunner().invoke(main, ["eval", str(folder), "--provider", "fake"])
     assert table.exit_code == 0, table.output
-    assert "success@1" in table.stdout and "1 of the queries are judged to have no answer" in (
-        table.stdout
-    )
+    assert "success@1" in table.stdout
+    assert "1 of the queries are judged to have no answer" in table.stdout
 
 
 def test_eval_says_what_a_collection_folder_holds(tmp_path: Path) -> None:

@@ -123,7 +123,8 @@ def test_every_ref_kb_search_prints_reads_back(
             found.setdefault(match.group(1).split(":")[0], match.group(1))  # the best of each
     assert {"node", "file", "mail"} <= set(found), text
     status, node = tool(client, "kb.read", ref=found["node"])
-    assert status == 200 and node.splitlines()[1:] == [
+    assert status == 200
+    assert node.splitlines()[1:] == [
         f"- Cone 6 glaze firing went well (node:{firing.id})",
         f"  - Cooled for a day (node:{node.split('(node:')[2][:36]})",
     ], node

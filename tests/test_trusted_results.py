@@ -60,9 +60,8 @@ def test_gibberish_finds_nothing_in_every_mode_and_says_so(
     assert response.rows == []
     assert response.notes[-1].startswith(f"No matches for \u201c{GIBBERISH}\u201d")
     if mode != "lexical":
-        assert (
-            response.below_floor > 0 and response.min_similarity == MODEL_FLOORS[FakeProvider.model]
-        )
+        assert response.below_floor > 0
+        assert response.min_similarity == MODEL_FLOORS[FakeProvider.model]
         assert "under the similarity floor" in response.notes[-1]
 
 
