@@ -61,7 +61,7 @@ from subspace.ingest.worker import extract_pending
 from subspace.models import Actor
 from subspace.providers.fake import FakeProvider
 from subspace.runtime import Database, open_database
-from subspace.search.kinds import is_memory
+from subspace.search.registry import is_memory
 from subspace.search.request import SearchRequest
 from subspace.search.service import search
 from subspace.search.shared import SearchRuntime

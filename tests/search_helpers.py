@@ -13,7 +13,7 @@ from subspace.indexer.lexical import LexicalFollower
 from subspace.providers.base import EmbeddingProvider
 from subspace.providers.fake import FakeProvider
 from subspace.runtime import Database
-from subspace.search import kinds as registry
+from subspace.search import registry
 from subspace.search.filters import Scope
 from subspace.search.fusion import Hit
 from subspace.search.lexical.leg import (

@@ -29,7 +29,6 @@ from subspace.context import Context
 from subspace.db.pool import Conn
 from subspace.runtime import Database
 from subspace.search.filters import TagFilter, resolve_scope
-from subspace.search.kinds import filter_names, with_parts
 from subspace.search.lexical.bm25 import K1 as BM25_K1
 from subspace.search.lexical.bm25 import B as BM25_B
 from subspace.search.lexical.bm25 import stored_length
@@ -37,6 +36,7 @@ from subspace.search.lexical.leg import database_identity, index_root
 from subspace.search.lexical.sql import ALL_WORDS_CLAUSES, source_weight, title_kinds
 from subspace.search.lexical.terms import build_tsqueries
 from subspace.search.query import parse_query
+from subspace.search.registry import filter_names, with_parts
 from subspace.workspaces import create_workspace
 from tests.search_helpers import follow, lexical_hits, run
 

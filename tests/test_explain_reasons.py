@@ -13,7 +13,7 @@ from subspace.context import Context
 from subspace.db.pool import Conn
 from subspace.ingest.worker import extract_pending
 from subspace.runtime import Database
-from subspace.search import kinds as registry
+from subspace.search import registry
 from subspace.search.explaining import ASKED_BY_RUN
 from subspace.search.filters import TagFilter
 from tests.search_helpers import ids, index, run

@@ -8,7 +8,7 @@ from subspace.context import Context
 from subspace.indexer.sources import GONE, ITEM_KINDS, IndexTarget, all_targets, desired_chunks
 from subspace.ingest.worker import extract_pending
 from subspace.runtime import Database
-from subspace.search import kinds as registry
+from subspace.search import registry
 
 
 def test_the_reasons_that_prune_are_declared_by_the_items() -> None:

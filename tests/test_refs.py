@@ -10,7 +10,7 @@ from subspace import commands
 from subspace.agents.tools import call_tool
 from subspace.context import Context
 from subspace.errors import InvalidInput
-from subspace.search import kinds as registry
+from subspace.search import registry
 from subspace.search.reading import ref_target
 from subspace.search.refs import kind_named
 

@@ -23,7 +23,7 @@ from subspace.ingest.outline import OutlineItem
 from subspace.ingest.worker import extract_pending
 from subspace.providers.fake import FakeProvider
 from subspace.runtime import Database
-from subspace.search import kinds as registry
+from subspace.search import registry
 from subspace.search.filters import resolve_scope
 from subspace.search.fragments import Fragment
 from subspace.search.grep import grep

@@ -22,7 +22,7 @@ _UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F
 
 @dataclass(frozen=True)
 class RefPatterns:
-    """The regexes that find refs in text, for the kinds registered (search/kinds.py)."""
+    """The regexes that find refs in text, for the kinds registered (search/registry.py)."""
 
     ref: re.Pattern[str]  # one ref: page:<uuid>, mem:<uuid>, file:<uuid>:3 (any case)
     citation: re.Pattern[str]  # refs in square brackets, separated by commas or semicolons

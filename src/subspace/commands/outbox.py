@@ -1,6 +1,6 @@
 """The outbox: appending events inside the transaction of the command that caused them, and
 how many items still wait for the indexer. Which item an event is about, each item kind
-declares (search/kinds.py: ItemSpec.events)."""
+declares (search/registry.py: ItemSpec.events)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from uuid import UUID
 
 from subspace.db.pipeline import Later, prepared
 from subspace.db.pool import Conn
-from subspace.search import kinds as registry
+from subspace.search import registry
 
 CHANNEL = "subspace_outbox"  # NOTIFY'd with each event's id when its transaction commits
 

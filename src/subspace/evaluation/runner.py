@@ -41,7 +41,7 @@ from subspace.indexer.lexical import LexicalFollower
 from subspace.indexer.reindex import VECTOR_INDEX_SQL
 from subspace.providers.base import EmbeddingProvider, EmbedResult
 from subspace.runtime import Database, resolve_dsn
-from subspace.search import kinds as registry
+from subspace.search import registry
 from subspace.search.options import RANKERS
 from subspace.search.request import SearchRequest
 from subspace.search.service import search

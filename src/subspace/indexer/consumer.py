@@ -29,7 +29,7 @@ from subspace.indexer.sweep import stale_targets
 from subspace.providers.base import EmbeddingProvider
 from subspace.providers.registry import index_debounce_ms
 from subspace.runtime import Database
-from subspace.search import kinds as registry
+from subspace.search import registry
 
 log = logging.getLogger(__name__)
 

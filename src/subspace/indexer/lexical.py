@@ -30,8 +30,7 @@ from subspace.db.notifications import Listener
 from subspace.db.pool import Conn
 from subspace.errors import ConfigError
 from subspace.runtime import Database
-from subspace.search import kinds as registry
-from subspace.search.kinds import event_item_sql, event_kind_sql
+from subspace.search import registry
 from subspace.search.lexical.delta import AFTER, Behind, behind
 from subspace.search.lexical.documents import all_documents, item_documents
 from subspace.search.lexical.index import (
@@ -51,6 +50,7 @@ from subspace.search.lexical.index import (
     write_atomically,
 )
 from subspace.search.lexical.leg import database_identity, index_root
+from subspace.search.registry import event_item_sql, event_kind_sql
 
 log = logging.getLogger(__name__)
 

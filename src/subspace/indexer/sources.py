@@ -9,7 +9,7 @@ from uuid import UUID
 
 from subspace.db.pool import Conn
 from subspace.indexer.chunking import Chunk, NodeSource, file_chunks, mail_chunk, page_chunks
-from subspace.search import kinds as registry
+from subspace.search import registry
 
 ITEM_KINDS = ("page", "file", "mail")  # the items chunked here, by the kinds' item names
 # The reasons after which an item has nothing to embed (no text, or none wanted): its

@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from subspace.db.pool import Conn
-from subspace.search import kinds as registry
+from subspace.search import registry
 
 
 @dataclass

@@ -6,7 +6,7 @@ from typing import Any
 from uuid import UUID
 
 from subspace.db.pool import Conn
-from subspace.search import kinds as registry
+from subspace.search import registry
 from subspace.search.filters import Scope, item_visible
 from subspace.search.fragments import Fragment, bind
 from subspace.search.fusion import Fused, Hit

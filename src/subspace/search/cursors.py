@@ -24,7 +24,7 @@ from uuid import UUID
 from subspace.db.pipeline import Later, prepared
 from subspace.db.pool import Conn
 from subspace.errors import InvalidCursor
-from subspace.search import kinds as registry
+from subspace.search import registry
 from subspace.search.fusion import TargetKey
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ from uuid import UUID
 
 from subspace.db.pipeline import Later, prepared
 from subspace.db.pool import Conn
-from subspace.search import kinds as registry
+from subspace.search import registry
 from subspace.search.fusion import Fused, TargetKey
 from subspace.search.refs import parse_ref
 

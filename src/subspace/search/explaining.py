@@ -11,7 +11,7 @@ from uuid import UUID
 
 from subspace.db.pool import Conn
 from subspace.providers.base import EmbeddingProvider
-from subspace.search import kinds as registry
+from subspace.search import registry
 from subspace.search.cursors import cursor_key
 from subspace.search.filters import Scope, tag_filter
 from subspace.search.fragments import Fragment, bind

@@ -2,7 +2,7 @@
 
 Every predicate here is shared by the lexical leg, the vector leg, hydration, grep and read,
 so an item hidden from one is hidden from all; they are built from the declarations in
-search/kinds.py. SQL uses named parameters: %(ws)s for the workspace, %(user)s for the acting
+search/registry.py. SQL uses named parameters: %(ws)s for the workspace, %(user)s for the acting
 user and %(kbs)s for the knowledge bases searched (Scope.shared); the builders that bind more
 (tag filters, kinds, exclusions) return a Fragment carrying them.
 """
@@ -17,7 +17,7 @@ from subspace.db.pipeline import Later, prepared
 from subspace.db.pool import Conn
 from subspace.errors import InvalidInput, NotFound, TooLarge
 from subspace.models import TagDefinition
-from subspace.search import kinds as registry
+from subspace.search import registry
 from subspace.search.fragments import Fragment, bind
 from subspace.search.options import KIND_ALIASES as KIND_ALIASES
 from subspace.search.options import KINDS as KINDS

@@ -14,7 +14,7 @@ import psycopg
 from subspace.context import Context
 from subspace.db.pool import Conn
 from subspace.errors import InvalidCursor, InvalidInput
-from subspace.search import kinds as registry
+from subspace.search import registry
 from subspace.search.cursors import seal, unseal, workspace_secret
 from subspace.search.options import DEFAULT_GREP_LIMIT, GREP_MAX_RESULTS
 from subspace.text import is_clean

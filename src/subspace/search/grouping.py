@@ -5,7 +5,7 @@ from __future__ import annotations
 from uuid import UUID
 
 from subspace.db.pool import Conn
-from subspace.search import kinds as registry
+from subspace.search import registry
 from subspace.search.filters import Scope, asked_by_run
 from subspace.search.fusion import Fused, TargetKey
 from subspace.search.lexical.terms import TsQueries

@@ -15,7 +15,7 @@ from uuid import UUID
 
 from subspace.db.pipeline import Later, all_rows, generic_plans, prepared
 from subspace.db.pool import Conn
-from subspace.search import kinds as registry
+from subspace.search import registry
 from subspace.search.analysis import fold, fold_with_offsets
 from subspace.search.filters import Scope
 from subspace.search.fragments import Fragment, bind

@@ -1,7 +1,7 @@
 """Reading one item whole once search or grep has found it: a page as an outline, a bullet with
 everything under it, or any item by the ref search and grep print (`page:<id>`, `node:<id>`,
 `file:<id>` or `file:<id>:<n>`, `mail:<id>`, a bare page id, or the ref of any kind the
-registry declares in search/kinds.py). Hidden items are NotFound."""
+registry declares in search/registry.py). Hidden items are NotFound."""
 
 from __future__ import annotations
 
@@ -13,8 +13,7 @@ from subspace.db import queries
 from subspace.db.pool import Conn
 from subspace.errors import NotFound
 from subspace.models import Node
-from subspace.search import kinds as registry
-from subspace.search import refs
+from subspace.search import refs, registry
 
 BARE = "page"  # a bare id names a page (kb.read took page ids before refs existed)
 

@@ -1,4 +1,4 @@
-"""Refs as search and grep print them, read back by the registry's ref formats (search/kinds.py):
+"""Refs as search and grep print them, read back by the registry's ref formats (search/registry.py):
 `page:<id>`, `node:<id>`, `file:<id>:<n>`, `mail:<id>`, and any registered kind's own."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from uuid import UUID
 
-from subspace.search import kinds as registry
+from subspace.search import registry
 
 _UUID = re.compile(
     r"[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}"

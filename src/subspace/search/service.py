@@ -14,8 +14,7 @@ from subspace.db.pipeline import Later, pipelined_transaction
 from subspace.db.pool import Conn
 from subspace.errors import InvalidInput, TooLarge
 from subspace.providers.base import EmbeddingProvider
-from subspace.search import explaining
-from subspace.search import kinds as registry
+from subspace.search import explaining, registry
 from subspace.search.browsing import browse
 from subspace.search.cursors import (
     Paging,

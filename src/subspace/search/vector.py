@@ -27,7 +27,7 @@ from subspace.db.pool import Conn
 from subspace.db.vector_index import vector_expression
 from subspace.providers.base import EmbeddingProvider, ProviderError, checked_vectors
 from subspace.providers.breaker import breaker_for, failure_reason
-from subspace.search import kinds as registry
+from subspace.search import registry
 from subspace.search.filters import Scope, any_of, embedding_not_excluded, embedding_visible
 from subspace.search.fragments import Fragment, bind
 from subspace.search.fusion import Hit

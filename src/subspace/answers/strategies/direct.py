@@ -16,7 +16,7 @@ from subspace.answers.replies import answer_from, raise_if_cancelled
 from subspace.answers.sources import run_bullets
 from subspace.answers.strategy import Answer, Job
 from subspace.db.pool import Conn
-from subspace.search import kinds as registry
+from subspace.search import registry
 from subspace.search.request import SearchRequest
 from subspace.search.service import search
 

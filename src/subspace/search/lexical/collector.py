@@ -16,7 +16,7 @@ from uuid import UUID
 
 import tantivy
 
-from subspace.search import kinds as registry
+from subspace.search import registry
 from subspace.search.fusion import Hit
 from subspace.search.lexical.documents import part_column
 from subspace.search.lexical.index import (

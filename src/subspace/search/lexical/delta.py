@@ -13,7 +13,7 @@ from uuid import UUID
 
 from subspace.db.pipeline import Later, prepared
 from subspace.db.pool import Conn
-from subspace.search.kinds import event_item_sql
+from subspace.search.registry import event_item_sql
 
 # Events after a snapshot: xid8 compares in order, so the index finds the ones from its
 # oldest running transaction on, and the snapshot tells which of those it did not see.

@@ -1,6 +1,6 @@
 """The engine's documents as Postgres holds them: each row of each kind, with its lexemes at
 their positions (from its generated tsvector), its knowledge base, kind, item and the reasons
-hiding it, generated from the kinds' declarations (search/kinds.py).
+hiding it, generated from the kinds' declarations (search/registry.py).
 
 The follower reads the documents of the items an outbox event names, a rebuild every
 document; both through `documents_sql`.
@@ -14,7 +14,7 @@ from typing import Any
 from uuid import UUID
 
 from subspace.db.pool import Conn
-from subspace.search import kinds as registry
+from subspace.search import registry
 from subspace.search.lexical.index import IndexDocument
 
 FETCH_ROWS = 2_000  # rows a rebuild reads per round trip of its cursor

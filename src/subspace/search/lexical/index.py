@@ -34,7 +34,7 @@ from uuid import UUID
 
 import tantivy
 
-from subspace.search import kinds as registry
+from subspace.search import registry
 
 log = logging.getLogger(__name__)
 

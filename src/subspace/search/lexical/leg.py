@@ -17,7 +17,7 @@ from uuid import UUID
 from subspace.config import Settings
 from subspace.db.pipeline import Later, flush, later, prepared
 from subspace.db.pool import Conn
-from subspace.search import kinds as registry
+from subspace.search import registry
 from subspace.search.filters import Scope, tag_filter
 from subspace.search.fragments import Fragment, bind
 from subspace.search.fusion import Hit

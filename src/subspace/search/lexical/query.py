@@ -17,7 +17,7 @@ from uuid import UUID
 
 from tantivy import Occur, Query
 
-from subspace.search import kinds as registry
+from subspace.search import registry
 from subspace.search.lexical import bm25
 from subspace.search.lexical.index import (
     ANSWER,

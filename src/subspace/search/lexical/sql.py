@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from subspace.search import kinds as registry
+from subspace.search import registry
 from subspace.search.filters import Scope, asked_by_run, item_visible
 from subspace.search.fragments import Fragment, bind
 from subspace.search.lexical import bm25

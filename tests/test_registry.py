@@ -20,7 +20,7 @@ from subspace.context import Context
 from subspace.errors import InvalidInput, NotFound
 from subspace.ingest.worker import extract_pending
 from subspace.runtime import Database
-from subspace.search import kinds
+from subspace.search import registry
 from subspace.search.filters import resolve_scope
 from subspace.search.grep import grep
 from subspace.search.lexical.terms import build_tsqueries
@@ -62,9 +62,9 @@ create trigger text_stats_delete after delete on kindtest.notes
     for each statement execute function search.update_text_stats('note', 'body_tsv', 'body_len');
 """
 
-NOTE_ITEM = kinds.ItemSpec("note", "kindtest.notes", "t", "title", (kinds.ARCHIVED,),
+NOTE_ITEM = registry.ItemSpec("note", "kindtest.notes", "t", "title", (registry.ARCHIVED,),
                            events=("note.",), event_key="note_id")  # fmt: skip
-NOTE = kinds.KindSpec(
+NOTE = registry.KindSpec(
     "note", NOTE_ITEM, "kindtest.notes", "t", key="id", item_key="id", text="body",
     tsv="body_tsv", length="body_len", source="note", row_type="note", cursor_key="t",
 )  # fmt: skip
@@ -76,7 +76,7 @@ class Notes:
 
     database: Database
     cx: Context
-    spec: kinds.KindSpec
+    spec: registry.KindSpec
 
     def add(
         self, body: str, *, title: str = "A note", kb_id: UUID | None = None,
@@ -107,42 +107,42 @@ def notes(database: Database, cx: Context) -> Iterator[Notes]:
     and forgotten afterwards."""
     with database.pool.connection() as conn:
         conn.execute(NOTES_SCHEMA)
-    spec = kinds.register(NOTE)
+    spec = registry.register(NOTE)
     try:
         yield Notes(database, cx, spec)
     finally:
-        kinds.unregister(spec.name)
+        registry.unregister(spec.name)
 
 
 def test_the_built_in_kinds_are_the_options_kinds_with_their_refs_and_rows() -> None:
-    assert kinds.filter_names() == KINDS
-    assert kinds.names() == (*KINDS, "file_name", "mail_subject")
-    assert kinds.target_of("memory") == "node"
-    assert kinds.target_of("file_name") == "file"
-    assert kinds.row_types() == {
+    assert registry.filter_names() == KINDS
+    assert registry.names() == (*KINDS, "file_name", "mail_subject")
+    assert registry.target_of("memory") == "node"
+    assert registry.target_of("file_name") == "file"
+    assert registry.row_types() == {
         "page": "page", "node": "node", "memory": "mem", "file": "file", "mail": "mail",
         "file_name": "file", "mail_subject": "mail",
     }  # fmt: skip
-    assert [kinds.get(k).ref_format for k in ("page", "node", "memory", "file", "mail")] == [
+    assert [registry.get(k).ref_format for k in ("page", "node", "memory", "file", "mail")] == [
         "page:<id>", "node:<id>", "node:<id>", "file:<file_id>:<n>", "mail:<id>"
     ]  # fmt: skip
-    assert kinds.get("file").ref_of("f1", 3) == "file:f1:3"
-    assert kinds.sources() == ("page", "node", "file", "mail", "file_name", "mail_subject")
-    assert kinds.with_parts(frozenset({"file"})) == {"file", "file_name"}
-    assert [reason.name for reason in kinds.get("file").reasons] == [
+    assert registry.get("file").ref_of("f1", 3) == "file:f1:3"
+    assert registry.sources() == ("page", "node", "file", "mail", "file_name", "mail_subject")
+    assert registry.with_parts(frozenset({"file"})) == {"file", "file_name"}
+    assert [reason.name for reason in registry.get("file").reasons] == [
         "disabled", "processing", "archived", "deleted", "excluded", "chunk_disabled"
     ]  # fmt: skip
 
 
 def test_a_kind_is_registered_once_and_its_names_must_be_plain() -> None:
     with pytest.raises(ValueError, match="already registered"):
-        kinds.register(kinds.get("page"))
+        registry.register(registry.get("page"))
     with pytest.raises(ValueError, match="lowercase"):
-        kinds.register(kinds.KindSpec(
+        registry.register(registry.KindSpec(
             "Bad'", NOTE_ITEM, "kindtest.notes", "t", key="id", item_key="id", text="body",
             tsv="body_tsv", length="body_len", source="note", row_type="note",
         ))  # fmt: skip
-    assert "Bad'" not in kinds.names()
+    assert "Bad'" not in registry.names()
 
 
 def test_a_registered_kind_is_found_by_the_lexical_search(notes: Notes, cx: Context) -> None:
@@ -193,11 +193,11 @@ def test_a_registered_kind_is_found_by_the_lexical_search(notes: Notes, cx: Cont
 
 
 def test_an_unregistered_kind_is_unknown_again(notes: Notes, cx: Context) -> None:
-    kinds.unregister("note")
-    kinds.unregister("note")  # safe twice
+    registry.unregister("note")
+    registry.unregister("note")  # safe twice
     with pytest.raises(InvalidInput, match="Unknown kind 'note'"):
         run(cx, "quetzal", kinds=["note"])
-    kinds.register(NOTE)  # the fixture forgets it again
+    registry.register(NOTE)  # the fixture forgets it again
 
 
 @pytest.mark.parametrize(
@@ -254,13 +254,13 @@ def test_a_cursor_key_taken_by_another_kind_is_refused() -> None:
     # A note would be listed in cursors by its initial, which nodes use: a cursor could not
     # tell a note from a node of the same id.
     with pytest.raises(ValueError, match="which 'node' uses; declare another cursor_key"):
-        kinds.register(replace(NOTE, cursor_key=""))
+        registry.register(replace(NOTE, cursor_key=""))
     with pytest.raises(ValueError, match="which 'file' uses"):
-        kinds.register(replace(NOTE, cursor_key="f"))
+        registry.register(replace(NOTE, cursor_key="f"))
     with pytest.raises(ValueError, match="one lowercase letter"):
-        kinds.register(replace(NOTE, cursor_key="tt"))
-    assert "note" not in kinds.names()
-    assert {spec.name: spec.cursor_letter for spec in kinds.registered()} == {
+        registry.register(replace(NOTE, cursor_key="tt"))
+    assert "note" not in registry.names()
+    assert {spec.name: spec.cursor_letter for spec in registry.registered()} == {
         "page": "p", "node": "n", "memory": "n", "file": "f", "mail": "m", "file_name": "f",
         "mail_subject": "m",
     }  # fmt: skip
@@ -294,8 +294,8 @@ def test_grep_leaves_out_the_kinds_that_declare_grep_false(notes: Notes, cx: Con
     commands.add_node(cx, page.id, "the zebra stripes")
     notes.add("a zebra note")
     assert sorted(m.ref.split(":")[0] for m in grep(cx, "zebra").matches) == ["node", "note"]
-    kinds.unregister("note")
-    kinds.register(replace(NOTE, grep=False))  # the fixture forgets it again
+    registry.unregister("note")
+    registry.register(replace(NOTE, grep=False))  # the fixture forgets it again
     assert [m.ref.split(":")[0] for m in grep(cx, "zebra").matches] == ["node"]
 
 
@@ -325,7 +325,7 @@ def test_browsing_lists_every_kind_of_item_newest_first(
         ]
         return [(row.type, row.ref) for row in response.rows]
 
-    every = list(kinds.filter_names())  # a browse needs a filter
+    every = list(registry.filter_names())  # a browse needs a filter
     assert browsed(kinds=every) == [
         ("note", f"note:{note}"), ("mail", f"mail:{mail.id}"), ("file", f"file:{pdf.id}:0"),
         ("page", f"page:{page.id}"),
@@ -342,10 +342,10 @@ def test_browsing_lists_every_kind_of_item_newest_first(
 def test_rows_of_a_kind_whose_row_type_is_not_its_name_are_explained(
     notes: Notes, cx: Context
 ) -> None:
-    kinds.unregister("note")
-    kinds.register(replace(NOTE, row_type="jot"))  # the fixture forgets it again
+    registry.unregister("note")
+    registry.register(replace(NOTE, row_type="jot"))  # the fixture forgets it again
     with pytest.raises(ValueError, match="row type 'jot', which 'note' uses"):
-        kinds.register(replace(NOTE, name="memo", cursor_key="o", row_type="jot", source="memo",
+        registry.register(replace(NOTE, name="memo", cursor_key="o", row_type="jot", source="memo",
                                table="kindtest.memos"))  # fmt: skip
     wanted = notes.add("a quetzal nests in the cloud forest")
     response = run(cx, "quetzal", mode="lexical", explain=True)
