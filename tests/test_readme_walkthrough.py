@@ -44,19 +44,16 @@ def test_a_kind_filter_that_leaves_out_every_match_answers_empty_not_degraded(
 
 
 def test_search_explain_on_the_command_line_shows_each_legs_weight(
-    settings: Settings, monkeypatch: pytest.MonkeyPatch, database: Database, cx: Context
+    runner: CliRunner, monkeypatch: pytest.MonkeyPatch, database: Database, cx: Context
 ) -> None:
     # Under the fake provider the vector leg weighs 0.01; the explain line printed
     # "vector 1/(2+60)" beside a score of 0.0002, a sum the reader could not make.
-    monkeypatch.setenv("SUBSPACE_DATABASE_URL", settings.database_url)
-    monkeypatch.setenv("SUBSPACE_HOME", str(settings.home))
-    monkeypatch.setenv("PROVIDERS", "fake")
     monkeypatch.setenv("COLUMNS", "200")
     page = commands.create_page(cx, "Harbour")
     commands.add_node(cx, page.id, "ferry")
     commands.add_node(cx, page.id, "ferries")
     index(database, cx)
-    result = CliRunner().invoke(main, ["search", "ferry", "--explain", "--kind", "node"])
+    result = runner.invoke(main, ["search", "ferry", "--explain", "--kind", "node"])
     assert result.exit_code == 0, result.output
     shown = result.stdout
     assert "vector 0.01/(1+60)" in shown, shown
@@ -146,19 +143,15 @@ def test_serve_on_a_port_in_use_says_so_before_printing_a_sign_in_link(
 
 
 def test_search_on_the_command_line_can_filter_a_tag_between_two_values(
-    settings: Settings, monkeypatch: pytest.MonkeyPatch, database: Database, cx: Context
+    runner: CliRunner, database: Database, cx: Context
 ) -> None:
     # `--tag NAME OP VALUE` takes one value, so `between` (documented for numbers and dates)
     # always failed with "needs two values" and no way to give the second.
-    monkeypatch.setenv("SUBSPACE_DATABASE_URL", settings.database_url)
-    monkeypatch.setenv("SUBSPACE_HOME", str(settings.home))
-    monkeypatch.setenv("PROVIDERS", "fake")
     due = commands.create_tag(cx, "due", "date")
     for title, day in (("Ferry in December", "2026-12-24"), ("Ferry in March", "2027-03-01")):
         page = commands.create_page(cx, title)
         commands.set_tag(cx, due.id, "page", page.id, day)
     index(database, cx)
-    runner = CliRunner()
     args = ["search", "ferry", "--mode", "lexical", "--json", "--tag", "due", "between"]
     found = runner.invoke(main, [*args, "2026-12-01..2026-12-31"])
     assert found.exit_code == 0, found.output

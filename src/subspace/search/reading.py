@@ -6,6 +6,7 @@ registry declares in search/registry.py). Hidden items are NotFound."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 from uuid import UUID
 
 from subspace.context import Context
@@ -82,29 +83,18 @@ def _read_file(cx: Context, file_id: UUID, chunk: int | None) -> str:
     if chunk is not None:
         return _read_row(cx, spec, file_id, (chunk,))
     f = spec.item.alias
+    text = f" join search.file_text t on t.workspace_id = {f}.workspace_id and t.file_id = {f}.id"
     with cx.transaction() as conn:
-        row = conn.execute(
-            f"select {f}.{spec.item.title} as title, t.text from {spec.item.table} {f} "
-            f"join search.file_text t on t.workspace_id = {f}.workspace_id and t.file_id = {f}.id "
-            f"where {f}.workspace_id = %(ws)s and {f}.id = %(id)s and {spec.item.visible()}",
-            {"ws": cx.actor.workspace_id, "user": cx.actor.user_id, "id": file_id},
-        ).fetchone()
-    if row is None:
-        raise NotFound("file", file_id)
+        row = _visible_item(conn, cx, spec.item, f"{f}.{spec.item.title} as title, t.text",
+                            file_id, join=text)  # fmt: skip
     return f"# {row['title']} ({spec.prefix}:{file_id})\n{row['text']}"
 
 
 def _read_mail(cx: Context, mail_id: UUID, chunk: int | None) -> str:
     spec = registry.get("mail")
-    m = spec.item.alias
     with cx.transaction() as conn:
-        row = conn.execute(
-            f"select subject, sender, recipients, sent_at, body_text from {spec.item.table} {m} "
-            f"where {m}.workspace_id = %(ws)s and {m}.id = %(id)s and {spec.item.visible()}",
-            {"ws": cx.actor.workspace_id, "user": cx.actor.user_id, "id": mail_id},
-        ).fetchone()
-    if row is None:
-        raise NotFound("mail", mail_id)
+        row = _visible_item(conn, cx, spec.item,
+                            "subject, sender, recipients, sent_at, body_text", mail_id)  # fmt: skip
     sent = "" if row["sent_at"] is None else row["sent_at"].isoformat()
     return "\n".join(
         [
@@ -129,16 +119,25 @@ _READERS: dict[str, Callable[[Context, UUID, int | None], str]] = {
 }
 
 
-def _visible_page_tree(cx: Context, conn: Conn, page_id: UUID) -> tuple[str, list[Node]]:
-    item = registry.get("page").item
-    p = item.alias
+def _visible_item(
+    conn: Conn, cx: Context, item: registry.ItemSpec, columns: str, ident: UUID, join: str = ""
+) -> dict[str, Any]:
+    """`columns` of item `ident` (its table aliased as the item's alias, with `join`) when no
+    reason hides it from the caller; NotFound otherwise."""
+    a = item.alias
     row = conn.execute(
-        f"select {p}.{item.title} as title from {item.table} {p} where {p}.workspace_id = %(ws)s "
-        f"and {p}.{item.key} = %(id)s and {item.visible()}",
-        {"ws": cx.actor.workspace_id, "user": cx.actor.user_id, "id": page_id},
+        f"select {columns} from {item.table} {a}{join} where {a}.workspace_id = %(ws)s "
+        f"and {a}.{item.key} = %(id)s and {item.visible()}",
+        {"ws": cx.actor.workspace_id, "user": cx.actor.user_id, "id": ident},
     ).fetchone()
     if row is None:
-        raise NotFound("page", page_id)
+        raise NotFound(item.name, ident)
+    return row
+
+
+def _visible_page_tree(cx: Context, conn: Conn, page_id: UUID) -> tuple[str, list[Node]]:
+    item = registry.get("page").item
+    row = _visible_item(conn, cx, item, f"{item.alias}.{item.title} as title", page_id)
     page = queries.get_page_tree(conn, cx.actor.workspace_id, page_id)
     return row["title"], page.nodes
 

@@ -28,6 +28,7 @@ from subspace.api.bodies import RequestBody
 from subspace.api.errors import body_model, describe_invalid
 from subspace.api.openapi import SimErrorOut, error_responses
 from subspace.context import Context
+from subspace.db.pool import Conn
 from subspace.errors import BadRequest, Busy, SubspaceError
 from subspace.providers.base import EmbeddingProvider
 from subspace.search.filters import TagFilter
@@ -240,8 +241,9 @@ def knowledge_search(request: Request, body: SimSearchIn, cx: CX) -> SimSearchOu
         SearchRequest(query=query, kb_ids=kb_ids, tags=tags, mode=mode, limit=body.topK),
     )
     vector = _query_vector(cx, provider, found)
-    details = _chunk_details(cx, found.rows, vector, provider)
-    places = _reading_places(cx, found.rows)
+    with cx.transaction() as conn:
+        details = _chunk_details(conn, cx, found.rows, vector, provider)
+        places = _reading_places(conn, cx, found.rows)
     results = []
     for rank, row in enumerate(found.rows, start=1):
         stored, content = details.get(row.ref, (None, None))
@@ -325,7 +327,11 @@ def _query_vector(
 
 
 def _chunk_details(
-    cx: Context, rows: list[Row], vector: HalfVector | None, provider: EmbeddingProvider | None
+    conn: Conn,
+    cx: Context,
+    rows: list[Row],
+    vector: HalfVector | None,
+    provider: EmbeddingProvider | None,
 ) -> dict[str, tuple[float | None, str | None]]:
     """ref -> (1 - cosine distance to the query, the whole chunk or bullet text), in one query."""
     if not rows:
@@ -334,26 +340,25 @@ def _chunk_details(
     files = [row.id if row.type == "file" else None for row in rows]
     chunks = [_chunk_index(row) for row in rows]
     nodes = [row.id if row.type in ("node", "mem") else None for row in rows]
-    with cx.transaction() as conn:
-        found = conn.execute(
-            "select r.ref, "
-            "(select 1 - (e.vec <=> %(q)s::halfvec) from search.embeddings e "
-            " where e.workspace_id = %(ws)s and e.model = %(model)s and e.ref = r.ref) as sim, "
-            "coalesce((select c.text from search.file_chunks c where c.workspace_id = %(ws)s "
-            " and c.file_id = r.file_id and c.n = r.n), (select n.text from kb.nodes n "
-            " where n.workspace_id = %(ws)s and n.id = r.node_id)) as content "
-            "from unnest(%(refs)s::text[], %(files)s::uuid[], %(ns)s::int[], %(nodes)s::uuid[]) "
-            "as r(ref, file_id, n, node_id)",
-            {
-                "q": vector,
-                "ws": cx.actor.workspace_id,
-                "model": provider.model if provider is not None else "",
-                "refs": refs,
-                "files": files,
-                "ns": chunks,
-                "nodes": nodes,
-            },
-        ).fetchall()
+    found = conn.execute(
+        "select r.ref, "
+        "(select 1 - (e.vec <=> %(q)s::halfvec) from search.embeddings e "
+        " where e.workspace_id = %(ws)s and e.model = %(model)s and e.ref = r.ref) as sim, "
+        "coalesce((select c.text from search.file_chunks c where c.workspace_id = %(ws)s "
+        " and c.file_id = r.file_id and c.n = r.n), (select n.text from kb.nodes n "
+        " where n.workspace_id = %(ws)s and n.id = r.node_id)) as content "
+        "from unnest(%(refs)s::text[], %(files)s::uuid[], %(ns)s::int[], %(nodes)s::uuid[]) "
+        "as r(ref, file_id, n, node_id)",
+        {
+            "q": vector,
+            "ws": cx.actor.workspace_id,
+            "model": provider.model if provider is not None else "",
+            "refs": refs,
+            "files": files,
+            "ns": chunks,
+            "nodes": nodes,
+        },
+    ).fetchall()
     return {
         r["ref"]: (float(r["sim"]) if r["sim"] is not None else None, r["content"]) for r in found
     }
@@ -369,18 +374,17 @@ def _chunk_index(row: Row) -> int:
         return 0
 
 
-def _reading_places(cx: Context, rows: list[Row]) -> dict[UUID, int]:
+def _reading_places(conn: Conn, cx: Context, rows: list[Row]) -> dict[UUID, int]:
     """node id -> its place in its page's reading order (depth first, 1 for the first bullet),
     for the pages of the bullets among `rows`."""
     pages = list({row.page_id for row in rows if row.type in ("node", "mem") and row.page_id})
     if not pages:
         return {}
-    with cx.transaction() as conn:
-        found = conn.execute(
-            "select page_id, id, parent_id from kb.nodes where workspace_id = %s "
-            "and page_id = any(%s) order by page_id, parent_id nulls first, position, id",
-            (cx.actor.workspace_id, pages),
-        ).fetchall()
+    found = conn.execute(
+        "select page_id, id, parent_id from kb.nodes where workspace_id = %s "
+        "and page_id = any(%s) order by page_id, parent_id nulls first, position, id",
+        (cx.actor.workspace_id, pages),
+    ).fetchall()
     children: dict[tuple[UUID, UUID | None], list[UUID]] = {}
     for r in found:
         children.setdefault((r["page_id"], r["parent_id"]), []).append(r["id"])

@@ -208,32 +208,38 @@ def bm25_sql(
     lookups; BM25 score), each source's lengths weighed against `averages[source]`: of every
     row in scope, or only of `items` (the delta). Rows are kind, target_id, item_id, kb_id,
     ref, every, score; the caller orders them (search/lexical/collector.py)."""
-    parts = []
-    for source in source_rows(scope, of_items=items is not None):
-        every, excluded = every_clause(tsq), _not_excluded(tsq, "s")
-        score = _bm25_score(tsq, source.name, averages.get(source.name, 1.0))
-        # One row per target: the best chunk of a file stands for the file.
-        parts.append(
-            Fragment(
-                f"""
+    every, excluded = every_clause(tsq), _not_excluded(tsq, "s")
+    parts = [
+        _best_per_base(source.query, every, excluded,
+                       _bm25_score(tsq, source.name, averages.get(source.name, 1.0)))
+        for source in source_rows(scope, of_items=items is not None)
+    ]  # fmt: skip
+    common = Fragment("", {"any_words": tsq.any_words, "cap": cap})
+    if items is not None:
+        common = Fragment("", {**common.params, "items": items})
+    return Fragment(" union all ".join(p.sql for p in parts) or _NOTHING, bind(common, *parts))
+
+
+def _best_per_base(
+    rows: Fragment, every: Fragment, excluded: Fragment, score: Fragment
+) -> Fragment:
+    """Of a source's `rows` matching the query, one row per target (the best chunk of a file
+    stands for the file), then the best `cap` per knowledge base by (every clause, score)."""
+    return Fragment(
+        f"""
         (select kind, target_id, item_id, kb_id, ref, every, score from (
             select *, row_number() over (
                 partition by kb_id order by every desc, score desc, target_id) as kb_rank
             from (
                 select distinct on (s.target_id) s.kind, s.target_id, s.item_id, s.kb_id, s.ref,
                        {every.sql} as every, {score.sql} as score
-                from ({source.query.sql}) s
+                from ({rows.sql}) s
                 where s.tsv @@ %(any_words)s::tsquery {excluded.sql}
                 order by s.target_id, every desc, score desc, s.ref
             ) best
         ) ranked where kb_rank <= %(cap)s)""",
-                bind(source.query, every, excluded, score),
-            )
-        )
-    common = Fragment("", {"any_words": tsq.any_words, "cap": cap})
-    if items is not None:
-        common = Fragment("", {**common.params, "items": items})
-    return Fragment(" union all ".join(p.sql for p in parts) or _NOTHING, bind(common, *parts))
+        bind(rows, every, excluded, score),
+    )
 
 
 _NOTHING = (
@@ -249,27 +255,9 @@ def ts_rank_cd_sql(scope: Scope, tsq: TsQueries, *, cap: int) -> Fragment:
     excluded = _not_excluded(tsq, "s")
     parts = []
     for source in source_rows(scope):
-        rows = source.query
         weight = float(source_weight(source.name))  # a number of ours, written in as text
         score = Fragment(f"ts_rank_cd(s.tsv, %(any_words)s::tsquery) * {weight!r}::float8")
-        parts.append(
-            Fragment(
-                f"""
-        (select kind, target_id, item_id, kb_id, ref, every, score from (
-            select *, row_number() over (
-                partition by kb_id order by every desc, score desc, target_id) as kb_rank
-            from (
-                select distinct on (s.target_id) s.kind, s.target_id, s.item_id, s.kb_id, s.ref,
-                       {every.sql} as every,
-                       {score.sql} as score
-                from ({rows.sql}) s
-                where s.tsv @@ %(any_words)s::tsquery {excluded.sql}
-                order by s.target_id, every desc, score desc, s.ref
-            ) best
-        ) ranked where kb_rank <= %(cap)s)""",
-                bind(rows, every, excluded),
-            )
-        )
+        parts.append(_best_per_base(source.query, every, excluded, score))
     common = Fragment("", {"any_words": tsq.any_words, "cap": cap})
     return Fragment(" union all ".join(p.sql for p in parts) or _NOTHING, bind(common, *parts))
 

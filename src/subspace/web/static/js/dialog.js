@@ -57,13 +57,14 @@ export function keepFocusIn(container, event) {
 export function promptDialog({ title, label, placeholder = "", okLabel = "Create", submit, maxlength = 200 }) {
   const input = h("input", { type: "text", name: "value", placeholder, required: true, maxlength, autocomplete: "off" });
   const error = h("p", { class: "dialog-error", role: "alert" });
-  const form = h("form", { method: "dialog" }, h("label", {}, label, input), error);
+  const form = h("form", { method: "dialog", id: `dialog-form-${Date.now()}` },
+    h("label", {}, label, input), error);
   return openModal({
     title,
     body: [form],
     actions: (close) => {
-      const ok = h("button", { type: "submit", class: "primary" }, okLabel);
-      ok.setAttribute("form", form.id = `dialog-form-${Date.now()}`);
+      // The actions sit outside the form: the OK button submits it by its id.
+      const ok = h("button", { type: "submit", class: "primary", form: form.id }, okLabel);
       form.addEventListener("submit", async (event) => {
         event.preventDefault();
         const text = input.value.trim();
