@@ -116,7 +116,7 @@ def main() -> None:
                     for mode in hits:
                         rows = search(
                             cx,
-                            FakeProvider(),
+                            db.searcher(FakeProvider()),
                             SearchRequest(query=identifier, mode=mode, kinds=["node"], limit=3),
                         ).rows
                         hits[mode] += node_of[index] in [r.id for r in rows]

@@ -63,6 +63,7 @@ from subspace.keys import create_key
 from subspace.providers.fake import FakeProvider
 from subspace.runtime import open_database
 from subspace.search.request import SearchRequest
+from subspace.search.searcher import Searcher
 from subspace.search.service import search
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -287,14 +288,14 @@ def load(
 
 
 def direct_call(
-    cx: Context, provider: FakeProvider, kb_ids: list[UUID] | None
+    cx: Context, searcher: Searcher, kb_ids: list[UUID] | None
 ) -> Callable[[str], float]:
     """`search()` in this process with the options the endpoint passes; its time in ms."""
 
     def one(query: str) -> float:
         started = time.perf_counter()
         found = search(
-            cx, provider, SearchRequest(query=query, kb_ids=kb_ids, mode="hybrid", limit=LIMIT)
+            cx, searcher, SearchRequest(query=query, kb_ids=kb_ids, mode="hybrid", limit=LIMIT)
         )
         took = (time.perf_counter() - started) * 1000
         if not found.rows or found.degraded:
@@ -360,11 +361,11 @@ def run(args: argparse.Namespace, home: Path) -> dict[str, Any]:
         # it fills the query-vector cache and warms the data and the plans.
         for kb_ids in direct_kbs.values():
             for query in distinct:
-                direct_call(cx, provider, kb_ids)(query)
+                direct_call(cx, db.searcher(provider), kb_ids)(query)
         for name, kb_ids in direct_kbs.items():
             result["endpoints"][name] = {
                 "direct": load(
-                    lambda _, k=kb_ids: direct_call(cx, provider, k),  # type: ignore[misc]
+                    lambda _, k=kb_ids: direct_call(cx, db.searcher(provider), k),  # type: ignore[misc]
                     mix,
                     1,
                     args.requests,

@@ -112,10 +112,11 @@ def main() -> None:
             queries = queries[: args.limit]
         strategy = STRATEGIES["rag-direct"]
         chat = FakeChat()
+        searcher = db.searcher(provider).for_answers()
         first = top3 = found = closest_first = closest_top3 = 0
         started = time.perf_counter()
         for qid, text in queries:
-            answer: Answer = strategy.answer(Job(cx, provider, chat, text, settings, Quiet()))
+            answer: Answer = strategy.answer(Job(cx, searcher, chat, text, settings, Quiet()))
             relevant = {d for d, score in collection.qrels[qid].items() if score > 0}
             docs = cited_docs(answer.bullets, doc_of) if answer.found else []
             everything = cited_docs(answer.bullets, doc_of)

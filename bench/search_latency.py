@@ -63,6 +63,7 @@ from subspace.providers.fake import FakeProvider
 from subspace.runtime import Database, open_database
 from subspace.search.registry import is_memory
 from subspace.search.request import SearchRequest
+from subspace.search.searcher import Searcher
 from subspace.search.service import search
 from subspace.search.shared import SearchRuntime
 from subspace.search.vector import embed_query
@@ -229,32 +230,33 @@ def time_calls(call: Callable[[str], object], queries: list[str], clients: int) 
         return list(pool.map(one, queries))
 
 
-def time_queries(cx: Context, provider: FakeProvider, queries: list[str], clients: int,
+def time_queries(cx: Context, searcher: Searcher, queries: list[str], clients: int,
                  **options: Any) -> list[float]:  # fmt: skip
+    assert searcher.provider is not None
     for query in queries:  # warm the query-vector cache: timings exclude the embedding
-        embed_query(cx.search_runtime, provider, " ".join(query.split()), timeout_s=10)
+        embed_query(searcher.runtime, searcher.provider, " ".join(query.split()), timeout_s=10)
     return time_calls(
-        lambda query: search(cx, provider, SearchRequest(query=query, **options)),
+        lambda query: search(cx, searcher, SearchRequest(query=query, **options)),
         queries,
         clients,
     )
 
 
-def ours(report: Report, setups: list[tuple[int, Context]], queries: Queries,
+def ours(report: Report, db: Database, setups: list[tuple[int, Context]], queries: Queries,
          clients_list: list[int]) -> None:  # fmt: skip
-    provider = FakeProvider()
+    searcher = db.searcher(FakeProvider())
     for _, cx in setups:
         # One untimed pass, as a running server would have had: the data and every
         # pooled connection's catalog caches are warm, as the in-memory engines are.
         for query_class in QUERY_CLASSES:
-            time_queries(cx, provider, queries.texts[query_class], 1, mode="hybrid",
+            time_queries(cx, searcher, queries.texts[query_class], 1, mode="hybrid",
                          **filter_options(query_class))  # fmt: skip
     for clients in clients_list:
         for kbs, cx in setups:
             report.say(f"\n{kbs} knowledge base(s), {clients} client(s), limit 10:")
             for query_class in QUERY_CLASSES:
                 for mode in MODES:
-                    times = time_queries(cx, provider, queries.texts[query_class], clients,
+                    times = time_queries(cx, searcher, queries.texts[query_class], clients,
                                          mode=mode, **filter_options(query_class))  # fmt: skip
                     report.add("subspace", query_class, mode, kbs, clients, times,
                                queries.labels[query_class], mode)  # fmt: skip
@@ -337,12 +339,12 @@ class Stages:
 def stage_breakdown(report: Report, db: Database, cx: Context, queries: Queries) -> dict[str, Any]:
     """The median time of each step of a hybrid search, per query class (one client), and
     what the server spends on each of its statements."""
-    provider = FakeProvider()
+    searcher = db.searcher(FakeProvider())
     found: dict[str, Any] = {}
     report.say("\nsteps of a hybrid search, 1 knowledge base, 1 client, median ms:")
     for query_class in QUERY_CLASSES:
         with Stages() as stages:
-            time_queries(cx, provider, queries.texts[query_class], 1, mode="hybrid",
+            time_queries(cx, searcher, queries.texts[query_class], 1, mode="hybrid",
                          **filter_options(query_class))  # fmt: skip
         medians = stages.medians()
         found[query_class] = medians
@@ -351,7 +353,7 @@ def stage_breakdown(report: Report, db: Database, cx: Context, queries: Queries)
     report.say("\nthe server's share of a hybrid search, mean ms per search (EXPLAIN ANALYZE of "
                "each statement; prepared ones are not planned again):")  # fmt: skip
     for query_class in QUERY_CLASSES:
-        costs = statement_costs(db, cx, provider, queries.texts[query_class][:STATEMENT_QUERIES],
+        costs = statement_costs(db, cx, searcher, queries.texts[query_class][:STATEMENT_QUERIES],
                                 **filter_options(query_class))  # fmt: skip
         found[query_class]["server"] = costs
         report.say(f"  {queries.labels[query_class]}")
@@ -383,7 +385,7 @@ def statement_name(sql: str) -> str | None:
     return name
 
 
-def statement_costs(db: Database, cx: Context, provider: FakeProvider, texts: list[str],
+def statement_costs(db: Database, cx: Context, searcher: Searcher, texts: list[str],
                     **options: Any) -> dict[str, dict[str, float]]:  # fmt: skip
     """The server's planning and execution time of each statement the searches of `texts`
     send, each explained on its own (EXPLAIN ANALYZE), as a mean per search."""
@@ -399,7 +401,7 @@ def statement_costs(db: Database, cx: Context, provider: FakeProvider, texts: li
     psycopg.Connection.execute = spy  # type: ignore[method-assign,assignment]
     try:
         for text in texts:
-            search(cx, provider, SearchRequest(query=text, mode="hybrid", **options))
+            search(cx, searcher, SearchRequest(query=text, mode="hybrid", **options))
     finally:
         psycopg.Connection.execute = real  # type: ignore[method-assign]
     totals: dict[str, dict[str, float]] = {}
@@ -682,7 +684,7 @@ def main() -> None:
             queries = pick_queries(db, setups[0][1], args.queries)
             if args.references:
                 references(report, db, setups[0][1], queries, args.clients)
-            ours(report, setups, queries, args.clients)
+            ours(report, db, setups, queries, args.clients)
             stages = stage_breakdown(report, db, setups[0][1], queries) if args.stages else {}
         finally:
             db.close()

@@ -159,7 +159,7 @@ def main() -> None:
             outcomes = {"meant": 0, "meant_as_word": 0, "other": 0, "none": 0}
             with_typos, without, extra = [], [], []
             for typed in sorted(unknown):
-                response = search(cx, FakeProvider(), SearchRequest(
+                response = search(cx, db.searcher(FakeProvider()), SearchRequest(
                     query=typed, mode="lexical", kinds=["node"]))  # fmt: skip
                 shown = response.corrections.get(typed)
                 with db.pool.connection() as conn:

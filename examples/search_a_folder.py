@@ -59,7 +59,9 @@ def main(folder: Path, query: str) -> None:
         Indexer(db, settings, provider).drain()
 
         # One hybrid search (words and meaning, fused), limited to the notes just imported.
-        response = search(cx, provider, SearchRequest(query=query, kb_ids=[kb.id], limit=5))
+        response = search(
+            cx, db.searcher(provider), SearchRequest(query=query, kb_ids=[kb.id], limit=5)
+        )
         print(f"{len(response.rows)} results for {query!r}:")
         for number, row in enumerate(response.rows, start=1):
             # A ref (node:…, page:…, file:…:chunk, mail:…) is what `subspace read`, the

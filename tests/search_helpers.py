@@ -50,9 +50,11 @@ def follow(database: Database, cx: Context) -> None:
         follower.close()
 
 
-def run(cx: Context, query: str, provider: EmbeddingProvider | None = None,
-        **options: Any) -> SearchResponse:  # fmt: skip
-    return search(cx, provider or FakeProvider(), SearchRequest(query=query, **options))
+def run(database: Database, cx: Context, query: str,
+        provider: EmbeddingProvider | None = None, **options: Any) -> SearchResponse:  # fmt: skip
+    """Search as a surface would, with `provider` (the fake one when none is given)."""
+    searcher = database.searcher(provider or FakeProvider())
+    return search(cx, searcher, SearchRequest(query=query, **options))
 
 
 def ids(response: SearchResponse) -> list[Any]:
@@ -85,7 +87,7 @@ def lexical_hits(
             )
         if current:
             follow(database, cx)
-        reader = cx.search_runtime.lexical_reader(
+        reader = database.search_runtime.lexical_reader(
             index_root(cx.settings), lambda: database_identity(conn)
         )
         inputs = prepare_lexical(conn, reader, cx.settings, scope.workspace_id, scope.user_id,

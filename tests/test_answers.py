@@ -108,13 +108,13 @@ def workspace(database: Database, cx: Context) -> Workspace:
 
 
 def ask(
-    cx: Context, strategy: str, question: str, chat: Any = None, **job: Any
+    database: Database, cx: Context, strategy: str, question: str, chat: Any = None, **job: Any
 ) -> tuple[Answer, Collected]:
     progress = job.pop("progress", Collected())
     answer = STRATEGIES[strategy].answer(
         Job(
             cx=cx,
-            embedder=FakeProvider(),
+            searcher=database.searcher(FakeProvider()).for_answers(),
             chat=chat or FakeChat(),
             question=question,
             settings=job.pop("settings", cx.settings),
@@ -130,9 +130,9 @@ def cited(answer: Answer) -> set[str]:
 
 @pytest.mark.parametrize("strategy", ALL)
 def test_each_strategy_cites_the_bullet_that_holds_the_answer(
-    cx: Context, workspace: Workspace, strategy: str
+    database: Database, cx: Context, workspace: Workspace, strategy: str
 ) -> None:
-    answer, progress = ask(cx, strategy, "When does tram 28 leave Martim Moniz?")
+    answer, progress = ask(database, cx, strategy, "When does tram 28 leave Martim Moniz?")
     assert answer.found
     assert progress.bullets == answer.bullets  # each bullet was handed on as it streamed
     assert answer.bullets[0].refs == [f"node:{workspace.tram}"]
@@ -151,9 +151,9 @@ def test_each_strategy_cites_the_bullet_that_holds_the_answer(
     ],
 )
 def test_files_and_mail_are_cited_by_their_refs(
-    cx: Context, workspace: Workspace, strategy: str, question: str, ref: str
+    database: Database, cx: Context, workspace: Workspace, strategy: str, question: str, ref: str
 ) -> None:
-    answer, _ = ask(cx, strategy, question)
+    answer, _ = ask(database, cx, strategy, question)
     expected = f"file:{workspace.file_id}:0" if ref == "file" else f"mail:{workspace.mail_id}"
     assert answer.found
     assert answer.bullets[0].refs == [expected]
@@ -161,9 +161,9 @@ def test_files_and_mail_are_cited_by_their_refs(
 
 @pytest.mark.parametrize("strategy", ALL)
 def test_a_question_the_workspace_cannot_answer_says_so_with_the_closest_hits(
-    cx: Context, workspace: Workspace, strategy: str
+    database: Database, cx: Context, workspace: Workspace, strategy: str
 ) -> None:
-    answer, progress = ask(cx, strategy, "Which tram goes to the zoo in Prague?")
+    answer, progress = ask(database, cx, strategy, "Which tram goes to the zoo in Prague?")
     texts = [bullet.text for bullet in answer.bullets]
     assert not answer.found
     assert texts[0] == "I found nothing about which tram goes to the zoo in Prague."
@@ -175,14 +175,16 @@ def test_a_question_the_workspace_cannot_answer_says_so_with_the_closest_hits(
 
 
 def test_nothing_shared_at_all_names_no_closest_hit_for_pageindex(
-    cx: Context, workspace: Workspace
+    database: Database, cx: Context, workspace: Workspace
 ) -> None:
-    answer, _ = ask(cx, "rag-pageindex", "xylophone quartz?")
+    answer, _ = ask(database, cx, "rag-pageindex", "xylophone quartz?")
     assert not answer.found
     assert [b.text for b in answer.bullets] == ["I found nothing about xylophone quartz."]
 
 
-def test_a_ref_the_model_invents_is_dropped(cx: Context, workspace: Workspace) -> None:
+def test_a_ref_the_model_invents_is_dropped(
+    database: Database, cx: Context, workspace: Workspace
+) -> None:
     invented = "node:00000000-0000-4000-8000-000000000000"
     real = f"node:{workspace.tram}"
     chat = Recording(
@@ -192,7 +194,9 @@ def test_a_ref_the_model_invents_is_dropped(cx: Context, workspace: Workspace) -
             f"- The tram is free on Sundays [{invented}]\n",
         )
     )
-    answer, progress = ask(cx, "rag-direct", "When does tram 28 leave Martim Moniz?", chat)
+    answer, progress = ask(
+        database, cx, "rag-direct", "When does tram 28 leave Martim Moniz?", chat
+    )
     assert answer.found
     assert answer.bullets == [AnswerBullet("Tram 28 leaves at eight", [real])]
     assert progress.bullets == answer.bullets
@@ -208,7 +212,7 @@ def test_injected_instructions_reach_the_model_fenced_as_quoted_data(
     before = kb_read(cx, page.id)
     for strategy in ALL:
         chat = Recording(lambda messages, tools: FakeChat().complete(messages, tools=tools))
-        answer, _ = ask(cx, strategy, "What do the page instructions say?", chat)
+        answer, _ = ask(database, cx, strategy, "What do the page instructions say?", chat)
         quoted = [
             m.content for messages, _ in chat.calls for m in messages if m.role in ("user", "tool")
         ]
@@ -245,7 +249,7 @@ def test_rag_direct_quotes_the_bullets_under_a_bullet_it_finds_but_no_question(
     # Not embedded: only the lexical leg finds, so the heading is found and the bullet under
     # it, which shares none of the question's words, is not.
     chat = Recording(lambda messages, tools: FakeChat().complete(messages, tools=tools))
-    answer, _ = ask(cx, "rag-direct", "What caused the lift outage?", chat)
+    answer, _ = ask(database, cx, "rag-direct", "What caused the lift outage?", chat)
     quoted = "\n".join(m.content for messages, _ in chat.calls for m in messages)
     assert f"  - The motor overheated in the heat (node:{motor.id})" in quoted
     assert str(asked.node_id) not in quoted
@@ -256,7 +260,7 @@ def test_rag_direct_quotes_the_bullets_under_a_bullet_it_finds_but_no_question(
 
 
 def test_a_write_or_unknown_tool_is_refused_back_to_the_model(
-    cx: Context, workspace: Workspace
+    database: Database, cx: Context, workspace: Workspace
 ) -> None:
     def reply(messages: Sequence[Message], tools: Sequence[ToolDef]) -> Message:
         if not any(m.role == "tool" for m in messages):
@@ -272,7 +276,7 @@ def test_a_write_or_unknown_tool_is_refused_back_to_the_model(
 
     chat = Recording(reply)
     before = kb_read(cx, workspace.trip)
-    answer, progress = ask(cx, "rag", "Delete the trip page", chat)
+    answer, progress = ask(database, cx, "rag", "Delete the trip page", chat)
     results = [m for m in chat.calls[-1][0] if m.role == "tool"]
     assert [m.tool_call_id for m in results] == ["c1", "c2"]
     assert results[0].content.startswith("Error: no read tool is named 'kb.delete_page'")
@@ -283,7 +287,7 @@ def test_a_write_or_unknown_tool_is_refused_back_to_the_model(
 
 
 def test_markdown_images_and_outside_links_come_out_as_plain_text(
-    cx: Context, workspace: Workspace
+    database: Database, cx: Context, workspace: Workspace
 ) -> None:
     ref = f"node:{workspace.tram}"
     chat = Recording(
@@ -293,7 +297,7 @@ def test_markdown_images_and_outside_links_come_out_as_plain_text(
             f"- <img src=http://example.com/b.png>Tram <b>28</b> [see](/p/1) [{ref}]",
         )
     )
-    answer, _ = ask(cx, "rag-direct", "When does tram 28 leave Martim Moniz?", chat)
+    answer, _ = ask(database, cx, "rag-direct", "When does tram 28 leave Martim Moniz?", chat)
     assert [b.text for b in answer.bullets] == [
         "Look x and y (evil.example)",
         "Tram 28 see",
@@ -367,7 +371,9 @@ def test_runs_see_only_what_the_asking_user_may_see(
     }  # fmt: skip
     for strategy in ALL:
         chat = Recording(lambda messages, tools: FakeChat().complete(messages, tools=tools))
-        answer, progress = ask(cx, strategy, "When does tram 28 leave Martim Moniz?", chat)
+        answer, progress = ask(
+            database, cx, strategy, "When does tram 28 leave Martim Moniz?", chat
+        )
         seen = "\n".join(m.content for messages, _ in chat.calls for m in messages)
         assert "quarterpast" not in seen, strategy
         assert "halfpast" not in seen, strategy
@@ -376,7 +382,9 @@ def test_runs_see_only_what_the_asking_user_may_see(
         assert "quarterpast" not in repr(progress.steps)
 
 
-def test_rag_stops_at_the_step_budget(cx: Context, workspace: Workspace) -> None:
+def test_rag_stops_at_the_step_budget(
+    database: Database, cx: Context, workspace: Workspace
+) -> None:
     def reply(messages: Sequence[Message], tools: Sequence[ToolDef]) -> Message:
         if not tools:  # the budget is spent: the strategy asks for the answer
             return Message("assistant", f"- Tram 28 leaves at eight [node:{workspace.tram}]")
@@ -392,7 +400,7 @@ def test_rag_stops_at_the_step_budget(cx: Context, workspace: Workspace) -> None
 
     chat = Recording(reply)
     settings = replace(cx.settings, rag_max_steps=3)
-    answer, progress = ask(cx, "rag", "When does tram 28 leave?", chat, settings=settings)
+    answer, progress = ask(database, cx, "rag", "When does tram 28 leave?", chat, settings=settings)
     run = [data for kind, _, data in progress.steps if kind == "tool" and data["ok"]]
     assert len(run) == 3
     assert len(progress.steps) == 4  # the fourth call was refused, not run
@@ -402,10 +410,12 @@ def test_rag_stops_at_the_step_budget(cx: Context, workspace: Workspace) -> None
     assert answer.bullets[0].refs == [f"node:{workspace.tram}"]
 
 
-def test_rag_context_budget_cuts_what_the_model_reads(cx: Context, workspace: Workspace) -> None:
+def test_rag_context_budget_cuts_what_the_model_reads(
+    database: Database, cx: Context, workspace: Workspace
+) -> None:
     chat = Recording(lambda messages, tools: FakeChat().complete(messages, tools=tools))
     settings = replace(cx.settings, rag_max_context_chars=120)
-    ask(cx, "rag", "When does tram 28 leave Martim Moniz?", chat, settings=settings)
+    ask(database, cx, "rag", "When does tram 28 leave Martim Moniz?", chat, settings=settings)
     tool_text = [m.content for m in chat.calls[-1][0] if m.role == "tool"]
     quoted = sum(len(t.split(">>>\n", 1)[1].rsplit("\n<<<end", 1)[0]) for t in tool_text
                  if t.startswith(prompts.QUOTE_OPEN))  # fmt: skip
@@ -414,18 +424,20 @@ def test_rag_context_budget_cuts_what_the_model_reads(cx: Context, workspace: Wo
 
 @pytest.mark.parametrize("strategy", ALL)
 def test_cancellation_between_steps_stops_the_run(
-    cx: Context, workspace: Workspace, strategy: str
+    database: Database, cx: Context, workspace: Workspace, strategy: str
 ) -> None:
     chat = Recording(lambda messages, tools: FakeChat().complete(messages, tools=tools))
     progress = Collected(cancel_after=1)
     with pytest.raises(Cancelled):
-        ask(cx, strategy, "When does tram 28 leave Martim Moniz?", chat, progress=progress)
+        ask(
+            database, cx, strategy, "When does tram 28 leave Martim Moniz?", chat, progress=progress
+        )
     assert len(chat.calls) <= 1
     assert progress.bullets == []
 
 
 def test_cancellation_mid_stream_keeps_the_bullets_handed_on(
-    cx: Context, workspace: Workspace
+    database: Database, cx: Context, workspace: Workspace
 ) -> None:
     ref = f"node:{workspace.tram}"
     chat = Recording(
@@ -440,7 +452,7 @@ def test_cancellation_mid_stream_keeps_the_bullets_handed_on(
 
     progress = CancelAfterFirstBullet()
     with pytest.raises(Cancelled):
-        ask(cx, "rag-direct", "When does tram 28 leave?", chat, progress=progress)
+        ask(database, cx, "rag-direct", "When does tram 28 leave?", chat, progress=progress)
     assert [b.text for b in progress.bullets] == ["One"]
 
 

@@ -72,39 +72,41 @@ def test_bm25_scores_match_a_hand_computation(
         assert score == pytest.approx(want, rel=1e-6)
 
 
-def test_short_lookups_rank_documents_with_every_word_first(cx: Context) -> None:
+def test_short_lookups_rank_documents_with_every_word_first(
+    database: Database, cx: Context
+) -> None:
     page = commands.create_page(cx, "Lookups")
     both = commands.add_node(
         cx, page.id, "rotate staging certificates yearly in the long procedure"
     )
     one = commands.add_node(cx, page.id, "certificates certificates certificates")
-    found = ids(run(cx, "staging certificates", mode="lexical"))
+    found = ids(run(database, cx, "staging certificates", mode="lexical"))
     assert found.index(both.id) < found.index(one.id)
 
 
-def test_the_ranker_is_selectable(cx: Context) -> None:
+def test_the_ranker_is_selectable(database: Database, cx: Context) -> None:
     page = commands.create_page(cx, "Rankers")
     commands.add_node(cx, page.id, "quartz meadow")
     for ranker in ("bm25", "ts_rank_cd"):
-        response = run(cx, "quartz", mode="lexical", ranker=ranker)
+        response = run(database, cx, "quartz", mode="lexical", ranker=ranker)
         assert response.legs["lexical"].ranker == ranker
         assert len(response.rows) == 1
     with pytest.raises(Exception, match="Unknown ranker"):
-        run(cx, "quartz", ranker="tfidf")
+        run(database, cx, "quartz", ranker="tfidf")
 
 
-def test_a_misspelt_word_finds_the_right_one(cx: Context) -> None:
+def test_a_misspelt_word_finds_the_right_one(database: Database, cx: Context) -> None:
     page = commands.create_page(cx, "Materials")
     target = commands.add_node(cx, page.id, "Biomaterials for bone repair")
     commands.add_node(cx, page.id, "Bioreactors in tissue work")
-    response = run(cx, "biomateirals", mode="lexical")
+    response = run(database, cx, "biomateirals", mode="lexical")
     assert ids(response) == [target.id]
     assert response.corrections == {"biomateirals": "biomaterials"}
-    assert ids(run(cx, "biomateirals", mode="lexical", typos=False)) == []
+    assert ids(run(database, cx, "biomateirals", mode="lexical", typos=False)) == []
     # A word that is in the vocabulary is left alone, however close another word is.
-    assert run(cx, "bioreactors", mode="lexical").corrections == {}
+    assert run(database, cx, "bioreactors", mode="lexical").corrections == {}
     # Its second and third letters swapped: still found.
-    response = run(cx, "boimaterials", mode="lexical")
+    response = run(database, cx, "boimaterials", mode="lexical")
     assert ids(response) == [target.id]
     assert response.corrections == {"boimaterials": "biomaterials"}
 
@@ -164,7 +166,7 @@ def test_common_words_rank_exactly_without_a_candidate_budget(
     assert tied[0] == short.id
     assert tied[1:] == sorted(tied[1:])
     assert set(tied[1:]) < set(by_id)
-    assert len(ids(run(cx, "common", mode="lexical"))) == 9
+    assert len(ids(run(database, cx, "common", mode="lexical"))) == 9
 
 
 def test_each_query_fragment_binds_exactly_the_parameters_it_names(

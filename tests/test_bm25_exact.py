@@ -366,7 +366,7 @@ def brute_force(
 def averages(database: Database, cx: Context) -> dict[str, float]:
     """The average length the index scores each source with (as its reader reads it)."""
     with database.pool.connection() as conn:
-        reader = cx.search_runtime.lexical_reader(
+        reader = database.search_runtime.lexical_reader(
             index_root(cx.settings), lambda: database_identity(conn)
         )
     view = reader.view()
@@ -607,10 +607,10 @@ def _read_back(conn: Conn, cx: Context, corpus: Corpus) -> Corpus:
                   corpus.texts, corpus.node_ids)  # fmt: skip
 
 
-def _scores(cx: Context, query: str) -> dict[UUID, float]:
+def _scores(database: Database, cx: Context, query: str) -> dict[UUID, float]:
     """Each row's BM25 score as the lexical leg ranked it (its hit's score is every clause
     plus s / (1 + s))."""
-    response = run(cx, query, mode="lexical", limit=100)
+    response = run(database, cx, query, mode="lexical", limit=100)
     found = {}
     for row in response.rows:
         fraction = row.legs["lexical"].score % 1
@@ -632,12 +632,12 @@ def test_the_delta_and_the_index_score_on_one_scale(database: Database, cx: Cont
     for _ in range(30):
         commands.add_node(other, elsewhere.id, "gull " * 60)
     follow(database, cx)
-    in_index = _scores(cx, "tern cliff")
+    in_index = _scores(database, cx, "tern cliff")
     # The page touched, nothing changed: its bullets are the delta, ranked in Postgres.
     with database.pool.connection() as conn:
         append_event(conn, cx.actor.workspace_id, "nodes.changed", page_id=page.id)
         conn.commit()
-    in_delta = _scores(cx, "tern cliff")
+    in_delta = _scores(database, cx, "tern cliff")
     assert in_delta.keys() == in_index.keys()
     for ident, score in in_index.items():
         assert math.isclose(in_delta[ident], score, rel_tol=SCORE_TOLERANCE), ident
@@ -645,10 +645,10 @@ def test_the_delta_and_the_index_score_on_one_scale(database: Database, cx: Cont
     before = averages(database, cx)["node"]
     for n in range(30):
         commands.add_node(cx, page.id, "tern " + "feather " * (30 + n))
-    stale = _scores(cx, "tern cliff")
+    stale = _scores(database, cx, "tern cliff")
     follow(database, cx)
     after = averages(database, cx)["node"]
-    applied = _scores(cx, "tern cliff")
+    applied = _scores(database, cx, "tern cliff")
     bound = abs(after / before - 1)
     assert bound > 0.05  # the new bullets moved the average
     moved = max(abs(applied[i] / stale[i] - 1) for i in stale)

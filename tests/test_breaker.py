@@ -47,7 +47,7 @@ def test_searches_stop_asking_a_provider_that_refuses_connections(
         openai_base_url=f"http://127.0.0.1:{closed_port()}/v1",
     )
     provider = create_provider(settings)
-    responses = [run(cx, f"lexical answers {n}", provider) for n in range(10)]
+    responses = [run(database, cx, f"lexical answers {n}", provider) for n in range(10)]
     assert responses[0].degraded == ["vector: refused"]
     assert responses[9].degraded == ["vector: refused"]
     assert ids(responses[9]) == [node.id]

@@ -88,13 +88,17 @@ def test_a_tool_takes_its_arguments_bare_or_wrapped(client: TestClient, cx: Cont
     assert message.endswith("GET /api/tools gives each tool's input_schema.")
 
 
-def test_tool_errors_name_the_schema_where_each_caller_finds_it(cx: Context) -> None:
+def test_tool_errors_name_the_schema_where_each_caller_finds_it(
+    database: Database, cx: Context
+) -> None:
     with pytest.raises(InvalidInput) as over_mcp:
-        tools.call_tool(cx, None, "kb.search", {"qury": "x"}, tools.SCHEMA_AT_MCP)
+        tools.call_tool(
+            cx, database.searcher(None), "kb.search", {"qury": "x"}, tools.SCHEMA_AT_MCP
+        )
     assert over_mcp.value.message.endswith("tools/list gives each tool's inputSchema.")
     assert "/api/" not in over_mcp.value.message
     with pytest.raises(InvalidInput) as from_a_model:
-        tools.call_tool(cx, None, "kb.search", {"qury": "x"})
+        tools.call_tool(cx, database.searcher(None), "kb.search", {"qury": "x"})
     assert "/api/" not in from_a_model.value.message
 
 

@@ -86,7 +86,9 @@ def cli(demo: Demo, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
 
 def first_row(demo: Demo, query: str, kinds: list[str] | None = None) -> tuple[str, str, str]:
     """(type, title, passage) of the first row of a search as the palette runs it."""
-    rows = search(demo.cx, FakeProvider(), SearchRequest(query=query, kinds=kinds)).rows
+    rows = search(
+        demo.cx, demo.database.searcher(FakeProvider()), SearchRequest(query=query, kinds=kinds)
+    ).rows
     assert rows, f"{query!r} found nothing"
     return rows[0].type, rows[0].title, rows[0].passage
 
@@ -111,7 +113,9 @@ def test_each_exact_identifier_finds_the_bullet_that_holds_it_first(demo: Demo) 
 def test_the_kind_chip_keeps_one_kind_and_finds_the_bill(demo: Demo) -> None:
     tip = demo.tip(r"\(kind:(\w+) (\w+) finds the hosting bill\)")
     kind, query = tip.groups()
-    rows = search(demo.cx, FakeProvider(), SearchRequest(query=query, kinds=[kind])).rows
+    rows = search(
+        demo.cx, demo.database.searcher(FakeProvider()), SearchRequest(query=query, kinds=[kind])
+    ).rows
     assert rows
     assert {row.type for row in rows} == {"mail"}
     assert rows[0].title == "Vendor invoice INV-20931"
@@ -126,7 +130,7 @@ def test_the_typo_tip_is_corrected_and_finds_the_recipe(demo: Demo) -> None:
     assert typo == "hyrdation"
     # The typo is nowhere in the demo, so the search corrects it instead of finding it.
     assert not any(typo in tip.text for tip in demo.tips)
-    response = search(demo.cx, FakeProvider(), SearchRequest(query=typo))
+    response = search(demo.cx, demo.database.searcher(FakeProvider()), SearchRequest(query=typo))
     assert response.corrections == {typo: word}
     first = response.rows[0]
     assert (first.type, first.title) == ("node", RECIPE)

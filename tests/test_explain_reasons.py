@@ -4,7 +4,8 @@ hidden by it is found by neither leg, and explain names that reason and no other
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from typing import Any
 from uuid import UUID, uuid4
 
 from subspace import commands
@@ -12,10 +13,13 @@ from subspace.commands.outbox import append_event
 from subspace.context import Context
 from subspace.db.pool import Conn
 from subspace.ingest.worker import extract_pending
+from subspace.providers.fake import FakeProvider
 from subspace.runtime import Database
 from subspace.search import registry
 from subspace.search.explaining import ASKED_BY_RUN
 from subspace.search.filters import TagFilter
+from subspace.search.request import SearchRequest, SearchResponse
+from subspace.search.service import search
 from tests.search_helpers import ids, index, run
 
 
@@ -124,10 +128,10 @@ def test_every_declared_reason_hides_from_the_legs_and_explain_names_it(
     for spec, reason, made in cases:
         for mode in _modes(spec):
             # No similarity floor: each made word is what its one row is nearest to.
-            response = run(cx, made.word, mode=mode, kinds=[spec.filter_kind], limit=50,
+            response = run(database, cx, made.word, mode=mode, kinds=[spec.filter_kind], limit=50,
                            min_similarity=-1)  # fmt: skip
             assert made.target_id in ids(response), (spec.name, reason.name, mode)
-        lexical = run(cx, made.word, mode="lexical", kinds=[spec.filter_kind])
+        lexical = run(database, cx, made.word, mode="lexical", kinds=[spec.filter_kind])
         refs[made.word] = next(r.ref for r in lexical.rows if r.id == made.target_id)
     with database.pool.connection() as conn:
         for spec, reason, made in cases:
@@ -135,9 +139,11 @@ def test_every_declared_reason_hides_from_the_legs_and_explain_names_it(
     for spec, reason, made in cases:
         case = (spec.name, reason.name)
         for mode in _modes(spec):
-            response = run(cx, made.word, mode=mode, kinds=[spec.filter_kind], limit=50)
+            response = run(database, cx, made.word, mode=mode, kinds=[spec.filter_kind], limit=50)
             assert made.target_id not in ids(response), (*case, mode)
-        explained = run(cx, made.word, kinds=[spec.filter_kind], explain_target=refs[made.word])
+        explained = run(
+            database, cx, made.word, kinds=[spec.filter_kind], explain_target=refs[made.word]
+        )
         assert explained.absent is not None, case
         filtered = [r for r in explained.absent["reasons"] if r.startswith("filtered:")]
         assert filtered == [f"filtered: {reason.label}"], case
@@ -157,11 +163,13 @@ def test_a_tag_filter_hides_by_the_legs_condition_and_explain_names_the_failing_
     index(database, cx)
     tags = [TagFilter("status", "eq", "draft"), TagFilter("size", "gt", 5)]
     for mode in ("lexical", "vector"):
-        assert memo.id not in ids(run(cx, "kestrel", mode=mode, tags=tags, limit=20)), mode
-    explained = run(cx, "kestrel", tags=tags, explain_target=f"mem:{memo.id}")
+        assert memo.id not in ids(run(database, cx, "kestrel", mode=mode, tags=tags, limit=20)), (
+            mode
+        )
+    explained = run(database, cx, "kestrel", tags=tags, explain_target=f"mem:{memo.id}")
     assert explained.absent is not None
     assert explained.absent["reasons"] == ["filtered: tag size gt 5.0"]
-    for_mail = run(cx, "kestrel", tags=tags, explain_target=f"mail:{mail.id}")
+    for_mail = run(database, cx, "kestrel", tags=tags, explain_target=f"mail:{mail.id}")
     assert for_mail.absent is not None
     assert for_mail.absent["reasons"] == [
         "filtered: tag status eq draft",
@@ -169,7 +177,7 @@ def test_a_tag_filter_hides_by_the_legs_condition_and_explain_names_the_failing_
     ]
 
     # Each leg's list explains its memory rows too (a memory's hit counts as its node).
-    rows = run(cx, "kestrel", explain=True).leg_rows["lexical"]
+    rows = run(database, cx, "kestrel", explain=True).leg_rows["lexical"]
     assert {(r.type, r.id) for r in rows} == {("mem", memo.id), ("mail", mail.id)}
     assert all(r.explain is not None for r in rows)
 
@@ -181,16 +189,20 @@ def test_a_search_for_sources_explains_the_bullets_of_answer_runs_it_leaves_out(
     source = commands.add_node(cx, page.id, "the beta ships on friday")
     asked = commands.add_node(cx, page.id, "/rag beta ships", props={"run": str(uuid4())})
     index(database, cx)
-    sources = replace(cx, sources_only=True)
+    sources = database.searcher(FakeProvider()).for_answers()
+
+    def for_sources(**options: Any) -> SearchResponse:
+        return search(cx, sources, SearchRequest(query="beta ships", **options))
+
     for mode in ("lexical", "vector"):
-        assert asked.id in ids(run(cx, "beta ships", mode=mode))
-        assert asked.id not in ids(run(sources, "beta ships", mode=mode)), mode
-    explained = run(sources, "beta ships", explain_target=f"node:{asked.id}")
+        assert asked.id in ids(run(database, cx, "beta ships", mode=mode))
+        assert asked.id not in ids(for_sources(mode=mode)), mode
+    explained = for_sources(explain_target=f"node:{asked.id}")
     assert explained.absent is not None
     assert explained.absent["reasons"] == [f"filtered: {ASKED_BY_RUN}"]
-    shown = run(sources, "beta ships", explain_target=f"node:{source.id}")
+    shown = for_sources(explain_target=f"node:{source.id}")
     assert shown.absent is not None
     assert shown.absent["shown"]
-    everyone = run(cx, "beta ships", limit=1, explain_target=f"node:{asked.id}")
+    everyone = run(database, cx, "beta ships", limit=1, explain_target=f"node:{asked.id}")
     assert everyone.absent is not None
     assert not [r for r in everyone.absent["reasons"] if r.startswith("filtered:")]

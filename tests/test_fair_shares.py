@@ -35,7 +35,7 @@ def test_a_workspace_at_its_share_waits_while_another_searches(
     neighbour = _other_workspace(database, cx)
     commands.add_node(neighbour, commands.create_page(neighbour, "Trains").id, "the ferry too")
     index(database, cx)
-    shares = cx.search_runtime.searches
+    shares = database.search_runtime.searches
     taken = threading.Event()
     done = threading.Event()
 
@@ -50,14 +50,14 @@ def test_a_workspace_at_its_share_waits_while_another_searches(
     try:
         assert taken.wait(10)
         with pytest.raises(TooMany, match="already has 2 searches in flight"):
-            run(cx, "ferry", mode="lexical")
-        assert [row.passage for row in run(neighbour, "ferry", mode="lexical").rows] == [
+            run(database, cx, "ferry", mode="lexical")
+        assert [row.passage for row in run(database, neighbour, "ferry", mode="lexical").rows] == [
             "the ferry too"
         ]
     finally:
         done.set()
         holder.join()
-    assert run(cx, "ferry", mode="lexical").rows  # its turn came back
+    assert run(database, cx, "ferry", mode="lexical").rows  # its turn came back
 
 
 def test_past_its_share_a_search_answers_429_with_retry_after(
@@ -68,7 +68,7 @@ def test_past_its_share_a_search_answers_429_with_retry_after(
         _, token = create_key(conn, cx.actor, "flood")
     client = TestClient(create_app(settings, database))
     client.headers["authorization"] = f"Bearer {token}"
-    shares = cx.search_runtime.searches
+    shares = database.search_runtime.searches
     with client, shares.hold(cx.actor.workspace_id, 0):
         shares.per_key = 1
         refused = client.post("/api/search", json={"query": "ferry"})

@@ -89,7 +89,7 @@ def test_the_demo_holds_memory_items_that_search_finds(
     cx = database.default_context(settings)
     response = search(
         cx,
-        FakeProvider(),
+        database.searcher(FakeProvider()),
         SearchRequest(query="window seat train", mode="lexical", kinds=["memory"]),
     )
     assert [row.type for row in response.rows] == ["mem"]

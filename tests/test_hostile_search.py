@@ -73,7 +73,7 @@ def paged(database: Database, cx: Context) -> Iterator[str]:
     for n in range(14):
         commands.add_node(cx, page.id, f"lantern number {n}")
     index(database, cx)
-    cursor = run(cx, "lantern", limit=5).next_cursor
+    cursor = run(database, cx, "lantern", limit=5).next_cursor
     assert cursor is not None
     yield cursor
 
@@ -81,11 +81,13 @@ def paged(database: Database, cx: Context) -> Iterator[str]:
 # -- 1. cursors ----------------------------------------------------------------------------
 
 
-def test_a_cursor_bomb_is_refused_before_it_inflates(cx: Context, paged: str) -> None:
+def test_a_cursor_bomb_is_refused_before_it_inflates(
+    database: Database, cx: Context, paged: str
+) -> None:
     # The original attack: 1.36 MB of zlib that inflates to 1 GiB of spaces.
     huge = base64.urlsafe_b64encode(b"\0" * MAC_BYTES + spaces_bomb(2**30)).decode()
     with pytest.raises(InvalidCursor, match="at most"):
-        run(cx, "lantern", limit=5, cursor=huge)
+        run(database, cx, "lantern", limit=5, cursor=huge)
     # A bomb small enough to pass the length cap, and signed with the workspace's own key
     # (as a leaked key would allow): inflating stops at the cap, it does not reach 32 MiB.
     signed = forge(spaces_bomb(32 * 2**20), secret_of(cx), compressed=True)
@@ -93,7 +95,7 @@ def test_a_cursor_bomb_is_refused_before_it_inflates(cx: Context, paged: str) ->
     tracemalloc.start()
     try:
         with pytest.raises(InvalidCursor, match="not valid"):
-            run(cx, "lantern", limit=5, cursor=signed)
+            run(database, cx, "lantern", limit=5, cursor=signed)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -106,16 +108,16 @@ def test_cursors_are_signed_per_workspace(database: Database, cx: Context, paged
     payload = json.loads(zlib.decompress(base64.urlsafe_b64decode(paged + "==")[MAC_BYTES:]))
     # Same payload, unkeyed or keyed with another key: refused.
     with pytest.raises(InvalidCursor, match="not issued for this workspace or was altered"):
-        run(cx, "lantern", limit=5, cursor=forge(json.dumps(payload).encode()))
+        run(database, cx, "lantern", limit=5, cursor=forge(json.dumps(payload).encode()))
     # The honest cursor works, and a workspace's key is its own.
-    assert len(run(cx, "lantern", limit=5, cursor=paged).rows) == 5
+    assert len(run(database, cx, "lantern", limit=5, cursor=paged).rows) == 5
     with database.pool.connection() as conn:
         stranger = create_workspace(conn, "Stranger")
     theirs = database.context(stranger, cx.settings)
     assert secret_of(theirs) != secret_of(cx)
     assert len(secret_of(cx)) == 32
     with pytest.raises(InvalidCursor, match="not issued for this workspace"):
-        run(theirs, "lantern", limit=5, cursor=paged)
+        run(database, theirs, "lantern", limit=5, cursor=paged)
 
 
 def malformed_search_payloads(fingerprint: str) -> list[bytes]:
@@ -136,7 +138,7 @@ def malformed_search_payloads(fingerprint: str) -> list[bytes]:
 
 
 def test_every_malformed_search_cursor_is_a_400(
-    cx: Context, client: TestClient, paged: str
+    database: Database, cx: Context, client: TestClient, paged: str
 ) -> None:
     secret = secret_of(cx)
     fingerprint = cursors.fingerprint(SearchRequest(query="lantern", limit=5))
@@ -144,7 +146,7 @@ def test_every_malformed_search_cursor_is_a_400(
         for key in (secret, None):  # signed with the real key, and not
             cursor = forge(body, key)
             with pytest.raises(InvalidCursor):
-                run(cx, "lantern", limit=5, cursor=cursor)
+                run(database, cx, "lantern", limit=5, cursor=cursor)
             answer = client.post("/api/search", json={"query": "lantern", "limit": 5,
                                                       "cursor": cursor})  # fmt: skip
             assert answer.status_code == 400, (body[:60], answer.text)
@@ -152,7 +154,7 @@ def test_every_malformed_search_cursor_is_a_400(
     raw_shapes = ["not base64 !", "\u00e9t\u00e9", "abc\x00def", "\ud800abc", "A" * 5, "=" * 8]
     for cursor in raw_shapes:
         with pytest.raises(InvalidCursor):
-            run(cx, "lantern", limit=5, cursor=cursor)
+            run(database, cx, "lantern", limit=5, cursor=cursor)
     # Over HTTP, with the NUL and the lone surrogate as JSON escapes.
     for escaped in (b"abc\\u0000def", b"\\ud800abc", b"not base64 !"):
         answer = client.post(
@@ -172,9 +174,9 @@ def test_deep_paging_stops_with_a_note_instead_of_an_unbounded_cursor(
         commands.add_node(cx, page.id, f"ember {n}")
     index(database, cx)
     monkeypatch.setattr(cursors, "MAX_CURSOR_TARGETS", 8)
-    first = run(cx, "ember", limit=4)
+    first = run(database, cx, "ember", limit=4)
     assert first.next_cursor is not None
-    second = run(cx, "ember", limit=4, cursor=first.next_cursor)
+    second = run(database, cx, "ember", limit=4, cursor=first.next_cursor)
     assert second.next_cursor is None
     assert len(second.rows) == 4
     assert any("paged up to 8" in note for note in second.notes)
@@ -226,7 +228,9 @@ def test_every_malformed_grep_cursor_is_a_400(
 # -- 2. the pool ---------------------------------------------------------------------------
 
 
-def test_tag_filters_and_their_values_are_capped(cx: Context, client: TestClient) -> None:
+def test_tag_filters_and_their_values_are_capped(
+    database: Database, cx: Context, client: TestClient
+) -> None:
     commands.create_tag(cx, "status", "text")
     tags = [{"tag": "status", "op": "eq", "value": f"v{n}"} for n in range(51)]
     answer = client.post("/api/search", json={"query": "x", "tags": tags})
@@ -242,7 +246,7 @@ def test_tag_filters_and_their_values_are_capped(cx: Context, client: TestClient
     assert client.post("/api/search", json={"query": "x", "tags": long_name}).status_code == 413
     few = replace_settings(cx, max_tag_filters=2)
     with pytest.raises(Exception, match="limit is 2"):
-        run(few, "x", tags=[TagFilter("status", "eq", "a")] * 3)
+        run(database, few, "x", tags=[TagFilter("status", "eq", "a")] * 3)
 
 
 def replace_settings(cx: Context, **changes: object) -> Context:
@@ -457,7 +461,7 @@ def test_a_pasted_paragraph_is_ranked_by_every_one_of_its_words(
     target = commands.add_node(cx, page.id, " ".join(words[-8:]))
     index(database, cx)
     paragraph = " ".join(words)
-    found = run(cx, paragraph, mode="lexical", limit=100)
+    found = run(database, cx, paragraph, mode="lexical", limit=100)
     assert found.rows[0].id == target.id  # it holds the 8 rarest
     assert found.degraded == []
     with database.pool.connection() as conn:

@@ -85,24 +85,24 @@ def write_everything(database: Database, cx: Context) -> dict[str, UUID]:
     return {"kept": kept.id, "fresh": fresh.id, "file": file.id, "mail": mail.id}
 
 
-def assert_found_as_written(cx: Context, made: dict[str, UUID]) -> None:
-    assert ids(run(cx, "kestrel marsh", mode="lexical")) == [made["kept"]]
-    assert ids(run(cx, "quarry", mode="lexical")) == []  # the edited bullet's old words
-    assert ids(run(cx, "plover", mode="lexical")) == []  # deleted
-    assert ids(run(cx, "osprey", mode="lexical")) == []  # archived
-    assert ids(run(cx, "heron", mode="lexical")) == [made["fresh"]]
-    assert ids(run(cx, "bittern", mode="lexical")) == [made["file"]]
-    assert ids(run(cx, "wagtail", mode="lexical")) == [made["mail"]]
+def assert_found_as_written(database: Database, cx: Context, made: dict[str, UUID]) -> None:
+    assert ids(run(database, cx, "kestrel marsh", mode="lexical")) == [made["kept"]]
+    assert ids(run(database, cx, "quarry", mode="lexical")) == []  # the edited bullet's old words
+    assert ids(run(database, cx, "plover", mode="lexical")) == []  # deleted
+    assert ids(run(database, cx, "osprey", mode="lexical")) == []  # archived
+    assert ids(run(database, cx, "heron", mode="lexical")) == [made["fresh"]]
+    assert ids(run(database, cx, "bittern", mode="lexical")) == [made["file"]]
+    assert ids(run(database, cx, "wagtail", mode="lexical")) == [made["mail"]]
 
 
 def test_writes_are_found_before_the_index_applies_them_and_after(
     database: Database, cx: Context
 ) -> None:
     made = write_everything(database, cx)
-    assert_found_as_written(cx, made)  # from the delta
-    assert run(cx, "kestrel", mode="lexical").degraded == []
+    assert_found_as_written(database, cx, made)  # from the delta
+    assert run(database, cx, "kestrel", mode="lexical").degraded == []
     follow(database, cx)
-    assert_found_as_written(cx, made)  # from the index
+    assert_found_as_written(database, cx, made)  # from the index
 
 
 @pytest.mark.parametrize("mode", ["mid-commit", "before-position"])
@@ -118,10 +118,12 @@ def test_a_follower_killed_in_a_commit_resumes_and_equals_a_rebuild(
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     after = (current_generation(folder_of(database, settings)) / STATE).read_text()  # type: ignore[operator]
     assert after == before  # the position was not moved past what was committed
-    assert_found_as_written(cx, made)  # the index is part applied: the delta covers it all
+    assert_found_as_written(
+        database, cx, made
+    )  # the index is part applied: the delta covers it all
     follow(database, cx)
     assert index_documents(database, settings) == rebuilt(database, settings, tmp_path / "x")
-    assert_found_as_written(cx, made)
+    assert_found_as_written(database, cx, made)
 
 
 def _damage(folder: Path, how: str) -> None:
@@ -149,13 +151,13 @@ def test_an_index_that_cannot_serve_is_rebuilt_while_postgres_answers(
     made = write_everything(database, cx)
     follow(database, cx)
     _damage(folder_of(database, settings), how)
-    degraded = run(cx, "heron", mode="lexical")
+    degraded = run(database, cx, "heron", mode="lexical")
     assert degraded.degraded, how
     assert degraded.degraded[0].startswith(REBUILDING), how
-    assert_found_as_written(cx, made)  # every row ranked in Postgres meanwhile
+    assert_found_as_written(database, cx, made)  # every row ranked in Postgres meanwhile
     follow(database, cx)
-    assert run(cx, "heron", mode="lexical").degraded == []
-    assert_found_as_written(cx, made)
+    assert run(database, cx, "heron", mode="lexical").degraded == []
+    assert_found_as_written(database, cx, made)
     assert index_documents(database, settings) == rebuilt(database, settings, tmp_path / "x")
 
 
@@ -167,16 +169,16 @@ def test_a_folder_deleted_under_a_running_follower_degrades_then_recovers(
     follower = LexicalFollower(database, settings)
     try:
         follower.run_once()
-        assert run(cx, "curlew", mode="lexical").degraded == []
+        assert run(database, cx, "curlew", mode="lexical").degraded == []
         shutil.rmtree(folder_of(database, settings))
         node = commands.add_node(cx, page.id, "a second curlew")
-        searched = run(cx, "curlew", mode="lexical")
+        searched = run(database, cx, "curlew", mode="lexical")
         assert searched.degraded
         assert searched.degraded[0].startswith(REBUILDING)
         assert node.id in ids(searched)
         done = follower.run_once()  # its writers pointed into the folder deleted
         assert done.rebuilt
-        recovered = run(cx, "curlew", mode="lexical")
+        recovered = run(database, cx, "curlew", mode="lexical")
         assert recovered.degraded == []
         assert node.id in ids(recovered)
     finally:
@@ -205,7 +207,7 @@ def test_every_acknowledged_write_is_found_by_the_next_search_under_twenty_write
         for n in range(8):
             word = f"zq{writer}w{n}x"
             node = commands.add_node(cx, page.id, f"note {word} from writer {writer}")
-            if node.id not in ids(run(cx, word, mode="lexical")):
+            if node.id not in ids(run(busy_database, cx, word, mode="lexical")):
                 missed.append(word)
 
     try:
@@ -222,7 +224,7 @@ def test_every_acknowledged_write_is_found_by_the_next_search_under_twenty_write
         status = lexical_status(conn, settings)
     assert status.behind is not None
     assert status.behind.events == 0
-    assert len(ids(run(cx, "note", mode="lexical", limit=100))) == 100
+    assert len(ids(run(busy_database, cx, "note", mode="lexical", limit=100))) == 100
 
 
 def test_a_bulk_import_far_ahead_of_the_index_is_found_whole_and_says_how_far(
@@ -234,9 +236,11 @@ def test_a_bulk_import_far_ahead_of_the_index_is_found_whole_and_says_how_far(
     for n in range(20):
         commands.add_node(cx, page.id, f"dunlin note {n}")
     patient = replace(cx, settings=replace(cx.settings, lexical_max_lag_s=3600))
-    assert run(patient, "dunlin", mode="lexical").degraded == []  # behind, within the bound
+    assert (
+        run(database, patient, "dunlin", mode="lexical").degraded == []
+    )  # behind, within the bound
     strict = replace(cx, settings=replace(cx.settings, lexical_max_lag_s=0))
-    behind = run(strict, "dunlin", mode="lexical", limit=100)
+    behind = run(database, strict, "dunlin", mode="lexical", limit=100)
     assert len(behind.rows) == 100
     assert behind.degraded[0].startswith("lexical: the lexical index is 21 writes")
     with database.pool.connection() as conn:
@@ -244,12 +248,12 @@ def test_a_bulk_import_far_ahead_of_the_index_is_found_whole_and_says_how_far(
     assert status.behind is not None
     assert status.behind.events == 21
     follow(database, cx)
-    caught_up = run(strict, "dunlin", mode="lexical", limit=100)
+    caught_up = run(database, strict, "dunlin", mode="lexical", limit=100)
     assert caught_up.degraded == []
     assert len(caught_up.rows) == 100
     # The short notes rank first either way; the imported lines all score alike, and which of
     # a tie across the window the index reads is its own order (collector._top_targets).
-    notes = set(ids(run(strict, "dunlin note", mode="lexical", limit=20)))
+    notes = set(ids(run(database, strict, "dunlin note", mode="lexical", limit=20)))
     assert set(ids(caught_up)[:20]) == set(ids(behind)[:20]) == notes
 
 
@@ -272,7 +276,7 @@ def test_one_follower_writes_a_folder_and_another_takes_over_when_it_stops(
         assert second.run_once().items == 1  # the same index, not a new one
         assert second.writers is not None
         assert second.position is not None
-        assert ids(run(cx, "curlew godwit", mode="lexical", typos=False)) != []
+        assert ids(run(database, cx, "curlew godwit", mode="lexical", typos=False)) != []
         with database.pool.connection() as conn:
             status = lexical_status(conn, settings)
         assert status.behind is not None
@@ -298,8 +302,8 @@ def test_reindex_builds_the_lexical_index_anew(
     result = CliRunner().invoke(main, ["reindex"])
     assert result.exit_code == 0, result.output
     assert "Built the lexical index" in result.stdout
-    assert run(cx, "heron", mode="lexical").degraded == []
-    assert_found_as_written(cx, made)
+    assert run(database, cx, "heron", mode="lexical").degraded == []
+    assert_found_as_written(database, cx, made)
     assert index_documents(database, settings) == rebuilt(database, settings, settings.home / "x")
     # The command line reads the index as the server does.
     found = CliRunner().invoke(main, ["search", "heron", "--mode", "lexical", "--json"])

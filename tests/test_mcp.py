@@ -101,7 +101,7 @@ def _run(test: Callable[[], Awaitable[None]]) -> None:
 
 def test_in_memory_session_lists_calls_and_follows_refs(database: Database, cx: Context) -> None:
     corpus = _corpus(database, cx)
-    server = build_server(lambda _request: (cx, FakeProvider()), cx.settings)
+    server = build_server(lambda _request: (cx, database.searcher(FakeProvider())), cx.settings)
 
     async def session() -> None:
         async with Client(server, mode="legacy") as client:
@@ -114,7 +114,7 @@ def test_tools_see_only_the_callers_workspace(database: Database, cx: Context) -
     corpus = _corpus(database, cx)
     with database.pool.connection() as conn:
         theirs = database.context(create_workspace(conn, "Other company"), cx.settings)
-    server = build_server(lambda _request: (theirs, FakeProvider()), cx.settings)
+    server = build_server(lambda _request: (theirs, database.searcher(FakeProvider())), cx.settings)
 
     async def session() -> None:
         async with Client(server) as client:
@@ -250,7 +250,7 @@ def test_grep_prints_the_cursor_that_continues_it(database: Database, cx: Contex
     page = commands.create_page(cx, "Kettles")
     first = commands.add_node(cx, page.id, "kettle one")
     second = commands.add_node(cx, page.id, "kettle two")
-    server = build_server(lambda _request: (cx, FakeProvider()), cx.settings)
+    server = build_server(lambda _request: (cx, database.searcher(FakeProvider())), cx.settings)
 
     async def session() -> None:
         async with Client(server) as client:

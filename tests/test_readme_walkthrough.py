@@ -37,7 +37,7 @@ def test_a_kind_filter_that_leaves_out_every_match_answers_empty_not_degraded(
     commands.add_node(cx, page.id, "The ferry leaves every twenty minutes")
     commands.add_mail(cx, message_id="<m@example.com>", subject="Dinner", body_text="At eight")
     index(database, cx)
-    response = run(cx, "ferry", mode="lexical", kinds=kinds)
+    response = run(database, cx, "ferry", mode="lexical", kinds=kinds)
     assert response.degraded == []
     assert response.legs["lexical"].ran
     assert [row.type for row in response.rows] == found

@@ -10,6 +10,7 @@ from subspace import commands
 from subspace.agents.tools import call_tool
 from subspace.context import Context
 from subspace.errors import InvalidInput
+from subspace.runtime import Database
 from subspace.search import registry
 from subspace.search.reading import ref_target
 from subspace.search.refs import kind_named
@@ -53,11 +54,13 @@ def test_a_ref_prefix_names_the_kind_a_hit_counts_as() -> None:
     assert kind_named("mem") == registry.get("memory")
 
 
-def test_node_read_takes_a_memory_or_bullet_ref_and_refuses_others(cx: Context) -> None:
+def test_node_read_takes_a_memory_or_bullet_ref_and_refuses_others(
+    database: Database, cx: Context
+) -> None:
     page = commands.create_page(cx, "Trip")
     memo = commands.add_node(cx, page.id, "Keep the receipt", props={"memory": True})
     for ref in (f"mem:{memo.id}", f"memory:{memo.id}", f"node:{memo.id}", str(memo.id)):
-        shown = call_tool(cx, None, "kb.node.read", {"ref": ref})
+        shown = call_tool(cx, database.searcher(None), "kb.node.read", {"ref": ref})
         assert shown.splitlines()[1] == f"- Keep the receipt [memory] (node:{memo.id})", ref
     with pytest.raises(InvalidInput, match="not a bullet's ref"):
-        call_tool(cx, None, "kb.node.read", {"ref": f"page:{page.id}"})
+        call_tool(cx, database.searcher(None), "kb.node.read", {"ref": f"page:{page.id}"})

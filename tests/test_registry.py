@@ -145,13 +145,15 @@ def test_a_kind_is_registered_once_and_its_names_must_be_plain() -> None:
     assert "Bad'" not in registry.names()
 
 
-def test_a_registered_kind_is_found_by_the_lexical_search(notes: Notes, cx: Context) -> None:
+def test_a_registered_kind_is_found_by_the_lexical_search(
+    database: Database, notes: Notes, cx: Context
+) -> None:
     page = commands.create_page(cx, "Garden")
     commands.add_node(cx, page.id, "the heron waits by the pond")
     wanted = notes.add("a quetzal nests in the cloud forest")
     notes.add("the pond freezes in winter")
 
-    response = run(cx, "quetzal", mode="lexical")
+    response = run(database, cx, "quetzal", mode="lexical")
     assert response.legs["lexical"].candidates == 1
 
     with notes.database.pool.connection() as conn:
@@ -187,16 +189,18 @@ def test_a_registered_kind_is_found_by_the_lexical_search(notes: Notes, cx: Cont
 
     # Its declared reasons hide it: an archived note is not found.
     notes.archive(wanted)
-    assert run(cx, "quetzal", mode="lexical").legs["lexical"].candidates == 0
+    assert run(database, cx, "quetzal", mode="lexical").legs["lexical"].candidates == 0
     # The vector leg reads the same declarations (it has no note vectors to find).
-    assert not run(cx, "quetzal", mode="hybrid").degraded
+    assert not run(database, cx, "quetzal", mode="hybrid").degraded
 
 
-def test_an_unregistered_kind_is_unknown_again(notes: Notes, cx: Context) -> None:
+def test_an_unregistered_kind_is_unknown_again(
+    database: Database, notes: Notes, cx: Context
+) -> None:
     registry.unregister("note")
     registry.unregister("note")  # safe twice
     with pytest.raises(InvalidInput, match="Unknown kind 'note'"):
-        run(cx, "quetzal", kinds=["note"])
+        run(database, cx, "quetzal", kinds=["note"])
     registry.register(NOTE)  # the fixture forgets it again
 
 
@@ -206,21 +210,23 @@ def test_an_unregistered_kind_is_unknown_again(notes: Notes, cx: Context) -> Non
      (["memory", "page"], {"memory", "page"})],
 )  # fmt: skip
 def test_memories_and_bullets_share_a_table_and_the_kinds_filter_tells_them_apart(
-    cx: Context, wanted: list[str], found: set[str]
+    database: Database, cx: Context, wanted: list[str], found: set[str]
 ) -> None:
     page = commands.create_page(cx, "Otters")
     commands.add_node(cx, page.id, "otters hold hands while they sleep")
     commands.add_node(cx, page.id, "the otter den is under the willow", props={"memory": True})
-    response = run(cx, "otter", mode="lexical", kinds=wanted)
+    response = run(database, cx, "otter", mode="lexical", kinds=wanted)
     assert {row.type.replace("mem", "memory") for row in response.rows} == found
     assert len(response.rows) == len(found)
 
 
-def test_a_registered_kind_is_shown_explained_grepped_and_read(notes: Notes, cx: Context) -> None:
+def test_a_registered_kind_is_shown_explained_grepped_and_read(
+    database: Database, notes: Notes, cx: Context
+) -> None:
     wanted = notes.add("a quetzal nests in the cloud forest", title="Birds")
     other = notes.add("the quetzal flew off", title="Sightings")
 
-    rows = run(cx, "quetzal nests", mode="lexical").rows
+    rows = run(database, cx, "quetzal nests", mode="lexical").rows
     assert [(r.type, r.id, r.ref, r.title) for r in rows] == [
         ("note", wanted, f"note:{wanted}", "Birds"), ("note", other, f"note:{other}", "Sightings")
     ]  # fmt: skip
@@ -231,23 +237,23 @@ def test_a_registered_kind_is_shown_explained_grepped_and_read(notes: Notes, cx:
         [(f"note:{wanted}", "Birds", 1), (f"note:{other}", "Sightings", 1)],
         key=lambda m: str(m[0]).split(":")[1],
     )
-    assert call_tool(cx, None, "kb.read", {"ref": f"note:{wanted}"}) == (
+    assert call_tool(cx, database.searcher(None), "kb.read", {"ref": f"note:{wanted}"}) == (
         f"# Birds (note:{wanted})\na quetzal nests in the cloud forest"
     )
 
     # One of its declared reasons hides it: explain names that reason, grep and read agree.
     notes.archive(wanted)
-    response = run(cx, "quetzal nests", mode="lexical", explain_target=f"note:{wanted}")
+    response = run(database, cx, "quetzal nests", mode="lexical", explain_target=f"note:{wanted}")
     assert wanted not in [r.id for r in response.rows]
     assert response.absent == {
         "target": f"note:{wanted}", "shown": False, "reasons": ["filtered: archived"]
     }  # fmt: skip
-    bare = run(cx, "quetzal", mode="lexical", explain_target=str(wanted))
+    bare = run(database, cx, "quetzal", mode="lexical", explain_target=str(wanted))
     assert bare.absent is not None
     assert bare.absent["reasons"] == ["filtered: archived"]
     assert [m.ref for m in grep(cx, "quetzal").matches] == [f"note:{other}"]
     with pytest.raises(NotFound):
-        call_tool(cx, None, "kb.read", {"ref": f"note:{wanted}"})
+        call_tool(cx, database.searcher(None), "kb.read", {"ref": f"note:{wanted}"})
 
 
 def test_a_cursor_key_taken_by_another_kind_is_refused() -> None:
@@ -267,7 +273,7 @@ def test_a_cursor_key_taken_by_another_kind_is_refused() -> None:
 
 
 def test_paging_serves_each_note_and_node_once_even_when_their_ids_are_equal(
-    notes: Notes, cx: Context
+    database: Database, notes: Notes, cx: Context
 ) -> None:
     page = commands.create_page(cx, "Lamps")
     bullets = [commands.add_node(cx, page.id, f"a lantern {word}").id for word in ("red", "tin")]
@@ -277,7 +283,7 @@ def test_paging_serves_each_note_and_node_once_even_when_their_ids_are_equal(
     served: list[tuple[str, UUID]] = []
     cursor = None
     for _ in range(10):
-        response = run(cx, "lantern", mode="lexical", limit=1, cursor=cursor)
+        response = run(database, cx, "lantern", mode="lexical", limit=1, cursor=cursor)
         served += [(row.type, row.id) for row in response.rows]
         cursor = response.next_cursor
         if cursor is None:
@@ -299,9 +305,11 @@ def test_grep_leaves_out_the_kinds_that_declare_grep_false(notes: Notes, cx: Con
     assert [m.ref.split(":")[0] for m in grep(cx, "zebra").matches] == ["node"]
 
 
-def test_an_answer_cites_a_registered_kind_by_its_ref(notes: Notes, cx: Context) -> None:
+def test_an_answer_cites_a_registered_kind_by_its_ref(
+    database: Database, notes: Notes, cx: Context
+) -> None:
     wanted = notes.add("herons nest in the reeds")
-    printed = call_tool(cx, None, "kb.search", {"query": "herons nest"})
+    printed = call_tool(cx, database.searcher(None), "kb.search", {"query": "herons nest"})
     evidence = Evidence(budget=10_000)
     evidence.add_text(printed)
     assert evidence.has(f"note:{wanted}")
@@ -319,7 +327,7 @@ def test_browsing_lists_every_kind_of_item_newest_first(
     note = notes.add("the newest thing written")
 
     def browsed(**options: Any) -> list[tuple[str, str]]:
-        response = run(cx, "", **options)
+        response = run(database, cx, "", **options)
         assert response.notes == [
             "No query: the most recently changed items that match the filters."
         ]
@@ -340,7 +348,7 @@ def test_browsing_lists_every_kind_of_item_newest_first(
 
 
 def test_rows_of_a_kind_whose_row_type_is_not_its_name_are_explained(
-    notes: Notes, cx: Context
+    database: Database, notes: Notes, cx: Context
 ) -> None:
     registry.unregister("note")
     registry.register(replace(NOTE, row_type="jot"))  # the fixture forgets it again
@@ -348,7 +356,7 @@ def test_rows_of_a_kind_whose_row_type_is_not_its_name_are_explained(
         registry.register(replace(NOTE, name="memo", cursor_key="o", row_type="jot", source="memo",
                                table="kindtest.memos"))  # fmt: skip
     wanted = notes.add("a quetzal nests in the cloud forest")
-    response = run(cx, "quetzal", mode="lexical", explain=True)
+    response = run(database, cx, "quetzal", mode="lexical", explain=True)
     assert [(row.type, row.id) for row in response.rows] == [("jot", wanted)]
     assert response.rows[0].explain is not None
     assert response.rows[0].explain["terms"][0]["leg"] == "lexical"

@@ -115,10 +115,10 @@ def test_a_hybrid_search_waits_on_postgres_at_most_three_times(
         commands.add_node(cx, page.id, text)
     index(database, cx)
     on_traced = replace(cx, db=traced.pool)
-    provider = FakeProvider()
-    search(on_traced, provider, SearchRequest(query="tide pools"))  # warm: caches, prepares
+    searcher = database.searcher(FakeProvider())
+    search(on_traced, searcher, SearchRequest(query="tide pools"))  # warm: caches, prepares
     sizes = traced.checkpoint()
-    response = search(on_traced, provider, SearchRequest(query="tide pools"))
+    response = search(on_traced, searcher, SearchRequest(query="tide pools"))
     assert response.rows
     assert not response.degraded
     trips = traced.trips_since(sizes)

@@ -46,7 +46,9 @@ class Quoting:
         self.questions = questions  # also quote the bullets that ask ("/rag …")
 
     def answer(self, job: Job) -> Answer:
-        response = search(job.cx, None, SearchRequest(query=job.question, mode="lexical", limit=3))
+        response = search(
+            job.cx, job.searcher, SearchRequest(query=job.question, mode="lexical", limit=3)
+        )
         job.progress.step(
             "tool",
             f"kb.search {job.question}: {len(response.rows)} hits",
@@ -358,8 +360,8 @@ def test_answers_are_searchable_once_indexed(
         run_id = client.post("/api/ask", json={"question": "beta"}).json()["run_id"]
         answer = finished(client, run_id)["answer"]
     Indexer(database, settings, FakeProvider()).drain()
-    provider = FakeProvider()
-    response = search(cx, provider, SearchRequest(query="reviewers checklist", limit=10))
+    searcher = database.searcher(FakeProvider())
+    response = search(cx, searcher, SearchRequest(query="reviewers checklist", limit=10))
     found = {row.ref for row in response.rows}
     assert {f"node:{a['id']}" for a in answer} & found
 
@@ -376,9 +378,10 @@ def test_a_search_for_an_answer_leaves_out_questions_and_answers(
     Indexer(database, settings, provider).drain()
     # No similarity floor: the vector leg's own order is what is checked.
     request = SearchRequest(query="beta ships", mode=mode, limit=5, min_similarity=-1)
-    asked = search(cx, provider, replace(request, answers="only")).rows
+    searcher = database.searcher(provider)
+    asked = search(cx, searcher, replace(request, answers="only")).rows
     assert [row.passage for row in asked].count("/rag beta ships") == 5
-    sources = search(replace(cx, sources_only=True), provider, request).rows
+    sources = search(cx, searcher.for_answers(), request).rows
     assert [row.ref for row in sources][:1] == [f"node:{notes['beta'].id}"]
     assert not [row for row in sources if (row.passage or "").startswith("/rag")]
 

@@ -49,9 +49,9 @@ def test_an_exact_token_the_vector_leg_misses_is_found_by_hybrid(
         cx, page.id, f"The release train stalled because of PROJ-1234 {filler(rng, 20)}"
     )
     index(database, cx)
-    vector_only = run(cx, "PROJ-1234", mode="vector", limit=3)
+    vector_only = run(database, cx, "PROJ-1234", mode="vector", limit=3)
     assert target.id not in ids(vector_only)
-    hybrid = run(cx, "PROJ-1234", limit=3, weights=EQUAL)
+    hybrid = run(database, cx, "PROJ-1234", limit=3, weights=EQUAL)
     assert ids(hybrid)[0] == target.id
     assert hybrid.rows[0].legs["lexical"].rank == 1
 
@@ -63,10 +63,10 @@ def test_a_total_tie_at_limit_1_returns_the_lexical_exact_match(
     look_alike = commands.add_node(cx, page.id, "kestrelz")
     index(database, cx)
     exact = commands.add_node(cx, page.id, "a kestrel flew over")  # not embedded yet
-    response = run(cx, "kestrel", limit=1, weights=EQUAL)
+    response = run(database, cx, "kestrel", limit=1, weights=EQUAL)
     assert response.rows[0].legs.keys() == {"lexical"}
     assert ids(response) == [exact.id]
-    assert run(cx, "kestrel", mode="vector", limit=1).rows[0].id == look_alike.id
+    assert run(database, cx, "kestrel", mode="vector", limit=1).rows[0].id == look_alike.id
 
 
 def test_a_shared_rank_1_hit_keeps_the_lexical_only_row_at_limit_2(
@@ -77,7 +77,7 @@ def test_a_shared_rank_1_hit_keeps_the_lexical_only_row_at_limit_2(
     vector_only = commands.add_node(cx, page.id, "kestrelz")
     index(database, cx)
     lexical_only = commands.add_node(cx, page.id, "a kestrel hovered")
-    response = run(cx, "kestrel", limit=2, explain=True, weights=EQUAL)
+    response = run(database, cx, "kestrel", limit=2, explain=True, weights=EQUAL)
     assert [row.legs.keys() for row in response.rows] == [{"lexical", "vector"}, {"lexical"}]
     assert ids(response) == [both.id, lexical_only.id]
     assert vector_only.id not in ids(response)
@@ -97,6 +97,7 @@ def test_a_large_knowledge_base_cannot_take_every_slot(database: Database, cx: C
     lone = commands.add_node(cx, quiet.id, "ferry")
     index(database, cx)
     response = run(
+        database,
         cx,
         "ferry",
         limit=20,
@@ -125,10 +126,10 @@ def test_many_bases_share_two_windows_each_drawing_a_page(database: Database, cx
         items = [OutlineItem(f"ferry timetable {n}") for n in range(50)]
         commands.create_page_from_outline(cx, "Timetables", items, kb_id=kb.id)
     index(database, cx)
-    response = run(cx, "ferry", limit=10, kb_ids=[kb.id for kb in bases], weights=EQUAL)
+    response = run(database, cx, "ferry", limit=10, kb_ids=[kb.id for kb in bases], weights=EQUAL)
     assert response.legs["lexical"].candidates == 6 * 34
     assert 0 < response.legs["vector"].candidates <= 6 * 34
-    assert len(run(cx, "ferry", limit=33, kb_ids=[bases[0].id, bases[1].id]).rows) == 33
+    assert len(run(database, cx, "ferry", limit=33, kb_ids=[bases[0].id, bases[1].id]).rows) == 33
 
 
 def test_results_are_deterministic(database: Database, cx: Context) -> None:
@@ -136,9 +137,9 @@ def test_results_are_deterministic(database: Database, cx: Context) -> None:
     for i in range(30):
         commands.add_node(cx, page.id, f"lantern {i % 3} glow")
     index(database, cx)
-    first = ids(run(cx, "lantern glow", limit=30))
+    first = ids(run(database, cx, "lantern glow", limit=30))
     assert len(set(first)) == 30  # the limit, each bullet once
-    assert all(ids(run(cx, "lantern glow", limit=30)) == first for _ in range(3))
+    assert all(ids(run(database, cx, "lantern glow", limit=30)) == first for _ in range(3))
 
 
 def test_typed_rows(database: Database, settings: object, cx: Context) -> None:
@@ -155,7 +156,7 @@ def test_typed_rows(database: Database, settings: object, cx: Context) -> None:
                              kb_id=kb.id)  # fmt: skip
     extract_pending(database, cx.settings)
     index(database, cx)
-    response = run(cx, "ferry", limit=10)
+    response = run(database, cx, "ferry", limit=10)
     rows = {row.id: row for row in response.rows}
     node = rows[child.id]
     assert (node.type, node.title, node.page_id) == ("node", "Lisbon trip", page.id)
@@ -189,7 +190,7 @@ def test_group_by_page_counts_every_match(database: Database, cx: Context) -> No
         commands.add_node(cx, page.id, f"harbour entry {i}")
     other = commands.create_page(cx, "Elsewhere")
     commands.add_node(cx, other.id, "one harbour mention")
-    response = run(cx, "harbour", mode="lexical", group_by_page=True, limit=10)
+    response = run(database, cx, "harbour", mode="lexical", group_by_page=True, limit=10)
     by_page = {row.page_id: row.more_on_page for row in response.rows}
     assert by_page == {page.id: 5, other.id: 0}  # five bullets and the title, one shown
 
@@ -200,18 +201,18 @@ def test_pagination_concatenates_to_one_request(database: Database, cx: Context)
     for _ in range(40):
         commands.add_node(cx, page.id, f"signal {filler(rng, 6)}")
     index(database, cx)
-    whole = ids(run(cx, "signal orbit", limit=30))
+    whole = ids(run(database, cx, "signal orbit", limit=30))
     pages, cursor = [], None
     for _ in range(3):
-        response = run(cx, "signal orbit", limit=10, cursor=cursor)
+        response = run(database, cx, "signal orbit", limit=10, cursor=cursor)
         pages.extend(ids(response))
         cursor = response.next_cursor
     assert pages == whole
     assert len(set(pages)) == 30
     with pytest.raises(InvalidCursor, match="another query"):
-        run(cx, "different", limit=10, cursor=cursor)
+        run(database, cx, "different", limit=10, cursor=cursor)
     with pytest.raises(InvalidCursor, match="not valid"):
-        run(cx, "signal", cursor="garbage!")
+        run(database, cx, "signal", cursor="garbage!")
 
 
 def test_a_one_percent_kind_filter_still_fills_the_limit(
@@ -228,13 +229,15 @@ def test_a_one_percent_kind_filter_still_fills_the_limit(
     monkeypatch.setattr(vector, "EXACT_SCAN_ROWS", 100)  # force the index path
     # No similarity floor: the filler's nearest neighbours are what fills the limit.
     response = run(
-        cx, "timber marble", mode="vector", kinds=["memory"], limit=10, min_similarity=-1
+        database, cx, "timber marble", mode="vector", kinds=["memory"], limit=10, min_similarity=-1
     )
     assert response.legs["vector"].plan == "index"
     assert len(response.rows) == 10
     assert {row.type for row in response.rows} == {"mem"}
     monkeypatch.setattr(vector, "EXACT_SCAN_ROWS", 2_000)
-    exact = run(cx, "timber marble", mode="vector", kinds=["memory"], limit=10, min_similarity=-1)
+    exact = run(
+        database, cx, "timber marble", mode="vector", kinds=["memory"], limit=10, min_similarity=-1
+    )
     assert exact.legs["vector"].plan == "exact"
     assert ids(exact) == ids(response)
 
@@ -270,16 +273,16 @@ def test_tag_filters_on_both_legs(database: Database, cx: Context) -> None:
     ]
     for tag, expected in cases:
         for mode in ("lexical", "vector"):
-            response = run(cx, "plan quartz", mode=mode, tags=[tag], limit=20)
+            response = run(database, cx, "plan quartz", mode=mode, tags=[tag], limit=20)
             assert {row.page_id for row in response.rows} == expected, (tag, mode)
     with pytest.raises(InvalidInput, match="Unknown tag 'colour'"):
-        run(cx, "plan", tags=[TagFilter("colour", "eq", "red")])
+        run(database, cx, "plan", tags=[TagFilter("colour", "eq", "red")])
     with pytest.raises(InvalidInput, match="does not fit tag 'done' of type boolean"):
-        run(cx, "plan", tags=[TagFilter("done", "gt", True)])
+        run(database, cx, "plan", tags=[TagFilter("done", "gt", True)])
     with pytest.raises(InvalidInput, match="give a date"):
-        run(cx, "plan", tags=[TagFilter("due", "eq", "soon")])
+        run(database, cx, "plan", tags=[TagFilter("due", "eq", "soon")])
     with pytest.raises(InvalidInput, match="needs two values"):
-        run(cx, "plan", tags=[TagFilter("due", "between", "2026-01-01")])
+        run(database, cx, "plan", tags=[TagFilter("due", "between", "2026-01-01")])
 
 
 def test_knowledge_base_filter_and_isolation_on_both_legs(database: Database, cx: Context) -> None:
@@ -295,18 +298,18 @@ def test_knowledge_base_filter_and_isolation_on_both_legs(database: Database, cx
     foreign = commands.create_page(theirs, "Canyon notes")
     index(database, cx)
     for mode in ("lexical", "vector", "hybrid"):
-        assert set(ids(run(cx, "canyon notes", mode=mode, kb_ids=[mine.id]))) == {a.id}
-        everything = set(ids(run(cx, "canyon notes", mode=mode)))
+        assert set(ids(run(database, cx, "canyon notes", mode=mode, kb_ids=[mine.id]))) == {a.id}
+        everything = set(ids(run(database, cx, "canyon notes", mode=mode)))
         assert {a.id, b.id} <= everything
         assert foreign.id not in everything
-        assert set(ids(run(theirs, "canyon notes", mode=mode))) == {foreign.id}
+        assert set(ids(run(database, theirs, "canyon notes", mode=mode))) == {foreign.id}
     with database.pool.connection() as conn:
         their_kb = conn.execute(
             "select id from kb.knowledge_bases where workspace_id = %s", (stranger.workspace_id,)
         ).fetchone()
     assert their_kb is not None
     with pytest.raises(NotFound):
-        run(cx, "canyon", kb_ids=[their_kb["id"]])
+        run(database, cx, "canyon", kb_ids=[their_kb["id"]])
 
 
 @pytest.mark.parametrize(
@@ -336,7 +339,7 @@ def test_hostile_queries_answer_or_refuse_clearly(
     commands.add_node(cx, page.id, "this is fine, fat cat")
     index(database, cx)
     try:
-        response = run(cx, query)
+        response = run(database, cx, query)
     except InvalidInput as exc:
         assert exc.status == 422
         assert exc.message.endswith(".")
@@ -344,32 +347,32 @@ def test_hostile_queries_answer_or_refuse_clearly(
         assert response.degraded == []
 
 
-def test_query_limits_and_empty_queries(cx: Context) -> None:
+def test_query_limits_and_empty_queries(database: Database, cx: Context) -> None:
     with pytest.raises(InvalidInput, match="SUBSPACE_MAX_QUERY_CHARS"):
-        run(cx, "x" * 10_000)
+        run(database, cx, "x" * 10_000)
     with pytest.raises(InvalidInput, match="empty"):
-        run(cx, "   ")
+        run(database, cx, "   ")
     with pytest.raises(InvalidInput, match="only excludes"):
-        run(cx, "-only-negation")
+        run(database, cx, "-only-negation")
     with pytest.raises(InvalidInput, match="between 1 and 100"):
-        run(cx, "x", limit=0)
+        run(database, cx, "x", limit=0)
     with pytest.raises(InvalidInput, match="Unknown kind"):
-        run(cx, "x", kinds=["emails"])
+        run(database, cx, "x", kinds=["emails"])
     with pytest.raises(InvalidInput, match="Unknown mode"):
-        run(cx, "x", mode="fuzzy")
+        run(database, cx, "x", mode="fuzzy")
     with pytest.raises(InvalidInput, match="weight"):
-        run(cx, "x", weights={"vector": -1})
+        run(database, cx, "x", weights={"vector": -1})
     many = [commands.create_knowledge_base(cx, f"kb{i}").id for i in range(3)]
     small = replace(cx, settings=replace(cx.settings, max_knowledge_bases=2))
     with pytest.raises(TooLarge, match="SUBSPACE_MAX_KNOWLEDGE_BASES"):
-        run(small, "x", kb_ids=many)
+        run(database, small, "x", kb_ids=many)
 
 
 def test_an_all_stopword_query_has_an_empty_lexical_leg(database: Database, cx: Context) -> None:
     page = commands.create_page(cx, "Stop")
     commands.add_node(cx, page.id, "the and of")
     index(database, cx)
-    response = run(cx, "the of and")
+    response = run(database, cx, "the of and")
     assert response.legs["lexical"].ran
     assert response.legs["lexical"].candidates == 0
     assert response.degraded == []
@@ -378,7 +381,7 @@ def test_an_all_stopword_query_has_an_empty_lexical_leg(database: Database, cx: 
 def test_filters_without_a_query_browse_by_recency(database: Database, cx: Context) -> None:
     older = commands.create_page(cx, "Older")
     newer = commands.create_page(cx, "Newer")
-    response = run(cx, "", kinds=["page"])
+    response = run(database, cx, "", kinds=["page"])
     assert ids(response)[:2] == [newer.id, older.id]
     assert response.notes
 
@@ -390,7 +393,7 @@ def test_negation_holds_on_both_legs(database: Database, cx: Context) -> None:
     index(database, cx)
     for mode in ("lexical", "vector", "hybrid"):
         # No similarity floor: what is checked is that the vector leg leaves out "load".
-        found = ids(run(cx, "jitter -load", mode=mode, min_similarity=-1))
+        found = ids(run(database, cx, "jitter -load", mode=mode, min_similarity=-1))
         assert keep.id in found, mode
         assert drop.id not in found, mode
 
@@ -406,15 +409,15 @@ def test_a_dash_in_pasted_prose_is_punctuation_not_an_exclusion(
         "May 2002 -July 2007 and followed them for two years"
     )
     assert parse_query(pasted).negated == ()
-    assert trial.id in ids(run(cx, pasted, mode="lexical"))
-    assert trial.id not in ids(run(cx, "patients -july", mode="lexical"))
+    assert trial.id in ids(run(database, cx, pasted, mode="lexical"))
+    assert trial.id not in ids(run(database, cx, "patients -july", mode="lexical"))
 
 
-def test_questions_are_flagged(cx: Context) -> None:
-    assert run(cx, "how do I rotate the staging keys").is_question
-    assert run(cx, "why did checkout fail?").is_question
-    assert not run(cx, "PROJ-1234").is_question
-    assert not run(cx, "staging keys").is_question
+def test_questions_are_flagged(database: Database, cx: Context) -> None:
+    assert run(database, cx, "how do I rotate the staging keys").is_question
+    assert run(database, cx, "why did checkout fail?").is_question
+    assert not run(database, cx, "PROJ-1234").is_question
+    assert not run(database, cx, "staging keys").is_question
 
 
 class SlowProvider(FakeProvider):
@@ -436,11 +439,11 @@ def test_a_slow_provider_degrades_to_lexical_within_the_timeout(
     follow(database, cx)
     quick = replace(cx, settings=replace(cx.settings, embed_timeout_ms=300))
     started = time.monotonic()
-    response = run(quick, "lexical answers unique-slow-query", SlowProvider())
+    response = run(database, quick, "lexical answers unique-slow-query", SlowProvider())
     assert time.monotonic() - started < 1.5
     assert response.degraded == ["vector: timeout"]
     assert ids(response) == [node.id]
-    broken = run(cx, "lexical answers", BrokenProvider())
+    broken = run(database, cx, "lexical answers", BrokenProvider())
     assert broken.degraded == ["vector: error"]  # a message is not a refused connection
     assert ids(broken) == [node.id]
 
@@ -452,7 +455,7 @@ def test_a_failing_lexical_leg_degrades_to_vector(database: Database, cx: Contex
     embed(database, cx)
     with database.pool.connection() as conn:
         conn.execute("alter table kb.nodes rename column text_tsv to text_tsv_gone")
-    response = run(cx, "embedded words")
+    response = run(database, cx, "embedded words")
     assert response.degraded
     assert response.degraded[0].startswith("lexical: failed")
     assert ids(response)[0] == node.id
@@ -464,25 +467,29 @@ def test_explain_says_why_a_target_is_absent(database: Database, cx: Context) ->
     second = commands.add_node(cx, page.id, "walrus colony")
     unmatched = commands.add_node(cx, page.id, "penguin")
     index(database, cx)
-    shown_id = ids(run(cx, "walrus", mode="lexical", limit=1))[0]
+    shown_id = ids(run(database, cx, "walrus", mode="lexical", limit=1))[0]
     hidden = first if shown_id == second.id else second
     shown = second if hidden is first else first
-    response = run(cx, "walrus", mode="lexical", limit=1, explain_target=f"node:{hidden.id}")
+    response = run(
+        database, cx, "walrus", mode="lexical", limit=1, explain_target=f"node:{hidden.id}"
+    )
     assert response.absent is not None
     assert not response.absent["shown"]
     assert any(r.startswith("cut by the limit") for r in response.absent["reasons"])
     assert any(r.startswith("lexical leg: rank") for r in response.absent["reasons"])
-    miss = run(cx, "walrus", mode="lexical", explain_target=str(unmatched.id))
+    miss = run(database, cx, "walrus", mode="lexical", explain_target=str(unmatched.id))
     assert miss.absent is not None
     assert "lexical leg: none of the query's words is in its text" in miss.absent["reasons"]
     commands.archive_page(cx, page.id)
-    gone = run(cx, "walrus", explain_target=f"node:{shown.id}")
+    gone = run(database, cx, "walrus", explain_target=f"node:{shown.id}")
     assert gone.absent is not None
     assert "filtered: archived" in gone.absent["reasons"]
-    memo = run(cx, "walrus", kinds=["memory"], explain_target=f"node:{shown.id}")
+    memo = run(database, cx, "walrus", kinds=["memory"], explain_target=f"node:{shown.id}")
     assert memo.absent is not None
     assert "filtered: kind node not searched" in memo.absent["reasons"]
-    nowhere = run(cx, "walrus", explain_target="node:00000000-0000-0000-0000-000000000009")
+    nowhere = run(
+        database, cx, "walrus", explain_target="node:00000000-0000-0000-0000-000000000009"
+    )
     assert nowhere.absent == {
         "target": "node:00000000-0000-0000-0000-000000000009",
         "shown": False,
@@ -499,8 +506,8 @@ def test_with_the_fake_provider_hybrid_keeps_the_lexical_rows_first(
         commands.add_node(cx, page.id, f"{filler(rng, 5)} quartz {filler(rng, 3)}")
     commands.add_node(cx, page.id, "quarts")  # only the vector leg finds this one
     index(database, cx)
-    lexical = ids(run(cx, "quartz meadow", mode="lexical", limit=40))
-    hybrid = run(cx, "quartz meadow", limit=40)
+    lexical = ids(run(database, cx, "quartz meadow", mode="lexical", limit=40))
+    hybrid = run(database, cx, "quartz meadow", limit=40)
     assert ids(hybrid)[:10] == lexical[:10]  # the lexical top ten, in its order
     assert set(ids(hybrid)[: len(lexical)]) == set(lexical)
     assert len(hybrid.rows) > len(lexical)  # what only the vector leg found comes after
@@ -515,7 +522,7 @@ def test_the_vector_leg_runs_on_the_callers_connection_when_none_is_free(
     index(database, cx)
     held = [database.pool.getconn() for _ in range(3)]  # the pool has four
     try:
-        response = run(cx, "lantern signal", weights=EQUAL)
+        response = run(database, cx, "lantern signal", weights=EQUAL)
     finally:
         for conn in held:
             database.pool.putconn(conn)
@@ -537,7 +544,7 @@ def test_only_statements_of_a_fixed_text_are_prepared(cx: Context, database: Dat
         register_vector(conn)
         bound = cx.on(conn)
         for word in ["common", "bullet", "words", "rare"] * 5:
-            run(bound, word)
+            run(database, bound, word)
         prepared = conn.execute(
             "select statement, generic_plans, custom_plans from pg_prepared_statements"
         ).fetchall()
@@ -551,7 +558,7 @@ def test_only_statements_of_a_fixed_text_are_prepared(cx: Context, database: Dat
         assert rows
         assert all(r["custom_plans"] == 0 and r["generic_plans"] > 0 for r in rows)
         with conn.transaction():
-            run(bound, "common")
+            run(database, bound, "common")
             mode = conn.execute("select current_setting('plan_cache_mode') as m").fetchone()
             assert mode == {"m": "auto"}
         # A leg that fails (the delta's rows read from a column gone), then a search that
@@ -560,18 +567,18 @@ def test_only_statements_of_a_fixed_text_are_prepared(cx: Context, database: Dat
         conn.commit()  # the searches' locks go: the tables can be altered
         with database.pool.connection() as other:
             other.execute("alter table kb.nodes rename column text_tsv to text_tsv_gone")
-        assert run(bound, "common").degraded[0].startswith("lexical: failed")
+        assert run(database, bound, "common").degraded[0].startswith("lexical: failed")
         conn.commit()
         with database.pool.connection() as other:
             other.execute("alter table kb.nodes rename column text_tsv_gone to text_tsv")
             other.execute("alter table search.source_stats rename to source_stats_gone")
         with pytest.raises(psycopg.errors.UndefinedTable):
-            run(bound, "common")
+            run(database, bound, "common")
         conn.rollback()
         with database.pool.connection() as other:
             other.execute("alter table search.source_stats_gone rename to source_stats")
-        assert len(ids(run(bound, "common bullet", mode="lexical"))) == 10
-        assert run(bound, "common bullet").degraded == []
+        assert len(ids(run(database, bound, "common bullet", mode="lexical"))) == 10
+        assert run(database, bound, "common bullet").degraded == []
 
 
 def test_a_base_that_grows_is_searched_through_the_index_at_once(
@@ -583,12 +590,12 @@ def test_a_base_that_grows_is_searched_through_the_index_at_once(
     page = commands.create_page(cx, "")
     first = [commands.add_node(cx, page.id, f"granite ledge {i}") for i in range(3)]
     index(database, cx)
-    assert run(cx, "granite", mode="vector").legs["vector"].plan == "exact"
+    assert run(database, cx, "granite", mode="vector").legs["vector"].plan == "exact"
     bulk = commands.create_page_from_outline(
         cx, "", [OutlineItem(f"granite shelf {i}") for i in range(120)]
     )
     index(database, cx)
-    grown = run(cx, "granite", mode="vector")
+    grown = run(database, cx, "granite", mode="vector")
     assert grown.legs["vector"].plan == "index"
     assert len(grown.rows) == 10
     # Remembered as large while it fills its window; shrinking back still finds what is
@@ -598,22 +605,24 @@ def test_a_base_that_grows_is_searched_through_the_index_at_once(
     commands.delete_page(cx, bulk.id)
     kept = commands.add_node(cx, page.id, "granite outcrop")
     index(database, cx)
-    shrunk = run(cx, "granite", mode="vector")
+    shrunk = run(database, cx, "granite", mode="vector")
     assert shrunk.legs["vector"].plan == "index"
     assert ids(shrunk) == [kept.id]
-    assert run(cx, "granite", mode="vector").legs["vector"].plan == "exact"
+    assert run(database, cx, "granite", mode="vector").legs["vector"].plan == "exact"
 
 
 def test_corrections_are_reported_as_the_words_typed(database: Database, cx: Context) -> None:
     page = commands.create_page(cx, "Materials")
     target = commands.add_node(cx, page.id, "Biomaterials for bone studies")
     index(database, cx)
-    response = run(cx, "biomateirals bone", mode="lexical")
+    response = run(database, cx, "biomateirals bone", mode="lexical")
     assert ids(response) == [target.id]
     assert response.corrections == {"biomateirals": "biomaterials"}
     # The key is the word as typed; the correction keeps the typed word's ending.
-    assert run(cx, "Biomateirals", mode="lexical").corrections == {"Biomateirals": "biomaterials"}
-    assert run(cx, "stuides", mode="lexical").corrections == {"stuides": "studies"}
+    assert run(database, cx, "Biomateirals", mode="lexical").corrections == {
+        "Biomateirals": "biomaterials"
+    }
+    assert run(database, cx, "stuides", mode="lexical").corrections == {"stuides": "studies"}
 
 
 def test_typo_corrections_come_from_the_callers_workspace_only(
@@ -631,12 +640,12 @@ def test_typo_corrections_come_from_the_callers_workspace_only(
     index(database, cx)
     # "tamarind" is only in the other workspace: never offered, never matched here.
     for query in ("tamarnid", "tamarindd", "tmarind"):
-        response = run(cx, query, mode="lexical")
+        response = run(database, cx, query, mode="lexical")
         assert response.corrections == {}
         assert response.rows == []
     # The owner of the word gets the correction (the test can fail).
-    assert run(theirs, "tamarnid", mode="lexical").corrections == {"tamarnid": "tamarind"}
-    assert ids(run(theirs, "tamarnid", mode="lexical")) == [found.id]
+    assert run(database, theirs, "tamarnid", mode="lexical").corrections == {"tamarnid": "tamarind"}
+    assert ids(run(database, theirs, "tamarnid", mode="lexical")) == [found.id]
 
 
 def test_explain_lists_each_legs_own_rows_beside_the_fused_ones(
@@ -648,7 +657,7 @@ def test_explain_lists_each_legs_own_rows_beside_the_fused_ones(
     lexical = [commands.add_node(cx, page.id, t).id for t in texts]
     spelled_alike = commands.add_node(cx, page.id, "ospreyx").id  # no word of the query
     index(database, cx)
-    response = run(cx, "osprey", limit=3, explain=True)
+    response = run(database, cx, "osprey", limit=3, explain=True)
     assert set(ids(response)) == set(lexical)
     by_leg = response.leg_rows
     assert [r.legs["lexical"].rank for r in by_leg["lexical"]] == [1, 2, 3]
@@ -656,4 +665,4 @@ def test_explain_lists_each_legs_own_rows_beside_the_fused_ones(
     assert [r.legs["vector"].rank for r in by_leg["vector"]] == [1, 2, 3]
     assert spelled_alike in {r.id for r in by_leg["vector"]}  # in a leg's list, not in the rows
     assert all(r.explain is not None and r.explain["terms"] for r in by_leg["vector"])
-    assert run(cx, "osprey", limit=3).leg_rows == {}
+    assert run(database, cx, "osprey", limit=3).leg_rows == {}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from dataclasses import replace
 
 import pytest
 from fastapi.testclient import TestClient
@@ -18,6 +17,9 @@ from subspace.providers.base import EmbedResult
 from subspace.providers.fake import FakeProvider
 from subspace.runtime import Database, open_database
 from subspace.search import vector
+from subspace.search.request import SearchRequest, SearchResponse
+from subspace.search.searcher import Searcher
+from subspace.search.service import search
 from subspace.search.shared import SearchRuntime
 from tests.search_helpers import ids, index, run
 
@@ -35,28 +37,44 @@ def test_two_runtimes_do_not_share_the_base_sizes_they_remember(
         cx, "", [OutlineItem(f"basalt shelf {i}") for i in range(120)]
     )
     index(database, cx)
-    assert run(cx, "basalt", mode="vector").legs["vector"].plan == "index"
+    assert run(database, cx, "basalt", mode="vector").legs["vector"].plan == "index"
     commands.delete_page(cx, bulk.id)
     index(database, cx)
-    other = replace(cx, search_runtime=SearchRuntime())
+    other = Searcher(SearchRuntime(), FakeProvider())
     try:
         # A runtime of its own counts the base, now small, and scans it exactly ...
-        fresh = run(other, "basalt", mode="vector")
+        fresh = search(cx, other, SearchRequest(query="basalt", mode="vector"))
         assert fresh.legs["vector"].plan == "exact"
         assert ids(fresh) == [kept.id]
         # ... while the first still trusts what it remembered, and walks the index.
-        remembered = run(cx, "basalt", mode="vector")
+        remembered = run(database, cx, "basalt", mode="vector")
         assert remembered.legs["vector"].plan == "index"
         assert ids(remembered) == [kept.id]
     finally:
-        other.search_runtime.close()
+        other.runtime.close()
 
 
-def test_every_context_of_a_database_shares_its_runtime(database: Database, cx: Context) -> None:
-    assert cx.search_runtime is database.search_runtime
-    assert database.context(cx.actor, cx.settings).search_runtime is database.search_runtime
-    with database.pool.connection() as conn:
-        assert cx.on(conn).search_runtime is database.search_runtime
+def test_every_searcher_of_a_database_shares_its_runtime(database: Database) -> None:
+    searcher = database.searcher(FakeProvider())
+    assert searcher.runtime is database.search_runtime
+    assert searcher.for_answers().runtime is database.search_runtime
+    assert searcher.observed_by(lambda response: None).runtime is database.search_runtime
+    assert database.searcher(None).runtime is database.search_runtime
+
+
+def test_a_searcher_reports_each_search_to_its_observer_and_nothing_to_others(
+    database: Database, cx: Context
+) -> None:
+    page = commands.create_page(cx, "")
+    commands.add_node(cx, page.id, "granite from the quarry")
+    index(database, cx)
+    heard: list[SearchResponse] = []
+    plain = database.searcher(FakeProvider())
+    observed = plain.observed_by(heard.append)
+    first = search(cx, observed, SearchRequest(query="granite"))
+    search(cx, plain, SearchRequest(query="granite"))
+    second = search(cx, observed, SearchRequest(query="quarry", mode="lexical"))
+    assert heard == [first, second]
 
 
 def test_the_embedding_threads_stop_with_the_app_that_opened_the_database(
@@ -100,8 +118,8 @@ def test_a_query_embedded_once_is_reused_by_the_next_search(
     node = commands.add_node(cx, page.id, "granite from the quarry")
     index(database, cx)
     provider = CountingProvider()
-    first = run(cx, "granite quarry", provider)
-    second = run(cx, "granite quarry", provider)
+    first = run(database, cx, "granite quarry", provider)
+    second = run(database, cx, "granite quarry", provider)
     assert ids(first) == ids(second) == [node.id]
     assert second.legs["vector"].ran
     assert provider.calls == 1
@@ -114,16 +132,16 @@ def test_two_runtimes_do_not_share_the_query_embeddings_they_keep(
     commands.add_node(cx, page.id, "granite from the quarry")
     index(database, cx)
     provider = CountingProvider()
-    other = replace(cx, search_runtime=SearchRuntime())
+    other = Searcher(SearchRuntime(), provider)
     try:
-        run(cx, "granite", provider)
-        run(other, "granite", provider)  # embeds the query again: its cache is its own
+        run(database, cx, "granite", provider)
+        search(cx, other, SearchRequest(query="granite"))  # embeds again: its cache is its own
         assert provider.calls == 2
-        run(other, "granite", provider)
-        run(cx, "granite", provider)
+        search(cx, other, SearchRequest(query="granite"))
+        run(database, cx, "granite", provider)
         assert provider.calls == 2
     finally:
-        other.search_runtime.close()
+        other.runtime.close()
 
 
 def test_the_query_embedding_threads_stop_when_the_database_closes(
@@ -135,7 +153,7 @@ def test_the_query_embedding_threads_stop_when_the_database_closes(
     provider = CountingProvider()
     opened = open_database(settings, pool_size=2)
     try:
-        found = run(opened.context(cx.actor, cx.settings), "granite", provider)
+        found = run(opened, opened.context(cx.actor, cx.settings), "granite", provider)
         assert ids(found) == [node.id]
         assert provider.calls == 1
         (thread,) = provider.threads

@@ -30,10 +30,11 @@ def test_explain_names_a_target_an_earlier_page_served(database: Database, cx: C
     for text in ("narwhal one", "narwhal two", "narwhal three"):
         commands.add_node(cx, page.id, text)
     index(database, cx)
-    first = run(cx, "narwhal", mode="lexical", limit=1)
+    first = run(database, cx, "narwhal", mode="lexical", limit=1)
     assert first.next_cursor is not None
     served = first.rows[0].id
     second = run(
+        database,
         cx,
         "narwhal",
         mode="lexical",
@@ -58,7 +59,7 @@ def test_explain_names_each_leg_and_a_target_not_embedded_yet(
     index(database, cx)
     # Written after the indexer ran, and longer, so BM25 ranks it below the others.
     late = commands.add_node(cx, page.id, "the beluga sang of cold grey northern water")
-    response = run(cx, "beluga", limit=1, explain_target=f"node:{late.id}")
+    response = run(database, cx, "beluga", limit=1, explain_target=f"node:{late.id}")
     assert response.absent is not None
     assert not response.absent["shown"]
     reasons = response.absent["reasons"]
@@ -91,12 +92,12 @@ def test_a_cursor_in_the_issued_format_pages_on(database: Database, cx: Context)
     for text in ("otter one", "otter two", "otter three"):
         commands.add_node(cx, page.id, text)
     index(database, cx)
-    first = run(cx, "otter", mode="lexical", limit=1)
+    first = run(database, cx, "otter", mode="lexical", limit=1)
     with cx.transaction() as conn:
         secret = workspace_secret(conn, cx.actor.workspace_id)
     served = f"n{first.rows[0].id.hex}"
     cursor = seal(secret, {"v": 2, "q": "8972d5a070aa8a86", "s": [served]})
-    second = run(cx, "otter", mode="lexical", limit=2, cursor=cursor)
+    second = run(database, cx, "otter", mode="lexical", limit=2, cursor=cursor)
     assert len(second.rows) == 2
     assert first.rows[0].id not in ids(second)
     assert second.next_cursor is None  # three rows, all served
@@ -109,9 +110,9 @@ def test_only_grouped_rows_count_the_other_matches_on_their_page(
     commands.add_node(cx, page.id, "heron one")
     commands.add_node(cx, page.id, "heron two")
     index(database, cx)
-    flat = run(cx, "heron", mode="lexical")
+    flat = run(database, cx, "heron", mode="lexical")
     assert [row.more_on_page for row in flat.rows] == [None, None]
-    grouped = run(cx, "heron", mode="lexical", group_by_page=True)
+    grouped = run(database, cx, "heron", mode="lexical", group_by_page=True)
     assert [row.more_on_page for row in grouped.rows] == [1]
 
 
@@ -119,9 +120,9 @@ def test_a_hybrid_search_holds_one_connection(database: Database, cx: Context) -
     page = commands.create_page(cx, "Reef")
     commands.add_node(cx, page.id, "a grouper under the reef")
     index(database, cx)
-    run(cx, "grouper")
+    run(database, cx, "grouper")
     database.pool.pop_stats()
-    hybrid = run(cx, "grouper")
+    hybrid = run(database, cx, "grouper")
     assert database.pool.pop_stats().get("requests_num", 0) == 1
     assert hybrid.legs["vector"].ran
     assert hybrid.legs["lexical"].ran
@@ -159,14 +160,14 @@ def test_a_failing_lexical_leg_leaves_the_vector_leg_to_answer(
     # Again and again on the pool's connections: psycopg prepares a statement on its fifth
     # run, and a failure must not leave a connection whose next searches fail.
     for _ in range(12):
-        response = run(cx, "grouper", weights={"lexical": 1.0, "vector": 1.0})
+        response = run(database, cx, "grouper", weights={"lexical": 1.0, "vector": 1.0})
         assert response.degraded == [f"lexical: failed ({error})"]
         assert response.legs["vector"].ran
         assert node.id in ids(response)
         assert response.rows[0].title == "Reef"  # hydrated after the failure, same transaction
     monkeypatch.setattr(lexical_leg, "bm25_sql", real)
     follow(database, cx)
-    assert not run(cx, "grouper").degraded
+    assert not run(database, cx, "grouper").degraded
 
 
 def test_a_failing_vector_leg_leaves_the_lexical_leg_to_answer(
@@ -177,7 +178,7 @@ def test_a_failing_vector_leg_leaves_the_lexical_leg_to_answer(
     index(database, cx)
     real = vector._exact_sql
     monkeypatch.setattr(vector, "_exact_sql", lambda *a, **k: failing(real(*a, **k)))
-    response = run(cx, "grouper")
+    response = run(database, cx, "grouper")
     assert response.degraded == ["vector: failed (DivisionByZero)"]
     assert response.legs["lexical"].ran
     assert ids(response) == [node.id]

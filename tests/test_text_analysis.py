@@ -57,10 +57,10 @@ CASES = (
 )
 
 
-def _assert_found(cx: Context, targets: dict[int, UUID]) -> None:
+def _assert_found(database: Database, cx: Context, targets: dict[int, UUID]) -> None:
     missed = []
     for i, case in enumerate(CASES):
-        response = run(cx, case.query, mode="lexical", typos=False)
+        response = run(database, cx, case.query, mode="lexical", typos=False)
         if targets[i] not in ids(response):
             missed.append(f"{case.query!r} did not find {case.text!r}")
     assert missed == []
@@ -69,12 +69,12 @@ def _assert_found(cx: Context, targets: dict[int, UUID]) -> None:
 def test_cases_in_bullets(database: Database, cx: Context) -> None:
     page = commands.create_page(cx, "Notes")
     targets = {i: commands.add_node(cx, page.id, case.text).id for i, case in enumerate(CASES)}
-    _assert_found(cx, targets)
+    _assert_found(database, cx, targets)
 
 
 def test_cases_in_titles(database: Database, cx: Context) -> None:
     targets = {i: commands.create_page(cx, case.text).id for i, case in enumerate(CASES)}
-    _assert_found(cx, targets)
+    _assert_found(database, cx, targets)
 
 
 def test_cases_in_file_chunks(database: Database, cx: Context) -> None:
@@ -83,7 +83,7 @@ def test_cases_in_file_chunks(database: Database, cx: Context) -> None:
         for i, case in enumerate(CASES)
     }
     extract_pending(database, cx.settings)
-    _assert_found(cx, targets)
+    _assert_found(database, cx, targets)
 
 
 def test_cases_in_mail(database: Database, cx: Context) -> None:
@@ -92,7 +92,7 @@ def test_cases_in_mail(database: Database, cx: Context) -> None:
                              body_text=case.text).id
         for i, case in enumerate(CASES)
     }  # fmt: skip
-    _assert_found(cx, targets)
+    _assert_found(database, cx, targets)
 
 
 def test_mail_subject_and_sender_are_analysed(database: Database, cx: Context) -> None:
@@ -104,7 +104,7 @@ def test_mail_subject_and_sender_are_analysed(database: Database, cx: Context) -
         body_text="ok",
     )
     for query in ("reunion comite", "zoe", "bronte", "example.net"):
-        assert ids(run(cx, query, mode="lexical", typos=False)) == [mail.id], query
+        assert ids(run(database, cx, query, mode="lexical", typos=False)) == [mail.id], query
 
 
 @pytest.mark.parametrize(
@@ -125,28 +125,28 @@ def test_the_exact_identifier_ranks_above_its_look_alikes(
         commands.add_node(cx, page.id, f"{token} was closed")
     target = commands.add_node(cx, page.id, f"{exact} was closed")
     for query in queries:
-        response = run(cx, query, mode="lexical", typos=False)
+        response = run(database, cx, query, mode="lexical", typos=False)
         assert ids(response)[0] == target.id, query
 
 
 def test_typo_correction_reads_the_folded_vocabulary(database: Database, cx: Context) -> None:
     page = commands.create_page(cx, "Hiring")
     target = commands.add_node(cx, page.id, "Résumé templates for the new hires")
-    assert ids(run(cx, "reusme", mode="lexical")) == [target.id]  # reusm -> resum
+    assert ids(run(database, cx, "reusme", mode="lexical")) == [target.id]  # reusm -> resum
 
 
 def test_a_part_does_not_find_a_longer_number(database: Database, cx: Context) -> None:
     page = commands.create_page(cx, "Tickets")
     target = commands.add_node(cx, page.id, "PROJ-1234 was closed")
     commands.add_node(cx, page.id, "PROJ-12345 was closed")
-    assert ids(run(cx, "1234", mode="lexical", typos=False)) == [target.id]
+    assert ids(run(database, cx, "1234", mode="lexical", typos=False)) == [target.id]
 
 
 def test_a_cjk_phrase_needs_its_bigrams_in_order(database: Database, cx: Context) -> None:
     page = commands.create_page(cx, "会议")
     target = commands.add_node(cx, page.id, "会议记录")
     commands.add_node(cx, page.id, "记录会议")  # the same characters, other words
-    assert ids(run(cx, "会议记录", mode="lexical", typos=False)) == [target.id]
+    assert ids(run(database, cx, "会议记录", mode="lexical", typos=False)) == [target.id]
 
 
 def _highlighted(row: Any) -> list[str]:
@@ -171,7 +171,7 @@ def test_highlights_point_at_the_original_words(
 ) -> None:
     page = commands.create_page(cx, "Highlights")
     commands.add_node(cx, page.id, text)
-    row = run(cx, query, mode="lexical", typos=False).rows[0]
+    row = run(database, cx, query, mode="lexical", typos=False).rows[0]
     assert row.passage == text
     assert _highlighted(row) == shown
 
@@ -187,7 +187,7 @@ def test_highlights_in_a_long_text_are_cut_from_the_original(
     assert len(text) > SHORT_TEXT
     page = commands.create_page(cx, "Long")
     commands.add_node(cx, page.id, text)
-    row = run(cx, "aeroskobing cafe 説明会", mode="lexical", typos=False).rows[0]
+    row = run(database, cx, "aeroskobing cafe 説明会", mode="lexical", typos=False).rows[0]
     assert row.passage != text
     assert "Ærøskøbing café, 東京の説明会" in row.passage
     for fragment in row.passage.split(" … "):

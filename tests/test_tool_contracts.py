@@ -97,11 +97,13 @@ def test_a_bad_argument_answers_422_naming_the_field(
     assert message.endswith("."), message
 
 
-def test_call_tool_refuses_what_is_not_a_tool_or_not_an_object(cx: Context) -> None:
+def test_call_tool_refuses_what_is_not_a_tool_or_not_an_object(
+    database: Database, cx: Context
+) -> None:
     with pytest.raises(NotFound, match=r"The tools are kb\.search, kb\.grep, kb\.read and"):
-        call_tool(cx, FakeProvider(), "kb.write", {})
+        call_tool(cx, database.searcher(FakeProvider()), "kb.write", {})
     with pytest.raises(InvalidInput, match="must be a JSON object"):
-        call_tool(cx, FakeProvider(), "kb.search", ["x"])  # type: ignore[arg-type]
+        call_tool(cx, database.searcher(FakeProvider()), "kb.search", ["x"])  # type: ignore[arg-type]
 
 
 def test_every_ref_kb_search_prints_reads_back(

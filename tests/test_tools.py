@@ -38,11 +38,11 @@ def test_kb_search_renders_hits_with_refs(database: Database, cx: Context) -> No
     page = commands.create_page(cx, "Runbook")
     step = commands.add_node(cx, page.id, "Drain the node before the upgrade")
     index(database, cx)
-    text = kb_search(cx, FakeProvider(), "drain upgrade", kinds=["node"])
+    text = kb_search(cx, database.searcher(FakeProvider()), "drain upgrade", kinds=["node"])
     assert text.splitlines()[0] == (
         f"1. [node] Runbook — Drain the node before the upgrade (node:{step.id})"
     )
-    nothing = kb_search(cx, FakeProvider(), "zzzqqq", kinds=["mail"])
+    nothing = kb_search(cx, database.searcher(FakeProvider()), "zzzqqq", kinds=["mail"])
     assert nothing.startswith("No matches for “zzzqqq”: no item holds its words")
 
 
@@ -121,7 +121,7 @@ def test_grep_with_a_catastrophic_regex_stops_at_the_timeout(
     answers: list[int] = []
 
     def search_meanwhile() -> None:
-        answers.append(len(run(cx, "backtracking", mode="lexical").rows))
+        answers.append(len(run(database, cx, "backtracking", mode="lexical").rows))
 
     started = time.monotonic()
     other = threading.Thread(target=search_meanwhile)

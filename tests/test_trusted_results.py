@@ -54,9 +54,9 @@ def notes(database: Database, cx: Context) -> dict[str, Any]:
 
 @pytest.mark.parametrize("mode", ["hybrid", "vector", "lexical"])
 def test_gibberish_finds_nothing_in_every_mode_and_says_so(
-    cx: Context, notes: dict[str, Any], mode: str
+    database: Database, cx: Context, notes: dict[str, Any], mode: str
 ) -> None:
-    response = run(cx, GIBBERISH, mode=mode)
+    response = run(database, cx, GIBBERISH, mode=mode)
     assert response.rows == []
     assert response.notes[-1].startswith(f"No matches for \u201c{GIBBERISH}\u201d")
     if mode != "lexical":
@@ -80,7 +80,7 @@ def test_every_surface_says_a_gibberish_search_found_nothing(
     assert sim["success"]
     assert sim["data"]["results"] == []
     assert tool.json()["text"].startswith(f"No matches for \u201c{GIBBERISH}\u201d")
-    assert kb_search(cx, FakeProvider(), GIBBERISH).startswith("No matches for")
+    assert kb_search(cx, database.searcher(FakeProvider()), GIBBERISH).startswith("No matches for")
     printed = CliRunner().invoke(main, ["search", GIBBERISH], env=_cli_env(settings))
     assert printed.exit_code == 0, printed.output
     assert f"No matches for \u201c{GIBBERISH}\u201d" in printed.output
@@ -92,21 +92,21 @@ def _cli_env(settings: Settings) -> dict[str, str]:
 
 
 def test_a_floor_lets_close_meanings_through_and_can_be_set(
-    cx: Context, notes: dict[str, Any]
+    database: Database, cx: Context, notes: dict[str, Any]
 ) -> None:
     # The floor is a number a request may lower: with none, the nearest rows all come back.
-    everything = run(cx, GIBBERISH, mode="vector", min_similarity=-1)
+    everything = run(database, cx, GIBBERISH, mode="vector", min_similarity=-1)
     assert everything.rows
     assert everything.below_floor == 0
     # A row near the query passes the floor (trigram vectors: near in spelling).
-    near = run(cx, "kettle", mode="vector")
+    near = run(database, cx, "kettle", mode="vector")
     assert [row.passage for row in near.rows] == ["descale the kettle"]
 
 
 def test_a_row_both_legs_found_survives_a_floor_above_it(
-    cx: Context, notes: dict[str, Any]
+    database: Database, cx: Context, notes: dict[str, Any]
 ) -> None:
-    response = run(cx, "coffee filters", min_similarity=1.0)
+    response = run(database, cx, "coffee filters", min_similarity=1.0)
     row = next(r for r in response.rows if r.passage == "order more coffee filters")
     assert set(row.legs) == {"lexical", "vector"}
     assert row.legs["vector"].score < 1.0
@@ -114,10 +114,10 @@ def test_a_row_both_legs_found_survives_a_floor_above_it(
 
 
 def test_more_on_a_page_counts_only_the_rows_it_would_list(
-    cx: Context, notes: dict[str, Any]
+    database: Database, cx: Context, notes: dict[str, Any]
 ) -> None:
-    grouped = run(cx, "gateway load", group_by_page=True, limit=20)
-    expanded = run(cx, "gateway load", limit=100)
+    grouped = run(database, cx, "gateway load", group_by_page=True, limit=20)
+    expanded = run(database, cx, "gateway load", limit=100)
     for row in grouped.rows:
         if row.page_id is None:
             continue
@@ -134,7 +134,7 @@ def test_more_on_a_page_leaves_out_kinds_and_answers_the_search_leaves_out(
     commands.add_node(cx, page.id, "harbor crane paint")
     commands.add_node(cx, page.id, "harbor crane schedule")
     index(database, cx)
-    memories = run(cx, "harbor crane", kinds=["memory"], group_by_page=True)
+    memories = run(database, cx, "harbor crane", kinds=["memory"], group_by_page=True)
     assert [(row.passage, row.more_on_page) for row in memories.rows] == [
         ("harbor crane inspection", 0)
     ]
@@ -144,10 +144,10 @@ def test_more_on_a_page_leaves_out_kinds_and_answers_the_search_leaves_out(
 
 
 def test_the_page_titled_with_the_query_beats_a_passing_mention(
-    cx: Context, notes: dict[str, Any]
+    database: Database, cx: Context, notes: dict[str, Any]
 ) -> None:
     for mode in ("hybrid", "lexical"):
-        response = run(cx, "payment gateway timeouts", mode=mode)
+        response = run(database, cx, "payment gateway timeouts", mode=mode)
         assert ids(response)[:2] == [notes["review"].id, notes["mention"].id], mode
 
 
@@ -160,7 +160,7 @@ def test_a_bullet_with_the_answer_beats_a_title_sharing_one_word(
     )
     index(database, cx)
     query = "gateway timeouts retries backoff pool"
-    assert ids(run(cx, query, mode="lexical"))[0] == answer.id
+    assert ids(run(database, cx, query, mode="lexical"))[0] == answer.id
 
 
 def test_a_file_is_found_by_its_name_and_the_file_called_so_comes_first(
@@ -173,16 +173,16 @@ def test_a_file_is_found_by_its_name_and_the_file_called_so_comes_first(
     extract_pending(database, cx.settings)
     index(database, cx)
     for mode in ("hybrid", "lexical"):
-        response = run(cx, "quarterly budget review", mode=mode)
+        response = run(database, cx, "quarterly budget review", mode=mode)
         assert ids(response)[:2] == [budget.id, mention.id], mode
         assert other.id in ids(response)
-    row = run(cx, "quarterly budget review", mode="lexical").rows[0]
+    row = run(database, cx, "quarterly budget review", mode="lexical").rows[0]
     assert (row.type, row.ref, row.title) == ("file", f"file:{budget.id}", row.passage)
     assert [row.passage[a:b] for a, b in row.highlights] == ["Quarterly", "budget", "review"]
     # The name's words are found only as the file's, and a filter on files takes its name.
-    assert ids(run(cx, "totals", kinds=["file"], mode="lexical")) == [budget.id]
-    assert ids(run(cx, "review", kinds=["file"], mode="lexical")) == [budget.id]
-    assert ids(run(cx, "review", kinds=["node"], mode="lexical")) == [mention.id]
+    assert ids(run(database, cx, "totals", kinds=["file"], mode="lexical")) == [budget.id]
+    assert ids(run(database, cx, "review", kinds=["file"], mode="lexical")) == [budget.id]
+    assert ids(run(database, cx, "review", kinds=["node"], mode="lexical")) == [mention.id]
 
 
 def test_the_mail_whose_subject_is_the_query_beats_a_passing_mention(
@@ -202,7 +202,9 @@ def test_the_mail_whose_subject_is_the_query_beats_a_passing_mention(
         commands.add_node(cx, page.id, text)
     index(database, cx)
     for mode in ("hybrid", "lexical"):
-        assert ids(run(cx, "ferry schedule", mode=mode))[:2] == [mail.id, mention.id], mode
+        assert ids(run(database, cx, "ferry schedule", mode=mode))[:2] == [mail.id, mention.id], (
+            mode
+        )
 
 
 def test_a_bullet_with_every_word_beats_a_file_name_sharing_one(
@@ -216,7 +218,7 @@ def test_a_bullet_with_every_word_beats_a_file_name_sharing_one(
     extract_pending(database, cx.settings)
     index(database, cx)
     query = "gateway timeouts retries backoff pool"
-    assert ids(run(cx, query, mode="lexical"))[0] == answer.id
+    assert ids(run(database, cx, query, mode="lexical"))[0] == answer.id
 
 
 # -- answers -----------------------------------------------------------------------------------
@@ -236,7 +238,9 @@ def test_answers_rank_below_their_sources_and_never_cite_answers(
             answers.append(run_state["answer"])
             index(database, cx)
     source = next(
-        r for r in run(cx, "ferry Ilha Verde", answers="exclude").rows if "pier 3" in r.passage
+        r
+        for r in run(database, cx, "ferry Ilha Verde", answers="exclude").rows
+        if "pier 3" in r.passage
     )
     # The second answer cites the log's bullet, not the first answer's bullets.
     first = {f"node:{bullet['id']}" for bullet in answers[0]}
@@ -244,15 +248,15 @@ def test_answers_rank_below_their_sources_and_never_cite_answers(
     assert source.ref in second_refs
     assert not second_refs & first
     # Searching the answer's words: the source first, the answers (marked) after it.
-    response = run(cx, "ferry Ilha Verde", limit=20)
+    response = run(database, cx, "ferry Ilha Verde", limit=20)
     assert response.rows[0].ref == source.ref
     assert not response.rows[0].answer
     assert any(row.answer for row in response.rows)
-    only = run(cx, "ferry Ilha Verde", answers="only", limit=20)
+    only = run(database, cx, "ferry Ilha Verde", answers="only", limit=20)
     assert only.rows
     assert all(row.answer for row in only.rows)
     assert source.ref not in {row.ref for row in only.rows}
-    excluded = run(cx, "ferry Ilha Verde", answers="exclude", limit=20)
+    excluded = run(database, cx, "ferry Ilha Verde", answers="exclude", limit=20)
     assert excluded.rows
     assert not any(row.answer for row in excluded.rows)
 
@@ -286,10 +290,10 @@ def test_an_answer_waits_for_every_source_it_cites() -> None:
 
 
 def test_explain_lists_the_legs_without_rows_under_the_floor_and_says_why_one_is_absent(
-    cx: Context, notes: dict[str, Any]
+    database: Database, cx: Context, notes: dict[str, Any]
 ) -> None:
-    found = run(cx, GIBBERISH, mode="vector", min_similarity=-1).rows[0]
-    response = run(cx, GIBBERISH, explain=True, explain_target=found.ref)
+    found = run(database, cx, GIBBERISH, mode="vector", min_similarity=-1).rows[0]
+    response = run(database, cx, GIBBERISH, explain=True, explain_target=found.ref)
     assert response.rows == []
     assert response.leg_rows.get("vector") == []
     assert response.absent is not None

@@ -71,6 +71,7 @@ SENTENCES = [
 
 
 def test_misspellings_of_long_words_are_corrected_to_the_words_documents_hold(
+    database: Database,
     cx: Context,
 ) -> None:
     page = commands.create_page(cx, "Notes")
@@ -83,12 +84,12 @@ def test_misspellings_of_long_words_are_corrected_to_the_words_documents_hold(
     assert set(holder) == set(MISSPELLINGS.values())  # every word meant is in a bullet
     found = {}
     for typed in MISSPELLINGS:
-        response = run(cx, typed, mode="lexical")
+        response = run(database, cx, typed, mode="lexical")
         found[typed] = (response.corrections.get(typed), ids(response))
     assert found == {typed: (word, [holder[word]]) for typed, word in MISSPELLINGS.items()}
 
 
-def test_a_word_the_workspace_holds_is_never_corrected(cx: Context) -> None:
+def test_a_word_the_workspace_holds_is_never_corrected(database: Database, cx: Context) -> None:
     page = commands.create_page(cx, "Notes")
     misspelt = commands.add_node(cx, page.id, "Please recieve the parcel")  # as written
     commands.add_node(cx, page.id, "You will receive the parcel")
@@ -106,10 +107,12 @@ def test_a_word_the_workspace_holds_is_never_corrected(cx: Context) -> None:
         # Misspelt with the word's own lexeme (independ): found, nothing to correct.
         "independant": [independent.id],
     }.items():
-        response = run(cx, typed, mode="lexical")
+        response = run(database, cx, typed, mode="lexical")
         assert (response.corrections, sorted(ids(response))) == ({}, sorted(holders))
     # Not held, a word as close is corrected: the test can fail.
-    assert run(cx, "bioreactros", mode="lexical").corrections == {"bioreactros": "bioreactors"}
+    assert run(database, cx, "bioreactros", mode="lexical").corrections == {
+        "bioreactros": "bioreactors"
+    }
 
 
 def kept_words(database: Database) -> dict[str, str]:
@@ -161,7 +164,7 @@ def test_the_words_follow_every_kind_of_write(database: Database, cx: Context) -
     }
     assert "the" not in kept
     assert "on" not in kept
-    assert run(cx, "hydratoin", mode="lexical").corrections == {"hydratoin": "hydration"}
+    assert run(database, cx, "hydratoin", mode="lexical").corrections == {"hydratoin": "hydration"}
 
     commands.edit_node(cx, travellers.id, "Tickets sold out")
     commands.rename_page(cx, page.id, "Boat timetable")
@@ -176,4 +179,4 @@ def test_the_words_follow_every_kind_of_write(database: Database, cx: Context) -
     commands.delete_node(cx, station.id)
     kept = assert_words_match(database)
     assert not {"hydration", "hydrated", "stations", "ferry"} & set(kept)
-    assert run(cx, "hydratoin", mode="lexical").corrections == {}
+    assert run(database, cx, "hydratoin", mode="lexical").corrections == {}

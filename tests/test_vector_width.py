@@ -67,20 +67,25 @@ def hnsw_indexes(conn: Conn) -> dict[str, str]:
 
 
 def leg(
-    conn: Conn, cx: Context, provider: EmbeddingProvider, text: str, cap: int = 10
+    database: Database,
+    conn: Conn,
+    cx: Context,
+    provider: EmbeddingProvider,
+    text: str,
+    cap: int = 10,
 ) -> tuple[list[tuple[str, float]], str]:
     scope = resolve_scope(conn, cx.actor.workspace_id, cx.actor.user_id, kb_ids=None,
                           kinds=None, tags=None, max_knowledge_bases=50)  # fmt: skip
-    query = embed_query(cx.search_runtime, provider, text, timeout_s=5)
+    query = embed_query(database.search_runtime, provider, text, timeout_s=5)
     hits, plan = vector_hits(conn, scope, query, provider, cap=cap)
     return [(h.ref, h.score) for h in hits], plan
 
 
 def full_width_scan(
-    conn: Conn, cx: Context, provider: EmbeddingProvider, text: str, cap: int
+    database: Database, conn: Conn, cx: Context, provider: EmbeddingProvider, text: str, cap: int
 ) -> list[tuple[str, float]]:
     """The nearest rows by the whole stored vectors, as the leg ranked them before."""
-    query = embed_query(cx.search_runtime, provider, text, timeout_s=5)
+    query = embed_query(database.search_runtime, provider, text, timeout_s=5)
     rows = conn.execute(
         "select ref, 1 - (vec <=> %s) as score from search.embeddings "
         "where workspace_id = %s and model = %s order by vec <=> %s, ref limit %s",
@@ -108,7 +113,7 @@ def test_the_leg_walks_its_models_index_at_its_width(
         conn.execute("set local plan_cache_mode = force_custom_plan")
         # Past psycopg's prepare threshold (5) the statements run prepared, as on a server.
         for _ in range(7):
-            by_index, plan = leg(conn, cx, provider, "ferry lighthouse")
+            by_index, plan = leg(database, conn, cx, provider, "ferry lighthouse")
             assert plan == "index"
         scans = conn.execute(
             "select pg_stat_get_xact_numscans(format('search.%%I', %s::text)::regclass) as n",
@@ -120,7 +125,7 @@ def test_the_leg_walks_its_models_index_at_its_width(
         scope = resolve_scope(conn, cx.actor.workspace_id, cx.actor.user_id, kb_ids=None,
                               kinds=None, tags=None, max_knowledge_bases=50)  # fmt: skip
         query = vector.query_at_width(
-            embed_query(cx.search_runtime, provider, "ferry", timeout_s=5), d
+            embed_query(database.search_runtime, provider, "ferry", timeout_s=5), d
         )
         where = vector._scope_sql(scope, provider.model, "", vector.Fragment("true", {}))
         sql = vector._index_sql(where, query, 10, d)
@@ -130,9 +135,9 @@ def test_the_leg_walks_its_models_index_at_its_width(
         assert f"Index Scan using {name}" in plan_text
 
         monkeypatch.setattr(vector, "EXACT_SCAN_ROWS", 2_000)
-        exact, plan = leg(conn, cx, provider, "ferry lighthouse")
+        exact, plan = leg(database, conn, cx, provider, "ferry lighthouse")
         assert plan == "exact"
-        reference = full_width_scan(conn, cx, provider, "ferry lighthouse", 10)
+        reference = full_width_scan(database, conn, cx, provider, "ferry lighthouse", 10)
     # Same neighbours, same order, same distances: the padding adds nothing to a cosine.
     assert [ref for ref, _ in by_index] == [ref for ref, _ in reference]
     assert [ref for ref, _ in exact] == [ref for ref, _ in reference]
@@ -166,7 +171,7 @@ def test_a_model_switch_builds_the_new_models_index_and_reindex_keeps_one_each(
     with database.pool.connection() as conn:
         assert set(hnsw_indexes(conn)) == {wide_index}
         with conn.transaction():
-            hits, plan = leg(conn, cx, wide, "tide")
+            hits, plan = leg(database, conn, cx, wide, "tide")
         assert hits
         assert plan == "exact"
 

@@ -104,7 +104,7 @@ def found(database: Database, cx: Context, c: Corpus) -> dict[str, set[str]]:
         scope = resolve_scope(conn, cx.actor.workspace_id, cx.actor.user_id, kb_ids=None,
                               kinds=None, tags=None, max_knowledge_bases=50)  # fmt: skip
         tsq = build_tsqueries(conn, parse_query(WORD), cx.actor.workspace_id)
-        query = embed_query(cx.search_runtime, FakeProvider(), WORD, timeout_s=5)
+        query = embed_query(database.search_runtime, FakeProvider(), WORD, timeout_s=5)
         legs = {
             "lexical leg": lexical_hits(database, cx, scope, tsq, cap=100),
             "lexical leg in postgres": lexical_hits(
@@ -115,7 +115,7 @@ def found(database: Database, cx: Context, c: Corpus) -> dict[str, set[str]]:
     for name, hits in legs.items():
         seen[name] = {names[h.target[1]] for h in hits if h.target[1] in names}
     for mode in ("lexical", "vector"):
-        response = run(cx, WORD, mode=mode, limit=20)
+        response = run(database, cx, WORD, mode=mode, limit=20)
         seen[mode] = {names[i] for i in ids(response) if i in names}
     refs = {m.ref.split(":")[0] for m in grep(cx, WORD).matches}
     seen["grep"] = {"page" if r == "node" else r for r in refs}
@@ -133,7 +133,7 @@ def test_each_state_hides_the_item_everywhere_until_restored(
     toggle(cx, database, corpus, True)
     # Hidden at once, before the index applies the change: the delta drops its old rows.
     target = {"page": corpus.node_id, "file": corpus.file_id, "mail": corpus.mail_id}[kind]
-    assert target not in ids(run(cx, WORD, mode="lexical", limit=20)), state
+    assert target not in ids(run(database, cx, WORD, mode="lexical", limit=20)), state
     with cx.transaction() as conn:
         scope = resolve_scope(conn, cx.actor.workspace_id, cx.actor.user_id, kb_ids=None,
                               kinds=None, tags=None, max_knowledge_bases=50)  # fmt: skip

@@ -289,7 +289,7 @@ def search_command(
         kb_ids = [_kb_id(cx, name) for name in kb_names] or None
         response = search(
             cx,
-            provider,
+            db.searcher(provider),
             SearchRequest(
                 query=query,
                 kb_ids=kb_ids,

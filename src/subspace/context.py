@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -23,8 +23,6 @@ _turns = threading.local()  # the workspaces whose turn this thread holds
 
 if TYPE_CHECKING:
     from subspace.ingest.isolation import ParserPools
-    from subspace.search.request import SearchResponse
-    from subspace.search.shared import SearchRuntime
 
 
 @dataclass(frozen=True)
@@ -38,15 +36,6 @@ class Context:
     db: ConnectionPool[Conn] | Conn
     actor: Actor
     settings: Settings
-    # The state searches share (the vector leg's threads, the base sizes seen): the Database's.
-    search_runtime: SearchRuntime
-    # Called with every search's response: the server counts searches in its metrics, from
-    # whichever surface they come.
-    on_search: Callable[[SearchResponse], None] | None = None
-    # Searches for an answer run leave out the bullets runs asked with or wrote: they are no
-    # sources, and a page asked the same question often would otherwise fill the top hits
-    # with its own questions and answers (answers/sources.py).
-    sources_only: bool = False
     # The server's request connections, shared fairly among workspaces (runtime.py); None
     # outside a server.
     connection_shares: Shares | None = None

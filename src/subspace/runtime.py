@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -18,11 +17,12 @@ from subspace.db.pool import Conn, open_pool
 from subspace.ingest.isolation import ParserPools
 from subspace.keys import default_actor
 from subspace.models import Actor
+from subspace.search.searcher import Searcher
 from subspace.search.shared import SearchRuntime
 from subspace.shares import Shares
 
 if TYPE_CHECKING:
-    from subspace.search.request import SearchResponse
+    from subspace.providers.base import EmbeddingProvider
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +62,8 @@ class Database:
 
     `pool` serves background work, health checks and the command line; `requests`, when set,
     is the pool request contexts draw from, so that requests holding every one of its
-    connections cannot starve the background. `search_runtime` is what the searches of its
-    contexts share; it lives and closes with the pools its threads borrow from.
+    connections cannot starve the background. `search_runtime` is what its searches share
+    (`searcher()`); it lives and closes with the pools its threads borrow from.
     """
 
     dsn: str
@@ -96,22 +96,20 @@ class Database:
         """The pool requests draw from (the only pool, when there is one)."""
         return self.requests or self.pool
 
-    def context(
-        self,
-        actor: Actor,
-        settings: Settings,
-        on_search: Callable[[SearchResponse], None] | None = None,
-    ) -> Context:
+    def context(self, actor: Actor, settings: Settings) -> Context:
         """A context on the request pool."""
         return Context(
             db=self.request_pool,
             actor=actor,
             settings=settings,
-            search_runtime=self.search_runtime,
-            on_search=on_search,
             connection_shares=self.connection_shares,
             parsers=self.parsers,
         )
+
+    def searcher(self, provider: EmbeddingProvider | None) -> Searcher:
+        """Searching with `provider` (None: the lexical leg alone) on this database's
+        shared search state."""
+        return Searcher(self.search_runtime, provider)
 
 
 def resolve_dsn(settings: Settings) -> tuple[str, EmbeddedPostgres | None]:

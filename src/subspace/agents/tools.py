@@ -17,7 +17,6 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 from subspace.config import Settings
 from subspace.context import Context
 from subspace.errors import InvalidInput, NotFound, closest
-from subspace.providers.base import EmbeddingProvider
 from subspace.search.grep import grep
 from subspace.search.options import (
     DEFAULT_GREP_LIMIT,
@@ -28,6 +27,7 @@ from subspace.search.options import (
 )
 from subspace.search.reading import kb_node_read, read_ref, ref_target
 from subspace.search.request import SearchRequest
+from subspace.search.searcher import Searcher
 from subspace.search.service import search
 
 
@@ -107,7 +107,7 @@ class NodeReadArgs(BaseModel):
 
 def kb_search(
     cx: Context,
-    provider: EmbeddingProvider | None,
+    searcher: Searcher,
     query: str,
     *,
     kinds: list[str] | None = None,
@@ -119,7 +119,7 @@ def kb_search(
     `limit` is honoured up to SUBSPACE_MAX_SEARCH_LIMIT (beyond it, InvalidInput says so).
     """
     request = SearchRequest(query=query, kinds=kinds, limit=limit, answers=answers)
-    response = search(cx, provider, request)
+    response = search(cx, searcher, request)
     lines = []
     for number, row in enumerate(response.rows, start=1):
         place = " › ".join(row.breadcrumb) if row.breadcrumb else row.title
@@ -146,7 +146,7 @@ class ToolSpec:
     description: str
     args: type[BaseModel]
     read_only: bool
-    run: Callable[[Context, EmbeddingProvider | None, BaseModel], str]
+    run: Callable[[Context, Searcher, BaseModel], str]
 
     @property
     def needs_approval(self) -> bool:
@@ -162,13 +162,13 @@ class ToolSpec:
         return schema
 
 
-def _run_search(cx: Context, provider: EmbeddingProvider | None, args: BaseModel) -> str:
+def _run_search(cx: Context, searcher: Searcher, args: BaseModel) -> str:
     assert isinstance(args, SearchArgs)
     kinds: list[str] | None = None if args.kinds is None else list(args.kinds)
-    return kb_search(cx, provider, args.query, kinds=kinds, limit=args.limit, answers=args.answers)
+    return kb_search(cx, searcher, args.query, kinds=kinds, limit=args.limit, answers=args.answers)
 
 
-def _run_grep(cx: Context, provider: EmbeddingProvider | None, args: BaseModel) -> str:
+def _run_grep(cx: Context, searcher: Searcher, args: BaseModel) -> str:
     assert isinstance(args, GrepArgs)
     result = grep(cx, args.pattern, regex=args.regex, limit=args.limit, cursor=args.cursor)
     if result.next_cursor is None:
@@ -180,7 +180,7 @@ def _run_grep(cx: Context, provider: EmbeddingProvider | None, args: BaseModel) 
     )
 
 
-def _run_read(cx: Context, provider: EmbeddingProvider | None, args: BaseModel) -> str:
+def _run_read(cx: Context, searcher: Searcher, args: BaseModel) -> str:
     assert isinstance(args, ReadArgs)
     parsed = ref_target(args.ref)
     if parsed is None:
@@ -191,7 +191,7 @@ def _run_read(cx: Context, provider: EmbeddingProvider | None, args: BaseModel) 
     return read_ref(cx, *parsed)
 
 
-def _run_node_read(cx: Context, provider: EmbeddingProvider | None, args: BaseModel) -> str:
+def _run_node_read(cx: Context, searcher: Searcher, args: BaseModel) -> str:
     assert isinstance(args, NodeReadArgs)
     parsed = ref_target(args.ref)
     bare = parsed is not None and ":" not in args.ref.strip()
@@ -290,18 +290,18 @@ def validate_arguments(
 
 def call_tool(
     cx: Context,
-    provider: EmbeddingProvider | None,
+    searcher: Searcher,
     name: str,
     arguments: dict[str, Any],
     schema_at: str = SCHEMA_IN_DEFINITION,
 ) -> str:
     """The text an agent reads after calling tool `name` with `arguments` (a JSON object).
 
-    >>> call_tool(cx, provider, "kb.read", {"ref": "page:6f1c0a4e-2b9d-4c53-9a51-0d6f3c1e8b27"})
+    >>> call_tool(cx, searcher, "kb.read", {"ref": "page:6f1c0a4e-2b9d-4c53-9a51-0d6f3c1e8b27"})
     '# Runbook (page:6f1c0a4e-...)\\n- Drain the node ...'
     """
     spec = tool_named(name)
-    return spec.run(cx, provider, validate_arguments(spec, arguments, schema_at))
+    return spec.run(cx, searcher, validate_arguments(spec, arguments, schema_at))
 
 
 def _describe(spec: ToolSpec, exc: ValidationError, schema_at: str) -> str:

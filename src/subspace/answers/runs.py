@@ -425,8 +425,6 @@ class RunEngine:
             db=self.db.request_pool,
             actor=Actor(run.workspace_id, run.user_id),
             settings=self.settings,
-            search_runtime=self.db.search_runtime,
-            sources_only=True,
             connection_shares=self.db.connection_shares,
             parsers=self.db.parsers,
         )
@@ -439,9 +437,8 @@ class RunEngine:
                     f"Ask with one of: {', '.join(sorted(self.strategies)) or 'none'}."
                 )
             recorder._check()
-            job = Job(
-                cx, self.embedder, self.chat(self.settings), run.question, self.settings, recorder
-            )
+            searcher = self.db.searcher(self.embedder).for_answers()
+            job = Job(cx, searcher, self.chat(self.settings), run.question, self.settings, recorder)
             answer = strategy.answer(job)
             # Bullets the strategy returned without streaming them are written now, in order.
             streamed = list(recorder.written)
@@ -514,7 +511,6 @@ def reap_stopped(db: Database, settings: Settings) -> list[UUID]:
                         db=conn,
                         actor=Actor(run.workspace_id, run.user_id),
                         settings=settings,
-                        search_runtime=db.search_runtime,
                     )
                     try:
                         Recorder(RunEngine(db, settings, None, {}), run, cx).write(STOPPED, [])

@@ -8,7 +8,7 @@ from typing import Any, Protocol
 from subspace.answers.chat import ChatProvider
 from subspace.config import Settings
 from subspace.context import Context
-from subspace.providers.base import EmbeddingProvider
+from subspace.search.searcher import Searcher
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ class Progress(Protocol):
 @dataclass
 class Job:
     cx: Context
-    embedder: EmbeddingProvider | None
+    searcher: Searcher  # finds sources only: a run never cites the workspace's answers
     chat: ChatProvider
     question: str
     settings: Settings

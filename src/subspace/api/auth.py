@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from fastapi import Request
 
-from subspace.api.search_observer import search_observer
 from subspace.api.state import database
 from subspace.context import Context
 from subspace.errors import Unauthorized
@@ -51,7 +50,7 @@ def require_context(request: Request) -> Context:
     # and cannot take the connections the indexer and the health checks depend on.
     with db.request_pool.connection() as conn:
         actor = authenticate(conn, token)
-    return db.context(actor, request.app.state.settings, on_search=search_observer(request))
+    return db.context(actor, request.app.state.settings)
 
 
 def require_admin(request: Request) -> Context:

@@ -1,6 +1,7 @@
-"""Every search a request runs, whichever surface ran it (/api/search, the Sim-compatible
-endpoint, /api/tools, /mcp), is counted in the app's metrics and noted for the request's log
-line. The request's Context carries the observer, so `search()` reports to it."""
+"""What a request searches with: the app's provider and shared search state, and an observer
+that counts every search the request runs, whichever surface ran it (/api/search, the
+Sim-compatible endpoint, /api/tools, /mcp), in the app's metrics and notes it for the
+request's log line."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from starlette.requests import Request
+
+from subspace.api.state import database
+from subspace.search.searcher import Searcher
 
 if TYPE_CHECKING:
     from subspace.search.request import SearchResponse
@@ -47,3 +51,10 @@ def search_observer(request: Request) -> Callable[[SearchResponse], None]:
         request.state.search = noted
 
     return observe
+
+
+def request_searcher(request: Request) -> Searcher:
+    """The searcher for `request`'s searches, reporting each to `search_observer(request)`."""
+    return (
+        database(request).searcher(request.app.state.provider).observed_by(search_observer(request))
+    )

@@ -298,10 +298,11 @@ def _run_arms(
         # The first ten are what a search with the default limit shows (its candidate
         # window is that of a person's query); the rest come from a search to the depth.
         found = {}
+        searcher = db.searcher(provider)
         for qid, text in queries.items():
             ranked: list[str] = []
             for limit in sorted({FIRST_PAGE, loaded.depth}):
-                response = search(cx, provider, SearchRequest(
+                response = search(cx, searcher, SearchRequest(
                     query=text, mode=mode, kinds=loaded.kinds, limit=limit, **options))  # fmt: skip
                 ranked += [
                     loaded.target_of[r.id] for r in response.rows if r.id in loaded.target_of

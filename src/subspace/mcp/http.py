@@ -16,24 +16,23 @@ from starlette.types import Receive, Scope, Send
 
 from subspace.api.auth import header_key
 from subspace.api.errors import BUSY_POOL, error_reply, error_response
-from subspace.api.search_observer import search_observer
+from subspace.api.search_observer import request_searcher
 from subspace.api.state import database
 from subspace.context import Context
 from subspace.errors import SubspaceError, Unauthorized
 from subspace.keys import authenticate
 from subspace.mcp.server import build_server
-from subspace.providers.base import EmbeddingProvider
+from subspace.search.searcher import Searcher
 
 PATH = "/mcp"
 _CONTEXT_KEY = "subspace.context"  # the caller's Context, set on the ASGI scope per request
 
 
-def _resolve(ctx: ServerRequestContext[Any, Any]) -> tuple[Context, EmbeddingProvider | None]:
+def _resolve(ctx: ServerRequestContext[Any, Any]) -> tuple[Context, Searcher]:
     request = ctx.request
     if not isinstance(request, Request) or _CONTEXT_KEY not in request.scope:
         raise Unauthorized("No API key. Send `Authorization: Bearer <key>` or `X-API-Key`.")
-    provider: EmbeddingProvider | None = request.app.state.provider
-    return request.scope[_CONTEXT_KEY], provider
+    return request.scope[_CONTEXT_KEY], request_searcher(request)
 
 
 @asynccontextmanager
@@ -105,4 +104,4 @@ def _context(request: Request, token: str) -> Context:
     db = database(request)
     with db.request_pool.connection() as conn:
         actor = authenticate(conn, token)
-    return db.context(actor, request.app.state.settings, on_search=search_observer(request))
+    return db.context(actor, request.app.state.settings)

@@ -23,13 +23,13 @@ from subspace.agents import tools
 from subspace.config import Settings
 from subspace.context import Context
 from subspace.errors import Busy, NotFound, SubspaceError
-from subspace.providers.base import EmbeddingProvider
+from subspace.search.searcher import Searcher
 
 log = logging.getLogger(__name__)
 
 # Who a call acts for: the stdio command's key, or the HTTP request's. It runs in a worker
 # thread (it may query the database) and raises SubspaceError when the key no longer works.
-Resolver = Callable[[ServerRequestContext[Any, Any]], tuple[Context, EmbeddingProvider | None]]
+Resolver = Callable[[ServerRequestContext[Any, Any]], tuple[Context, Searcher]]
 
 INSTRUCTIONS = (
     "Search and read a Subspace knowledge base. kb.search ranks hits; kb.grep finds every "
@@ -66,9 +66,9 @@ def build_server(resolve: Resolver, settings: Settings | None = None) -> Server[
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         def run() -> str:
-            cx, provider = resolve(ctx)
+            cx, searcher = resolve(ctx)
             return tools.call_tool(
-                cx, provider, params.name, params.arguments or {}, tools.SCHEMA_AT_MCP
+                cx, searcher, params.name, params.arguments or {}, tools.SCHEMA_AT_MCP
             )
 
         try:

@@ -26,7 +26,8 @@ def serve_stdio(db: Database, settings: Settings, provider: EmbeddingProvider | 
         return db.context(actor, settings)
 
     context()
-    anyio.run(_serve, build_server(lambda _request: (context(), provider), settings))
+    searcher = db.searcher(provider)
+    anyio.run(_serve, build_server(lambda _request: (context(), searcher), settings))
 
 
 async def _serve(server: Server[Any]) -> None:

@@ -31,6 +31,7 @@ from subspace.search.lexical.leg import (
 from subspace.search.lexical.terms import TsQueries, queue_tsqueries
 from subspace.search.query import ParsedQuery
 from subspace.search.request import LegReport
+from subspace.search.searcher import Searcher
 from subspace.search.shared import LargeBases
 from subspace.search.vector import (
     EmbeddingUnavailable,
@@ -107,11 +108,11 @@ class Prepared:
 def prepare_legs(
     conn: Conn,
     cx: Context,
+    searcher: Searcher,
     parsed: ParsedQuery,
     *,
     mode: str,
     typos: bool,
-    provider: EmbeddingProvider | None,
     ranker: str = "bm25",
 ) -> Prepared:
     """Queue the query's analysis (the lexical leg's terms, the vector leg's exclusions), what
@@ -119,17 +120,16 @@ def prepare_legs(
     ws = cx.actor.workspace_id
     tsq = queue_tsqueries(conn, parsed, ws, typos=typos and mode != "vector")
     lexical = LexicalInputs(None, "")
+    runtime, provider = searcher.runtime, searcher.provider
     if mode != "vector":
-        reader = cx.search_runtime.lexical_reader(
-            index_root(cx.settings), lambda: database_identity(conn)
-        )
+        reader = runtime.lexical_reader(index_root(cx.settings), lambda: database_identity(conn))
         lexical = prepare_lexical(conn, reader, cx.settings, ws, cx.actor.user_id, ranker=ranker)
     if mode == "lexical" or provider is None:
         return Prepared(tsq, lexical, None, None)
-    large_bases = cx.search_runtime.large_bases
+    large_bases = runtime.large_bases
     sizes = queue_base_sizes(conn, ws, provider.model, large_bases)
     timeout_s = cx.settings.embed_timeout_ms / 1000
-    embedding = start_query_embedding(cx.search_runtime, provider, parsed.text, timeout_s=timeout_s)
+    embedding = start_query_embedding(runtime, provider, parsed.text, timeout_s=timeout_s)
     return Prepared(tsq, lexical, sizes, embedding, large_bases)
 
 

@@ -41,6 +41,7 @@ from subspace.search.lexical.terms import TsQueries
 from subspace.search.options import ANSWERS, MODES, RANKERS
 from subspace.search.query import ParsedQuery, parse_query
 from subspace.search.request import SearchRequest, SearchResponse
+from subspace.search.searcher import Searcher
 from subspace.search.shared import SEARCH_WAIT_S
 from subspace.tag_values import MAX_TAG_TEXT_CHARS
 from subspace.text import is_clean
@@ -192,28 +193,25 @@ def _check_tags(tags: object, max_filters: int) -> None:
                 raise InvalidInput(f"The value of tag filter {tag.tag!r} must be a finite number.")
 
 
-def search(
-    cx: Context, provider: EmbeddingProvider | None, request: SearchRequest
-) -> SearchResponse:
+def search(cx: Context, searcher: Searcher, request: SearchRequest) -> SearchResponse:
     """Run one search; see SearchRequest for the options and SearchResponse for the answer.
 
     A workspace runs SEARCHES_PER_WORKSPACE at once; more wait their turn (429 after
     SEARCH_WAIT_S), so that one workspace's flood cannot take the cores from the others.
     """
-    with cx.search_runtime.searches.hold(cx.actor.workspace_id, SEARCH_WAIT_S):
-        response = _search(cx, provider, request)
-    if cx.on_search is not None:
-        cx.on_search(response)
+    with searcher.runtime.searches.hold(cx.actor.workspace_id, SEARCH_WAIT_S):
+        response = _search(cx, searcher, request)
+    if searcher.observer is not None:
+        searcher.observer(response)
     return response
 
 
-def _search(
-    cx: Context, provider: EmbeddingProvider | None, request: SearchRequest
-) -> SearchResponse:
+def _search(cx: Context, searcher: Searcher, request: SearchRequest) -> SearchResponse:
     """validate → scope → legs (queued together) → fuse → group → hydrate → explain → cursor."""
     started = time.perf_counter()
     parsed = validate(request, cx)
     ws = cx.actor.workspace_id
+    provider = searcher.provider
     # Three round trips: what the legs need (settings, bases, key, the embedding backlog)
     # is read at once; then the legs; then the rows, read with the commit.
     with pipelined_transaction(cx.db) as conn:
@@ -225,10 +223,10 @@ def _search(
         prepared = None
         if not parsed.is_empty:
             prepared = prepare_legs(
-                conn, cx, parsed, mode=request.mode, typos=request.typos, provider=provider,
+                conn, cx, searcher, parsed, mode=request.mode, typos=request.typos,
                 ranker=request.ranker or cx.settings.lexical_ranker,
             )  # fmt: skip
-        scope = resolve_request_scope(conn, cx, request, bases)
+        scope = resolve_request_scope(conn, cx, request, bases, sources_only=searcher.sources_only)
         paging = read_cursor(conn, ws, request, secret=secret.result())
         if prepared is None:
             return _browse(conn, scope, request, parsed, started, pending.result())
@@ -278,7 +276,12 @@ def _search(
 
 
 def resolve_request_scope(
-    conn: Conn, cx: Context, request: SearchRequest, bases: Later[dict[UUID, str]] | None = None
+    conn: Conn,
+    cx: Context,
+    request: SearchRequest,
+    bases: Later[dict[UUID, str]] | None = None,
+    *,
+    sources_only: bool = False,
 ) -> Scope:
     """What the caller may and asked to search: workspace, knowledge bases, kinds, tags."""
     return resolve_scope(
@@ -290,7 +293,7 @@ def resolve_request_scope(
         tags=request.tags,
         max_knowledge_bases=cx.settings.max_knowledge_bases,
         # An answer run's searches never see answers: it cites sources (answers/sources.py).
-        answers="exclude" if cx.sources_only else request.answers,
+        answers="exclude" if sources_only else request.answers,
         bases=bases,
     )
 

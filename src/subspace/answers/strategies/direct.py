@@ -32,7 +32,7 @@ class DirectStrategy:
         # Questions and earlier answers are found too but are no sources: fetch enough rows
         # that the passages quoted are sources.
         request = SearchRequest(query=job.question, limit=2 * PASSAGES)
-        response = search(job.cx, job.embedder, request)
+        response = search(job.cx, job.searcher, request)
         with job.cx.transaction() as conn:
             asked = run_bullets(conn, job.cx.actor.workspace_id, [r.ref for r in response.rows])
             rows = [row for row in response.rows if row.ref not in asked][:PASSAGES]

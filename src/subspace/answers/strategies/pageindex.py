@@ -80,7 +80,7 @@ class PageIndexStrategy:
         for ref in chosen:
             raise_if_cancelled(job)
             try:
-                output = call_tool(job.cx, job.embedder, "kb.read", {"ref": ref})
+                output = call_tool(job.cx, job.searcher, "kb.read", {"ref": ref})
                 output = without_run_bullets(job.cx, output)
             except SubspaceError as exc:  # the page went away since the outline
                 data = {"tool": "kb.read", "arguments": {"ref": ref}, "ok": False}

@@ -74,7 +74,7 @@ class RagStrategy:
             return f"Error: {call.error}"
         try:
             output = without_run_bullets(
-                job.cx, call_tool(job.cx, job.embedder, call.name, call.arguments)
+                job.cx, call_tool(job.cx, job.searcher, call.name, call.arguments)
             )
         except SubspaceError as exc:
             job.progress.step("tool", f"{call.name}: {exc.message}", _data(call, ok=False))

@@ -27,6 +27,7 @@ from subspace.api.auth import require_context
 from subspace.api.bodies import RequestBody
 from subspace.api.errors import body_model, describe_invalid
 from subspace.api.openapi import SimErrorOut, error_responses
+from subspace.api.search_observer import request_searcher
 from subspace.context import Context
 from subspace.db.pool import Conn
 from subspace.errors import BadRequest, Busy, SubspaceError
@@ -35,6 +36,7 @@ from subspace.search.filters import TagFilter
 from subspace.search.hydrate import Row
 from subspace.search.options import OPS_BY_TYPE
 from subspace.search.request import SearchRequest, SearchResponse
+from subspace.search.searcher import Searcher
 from subspace.search.service import search
 from subspace.search.vector import EmbeddingUnavailable, embed_query
 
@@ -234,15 +236,15 @@ def knowledge_search(request: Request, body: SimSearchIn, cx: CX) -> SimSearchOu
     if not query.strip() and not tags:
         raise BadRequest("query is required unless tagFilters are given. Send a query.")
     mode = body.searchMode or "hybrid"
-    provider: EmbeddingProvider | None = request.app.state.provider
+    searcher = request_searcher(request)
     found = search(
         cx,
-        provider,
+        searcher,
         SearchRequest(query=query, kb_ids=kb_ids, tags=tags, mode=mode, limit=body.topK),
     )
-    vector = _query_vector(cx, provider, found)
+    vector = _query_vector(cx, searcher, found)
     with cx.transaction() as conn:
-        details = _chunk_details(conn, cx, found.rows, vector, provider)
+        details = _chunk_details(conn, cx, found.rows, vector, searcher.provider)
         places = _reading_places(conn, cx, found.rows)
     results = []
     for rank, row in enumerate(found.rows, start=1):
@@ -253,7 +255,7 @@ def knowledge_search(request: Request, body: SimSearchIn, cx: CX) -> SimSearchOu
         elif stored is not None:
             similarity = stored
         else:
-            similarity = _similarity_now(cx, provider, vector, text)
+            similarity = _similarity_now(cx, searcher, vector, text)
         score = similarity if mode == "vector" else row.score
         index = places.get(row.id, 0) if row.type in ("node", "mem") else _chunk_index(row)
         results.append(_result(row, rank, text, similarity, score, index))
@@ -307,11 +309,10 @@ def _tag_filter(wanted: SimTagFilter) -> TagFilter:
     return TagFilter(wanted.tagName, op, value, wanted.valueTo if op == "between" else None)
 
 
-def _query_vector(
-    cx: Context, provider: EmbeddingProvider | None, found: SearchResponse
-) -> HalfVector | None:
+def _query_vector(cx: Context, searcher: Searcher, found: SearchResponse) -> HalfVector | None:
     """The query's embedding, as the vector leg used it (from the query cache); None when the
     search had no query or the vector leg could not embed it (asking again would only wait)."""
+    provider = searcher.provider
     if provider is None or not found.query.strip():
         return None
     leg = found.legs.get("vector")
@@ -319,7 +320,7 @@ def _query_vector(
         return None
     try:
         return embed_query(
-            cx.search_runtime, provider, found.query, timeout_s=cx.settings.embed_timeout_ms / 1000
+            searcher.runtime, provider, found.query, timeout_s=cx.settings.embed_timeout_ms / 1000
         )
     except EmbeddingUnavailable as exc:
         log.warning("query embedding for similarities failed: %s", exc)
@@ -400,16 +401,15 @@ def _reading_places(conn: Conn, cx: Context, rows: list[Row]) -> dict[UUID, int]
     return places
 
 
-def _similarity_now(
-    cx: Context, provider: EmbeddingProvider | None, vector: HalfVector | None, text: str
-) -> float:
+def _similarity_now(cx: Context, searcher: Searcher, vector: HalfVector | None, text: str) -> float:
     """1 - cosine distance between the query and `text` embedded now (a chunk written since the
     indexer last ran); 0 when either vector cannot be had."""
+    provider = searcher.provider
     if provider is None or vector is None or not text.strip():
         return 0.0
     try:
         chunk = embed_query(
-            cx.search_runtime, provider, text, timeout_s=cx.settings.embed_timeout_ms / 1000
+            searcher.runtime, provider, text, timeout_s=cx.settings.embed_timeout_ms / 1000
         )
     except EmbeddingUnavailable:
         return 0.0

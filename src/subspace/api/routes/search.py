@@ -12,6 +12,7 @@ from subspace.agents import tools
 from subspace.api.auth import require_context
 from subspace.api.bodies import RequestBody
 from subspace.api.openapi import KEYED, error_responses
+from subspace.api.search_observer import request_searcher
 from subspace.context import Context
 from subspace.errors import InvalidInput
 from subspace.search import grep as grepping
@@ -139,7 +140,7 @@ def _run(request: Request, cx: Context, body: SearchIn) -> SearchResponse:
     tags = [TagFilter(t.tag, t.op, t.value, t.value2) for t in body.tags or []]
     return search(
         cx,
-        request.app.state.provider,
+        request_searcher(request),
         SearchRequest(
             query=body.query,
             kb_ids=body.knowledge_bases,
@@ -312,7 +313,8 @@ def call_tool(name: str, request: Request, cx: CX, body: ToolArguments = None) -
     (`{"arguments": {"query": "ferry"}}`); the answer is the text an agent would read."""
     spec = tools.tool_named(name)
     arguments = unwrapped(body or {})
-    text = tools.call_tool(cx, request.app.state.provider, name, arguments, tools.SCHEMA_AT_HTTP)
+    searcher = request_searcher(request)
+    text = tools.call_tool(cx, searcher, name, arguments, tools.SCHEMA_AT_HTTP)
     return ToolOut(
         tool=name, read_only=spec.read_only, needs_approval=spec.needs_approval, text=text
     )
