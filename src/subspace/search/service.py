@@ -230,7 +230,7 @@ def _search(cx: Context, searcher: Searcher, request: SearchRequest) -> SearchRe
         paging = read_cursor(conn, ws, request, secret=secret.result())
         if prepared is None:
             return _browse(conn, scope, request, parsed, started, pending.result())
-        plan = plan_legs(cx, provider, request, parsed, scope, paging)
+        plan = plan_legs(cx, searcher, request, parsed, scope, paging)
         ran = run_legs(conn, cx, plan, prepared)
         floor = floor_for(provider, cx.settings.min_similarity, request.min_similarity)
         floored = above_floor(fuse_legs(ran), floor)
@@ -323,7 +323,7 @@ def _browse(
 
 def plan_legs(
     cx: Context,
-    provider: EmbeddingProvider | None,
+    searcher: Searcher,
     request: SearchRequest,
     parsed: ParsedQuery,
     scope: Scope,
@@ -337,10 +337,10 @@ def plan_legs(
         mode=request.mode,
         window=base_cap(window, len(scope.kb_ids)),
         walk=BASES_SHARE * window,
-        weights=default_weights(provider) | (request.weights or {}),
+        weights=default_weights(searcher.provider) | (request.weights or {}),
         ranker=request.ranker or cx.settings.lexical_ranker,
         typos=request.typos,
-        provider=provider,
+        provider=searcher.provider,
     )
 
 

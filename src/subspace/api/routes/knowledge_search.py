@@ -31,7 +31,6 @@ from subspace.api.search_observer import request_searcher
 from subspace.context import Context
 from subspace.db.pool import Conn
 from subspace.errors import BadRequest, Busy, SubspaceError
-from subspace.providers.base import EmbeddingProvider
 from subspace.search.filters import TagFilter
 from subspace.search.hydrate import Row
 from subspace.search.options import OPS_BY_TYPE
@@ -244,7 +243,8 @@ def knowledge_search(request: Request, body: SimSearchIn, cx: CX) -> SimSearchOu
     )
     vector = _query_vector(cx, searcher, found)
     with cx.transaction() as conn:
-        details = _chunk_details(conn, cx, found.rows, vector, searcher.provider)
+        model = searcher.provider.model if searcher.provider is not None else ""
+        details = _chunk_details(conn, cx, found.rows, vector, model)
         places = _reading_places(conn, cx, found.rows)
     results = []
     for rank, row in enumerate(found.rows, start=1):
@@ -332,9 +332,10 @@ def _chunk_details(
     cx: Context,
     rows: list[Row],
     vector: HalfVector | None,
-    provider: EmbeddingProvider | None,
+    model: str,
 ) -> dict[str, tuple[float | None, str | None]]:
-    """ref -> (1 - cosine distance to the query, the whole chunk or bullet text), in one query."""
+    """ref -> (1 - cosine distance to the query by `model`'s stored vectors, the whole chunk
+    or bullet text), in one query."""
     if not rows:
         return {}
     refs = [row.ref for row in rows]
@@ -353,7 +354,7 @@ def _chunk_details(
         {
             "q": vector,
             "ws": cx.actor.workspace_id,
-            "model": provider.model if provider is not None else "",
+            "model": model,
             "refs": refs,
             "files": files,
             "ns": chunks,
