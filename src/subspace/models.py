@@ -41,6 +41,8 @@ class KnowledgeBaseOverview:
 
 @dataclass
 class Node:
+    """A bullet: one line of a page's outline, or a memory item."""
+
     id: UUID
     page_id: UUID
     parent_id: UUID | None
@@ -49,7 +51,6 @@ class Node:
     props: dict[str, Any]
     created_at: datetime
     updated_at: datetime
-    children: list[Node] = field(default_factory=list)
 
     @property
     def is_memory(self) -> bool:
@@ -58,7 +59,18 @@ class Node:
 
 
 @dataclass
-class Page:
+class TreeNode(Node):
+    """A bullet with the bullets under it, in outline order: a page's tree is made of these."""
+
+    children: list[TreeNode] = field(default_factory=list)
+
+
+@dataclass
+class PageSummary:
+    """A page without its bullets. `version` counts the writes to the page and its bullets:
+    send it back as `base_version` to have a write refused (409 `stale_page`) when another came
+    first."""
+
     id: UUID
     kb_id: UUID
     title: str
@@ -66,9 +78,14 @@ class Page:
     deleted_at: datetime | None
     created_at: datetime
     updated_at: datetime
-    # counts the writes to the page and its bullets; a write may name the version it read
-    version: int = 0
-    nodes: list[Node] = field(default_factory=list)
+    version: int
+
+
+@dataclass
+class Page(PageSummary):
+    """A page with its bullets nested under `nodes`."""
+
+    nodes: list[TreeNode] = field(default_factory=list)
 
 
 @dataclass

@@ -13,7 +13,7 @@ from subspace.context import Context
 from subspace.db import queries
 from subspace.db.pool import Conn
 from subspace.errors import Conflict, InvalidInput, StalePage
-from subspace.models import Node, Page
+from subspace.models import Node, PageSummary
 from subspace.text import bounded, clean_text
 
 MAX_PROPS_BYTES = 64 * 1024  # props hold flags and small metadata, never documents
@@ -117,7 +117,7 @@ def _place(
     return position
 
 
-def check_base_version(page: Page, base_version: int | None) -> None:
+def check_base_version(page: PageSummary, base_version: int | None) -> None:
     """Refuse a write made from an older read of the page (None: the caller does not check).
 
     Call it with the page locked, so no other write can slip in between.
@@ -176,7 +176,7 @@ def add_node(
         return queries.get_node(conn, ws, row["id"])
 
 
-def _refuse_if_deleted(page: Page, refused: str, then: str) -> None:
+def _refuse_if_deleted(page: PageSummary, refused: str, then: str) -> None:
     if page.deleted_at is not None:
         raise Conflict(
             f"Page {page.id} is deleted, so it {refused}. Restore the page first "

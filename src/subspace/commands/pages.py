@@ -12,7 +12,7 @@ from subspace.context import Context
 from subspace.db import queries
 from subspace.db.pool import Conn
 from subspace.ingest.outline import OutlineItem
-from subspace.models import Page
+from subspace.models import PageSummary
 from subspace.text import single_line
 
 
@@ -34,7 +34,7 @@ def resolve_kb(cx: Context, conn: Conn, kb_id: UUID | None) -> UUID:
 
 
 @retried
-def create_page(cx: Context, title: str, *, kb_id: UUID | None = None) -> Page:
+def create_page(cx: Context, title: str, *, kb_id: UUID | None = None) -> PageSummary:
     """Create an empty page in `kb_id` (default: the workspace's default knowledge base)."""
     title = _title(cx, title)
     ws = cx.actor.workspace_id
@@ -57,7 +57,7 @@ def create_page_from_outline(
     *,
     kb_id: UUID | None = None,
     source_sha256: str | None = None,
-) -> Page:
+) -> PageSummary:
     """Create a page with a whole tree of bullets in one transaction and one event.
 
     Bulk-loads the nodes, so importing a long document costs one round trip, not one per
@@ -92,7 +92,7 @@ def create_page_from_outline(
         return queries.get_page(conn, ws, page_id)
 
 
-def find_page_by_source(cx: Context, kb_id: UUID, source_sha256: str) -> Page | None:
+def find_page_by_source(cx: Context, kb_id: UUID, source_sha256: str) -> PageSummary | None:
     """A live page imported from a file with this hash, if any."""
     with cx.transaction() as conn:
         row = conn.execute(
@@ -100,11 +100,13 @@ def find_page_by_source(cx: Context, kb_id: UUID, source_sha256: str) -> Page | 
             "and kb_id = %s and source_sha256 = %s and deleted_at is null limit 1",
             (cx.actor.workspace_id, kb_id, source_sha256),
         ).fetchone()
-    return None if row is None else Page(**row)
+    return None if row is None else PageSummary(**row)
 
 
 @retried
-def rename_page(cx: Context, page_id: UUID, title: str, *, base_version: int | None = None) -> Page:
+def rename_page(
+    cx: Context, page_id: UUID, title: str, *, base_version: int | None = None
+) -> PageSummary:
     title = _title(cx, title)
     ws = cx.actor.workspace_id
     with cx.transaction() as conn:
@@ -121,7 +123,7 @@ def rename_page(cx: Context, page_id: UUID, title: str, *, base_version: int | N
 @retried
 def _set_page_state(
     cx: Context, page_id: UUID, assignment: str, event: str, base_version: int | None
-) -> Page:
+) -> PageSummary:
     with cx.transaction() as conn:
         page = queries.get_page(conn, cx.actor.workspace_id, page_id, lock=True)
         check_base_version(page, base_version)
@@ -130,16 +132,16 @@ def _set_page_state(
         return set_state(cx.on(conn), "page", page_id, assignment, event, queries.get_page)
 
 
-def archive_page(cx: Context, page_id: UUID, *, base_version: int | None = None) -> Page:
+def archive_page(cx: Context, page_id: UUID, *, base_version: int | None = None) -> PageSummary:
     """Hide the page from search, grep, read and RAG until it is restored."""
     return _set_page_state(cx, page_id, ARCHIVE, "page.archived", base_version)
 
 
-def delete_page(cx: Context, page_id: UUID, *, base_version: int | None = None) -> Page:
+def delete_page(cx: Context, page_id: UUID, *, base_version: int | None = None) -> PageSummary:
     """Soft-delete the page: its rows stay so `restore_page` can bring it back."""
     return _set_page_state(cx, page_id, DELETE, "page.deleted", base_version)
 
 
-def restore_page(cx: Context, page_id: UUID, *, base_version: int | None = None) -> Page:
+def restore_page(cx: Context, page_id: UUID, *, base_version: int | None = None) -> PageSummary:
     """Undo archive and delete."""
     return _set_page_state(cx, page_id, RESTORE, "page.restored", base_version)

@@ -7,7 +7,16 @@ from uuid import UUID
 
 from subspace.db.pool import Conn
 from subspace.errors import NotFound
-from subspace.models import File, KnowledgeBase, Mail, Node, Page, TagDefinition
+from subspace.models import (
+    File,
+    KnowledgeBase,
+    Mail,
+    Node,
+    Page,
+    PageSummary,
+    TagDefinition,
+    TreeNode,
+)
 
 PAGE_COLUMNS = "id, kb_id, title, archived_at, deleted_at, created_at, updated_at, version"
 NODE_COLUMNS = "id, page_id, parent_id, position, text, props, created_at, updated_at"
@@ -76,7 +85,7 @@ def knowledge_base_counts(conn: Conn, workspace_id: UUID, kb_id: UUID) -> dict[s
     return {name: int(value) for name, value in row.items()}
 
 
-def get_page(conn: Conn, workspace_id: UUID, page_id: UUID, *, lock: bool = False) -> Page:
+def get_page(conn: Conn, workspace_id: UUID, page_id: UUID, *, lock: bool = False) -> PageSummary:
     """The page without its nodes. `lock` takes a row lock that serialises edits of one page."""
     suffix = " for update" if lock else ""
     row = _one(
@@ -86,18 +95,18 @@ def get_page(conn: Conn, workspace_id: UUID, page_id: UUID, *, lock: bool = Fals
         "page",
         page_id,
     )
-    return Page(**row)
+    return PageSummary(**row)
 
 
 def get_page_tree(conn: Conn, workspace_id: UUID, page_id: UUID) -> Page:
     """The page with its nodes nested under `nodes` in outline order."""
-    page = get_page(conn, workspace_id, page_id)
+    page = Page(**vars(get_page(conn, workspace_id, page_id)))
     rows = conn.execute(
         f"select {NODE_COLUMNS} from kb.nodes where workspace_id = %s and page_id = %s "
         "order by position",
         (workspace_id, page_id),
     ).fetchall()
-    by_id = {row["id"]: Node(**row) for row in rows}
+    by_id = {row["id"]: TreeNode(**row) for row in rows}
     for node in by_id.values():
         if node.parent_id is None:
             page.nodes.append(node)
@@ -108,7 +117,7 @@ def get_page_tree(conn: Conn, workspace_id: UUID, page_id: UUID) -> Page:
 
 def list_pages(
     conn: Conn, workspace_id: UUID, *, kb_id: UUID | None = None, include_hidden: bool = False
-) -> list[Page]:
+) -> list[PageSummary]:
     """Pages newest first; archived and deleted ones only with `include_hidden`."""
     sql = f"select {PAGE_COLUMNS} from kb.pages where workspace_id = %s"
     params: list[Any] = [workspace_id]
@@ -119,7 +128,7 @@ def list_pages(
     if not include_hidden:
         sql += " and archived_at is null and deleted_at is null"
     sql += " order by updated_at desc, id"
-    return [Page(**row) for row in conn.execute(sql, params).fetchall()]
+    return [PageSummary(**row) for row in conn.execute(sql, params).fetchall()]
 
 
 def get_node(conn: Conn, workspace_id: UUID, node_id: UUID) -> Node:

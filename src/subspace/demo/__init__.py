@@ -9,7 +9,7 @@ from subspace.context import Context
 from subspace.db import queries
 from subspace.ingest.importer import CONTENT_TYPES, Importer
 from subspace.ingest.outline import parse_outline
-from subspace.models import Page
+from subspace.models import PageSummary
 
 # Memory items of the demo: bullets marked to be remembered, under the welcome page's "Memory".
 MEMORIES = (
@@ -19,7 +19,7 @@ MEMORIES = (
 )
 
 
-def seed_demo(cx: Context) -> list[Page]:
+def seed_demo(cx: Context) -> list[PageSummary]:
     """Create the demo pages, files and mail in the default knowledge base, in one transaction.
 
     The files' text is extracted afterwards by the extraction worker, like any upload.
@@ -47,7 +47,7 @@ def seed_demo(cx: Context) -> list[Page]:
     return pages
 
 
-def _add_memories(cx: Context, welcome: Page) -> None:
+def _add_memories(cx: Context, welcome: PageSummary) -> None:
     with cx.transaction() as conn:
         tree = queries.get_page_tree(conn, cx.actor.workspace_id, welcome.id)
     heading = next(node for node in tree.nodes if node.text == "Memory")

@@ -13,7 +13,7 @@ from subspace.context import Context
 from subspace.db import queries
 from subspace.db.pool import Conn
 from subspace.errors import NotFound
-from subspace.models import Node
+from subspace.models import TreeNode
 from subspace.search import refs, registry
 
 BARE = "page"  # a bare id names a page (kb.read took page ids before refs existed)
@@ -135,14 +135,14 @@ def _visible_item(
     return row
 
 
-def _visible_page_tree(cx: Context, conn: Conn, page_id: UUID) -> tuple[str, list[Node]]:
+def _visible_page_tree(cx: Context, conn: Conn, page_id: UUID) -> tuple[str, list[TreeNode]]:
     item = registry.get("page").item
     row = _visible_item(conn, cx, item, f"{item.alias}.{item.title} as title", page_id)
     page = queries.get_page_tree(conn, cx.actor.workspace_id, page_id)
     return row["title"], page.nodes
 
 
-def _outline(nodes: list[Node], depth: int = 0) -> list[str]:
+def _outline(nodes: list[TreeNode], depth: int = 0) -> list[str]:
     lines = []
     for node in nodes:
         marker = " [memory]" if node.is_memory else ""
@@ -169,7 +169,7 @@ def kb_node_read(cx: Context, node_id: UUID) -> str:
     return "\n".join([f"# {title or 'Untitled'} (page:{node.page_id})", *_outline([found])])
 
 
-def _find(nodes: list[Node], node_id: UUID) -> Node | None:
+def _find(nodes: list[TreeNode], node_id: UUID) -> TreeNode | None:
     for node in nodes:
         if node.id == node_id:
             return node

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from dataclasses import dataclass
 from typing import Annotated, Any
 from uuid import UUID
 
@@ -71,10 +71,11 @@ class NodeMove(RequestBody):
     base_version: int | None = None
 
 
-class NodeOut(BaseModel):
+@dataclass
+class NodeOut(Node):
     """A bullet, and the version of its page after the write (or at the read)."""
 
-    model_config = ConfigDict(
+    __pydantic_config__ = ConfigDict(
         json_schema_extra={
             "examples": [
                 {
@@ -92,14 +93,6 @@ class NodeOut(BaseModel):
         }
     )
 
-    id: UUID
-    page_id: UUID
-    parent_id: UUID | None
-    position: int
-    text: str
-    props: dict[str, Any]
-    created_at: datetime
-    updated_at: datetime
     page_version: int
 
 
@@ -111,17 +104,7 @@ class Deleted(BaseModel):
 def _out(conn: Conn, cx: Context, node: Node) -> NodeOut:
     # Read in the writing transaction, under its page lock: the version this write made.
     page = queries.get_page(conn, cx.actor.workspace_id, node.page_id)
-    return NodeOut(
-        id=node.id,
-        page_id=node.page_id,
-        parent_id=node.parent_id,
-        position=node.position,
-        text=node.text,
-        props=node.props,
-        created_at=node.created_at,
-        updated_at=node.updated_at,
-        page_version=page.version,
-    )
+    return NodeOut(**vars(node), page_version=page.version)
 
 
 @router.post("", status_code=201)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated
 from uuid import UUID
 
 from fastapi import APIRouter, Depends
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict
 
 from subspace import commands
 from subspace.api.auth import require_context
@@ -16,44 +15,10 @@ from subspace.api.openapi import BY_ID, error_responses
 from subspace.api.routes.states import add_state_routes
 from subspace.context import Context
 from subspace.db import queries
-from subspace.models import Page
+from subspace.models import Page, PageSummary
 
 router = APIRouter(prefix="/api/pages", tags=["pages"], responses=error_responses(*BY_ID))
 CX = Annotated[Context, Depends(require_context)]
-
-
-class PageSummary(BaseModel):
-    """A page without its bullets: what lists and writes answer. `GET /api/pages/{id}`
-    answers the page with its bullets nested under `nodes`."""
-
-    model_config = ConfigDict(
-        json_schema_extra={
-            "examples": [
-                {
-                    "id": "0b5c2d71-3e9f-4a8b-b6c4-1d2e3f4a5b6c",
-                    "kb_id": "3f2b9c1e-8d4a-4e57-9a0b-6c1d2e3f4a5b",
-                    "title": "Launch plan",
-                    "archived_at": None,
-                    "deleted_at": None,
-                    "created_at": "2026-11-30T09:12:00Z",
-                    "updated_at": "2026-11-30T09:40:00Z",
-                    "version": 4,
-                }
-            ]
-        }
-    )
-
-    id: UUID
-    kb_id: UUID
-    title: str
-    archived_at: datetime | None
-    deleted_at: datetime | None
-    created_at: datetime
-    updated_at: datetime
-    version: int = Field(
-        description="Counts the writes to the page and its bullets; send it back as "
-        "`base_version` to have a write refused (409 `stale_page`) when another one came first."
-    )
 
 
 class PageIn(RequestBody):
@@ -79,8 +44,10 @@ class PageRename(RequestBody):
 # The writes without a body take the version they were made from as a query parameter.
 
 
-@router.get("", response_model=list[PageSummary])
-def list_pages(cx: CX, kb_id: UUID | None = None, include_hidden: bool = False) -> list[Page]:
+@router.get("")
+def list_pages(
+    cx: CX, kb_id: UUID | None = None, include_hidden: bool = False
+) -> list[PageSummary]:
     """Pages newest first, without their bullets; archived and deleted ones too with
     `include_hidden`."""
     with cx.transaction() as conn:
@@ -89,8 +56,8 @@ def list_pages(cx: CX, kb_id: UUID | None = None, include_hidden: bool = False) 
         )
 
 
-@router.post("", status_code=201, response_model=PageSummary)
-def create_page(body: PageIn, cx: CX) -> Page:
+@router.post("", status_code=201)
+def create_page(body: PageIn, cx: CX) -> PageSummary:
     return commands.create_page(cx, body.title, kb_id=body.kb_id)
 
 
@@ -101,8 +68,8 @@ def get_page(page_id: UUID, cx: CX) -> Page:
         return queries.get_page_tree(conn, cx.actor.workspace_id, page_id)
 
 
-@router.patch("/{page_id}", response_model=PageSummary)
-def rename_page(page_id: UUID, body: PageRename, cx: CX) -> Page:
+@router.patch("/{page_id}")
+def rename_page(page_id: UUID, body: PageRename, cx: CX) -> PageSummary:
     return commands.rename_page(cx, page_id, body.title, base_version=body.base_version)
 
 

@@ -81,14 +81,6 @@ class AskOut(BaseModel):
     events: str  # the run's server-sent events
 
 
-class StepOut(BaseModel):
-    seq: int
-    kind: str  # tool, bullet, status or error
-    summary: str
-    data: dict[str, Any]
-    at: datetime
-
-
 class AnswerOut(BaseModel):
     id: UUID  # the answer bullet
     text: str
@@ -145,7 +137,7 @@ class RunOut(BaseModel):
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
-    steps: list[StepOut]
+    steps: list[runs.Step]
     answer: list[AnswerOut]
 
 
@@ -193,7 +185,7 @@ def run_out(cx: Context, run_id: UUID) -> RunOut:
         created_at=run.created_at,
         started_at=run.started_at,
         finished_at=run.finished_at,
-        steps=[StepOut(**vars(step)) for step in steps],
+        steps=steps,
         answer=[AnswerOut(**bullet) for bullet in runs.answer_of(steps)],
     )
 
