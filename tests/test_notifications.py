@@ -95,3 +95,42 @@ def test_a_lost_connection_is_opened_again_and_listens_again(
 def test_a_channel_that_is_not_an_identifier_is_refused(db_dsn: str) -> None:
     with pytest.raises(ValueError, match="identifier"):
         Listener(db_dsn, "x; drop table kb.pages", lambda _: None, name="test-listen")
+
+
+def test_a_callback_that_raises_does_not_end_the_listening(
+    db_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(notifications, "RECONNECT_S", 0.05)
+    received: queue.Queue[str] = queue.Queue()
+
+    def on_notify(payload: str) -> None:
+        if payload == "bad":
+            raise RuntimeError("the callback failed")
+        received.put(payload)
+
+    listener = Listener(db_dsn, CHANNEL, on_notify, name="test-listen")
+    listener.start()
+    try:
+        assert listening(db_dsn) == 1
+        notify(db_dsn, "bad")
+        deadline = time.monotonic() + 10
+        while True:  # notify until the listening, begun again, hears it
+            notify(db_dsn, "good")
+            try:
+                assert received.get(timeout=0.2) == "good"
+                break
+            except queue.Empty:
+                assert time.monotonic() < deadline, "the listener stopped for good"
+        assert listener._thread.is_alive()
+    finally:
+        listener.stop()
+
+
+def test_stop_succeeds_when_its_wake_up_pair_is_unusable(db_dsn: str) -> None:
+    """A stop that raised left the loops stopped after it running on a closed database."""
+    listener = Listener(db_dsn, CHANNEL, lambda _: None, name="test-listen")
+    listener.start()
+    assert listening(db_dsn) == 1
+    listener._stop_writer.close()
+    listener.stop(timeout_s=0.1)  # does not raise; the thread sees the flag within IDLE_S
+    listener.stop()

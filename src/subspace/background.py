@@ -10,8 +10,9 @@ daemon thread of its own and joined on stop.
 
 from __future__ import annotations
 
+import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -23,6 +24,8 @@ from subspace.indexer.lexical import LexicalFollower
 from subspace.ingest.worker import ExtractionWorker
 from subspace.providers.base import EmbeddingProvider
 from subspace.runtime import Database
+
+log = logging.getLogger(__name__)
 
 JOIN_S = 10.0  # how long a stop waits for each loop's thread
 
@@ -49,12 +52,20 @@ class Background:
         thread.start()
 
     def stop(self) -> None:
-        for loop in self.loops.values():
-            loop.stop()
+        """Stop everything; one stop that fails is logged and the others still run, so no
+        worker outlives the database it works on."""
+        stops: list[tuple[str, Callable[[], None]]] = [
+            (name, loop.stop) for name, loop in self.loops.items()
+        ]
         if self.step_waker is not None:
-            self.step_waker.stop()
+            stops.append(("step waker", self.step_waker.stop))
         if self.extractor is not None:
-            self.extractor.stop()
+            stops.append(("extraction workers", self.extractor.stop))
+        for name, stop in stops:
+            try:
+                stop()
+            except Exception:
+                log.exception("stopping the %s failed; stopping the rest", name)
         for thread in self.threads.values():
             thread.join(timeout=JOIN_S)
 

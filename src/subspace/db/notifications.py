@@ -3,6 +3,7 @@ stops the moment it is asked to."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import select
 import socket
@@ -43,21 +44,26 @@ class Listener:
     def stop(self, timeout_s: float = 3.0) -> None:
         if not self._stop.is_set():
             self._stop.set()
-            self._stop_writer.send(b"\0")
+            # The thread wakes at once; were the pair unusable, it would still see the flag
+            # within IDLE_S, and a stop must not fail for it.
+            with contextlib.suppress(OSError):
+                self._stop_writer.send(b"\0")
         if self._thread.is_alive():
             self._thread.join(timeout=timeout_s)
-
-    def _run(self) -> None:
-        try:
-            while not self._stop.is_set():
-                try:
-                    self._listen()
-                except psycopg.Error:
-                    log.warning("lost the connection listening on %s; reconnecting", self._channel)
-                    self._stop.wait(RECONNECT_S)
-        finally:
+        if not self._thread.is_alive():  # only the owner closes the pair, once the thread is done
             self._stop_reader.close()
             self._stop_writer.close()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._listen()
+            except psycopg.Error:
+                log.warning("lost the connection listening on %s; reconnecting", self._channel)
+                self._stop.wait(RECONNECT_S)
+            except Exception:  # a failing callback must not end the listening for good
+                log.exception("listening on %s failed; listening again", self._channel)
+                self._stop.wait(RECONNECT_S)
 
     def _listen(self) -> None:
         with psycopg.connect(self._dsn, autocommit=True) as conn:
