@@ -4,7 +4,7 @@ from datetime import UTC, datetime
 from uuid import UUID
 
 from subspace.indexer.chunking import (
-    NodeSource,
+    NodeText,
     file_chunks,
     mail_chunk,
     page_chunks,
@@ -18,9 +18,9 @@ KB, PAGE, A, B, C = (UUID(int=i) for i in range(1, 6))
 
 def test_page_chunks_one_per_non_empty_node_and_the_title() -> None:
     nodes = [
-        NodeSource(A, "plain bullet", False, NOW),
-        NodeSource(B, "   ", False, NOW),
-        NodeSource(C, "remember the code", True, NOW),
+        NodeText(A, "plain bullet", False, NOW),
+        NodeText(B, "   ", False, NOW),
+        NodeText(C, "remember the code", True, NOW),
     ]
     chunks = page_chunks(PAGE, KB, "Plan", NOW, nodes)
     assert [(c.ref, c.kind, c.item_id, c.target_id) for c in chunks] == [

@@ -37,7 +37,7 @@ def text_hash(text: str) -> str:
 
 
 @dataclass(frozen=True)
-class NodeSource:
+class NodeText:
     id: UUID
     text: str
     is_memory: bool
@@ -45,7 +45,7 @@ class NodeSource:
 
 
 def page_chunks(
-    page_id: UUID, kb_id: UUID, title: str, updated_at: datetime, nodes: Iterable[NodeSource]
+    page_id: UUID, kb_id: UUID, title: str, updated_at: datetime, nodes: Iterable[NodeText]
 ) -> list[Chunk]:
     """One chunk for the title (if any) and one per non-empty node."""
     chunks = []

@@ -23,8 +23,8 @@ from subspace.commands.outbox import CHANNEL
 from subspace.config import Settings
 from subspace.db.notifications import Listener
 from subspace.db.pool import Conn
+from subspace.indexer.desired import IndexTarget
 from subspace.indexer.reconcile import Outcome, reconcile
-from subspace.indexer.sources import IndexTarget
 from subspace.indexer.sweep import stale_targets
 from subspace.providers.base import EmbeddingProvider
 from subspace.providers.registry import index_debounce_ms

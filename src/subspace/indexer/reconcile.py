@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 
 from subspace.db.pool import Conn
 from subspace.db.vector_index import register_vector_model
-from subspace.indexer import sources, store
+from subspace.indexer import store
 from subspace.indexer.chunking import Chunk
-from subspace.indexer.sources import IndexTarget
+from subspace.indexer.desired import IndexTarget, desired_chunks
 from subspace.providers.base import EmbeddingProvider, checked_vectors
 from subspace.providers.breaker import failure_reason, index_stats_for
 
@@ -92,7 +92,7 @@ def _reconcile_workspace(
     ws = targets[0].workspace_id
     model = provider.model
     outcome = Outcome(done=list(targets))
-    desired = sources.desired_chunks(conn, ws, targets)
+    desired = desired_chunks(conn, ws, targets)
     stored = store.stored_embeddings(conn, ws, model, [t.item_id for t in targets])
     wanted_refs = {chunk.ref for chunks in desired.values() for chunk in chunks}
     outcome.deleted = store.delete_refs(

@@ -17,8 +17,8 @@ from subspace.db.vector_index import (
 )
 from subspace.errors import Conflict
 from subspace.indexer.consumer import event_target
+from subspace.indexer.desired import IndexTarget, all_targets
 from subspace.indexer.reconcile import Outcome, reconcile
-from subspace.indexer.sources import IndexTarget, all_targets
 from subspace.providers.base import EmbeddingProvider
 from subspace.runtime import Database
 

@@ -7,7 +7,7 @@ text hashes (or timestamps, for mail) with search.embeddings under the active mo
 from __future__ import annotations
 
 from subspace.db.pool import Conn
-from subspace.indexer.sources import IndexTarget
+from subspace.indexer.desired import IndexTarget
 
 # Non-blank text, as chunking sees it (a blank node or title is not embedded).
 _HAS_TEXT = r"~ '\S'"

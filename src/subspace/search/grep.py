@@ -55,7 +55,7 @@ class GrepResult:
 
 
 @dataclass(frozen=True)
-class GrepSource:
+class GrepTable:
     """One table grep scans, as SQL over it: a stable key for keyset pagination, the tables
     (the kind's, joined to its item's), the text, the title, the ref, and what is visible."""
 
@@ -67,7 +67,7 @@ class GrepSource:
     visible: str
 
 
-def grep_sources() -> tuple[GrepSource, ...]:
+def grep_sources() -> tuple[GrepTable, ...]:
     """The tables grep scans, in order: one per BM25 source of the registry (a memory is a
     node), with the kinds' visibility, but the kinds that declare grep=False (page titles).
     A row stored in its item's table (a mail) is searched with its item's title (the subject)
@@ -93,9 +93,7 @@ def grep_sources() -> tuple[GrepSource, ...]:
         visible += [reason.visible(a) for reason in spec.row_reasons]
         visible.append(item.visible(i))
         found.append(
-            GrepSource(
-                key, tables, text, f"{i}.{item.title}", spec.ref_sql(), " and ".join(visible)
-            )
+            GrepTable(key, tables, text, f"{i}.{item.title}", spec.ref_sql(), " and ".join(visible))
         )
     return tuple(found)
 
@@ -159,7 +157,7 @@ def grep(
 def _grep_batch(
     conn: Conn,
     cx: Context,
-    source: GrepSource,
+    source: GrepTable,
     pattern: str,
     regex: bool,
     after: str,

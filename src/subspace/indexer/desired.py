@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from uuid import UUID
 
 from subspace.db.pool import Conn
-from subspace.indexer.chunking import Chunk, NodeSource, file_chunks, mail_chunk, page_chunks
+from subspace.indexer.chunking import Chunk, NodeText, file_chunks, mail_chunk, page_chunks
 from subspace.search import registry
 
 ITEM_KINDS = ("page", "file", "mail")  # the items chunked here, by the kinds' item names
@@ -65,7 +65,7 @@ def _pages(conn: Conn, ws: UUID, ids: list[UUID]) -> dict[UUID, list[Chunk]]:
         f"and {pa}.{page.key} = any(%s) and {_present(page, pa)}",
         (ws, ids),
     ).fetchall()
-    nodes: dict[UUID, list[NodeSource]] = defaultdict(list)
+    nodes: dict[UUID, list[NodeText]] = defaultdict(list)
     for row in conn.execute(
         f"select {na}.{node.item_key} as page_id, {na}.{node.key} as id, {na}.{node.text} as text, "
         f"{registry.is_memory(na)} as is_memory, {na}.updated_at from {node.table} {na} "
@@ -73,7 +73,7 @@ def _pages(conn: Conn, ws: UUID, ids: list[UUID]) -> dict[UUID, list[Chunk]]:
         (ws, [p["id"] for p in pages]),
     ):
         nodes[row["page_id"]].append(
-            NodeSource(row["id"], row["text"], bool(row["is_memory"]), row["updated_at"])
+            NodeText(row["id"], row["text"], bool(row["is_memory"]), row["updated_at"])
         )
     return {
         p["id"]: page_chunks(p["id"], p["kb_id"], p["title"], p["updated_at"], nodes[p["id"]])
