@@ -39,6 +39,19 @@ def listening(dsn: str, *, until: int = 1) -> int:
     return count
 
 
+def notify_until_heard(dsn: str, received: queue.Queue[str], payload: str) -> None:
+    """Notify `payload` until the listener hands it on: a listener that began listening again
+    hears only what comes after."""
+    deadline = time.monotonic() + 10
+    while True:
+        notify(dsn, payload)
+        try:
+            assert received.get(timeout=0.2) == payload
+            return
+        except queue.Empty:
+            assert time.monotonic() < deadline, "the listener never listened again"
+
+
 def test_each_notification_reaches_the_callback_with_its_payload(db_dsn: str) -> None:
     received: queue.Queue[str] = queue.Queue()
     listener = Listener(db_dsn, CHANNEL, received.put, name="test-listen")
@@ -80,14 +93,7 @@ def test_a_lost_connection_is_opened_again_and_listens_again(
                 "where datname = current_database() and query = %s",
                 (f"listen {CHANNEL}",),
             )
-        deadline = time.monotonic() + 10
-        while True:  # notify until the new connection hears it
-            notify(db_dsn, "again")
-            try:
-                assert received.get(timeout=0.2) == "again"
-                break
-            except queue.Empty:
-                assert time.monotonic() < deadline, "the listener never listened again"
+        notify_until_heard(db_dsn, received, "again")
     finally:
         listener.stop()
 
@@ -113,14 +119,7 @@ def test_a_callback_that_raises_does_not_end_the_listening(
     try:
         assert listening(db_dsn) == 1
         notify(db_dsn, "bad")
-        deadline = time.monotonic() + 10
-        while True:  # notify until the listening, begun again, hears it
-            notify(db_dsn, "good")
-            try:
-                assert received.get(timeout=0.2) == "good"
-                break
-            except queue.Empty:
-                assert time.monotonic() < deadline, "the listener stopped for good"
+        notify_until_heard(db_dsn, received, "good")
         assert listener._thread.is_alive()
     finally:
         listener.stop()
