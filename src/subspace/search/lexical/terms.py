@@ -161,6 +161,28 @@ def queue_tsqueries(
     return Later(lambda: _tsqueries(parsed, terms.result(), sizes.result()))
 
 
+def _corrections(
+    rows: list[dict[str, Any]],
+) -> tuple[dict[str, str], dict[str, str], dict[str, dict[str, int]]]:
+    """The typos' corrections, from each unknown word's candidates: lexeme -> its correction's
+    lexeme, word as typed -> the word shown instead, and each correction's frequencies."""
+    corrections: dict[str, str] = {}
+    corrected_words: dict[str, str] = {}
+    frequencies: dict[str, dict[str, int]] = {}
+    for r in rows:
+        if not r["candidates"]:
+            continue
+        ndocs = dict(zip(r["candidates"], map(int, r["candidate_ndocs"]), strict=True))
+        found = best_correction(r["w"], ndocs)
+        if found is not None:
+            index = r["candidates"].index(found)
+            lexeme = r["candidate_lexemes"][index]
+            corrections[r["l"][0]] = lexeme
+            corrected_words[r["t"].strip()] = found
+            frequencies[lexeme] = dict(r["candidate_frequencies"][index])
+    return corrections, corrected_words, frequencies
+
+
 def _tsqueries(
     parsed: ParsedQuery, rows: list[dict[str, Any]], sizes: dict[str, SourceSize]
 ) -> TsQueries:
@@ -169,18 +191,8 @@ def _tsqueries(
     tsquery_of: dict[str, str] = {r["t"]: r["q"] for r in rows}
     frequencies = {w: dict(f) for r in rows for w, f in zip(r["l"], r["df"], strict=True)}
     sequence_of = {r["t"]: tuple(zip(r["seq_p"], r["seq_w"], strict=True)) for r in rows}
-    corrections: dict[str, str] = {}
-    corrected_words: dict[str, str] = {}
-    for r in rows:
-        if r["candidates"]:
-            ndocs = dict(zip(r["candidates"], map(int, r["candidate_ndocs"]), strict=True))
-            found = best_correction(r["w"], ndocs)
-            if found is not None:
-                index = r["candidates"].index(found)
-                lexeme = r["candidate_lexemes"][index]
-                corrections[r["l"][0]] = lexeme
-                corrected_words[r["t"].strip()] = found
-                frequencies[lexeme] = dict(r["candidate_frequencies"][index])
+    corrections, corrected_words, corrected_frequencies = _corrections(rows)
+    frequencies |= corrected_frequencies
 
     def correction_of(text: str) -> str | None:
         words = lexemes_of[text]
