@@ -67,7 +67,7 @@ class GrepTable:
     visible: str
 
 
-def grep_sources() -> tuple[GrepTable, ...]:
+def grep_tables() -> tuple[GrepTable, ...]:
     """The tables grep scans, in order: one per BM25 source of the registry (a memory is a
     node), with the kinds' visibility, but the kinds that declare grep=False (page titles).
     A row stored in its item's table (a mail) is searched with its item's title (the subject)
@@ -128,7 +128,7 @@ def grep(
     with cx.transaction() as conn:
         secret = workspace_secret(conn, cx.actor.workspace_id)
         source_index, last_key = _decode_grep_cursor(cursor, secret)
-        sources = grep_sources()
+        sources = grep_tables()
         while source_index < len(sources):
             remaining_ms = int((deadline - time.monotonic()) * 1000)
             if remaining_ms <= 0:
@@ -261,7 +261,7 @@ def _decode_grep_cursor(cursor: object, secret: bytes) -> tuple[int, str]:
     if (
         isinstance(index, bool)
         or not isinstance(index, int)
-        or not 0 <= index < len(grep_sources())
+        or not 0 <= index < len(grep_tables())
         or not isinstance(key, str)
         or not (key == "" or _GREP_KEY.fullmatch(key))
     ):
