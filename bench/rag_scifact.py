@@ -112,7 +112,7 @@ def main() -> None:
             queries = queries[: args.limit]
         strategy = STRATEGIES["rag-direct"]
         chat = FakeChat()
-        searcher = db.searcher(provider).for_answers()
+        searcher = db.searcher(provider)
         first = top3 = found = closest_first = closest_top3 = 0
         started = time.perf_counter()
         for qid, text in queries:

@@ -114,7 +114,7 @@ def ask(
     answer = STRATEGIES[strategy].answer(
         Job(
             cx=cx,
-            searcher=database.searcher(FakeProvider()).for_answers(),
+            searcher=database.searcher(FakeProvider()),
             chat=chat or FakeChat(),
             question=question,
             settings=job.pop("settings", cx.settings),
@@ -464,3 +464,10 @@ def test_chat_provider_choice() -> None:
     assert create_chat_provider(Settings(providers="", openai_api_key="")).name == "fake"
     chat = create_chat_provider(Settings(providers="", openai_api_key="sk-test"))
     assert (chat.name, chat.model) == ("openai", Settings().chat_model)
+
+
+def test_a_job_searches_for_sources_whatever_searcher_it_is_handed(
+    database: Database, cx: Context
+) -> None:
+    job = Job(cx, database.searcher(FakeProvider()), FakeChat(), "?", cx.settings, Collected())
+    assert job.searcher.sources_only

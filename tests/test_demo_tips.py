@@ -21,7 +21,7 @@ from subspace.context import Context
 from subspace.db import queries
 from subspace.first_start import initialize_workspace
 from subspace.ingest.worker import extract_pending
-from subspace.models import Node
+from subspace.models import TreeNode
 from subspace.providers.fake import FakeProvider
 from subspace.runtime import Database
 from subspace.search.request import SearchRequest
@@ -38,7 +38,7 @@ class Demo:
     cx: Context
     database: Database
     settings: Settings
-    tips: list[Node]  # every bullet of the welcome page, in reading order
+    tips: list[TreeNode]  # every bullet of the welcome page, in reading order
 
     def tip(self, pattern: str) -> re.Match[str]:
         """The match of `pattern` in the one tip it matches: a tip reworded so that the
@@ -56,7 +56,7 @@ class Demo:
         return next(n.id for n in nodes if n.text.startswith(text))
 
 
-def _walk(nodes: list[Node]) -> Iterator[Node]:
+def _walk(nodes: list[TreeNode]) -> Iterator[TreeNode]:
     for node in nodes:
         yield node
         yield from _walk(node.children)

@@ -10,7 +10,7 @@ from subspace import commands
 from subspace.context import Context
 from subspace.db import queries
 from subspace.errors import Conflict, InvalidInput
-from subspace.models import Node, Page
+from subspace.models import PageSummary, TreeNode
 
 
 def outline(cx: Context, page_id: UUID) -> list[object]:
@@ -18,7 +18,7 @@ def outline(cx: Context, page_id: UUID) -> list[object]:
     with cx.transaction() as conn:
         page = queries.get_page_tree(conn, cx.actor.workspace_id, page_id)
 
-    def walk(nodes: list[Node]) -> list[object]:
+    def walk(nodes: list[TreeNode]) -> list[object]:
         assert [n.position for n in nodes] == list(range(len(nodes)))
         return [[n.text, walk(n.children)] if n.children else n.text for n in nodes]
 
@@ -26,11 +26,11 @@ def outline(cx: Context, page_id: UUID) -> list[object]:
 
 
 @pytest.fixture
-def page(cx: Context) -> Page:
+def page(cx: Context) -> PageSummary:
     return commands.create_page(cx, "Tree")
 
 
-def test_add_appends_or_inserts_at_a_position(cx: Context, page: Page) -> None:
+def test_add_appends_or_inserts_at_a_position(cx: Context, page: PageSummary) -> None:
     a = commands.add_node(cx, page.id, "a")
     commands.add_node(cx, page.id, "c")
     commands.add_node(cx, page.id, "b", position=1)
@@ -39,7 +39,7 @@ def test_add_appends_or_inserts_at_a_position(cx: Context, page: Page) -> None:
     assert outline(cx, page.id) == [["a", ["a1"]], "b", "c", "z"]
 
 
-def test_move_within_and_across_parents(cx: Context, page: Page) -> None:
+def test_move_within_and_across_parents(cx: Context, page: PageSummary) -> None:
     a = commands.add_node(cx, page.id, "a")
     b = commands.add_node(cx, page.id, "b")
     c = commands.add_node(cx, page.id, "c")
@@ -53,7 +53,7 @@ def test_move_within_and_across_parents(cx: Context, page: Page) -> None:
     assert outline(cx, page.id) == [["b", ["c", "a"]]]
 
 
-def test_indent_and_outdent(cx: Context, page: Page) -> None:
+def test_indent_and_outdent(cx: Context, page: PageSummary) -> None:
     a = commands.add_node(cx, page.id, "a")
     b = commands.add_node(cx, page.id, "b")
     commands.add_node(cx, page.id, "c")
@@ -67,7 +67,7 @@ def test_indent_and_outdent(cx: Context, page: Page) -> None:
     assert outline(cx, page.id) == ["a", "b", "c"]
 
 
-def test_a_node_cannot_move_under_its_own_descendant(cx: Context, page: Page) -> None:
+def test_a_node_cannot_move_under_its_own_descendant(cx: Context, page: PageSummary) -> None:
     a = commands.add_node(cx, page.id, "a")
     b = commands.add_node(cx, page.id, "b", parent_id=a.id)
     c = commands.add_node(cx, page.id, "c", parent_id=b.id)
@@ -77,7 +77,7 @@ def test_a_node_cannot_move_under_its_own_descendant(cx: Context, page: Page) ->
     assert outline(cx, page.id) == [["a", [["b", ["c"]]]]]
 
 
-def test_a_parent_on_another_page_is_refused(cx: Context, page: Page) -> None:
+def test_a_parent_on_another_page_is_refused(cx: Context, page: PageSummary) -> None:
     other = commands.create_page(cx, "Other")
     foreign = commands.add_node(cx, other.id, "elsewhere")
     with pytest.raises(InvalidInput, match="another page"):
@@ -87,7 +87,7 @@ def test_a_parent_on_another_page_is_refused(cx: Context, page: Page) -> None:
         commands.move_node(cx, mine.id, parent_id=foreign.id)
 
 
-def test_delete_removes_the_subtree_and_closes_the_gap(cx: Context, page: Page) -> None:
+def test_delete_removes_the_subtree_and_closes_the_gap(cx: Context, page: PageSummary) -> None:
     a = commands.add_node(cx, page.id, "a")
     b = commands.add_node(cx, page.id, "b", parent_id=a.id)
     commands.add_node(cx, page.id, "c", parent_id=b.id)
@@ -99,7 +99,7 @@ def test_delete_removes_the_subtree_and_closes_the_gap(cx: Context, page: Page) 
     assert outline(cx, page.id) == ["d"]
 
 
-def test_props_merge_and_memory_flag(cx: Context, page: Page) -> None:
+def test_props_merge_and_memory_flag(cx: Context, page: PageSummary) -> None:
     node = commands.add_node(cx, page.id, "remember this", props={"color": "red"})
     node = commands.set_memory(cx, node.id, True)
     assert node.is_memory

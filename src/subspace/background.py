@@ -38,8 +38,9 @@ class Loop(Protocol):
 
 @dataclass
 class Background:
-    """The loops and workers running for one database; `stop()` stops them all, the run
-    worker first (so no new answer starts) and the loops last."""
+    """The loops and workers running for one database; `stop()` stops them all: the loops
+    (the run worker first, so no new answer starts), then the step waker, then the
+    extraction workers."""
 
     loops: dict[str, Loop] = field(default_factory=dict)
     threads: dict[str, threading.Thread] = field(default_factory=dict)

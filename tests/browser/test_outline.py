@@ -10,7 +10,7 @@ from playwright.sync_api import Page, Route, expect
 
 from subspace import commands
 from subspace.db import queries
-from subspace.models import Node
+from subspace.models import Node, TreeNode
 from tests.browser.conftest import LiveServer
 
 BULLETS = ".outline li.bullet"
@@ -24,7 +24,7 @@ def _tree(live: LiveServer, page_id: str) -> list[Any]:
             conn, live.database.default_context(live.settings).actor.workspace_id, UUID(page_id)
         )
 
-    def shape(nodes: list[Node]) -> list[Any]:
+    def shape(nodes: list[TreeNode]) -> list[Any]:
         return [(n.text, shape(n.children)) for n in nodes]
 
     return shape(page.nodes)

@@ -379,7 +379,7 @@ class RunEngine:
 
     db: Database
     settings: Settings
-    embedder: EmbeddingProvider | None
+    provider: EmbeddingProvider | None  # the embeddings the run's searches use
     strategies: Mapping[str, Strategy] = field(default_factory=default_strategies)
     chat: Callable[[Settings], ChatProvider] = create_chat_provider
     stopping: threading.Event = field(default_factory=threading.Event)
@@ -437,8 +437,14 @@ class RunEngine:
                     f"Ask with one of: {', '.join(sorted(self.strategies)) or 'none'}."
                 )
             recorder._check()
-            searcher = self.db.searcher(self.embedder).for_answers()
-            job = Job(cx, searcher, self.chat(self.settings), run.question, self.settings, recorder)
+            job = Job(
+                cx,
+                self.db.searcher(self.provider),
+                self.chat(self.settings),
+                run.question,
+                self.settings,
+                recorder,
+            )
             answer = strategy.answer(job)
             # Bullets the strategy returned without streaming them are written now, in order.
             streamed = list(recorder.written)

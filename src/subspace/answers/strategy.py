@@ -33,11 +33,16 @@ class Progress(Protocol):
 @dataclass
 class Job:
     cx: Context
-    searcher: Searcher  # finds sources only: a run never cites the workspace's answers
+    searcher: Searcher
     chat: ChatProvider
     question: str
     settings: Settings
     progress: Progress
+
+    def __post_init__(self) -> None:
+        # A run cites sources, never the workspace's earlier answers (answers/sources.py),
+        # whichever searcher it was handed.
+        self.searcher = self.searcher.for_answers()
 
 
 @dataclass

@@ -50,9 +50,13 @@ class Listener:
                 self._stop_writer.send(b"\0")
         if self._thread.is_alive():
             self._thread.join(timeout=timeout_s)
-        if not self._thread.is_alive():  # only the owner closes the pair, once the thread is done
-            self._stop_reader.close()
-            self._stop_writer.close()
+        if not self._thread.is_alive():  # never started, or done: nothing selects on the pair
+            self._close_pair()
+
+    def _close_pair(self) -> None:
+        """Safe to call twice and from either thread: a closed socket closes no descriptor."""
+        self._stop_reader.close()
+        self._stop_writer.close()
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -61,9 +65,11 @@ class Listener:
             except psycopg.Error:
                 log.warning("lost the connection listening on %s; reconnecting", self._channel)
                 self._stop.wait(RECONNECT_S)
-            except Exception:  # a failing callback must not end the listening for good
+            except Exception:  # whatever else fails, the listening goes on
                 log.exception("listening on %s failed; listening again", self._channel)
                 self._stop.wait(RECONNECT_S)
+        # Asked to stop: the pair is closed here too, for a stop that gave up waiting for us.
+        self._close_pair()
 
     def _listen(self) -> None:
         with psycopg.connect(self._dsn, autocommit=True) as conn:
@@ -72,5 +78,13 @@ class Listener:
                 # Whatever already arrived first (read along with an earlier reply), then
                 # wait on the socket and the stop signal together.
                 for note in conn.notifies(timeout=0):
-                    self._on_notify(note.payload)
+                    self._deliver(note.payload)
                 select.select([conn.fileno(), self._stop_reader.fileno()], [], [], IDLE_S)
+
+    def _deliver(self, payload: str) -> None:
+        """One notification to the callback; its failure is logged, and the connection, with
+        the notifications after it, is kept."""
+        try:
+            self._on_notify(payload)
+        except Exception:
+            log.exception("handling a notification on %s failed", self._channel)

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 class Searcher:
     """One process's way to search: every surface builds one and hands it to `search()`.
 
-    >>> searcher = Searcher(database.search_runtime, provider)
+    >>> searcher = database.searcher(provider)
     >>> search(cx, searcher, SearchRequest(query="checkout outage")).rows[0].title
     'Checkout outage'
     """

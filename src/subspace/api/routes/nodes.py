@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Annotated, Any
 from uuid import UUID
 
@@ -104,7 +104,9 @@ class Deleted(BaseModel):
 def _out(conn: Conn, cx: Context, node: Node) -> NodeOut:
     # Read in the writing transaction, under its page lock: the version this write made.
     page = queries.get_page(conn, cx.actor.workspace_id, node.page_id)
-    return NodeOut(**vars(node), page_version=page.version)
+    return NodeOut(
+        **{f.name: getattr(node, f.name) for f in fields(Node)}, page_version=page.version
+    )
 
 
 @router.post("", status_code=201)
