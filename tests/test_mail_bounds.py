@@ -3,6 +3,7 @@ message is kept, and the parser children shared within one memory budget."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from uuid import uuid4
@@ -11,6 +12,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from subspace.errors import Busy, TooMany
+from subspace.ingest import isolation
+from subspace.ingest.extract import ExtractionFailed
 from subspace.ingest.importer import cut_name
 from subspace.ingest.isolation import IsolatedExtractor, ParserPool
 from subspace.ingest.mail import MAX_HEADER_BYTES, parse_message, scan_message
@@ -233,3 +236,32 @@ def test_beside_another_workspace_a_key_holds_its_shared_share(
     time.sleep(0.3)
     with shares.hold("a", 0), shares.hold("a", 0):
         pass
+
+
+def _exit_out_of_memory() -> None:
+    os._exit(isolation.OUT_OF_MEMORY_EXIT)
+
+
+def test_a_child_too_short_of_memory_to_answer_is_reported_over_the_memory_cap() -> None:
+    extractor = IsolatedExtractor(256 * _MiB)
+    try:
+        with pytest.raises(ExtractionFailed, match="SUBSPACE_EXTRACT_MEMORY_MB"):
+            extractor.run(_exit_out_of_memory, (), 10)
+    finally:
+        extractor.close()
+
+
+class _NoMemoryLeft:
+    """A pipe to the parent in a child whose memory is gone: nothing can be sent."""
+
+    def send(self, message: object) -> None:
+        raise MemoryError
+
+
+def test_a_child_that_cannot_send_its_answer_exits_with_the_out_of_memory_code(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    exits: list[int] = []
+    monkeypatch.setattr(isolation.os, "_exit", exits.append)
+    isolation._answer_out_of_memory(_NoMemoryLeft(), "extraction", 100 * _MiB)  # type: ignore[arg-type]
+    assert exits == [isolation.OUT_OF_MEMORY_EXIT]

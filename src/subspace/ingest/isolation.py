@@ -24,6 +24,9 @@ _MiB = 1024 * 1024
 JOBS_PER_CHILD = 500  # a fresh child now and then returns whatever memory the last ones kept
 _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 EXTRACTION = "extraction"  # the task named in reasons, unless a caller names another
+# A child's exit code when it ran out of memory and could not even allocate the answer that
+# says so; the parent reads it as the kernel's kill for memory.
+OUT_OF_MEMORY_EXIT = 75
 
 
 def _context() -> Any:
@@ -48,6 +51,15 @@ def _memory_reason(task: str, memory_bytes: int) -> str:
     return (
         f"{task} needed more than {memory_bytes // _MiB} MB of memory (SUBSPACE_EXTRACT_MEMORY_MB)"
     )
+
+
+def _answer_out_of_memory(conn: Connection, task: str, memory_bytes: int) -> None:
+    """Tell the parent the document did not fit; exit with OUT_OF_MEMORY_EXIT when even the
+    answer cannot be allocated."""
+    try:
+        conn.send(("failed", _memory_reason(task, memory_bytes)))
+    except MemoryError:
+        os._exit(OUT_OF_MEMORY_EXIT)
 
 
 def _die_with_parent(lifeline: Connection) -> None:
@@ -81,7 +93,7 @@ def _serve(conn: Connection, lifeline: Connection, memory_bytes: int) -> None:
         try:
             job = conn.recv()
         except MemoryError:  # the document alone did not fit
-            conn.send(("failed", _memory_reason(task, memory_bytes)))
+            _answer_out_of_memory(conn, task, memory_bytes)
             return
         except EOFError:  # the parent let this child go (recycled, or the parent exited)
             return
@@ -94,7 +106,7 @@ def _serve(conn: Connection, lifeline: Connection, memory_bytes: int) -> None:
             conn.send(("failed", exc.reason))
         except MemoryError:
             # The heap may be left fragmented: answer, then make way for a fresh child.
-            conn.send(("failed", _memory_reason(task, memory_bytes)))
+            _answer_out_of_memory(conn, task, memory_bytes)
             return
         except RecursionError:
             conn.send(("failed", "the document is nested too deeply to read"))
@@ -205,7 +217,9 @@ class IsolatedExtractor:
             code = self._process.exitcode
             self._discard()
             raise ExtractionFailed(
-                memory_reason if code in (-9, 137) else f"{task} crashed (exit code {code})"
+                memory_reason
+                if code in (-9, 137, OUT_OF_MEMORY_EXIT)
+                else f"{task} crashed (exit code {code})"
             ) from None
         if status == "failed":
             if not self._process.is_alive() or payload == memory_reason:
