@@ -222,7 +222,8 @@ class Settings:
     extract_memory_mb: int = setting(
         "SUBSPACE_EXTRACT_MEMORY_MB",
         1_024,
-        "Memory cap of the process that extracts one file's text, in MB.",
+        "Memory cap of the process that extracts one file's text, in MB: its whole address "
+        "space, of which the interpreter takes about 150 MB before any document.",
     )
     extract_workers: int = setting(
         "SUBSPACE_EXTRACT_WORKERS",
