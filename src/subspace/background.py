@@ -74,9 +74,15 @@ class Background:
 def start_indexing(db: Database, settings: Settings, provider: EmbeddingProvider) -> Background:
     """The embeddings indexer and the lexical follower (`subspace indexer`)."""
     background = Background()
+    _start_indexers(background, db, settings, provider)
+    return background
+
+
+def _start_indexers(
+    background: Background, db: Database, settings: Settings, provider: EmbeddingProvider
+) -> None:
     background.start_loop("indexer", Indexer(db, settings, provider))
     background.start_loop("lexical-follower", LexicalFollower(db, settings))
-    return background
 
 
 def start_serving(
@@ -90,8 +96,7 @@ def start_serving(
     background = Background(extractor=extractor, step_waker=step_waker)
     extractor.start()
     engine = RunEngine(db, settings, provider, **(run_engine_options or {}))
-    background.start_loop("runs", RunWorker(engine, settings.max_runs))
-    background.start_loop("indexer", Indexer(db, settings, provider))
-    background.start_loop("lexical-follower", LexicalFollower(db, settings))
+    background.start_loop("runs", RunWorker(engine, settings.max_runs))  # stops first
+    _start_indexers(background, db, settings, provider)
     step_waker.start()
     return background

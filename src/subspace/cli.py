@@ -19,6 +19,7 @@ from rich.table import Table
 
 from subspace import commands
 from subspace.answers.strategy_names import NAMES as STRATEGY_NAMES
+from subspace.answers.strategy_names import RAG
 from subspace.config import Settings
 from subspace.context import Context
 from subspace.errors import SubspaceError
@@ -393,7 +394,6 @@ def read_command(item: str) -> None:
     """Print a page (by id or title, ignoring case) as an outline, or the item a ref from
     search or grep names: node:<id>, file:<id>, file:<id>:<n>, mail:<id>."""
     from subspace.search.reading import read_ref, ref_target
-    from subspace.text import clean_text
 
     if not item.strip():
         raise click.ClickException(
@@ -406,13 +406,7 @@ def read_command(item: str) -> None:
         ref = ref_target(item)
         if ref is None:
             _refuse_malformed_ref(item)
-            with cx.transaction() as conn:
-                rows = conn.execute(
-                    "select id, title, archived_at, updated_at from kb.pages "
-                    "where workspace_id = %s and lower(title) = lower(%s) "
-                    "and deleted_at is null order by archived_at is not null, updated_at desc",
-                    (cx.actor.workspace_id, " ".join(clean_text(item).split())),
-                ).fetchall()
+            rows = _pages_titled(cx, item)
             if not rows:
                 raise click.ClickException(
                     f"No page titled {item!r}. Give its id or title, or a ref such as "
@@ -461,7 +455,7 @@ def _ambiguous_title(item: str, rows: list[dict[str, Any]]) -> None:
 @click.option(
     "--strategy",
     type=click.Choice(STRATEGY_NAMES),
-    default="rag",
+    default=RAG,
     show_default=True,
     help="rag: an agent that searches and reads; rag-pageindex: chooses pages from their "
     "titles and outlines; rag-direct: one hybrid search, then the answer.",
@@ -475,8 +469,6 @@ def ask_command(question: str, strategy: str, page: str | None, as_json: bool) -
     "/<strategy> <question>" bullet (on --page, or a "Questions" page). A running server
     answers it; without one it is answered here. Ctrl-C cancels it."""
     import threading
-
-    from rich.markup import escape
 
     from subspace.answers import runs
 
@@ -544,21 +536,28 @@ def _last_seq(steps: list[Any]) -> int:
 
 def _page_id(cx: Context, page: str) -> UUID:
     """A page named by its id or its title (ignoring case)."""
-    from subspace.text import clean_text
-
     try:
         return UUID(page)
     except ValueError:
         pass
-    with cx.transaction() as conn:
-        row = conn.execute(
-            "select id from kb.pages where workspace_id = %s and lower(title) = lower(%s) "
-            "and deleted_at is null order by archived_at is not null, updated_at desc limit 1",
-            (cx.actor.workspace_id, " ".join(clean_text(page).split())),
-        ).fetchone()
-    if row is None:
+    rows = _pages_titled(cx, page)
+    if not rows:
         raise click.ClickException(f"No page titled {page!r}. Give its id or title.")
-    return UUID(str(row["id"]))
+    return UUID(str(rows[0]["id"]))
+
+
+def _pages_titled(cx: Context, title: str) -> list[dict[str, Any]]:
+    """The pages titled `title` (ignoring case and spacing) that are not deleted: live ones
+    first, the most recently changed first."""
+    from subspace.text import clean_text
+
+    with cx.transaction() as conn:
+        return conn.execute(
+            "select id, title, archived_at, updated_at from kb.pages "
+            "where workspace_id = %s and lower(title) = lower(%s) "
+            "and deleted_at is null order by archived_at is not null, updated_at desc",
+            (cx.actor.workspace_id, " ".join(clean_text(title).split())),
+        ).fetchall()
 
 
 def _tag_filter(name: str, op: str, value: str) -> TagFilter:

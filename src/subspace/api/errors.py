@@ -37,13 +37,11 @@ def error_reply(exc: SubspaceError) -> JSONResponse:
     return response
 
 
-def describe_invalid(
-    errors: list[dict[str, Any]], body_model: Any = None, content_type: str | None = None
-) -> str:
+def describe_invalid(errors: list[dict[str, Any]], body_model: Any, content_type: str) -> str:
     """One sentence for a body that failed validation: a body sent as something else than JSON
     by its Content-Type; an unknown field by name with the fields that exist (`body_model` is
     the route's body); else each wrong field and what it should be."""
-    if content_type is not None and _body_not_json(errors, content_type):
+    if _body_not_json(errors, content_type):
         sent = content_type.split(";")[0].strip()
         how = f"was sent as {sent}, not JSON" if sent else "has no Content-Type"
         return (

@@ -99,19 +99,7 @@ def extract_next(
             if row is None:
                 return False
             claimed = (row["workspace_id"], row["id"])
-            try:
-                # Waits for a child within the budget, however long: this is background work.
-                with pool.lease(row["workspace_id"], None) as extractor:
-                    result: Extracted | str = extractor.extract(
-                        bytes(row["data"]),
-                        row["name"],
-                        row["content_type"],
-                        extract_limits(settings),
-                        timeout_s=settings.extract_timeout_s,
-                    )
-            except ExtractionFailed as exc:
-                result = exc.reason
-            record_extraction(conn, row["workspace_id"], row["id"], result)
+            _extract_and_record(conn, settings, pool, row["workspace_id"], row["id"], row)
     except Exception as exc:
         if claimed is None:
             raise
@@ -122,6 +110,32 @@ def extract_next(
         if claimed is not None:
             rotation.end(claimed[0])
     return True
+
+
+def _extract_and_record(
+    conn: Conn,
+    settings: Settings,
+    pool: ParserPool,
+    workspace_id: UUID,
+    file_id: UUID,
+    stored: dict[str, Any],
+) -> bool:
+    """Extract a file's text from its `stored` name, content type and bytes in a child, and
+    record the outcome in `conn`'s transaction; True when the text was read."""
+    try:
+        # Waits for a child within the budget, however long: this is background work.
+        with pool.lease(workspace_id, None) as extractor:
+            result: Extracted | str = extractor.extract(
+                bytes(stored["data"]),
+                stored["name"],
+                stored["content_type"],
+                extract_limits(settings),
+                timeout_s=settings.extract_timeout_s,
+            )
+    except ExtractionFailed as exc:
+        result = exc.reason
+    record_extraction(conn, workspace_id, file_id, result)
+    return not isinstance(result, str)
 
 
 # The oldest file of the workspace served least recently (never served first, then the one
@@ -351,19 +365,9 @@ def reextract_files(
             ).fetchone()
             if blob is None:
                 continue
-            try:
-                with pool.lease(row["workspace_id"], None) as extractor:
-                    result = extractor.extract(
-                        bytes(blob["data"]),
-                        blob["name"],
-                        blob["content_type"],
-                        extract_limits(settings),
-                        settings.extract_timeout_s,
-                    )
+            if _extract_and_record(conn, settings, pool, row["workspace_id"], row["id"], blob):
                 ready += 1
-                record_extraction(conn, row["workspace_id"], row["id"], result)
-            except ExtractionFailed as exc:
+            else:
                 failed += 1
-                record_extraction(conn, row["workspace_id"], row["id"], exc.reason)
         progress(1)
     return ready, failed

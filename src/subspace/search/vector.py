@@ -70,6 +70,23 @@ def start_query_embedding(
     cached = runtime.query_vectors.get(provider.model, text)
     if cached is not None:
         return Later(lambda: cached)
+    embedding = start_embedding(runtime, provider, [text], timeout_s=timeout_s)
+
+    def kept() -> HalfVector:
+        (half,) = embedding.result()
+        runtime.query_vectors.put(provider.model, text, half)
+        return half
+
+    return Later(kept)
+
+
+def start_embedding(
+    runtime: SearchRuntime, provider: EmbeddingProvider, texts: list[str], *, timeout_s: float
+) -> Later[list[HalfVector]]:
+    """The vectors of `texts` in one provider call on the runtime's embedding threads, kept in
+    no cache; `.result()` waits for what is left of `timeout_s`. A failure or a timeout is
+    EmbeddingUnavailable and counts against the provider's circuit, which, while open, refuses
+    at once."""
     breaker = breaker_for(provider)
     if not breaker.allow():
         reason = breaker.last_reason or "error"
@@ -78,14 +95,14 @@ def start_query_embedding(
         )
         return Later(lambda: _raise(refused))
     started = time.perf_counter()
-    future = runtime.embed_threads.submit(provider.embed, [text])
+    future = runtime.embed_threads.submit(provider.embed, texts)
 
-    def wait() -> HalfVector:
+    def wait() -> list[HalfVector]:
         left = max(0.0, timeout_s - (time.perf_counter() - started))
         try:
             raw = future.result(timeout=left)
-            vector = checked_vectors(
-                raw, count=1, model=provider.model, dimensions=provider.dimensions
+            vectors = checked_vectors(
+                raw, count=len(texts), model=provider.model, dimensions=provider.dimensions
             )
         except FutureTimeout:
             future.cancel()
@@ -97,14 +114,12 @@ def start_query_embedding(
             message = str(exc) if isinstance(exc, ProviderError) else f"{type(exc).__name__}: {exc}"
             raise EmbeddingUnavailable(message, reason=reason) from None
         breaker.record_success(time.perf_counter() - started)
-        half = HalfVector(vector[0])
-        runtime.query_vectors.put(provider.model, text, half)
-        return half
+        return [HalfVector(vector) for vector in vectors]
 
     return Later(wait)
 
 
-def _raise(error: Exception) -> HalfVector:
+def _raise(error: Exception) -> Any:
     raise error
 
 

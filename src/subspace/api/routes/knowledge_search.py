@@ -37,7 +37,7 @@ from subspace.search.options import OPS_BY_TYPE
 from subspace.search.request import SearchRequest, SearchResponse
 from subspace.search.searcher import Searcher
 from subspace.search.service import search
-from subspace.search.vector import EmbeddingUnavailable, embed_query
+from subspace.search.vector import EmbeddingUnavailable, embed_query, start_embedding
 
 log = logging.getLogger(__name__)
 
@@ -246,16 +246,20 @@ def knowledge_search(request: Request, body: SimSearchIn, cx: CX) -> SimSearchOu
         model = searcher.provider.model if searcher.provider is not None else ""
         details = _chunk_details(conn, cx, found.rows, vector, model)
         places = _reading_places(conn, cx, found.rows)
+    # Each row's stored similarity and whole text (its passage when the text is gone).
+    read = {row.ref: details.get(row.ref, (None, None)) for row in found.rows}
+    text_of = {row.ref: read[row.ref][1] or row.passage for row in found.rows}
+    unembedded = [text_of[ref] for ref, (stored, _) in read.items() if stored is None]
+    now = _similarities_now(cx, searcher, vector, unembedded) if found.query.strip() else {}
     results = []
     for rank, row in enumerate(found.rows, start=1):
-        stored, content = details.get(row.ref, (None, None))
-        text = content or row.passage
+        stored, text = read[row.ref][0], text_of[row.ref]
         if not found.query.strip():
             similarity = 1.0  # a tag-only match fits the filters exactly
         elif stored is not None:
             similarity = stored
         else:
-            similarity = _similarity_now(cx, searcher, vector, text)
+            similarity = now[text]
         score = similarity if mode == "vector" else row.score
         index = places.get(row.id, 0) if row.type in ("node", "mem") else _chunk_index(row)
         results.append(_result(row, rank, text, similarity, score, index))
@@ -402,22 +406,27 @@ def _reading_places(conn: Conn, cx: Context, rows: list[Row]) -> dict[UUID, int]
     return places
 
 
-def _similarity_now(cx: Context, searcher: Searcher, vector: HalfVector | None, text: str) -> float:
-    """1 - cosine distance between the query and `text` embedded now (a chunk written since the
-    indexer last ran); 0 when either vector cannot be had."""
+def _similarities_now(
+    cx: Context, searcher: Searcher, vector: HalfVector | None, texts: list[str]
+) -> dict[str, float]:
+    """1 - cosine distance between the query and each text embedded now (chunks written since
+    the indexer last ran), in one provider call; 0 for each when a vector cannot be had."""
     provider = searcher.provider
-    if provider is None or vector is None or not text.strip():
-        return 0.0
+    wanted = list(dict.fromkeys(t for t in texts if t.strip()))
+    found = dict.fromkeys(texts, 0.0)
+    if provider is None or vector is None or not wanted:
+        return found
+    timeout_s = cx.settings.embed_timeout_ms / 1000
     try:
-        chunk = embed_query(
-            searcher.runtime, provider, text, timeout_s=cx.settings.embed_timeout_ms / 1000
-        )
+        chunks = start_embedding(searcher.runtime, provider, wanted, timeout_s=timeout_s).result()
     except EmbeddingUnavailable:
-        return 0.0
+        return found
     a = np.asarray(vector.to_list(), dtype=np.float64)
-    b = np.asarray(chunk.to_list(), dtype=np.float64)
-    norms = float(np.linalg.norm(a) * np.linalg.norm(b))
-    return float(a @ b / norms) if norms else 0.0
+    for text, chunk in zip(wanted, chunks, strict=True):
+        b = np.asarray(chunk.to_list(), dtype=np.float64)
+        norms = float(np.linalg.norm(a) * np.linalg.norm(b))
+        found[text] = float(a @ b / norms) if norms else 0.0
+    return found
 
 
 def _result(

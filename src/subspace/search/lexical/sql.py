@@ -10,6 +10,7 @@ a row scores the same whichever side ranks it.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -208,16 +209,36 @@ def bm25_sql(
     lookups; BM25 score), each source's lengths weighed against `averages[source]`: of every
     row in scope, or only of `items` (the delta). Rows are kind, target_id, item_id, kb_id,
     ref, every, score; the caller orders them (search/lexical/collector.py)."""
+    return _best_targets(
+        scope,
+        tsq,
+        lambda source: _bm25_score(tsq, source, averages.get(source, 1.0)),
+        cap=cap,
+        items=items,
+    )
+
+
+def _best_targets(
+    scope: Scope,
+    tsq: TsQueries,
+    score_of: Callable[[str], Fragment],
+    *,
+    cap: int,
+    items: list[UUID] | None = None,
+) -> Fragment:
+    """Each source's best targets per knowledge base (`_best_per_base`), scored by
+    `score_of(source)`, in one statement: of every row in scope, or only of `items`."""
     every, excluded = every_clause(tsq), _not_excluded(tsq, "s")
     parts = [
-        _best_per_base(source.query, every, excluded,
-                       _bm25_score(tsq, source.name, averages.get(source.name, 1.0)))
+        _best_per_base(source.query, every, excluded, score_of(source.name))
         for source in source_rows(scope, of_items=items is not None)
-    ]  # fmt: skip
-    common = Fragment("", {"any_words": tsq.any_words, "cap": cap})
+    ]
+    params: dict[str, Any] = {"any_words": tsq.any_words, "cap": cap}
     if items is not None:
-        common = Fragment("", {**common.params, "items": items})
-    return Fragment(" union all ".join(p.sql for p in parts) or _NOTHING, bind(common, *parts))
+        params["items"] = items
+    return Fragment(
+        " union all ".join(p.sql for p in parts) or _NOTHING, bind(Fragment("", params), *parts)
+    )
 
 
 def _best_per_base(
@@ -251,15 +272,12 @@ _NOTHING = (
 def ts_rank_cd_sql(scope: Scope, tsq: TsQueries, *, cap: int) -> Fragment:
     """The ts_rank_cd ranking: per source and knowledge base, the best `cap` targets by
     (contains every clause, for short lookups; rank). It scores every matching document."""
-    every = every_clause(tsq)
-    excluded = _not_excluded(tsq, "s")
-    parts = []
-    for source in source_rows(scope):
-        weight = float(source_weight(source.name))  # a number of ours, written in as text
-        score = Fragment(f"ts_rank_cd(s.tsv, %(any_words)s::tsquery) * {weight!r}::float8")
-        parts.append(_best_per_base(source.query, every, excluded, score))
-    common = Fragment("", {"any_words": tsq.any_words, "cap": cap})
-    return Fragment(" union all ".join(p.sql for p in parts) or _NOTHING, bind(common, *parts))
+
+    def score(source: str) -> Fragment:
+        weight = float(source_weight(source))  # a number of ours, written in as text
+        return Fragment(f"ts_rank_cd(s.tsv, %(any_words)s::tsquery) * {weight!r}::float8")
+
+    return _best_targets(scope, tsq, score, cap=cap)
 
 
 def title_kinds() -> frozenset[str]:

@@ -2,12 +2,9 @@
 // list of keys behind `?`.
 
 import { openModal } from "./dialog.js";
-import { h, toast } from "./dom.js";
+import { h, MOD, toast } from "./dom.js";
 import { installLinkHandling, render } from "./router.js";
 import { installSidebar } from "./sidebar.js";
-
-const isMac = /Mac|iPhone|iPad/.test(navigator.platform || navigator.userAgent);
-const MOD = isMac ? "⌘" : "Ctrl";
 
 // What the `?` dialog lists: [keys, what they do], by where they work.
 const KEYS = [
@@ -41,7 +38,7 @@ function typing(target) {
 }
 
 function installShortcuts() {
-  document.querySelector("#open-palette .shortcut").textContent = isMac ? "⌘K" : "Ctrl K";
+  document.querySelector("#open-palette .shortcut").textContent = MOD === "⌘" ? "⌘K" : "Ctrl K";
   document.getElementById("open-palette").addEventListener("click", openPalette);
   document.getElementById("open-palette-top").addEventListener("click", openPalette);
   document.getElementById("show-keys").addEventListener("click", showKeys);

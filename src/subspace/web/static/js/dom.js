@@ -1,6 +1,9 @@
 // Building the page: every piece of text goes in through textContent, never as HTML, so
 // whatever a bullet, a file name or a mail subject holds is shown as text and runs nothing.
 
+/** The modifier key shortcuts name: ⌘ on Apple devices, Ctrl elsewhere. */
+export const MOD = /Mac|iPhone|iPad/.test(navigator.platform || navigator.userAgent) ? "⌘" : "Ctrl";
+
 /** An element: h("a", {href: "/x", class: "row"}, "text", child, …). */
 export function h(tag, attrs = {}, ...children) {
   const el = document.createElement(tag);

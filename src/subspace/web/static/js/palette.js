@@ -110,7 +110,7 @@ function takeChips(atEnd) {
       if (!kind) return whole;
       palette.kinds.add(kind);
     } else {
-      const kb = state.knowledgeBases.find((k) => k.name.toLowerCase() === value.toLowerCase());
+      const kb = kbNamed(value);
       if (!kb) return whole;
       palette.kbs.add(kb.id);
     }
@@ -120,6 +120,12 @@ function takeChips(atEnd) {
   if (!changed) return;
   input.value = text.replace(/^\s+/, "");
   drawChips();
+}
+
+/** The knowledge base named `value`, ignoring case; undefined when there is none. */
+function kbNamed(value) {
+  const name = value.toLowerCase();
+  return state.knowledgeBases.find((kb) => kb.name.toLowerCase() === name);
 }
 
 function kindNamed(value) {
@@ -273,7 +279,7 @@ function unknownBases(text) {
   return [...text.matchAll(CHIP)]
     .filter(([, , key]) => key.toLowerCase() === "kb")
     .map(([, , , value]) => value)
-    .filter((value) => !state.knowledgeBases.some((kb) => kb.name.toLowerCase() === value.toLowerCase()));
+    .filter((value) => !kbNamed(value));
 }
 
 /** The empty list: what found nothing, and what to try. */

@@ -15,7 +15,7 @@ const ROUTES = [
 ];
 
 // The views that list a knowledge base's content: their address carries the base (`?kb=`).
-const BASE_VIEWS = new Set(["/", "/files", "/mail"]);
+export const BASE_VIEWS = new Set(["/", "/files", "/mail"]);
 
 const view = () => document.getElementById("view");
 let current = { cleanup: null, controller: null };

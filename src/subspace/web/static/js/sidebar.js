@@ -4,7 +4,7 @@
 import { get, post, query } from "./api.js";
 import { promptDialog } from "./dialog.js";
 import { clear, h, toast } from "./dom.js";
-import { navigate } from "./router.js";
+import { BASE_VIEWS, navigate } from "./router.js";
 import { on, state } from "./state.js";
 
 let pages = [];
@@ -69,7 +69,7 @@ function markCurrent() {
  */
 function switchTo(kbId) {
   const path = window.location.pathname;
-  const stays = path === "/" || path === "/files" || path === "/mail";
+  const stays = BASE_VIEWS.has(path);
   navigate(`${stays ? path : "/"}?kb=${kbId}`);
 }
 

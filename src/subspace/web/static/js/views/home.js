@@ -2,7 +2,7 @@
 // and, while it is empty, how to begin.
 
 import { get, post, query } from "../api.js";
-import { clear, formatDate, h, toast } from "../dom.js";
+import { clear, formatDate, h, MOD, toast } from "../dom.js";
 import { navigate } from "../router.js";
 import { emit, state } from "../state.js";
 
@@ -35,14 +35,13 @@ export async function render(container, _params, { signal }) {
   ]);
   const kb = state.knowledgeBases.find((k) => k.id === kbId);
   document.title = "Subspace";
-  const mod = /Mac|iPhone|iPad/.test(navigator.platform || navigator.userAgent) ? "⌘" : "Ctrl";
   const empty = !overview.pages && !overview.files && !overview.mail;
-  const recent = [...pages].sort((a, b) => (b.updated_at || "").localeCompare(a.updated_at || "")).slice(0, RECENT);
+  const recent = pages.slice(0, RECENT); // the list comes most recently changed first
   clear(container).append(
     h("div", { class: "view-head" },
       h("h1", {}, kb ? kb.name : "Start"),
       h("button", { type: "button", class: "primary", id: "start-new-page", onclick: createPage }, "+ New page")),
-    h("p", { class: "hint muted" }, "Find anything with ", h("kbd", {}, `${mod} K`),
+    h("p", { class: "hint muted" }, "Find anything with ", h("kbd", {}, `${MOD} K`),
       ": pages, bullets, files and mail. Ask a question there with ", h("kbd", {}, "⇧ Enter"), ". ",
       h("kbd", {}, "?"), " lists every key."),
     h("ul", { class: "cards", "aria-label": "What this knowledge base holds" },
