@@ -12,11 +12,11 @@ the same events again: rewriting an item's documents twice changes nothing.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import shutil
 import threading
-import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -35,28 +35,33 @@ from subspace.search.lexical.delta import AFTER, Behind, behind
 from subspace.search.lexical.documents import all_documents, item_documents
 from subspace.search.lexical.index import (
     CURRENT,
+    DISK_FULL,
     FORMAT,
     ITEM,
     LOCK,
     STATE,
     TARGET,
     WRITER_HEAP_BYTES,
-    LexicalReader,
     State,
     current_generation,
     database_folder,
+    generation_name,
     open_index,
     source_kinds,
     write_atomically,
 )
+from subspace.search.lexical.integrity import Checksums, check_generation, engine_failed
 from subspace.search.lexical.leg import database_identity, index_root
+from subspace.search.lexical.reader import LexicalReader
 from subspace.search.registry import event_item_sql, event_kind_sql
 
 log = logging.getLogger(__name__)
 
 POLL_S = 2.0  # also polled, in case a notification is missed
 ITEMS_PER_READ = 500  # items whose documents one statement reads
-RETRY_S = 5.0  # after a round that failed
+RETRY_S = 5.0  # after a round that failed, doubled after each failure in a row
+MAX_RETRY_S = 60.0
+LOW_SPACE_BYTES = 16_000_000  # free in the index folder below which a failed write means full
 
 
 @dataclass
@@ -148,6 +153,7 @@ class LexicalFollower:
         self._lock: FollowerLock | None = None
         self._writers: Writers | None = None
         self._position: str | None = None
+        self._checksums = Checksums()
         self._stop = threading.Event()
         self._wake = threading.Event()
         self.on_committed: Callable[[Followed], None] | None = None  # a seam for tests
@@ -194,26 +200,51 @@ class LexicalFollower:
         return done
 
     def _usable(self) -> bool:
-        """Whether the writers are open on the generation CURRENT names, which fits this
-        database and holds a position from its past."""
-        folder = self.folder
-        generation = current_generation(folder)
-        if self._writers is not None and generation == self._writers.generation:
-            return (generation / STATE).exists()
-        self._close_writers()
-        if generation is None:
-            return False
-        state = State.read(generation / STATE)
+        """Whether the writers are open on the generation CURRENT names, whose files check
+        out, which fits this database and holds a position from its past. CURRENT and the
+        state file are the follower's own record, written again when damaged; a damaged
+        file of the engine's makes the generation unusable (and no reader serves it)."""
         assert self._database is not None
-        if state is None or not state.fits(self._database) or not self._from_here(state):
+        folder = self.folder
+        if self._writers is not None and self._writers.generation.is_dir():
+            self._restore_record(self._writers.generation)
+        generation, problem = check_generation(
+            folder, self._checksums, lambda state: state.fits(self._database or "")
+        )
+        if problem:
+            log.warning("the lexical index in %s cannot serve: %s", folder, problem)
+            self._close_writers()
+            if generation is not None:
+                (folder / CURRENT).unlink(missing_ok=True)  # readers rank in Postgres
+            return False
+        assert generation is not None
+        if self._writers is not None and generation == self._writers.generation:
+            return True
+        self._close_writers()
+        state = State.read(generation / STATE)
+        if state is None or not self._from_here(state):
             return False
         try:
             self._writers = Writers(generation)
-        except (ValueError, OSError) as exc:
+        except BaseException as exc:
+            if not engine_failed(exc):
+                raise
             log.warning("cannot open the lexical index in %s (%s); rebuilding", generation, exc)
             return False
         self._position = state.position
         return True
+
+    def _restore_record(self, generation: Path) -> None:
+        """Write CURRENT and the state file again when they no longer say what the open
+        writers hold (their bytes were damaged, or removed)."""
+        assert self._database is not None and self._writers is not None
+        if current_generation(self.folder) != generation:
+            log.warning("the lexical index's CURRENT was damaged; naming %s again", generation)
+            write_atomically(self.folder / CURRENT, generation.name)
+        state = State(FORMAT, self._database, self._writers.kinds, self._position)
+        if self._position is not None and State.read(generation / STATE) != state:
+            log.warning("the lexical index's state was damaged; writing it again")
+            state.write(generation / STATE)
 
     def _from_here(self, state: State) -> bool:
         """Whether the state's position is a snapshot of this database's past (a restored
@@ -289,7 +320,7 @@ class LexicalFollower:
                 "`subspace serve` or `subspace indexer`) and try again."
             )
         self._close_writers()
-        generation = folder / f"g{time.time_ns()}"
+        generation = folder / generation_name()
         writers = Writers(generation, create=True)
         written = 0
         try:
@@ -313,6 +344,7 @@ class LexicalFollower:
                 shutil.rmtree(old, ignore_errors=True)
         self._writers = writers
         self._position = snapshot
+        self._checksums = Checksums()
         log.info("built the lexical index: %d documents in %s", written, generation)
         return written
 
@@ -337,23 +369,64 @@ class LexicalFollower:
             self._lock.release()
 
     def run(self) -> None:
-        """Follow until `stop()`: wake on NOTIFY, or every few seconds."""
+        """Follow until `stop()`: wake on NOTIFY, or every few seconds; after a failed round,
+        wait longer each time (up to a minute)."""
         listener = Listener(self.db.dsn, CHANNEL, lambda _: self._wake.set(), name="lexical-listen")
         listener.start()
+        failures = 0
         try:
             while not self._stop.is_set():
-                wait = POLL_S
-                try:
-                    self.run_once()
-                except Exception:  # a database hiccup, a folder removed under the writers
-                    log.exception("lexical follower round failed; retrying")
-                    self._close_writers()
-                    wait = RETRY_S
-                self._wake.wait(wait)
+                failures = 0 if self.run_round() is None else failures + 1
+                self._wake.wait(_pause_s(failures))
                 self._wake.clear()
         finally:
             listener.stop()
             self.close()
+
+    def run_round(self) -> str | None:
+        """One round of `run`: None when it succeeded, else what failed (logged, the writers
+        closed, and a full disk said to every reader)."""
+        try:
+            self.run_once()
+        except Exception as exc:  # a database hiccup, a folder removed, a full disk
+            full = _out_of_space(exc, self.folder)
+            self._disk_full(full)
+            if full:
+                log.warning("the lexical index's disk is full; retrying: %s", exc)
+            else:
+                log.exception("lexical follower round failed; retrying")
+            self._close_writers()
+            return str(exc) or type(exc).__name__
+        self._disk_full(False)
+        return None
+
+    def _disk_full(self, full: bool) -> None:
+        """Say (by an empty file, which a full disk still takes) that writes fail for lack of
+        space, for readers in every process; remove it once a round succeeds."""
+        marker = self.folder / DISK_FULL
+        try:
+            if full:
+                marker.touch()
+            else:
+                marker.unlink(missing_ok=True)
+        except OSError:
+            pass
+
+
+def _pause_s(failures: int) -> float:
+    """How long to wait before the next round after `failures` failed rounds in a row."""
+    return min(RETRY_S * 2 ** (failures - 1), MAX_RETRY_S) if failures else POLL_S
+
+
+def _out_of_space(exc: BaseException, folder: Path) -> bool:
+    """Whether a failed round ran out of space: an ENOSPC, or (as the engine's writer threads
+    report it only as "killed") a failure with next to no space left in the folder."""
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+        return True
+    try:
+        return shutil.disk_usage(folder).free < LOW_SPACE_BYTES
+    except OSError:
+        return False
 
 
 def _snapshot(conn: Conn) -> str:
@@ -426,8 +499,9 @@ def lexical_status(
     if reader is None:
         identity = database_identity(conn)
         reader = LexicalReader(database_folder(index_root(settings), identity), identity)
-    view = reader.view()
+    view, disk_full = reader.view(), reader.disk_full()
     if view is None:
-        return LexicalStatus(str(reader.folder), None, None, reader.problem)
+        problem = "; ".join(filter(None, (reader.problem, disk_full)))
+        return LexicalStatus(str(reader.folder), None, None, problem)
     documents = sum(int(searcher.num_docs) for searcher in view.searchers.values())
-    return LexicalStatus(str(reader.folder), documents, behind(conn, view.position))
+    return LexicalStatus(str(reader.folder), documents, behind(conn, view.position), disk_full)

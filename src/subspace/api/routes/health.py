@@ -10,7 +10,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from subspace.api.state import database
 from subspace.db.migrate import pending_migrations
-from subspace.db.pool import check_pgvector
+from subspace.db.pool import Conn, check_pgvector
+from subspace.indexer.lexical import lexical_status
+from subspace.search.lexical.leg import database_identity, index_root
 
 router = APIRouter(tags=["health"])
 
@@ -27,7 +29,12 @@ class Readiness(BaseModel):
             "examples": [
                 {
                     "status": "ready",
-                    "checks": {"database": "ok", "pgvector": "0.8.0", "migrations": "at head"},
+                    "checks": {
+                        "database": "ok",
+                        "pgvector": "0.8.0",
+                        "migrations": "at head",
+                        "lexical_index": "ok",
+                    },
                 }
             ]
         }
@@ -35,7 +42,9 @@ class Readiness(BaseModel):
 
     status: str = Field(description="`ready`, or `not ready` (with status 503).")
     checks: dict[str, str] = Field(
-        description="database, pgvector and migrations, or the error that stopped the checks."
+        description="database, pgvector and migrations, or the error that stopped the checks; "
+        "`lexical_index` says `ok`, or `degraded: <why>` while searches rank in Postgres or "
+        "the index takes no writes (searches still answer, so the server stays ready)."
     )
 
 
@@ -62,8 +71,21 @@ def readyz(request: Request) -> dict[str, Any] | JSONResponse:
             pending = pending_migrations(conn)
             checks["migrations"] = "at head" if not pending else f"{len(pending)} pending"
             ready = not pending
+            if ready:
+                checks["lexical_index"] = _lexical_index(request, conn)
     except Exception as exc:  # readiness reports any failure instead of raising it
         checks["error"] = str(exc)
         ready = False
     body = {"status": "ready" if ready else "not ready", "checks": checks}
     return body if ready else JSONResponse(body, status_code=503)
+
+
+def _lexical_index(request: Request, conn: Conn) -> str:
+    """ "ok", or why searches rank in Postgres or the index takes no writes: searches still
+    answer (from Postgres), so this does not make the server unready."""
+    settings = request.app.state.settings
+    reader = database(request).search_runtime.lexical_reader(
+        index_root(settings), lambda: database_identity(conn)
+    )
+    problem = lexical_status(conn, settings, reader).problem
+    return f"degraded: {problem}" if problem else "ok"

@@ -26,9 +26,9 @@ from subspace.search.lexical.index import (
     PART,
     TARGET_HI,
     TARGET_LO,
-    EngineView,
 )
 from subspace.search.lexical.query import EngineFilters, every_first, in_base, source_clauses
+from subspace.search.lexical.reader import EngineView
 from subspace.search.lexical.sql import source_weight, title_kinds
 from subspace.search.lexical.terms import TsQueries
 

@@ -1,9 +1,10 @@
 """The lexical engine's index on disk: a Tantivy index per BM25 source, derived from Postgres
-like the embeddings, in one folder per database; and how a process reads it.
+like the embeddings, in one folder per database (search/lexical/reader.py reads it).
 
     <root>/<database>/CURRENT         the generation in use (a rebuild writes a new one, then
                                       points CURRENT at it)
     <root>/<database>/follower.lock   held by the one process that writes (indexer/lexical.py)
+    <root>/<database>/DISK_FULL       there while the follower's writes fail for lack of space
     <root>/<database>/<generation>/state.json   format, database, kinds, position applied
     <root>/<database>/<generation>/<source>/    one Tantivy index per BM25 source
 
@@ -23,20 +24,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
+import re
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 from uuid import UUID
 
 import tantivy
 
 from subspace.search import registry
-
-log = logging.getLogger(__name__)
 
 FORMAT = 3  # the layout and analysis of the documents; another format is rebuilt
 TEXT = "text"  # the lexemes, at their positions
@@ -58,7 +57,9 @@ TARGET_HI, TARGET_LO, ITEM_HI, ITEM_LO, PART, KIND_CODE, DIGEST = (
 WRITER_HEAP_BYTES = 32_000_000  # per source; Tantivy flushes a segment when it fills
 STATE = "state.json"
 CURRENT = "CURRENT"
+GENERATION_NAME = re.compile(r"g[0-9]{1,20}")  # as generation_name() makes them
 LOCK = "follower.lock"
+DISK_FULL = "DISK_FULL"  # made by the follower while its disk is full, removed once it writes
 
 
 def schema() -> tantivy.Schema:
@@ -197,14 +198,21 @@ def database_folder(root: Path, identity: str) -> Path:
     return root / hashlib.sha256(identity.encode()).hexdigest()[:16]
 
 
+def generation_name() -> str:
+    """A new generation's folder name: later ones sort after earlier ones."""
+    return f"g{time.time_ns()}"
+
+
 def current_generation(folder: Path) -> Path | None:
-    """The generation CURRENT names in `folder`, if it names one that exists."""
+    """The generation CURRENT names in `folder`, if it names one that exists; None whatever
+    else CURRENT holds (missing, empty, any bytes at all)."""
     try:
-        name = (folder / CURRENT).read_text(encoding="utf-8").strip()
+        raw = (folder / CURRENT).read_bytes()
     except OSError:
         return None
+    name = raw.strip().decode("ascii", errors="replace")
     path = folder / name
-    return path if name and "/" not in name and path.is_dir() else None
+    return path if GENERATION_NAME.fullmatch(name) and path.is_dir() else None
 
 
 def open_index(generation: Path, source: str, *, create: bool = False) -> tantivy.Index:
@@ -218,132 +226,6 @@ def open_index(generation: Path, source: str, *, create: bool = False) -> tantiv
     index = tantivy.Index(SCHEMA, path=str(path), reuse=True)
     index.config_reader(reload_policy="manual")
     return index
-
-
-@dataclass(frozen=True)
-class EngineStats:
-    """What Tantivy scores a source with: its documents, deleted ones not yet merged away
-    included, and their average length. Both are read from an explanation of a score, as
-    the engine's own numbers."""
-
-    documents: int
-    average_length: float
-
-
-@dataclass(frozen=True)
-class EngineView:
-    """One consistent reading of the index: the position it holds and, per source, the
-    searcher and the statistics it scores with. A search uses one view throughout."""
-
-    position: str
-    searchers: Mapping[str, tantivy.Searcher]
-    stats: Mapping[str, EngineStats]
-    kinds: Mapping[str, list[str]]
-
-    def holding(self, source: str, lexeme: str) -> int:
-        """Documents of `source` in the engine holding `lexeme` (deleted ones included, as
-        the engine's idf counts them)."""
-        searcher = self.searchers.get(source)
-        return 0 if searcher is None else int(searcher.doc_freq(TEXT, lexeme))
-
-
-def engine_stats(searcher: tantivy.Searcher) -> EngineStats | None:
-    """Read N and avgdl off the explanation of one term's score in one document; None for an
-    index without a live document."""
-    for term, _ in searcher.terms_with_prefix(TEXT, "", limit=64):
-        query = tantivy.Query.term_query(SCHEMA, TEXT, term, index_option="position")
-        hits = searcher.search(query, 1, count=False).hits
-        if not hits:
-            continue  # every document holding it was deleted
-        explained = json.loads(query.explain(searcher, hits[0][1]).to_json())
-        found = dict(_explained_values(explained))
-        return EngineStats(int(found["N"]), float(found["avgdl"]))
-    return None
-
-
-def _explained_values(node: dict[str, Any]) -> Iterator[tuple[str, float]]:
-    """(name, value) of each detail of an explanation named before its first comma
-    ("N, total number of docs" -> N)."""
-    description = str(node.get("description", ""))
-    name = description.split(",", 1)[0].strip()
-    if name in ("N", "avgdl", "n", "dl"):
-        yield name, float(node["value"])
-    for child in node.get("details", []) or []:
-        yield from _explained_values(child)
-
-
-def _file_stamp(path: Path | None) -> tuple[int, int] | None:
-    """A file's inode and modification time (a replaced file has a new inode)."""
-    if path is None:
-        return None
-    try:
-        status = path.stat()
-    except OSError:
-        return None
-    return status.st_ino, status.st_mtime_ns
-
-
-class LexicalReader:
-    """The index as one process reads it: a view refreshed when the follower records a new
-    position or a rebuild swaps the generation. Thread-safe; views are immutable."""
-
-    def __init__(self, folder: Path, database: str) -> None:
-        self.folder = folder
-        self.database = database
-        self._lock = threading.Lock()
-        self._seen: tuple[Any, ...] | None = None
-        self._generation: Path | None = None
-        self._indexes: dict[str, tantivy.Index] = {}
-        self._view: EngineView | None = None
-        self.problem = "the index has not been built yet"
-
-    def view(self) -> EngineView | None:
-        """The current view; None when there is no usable index (`problem` says why)."""
-        with self._lock:
-            stamp = self._stamp()
-            if stamp != self._seen:
-                opened = self._generation
-                self._view = self._load()
-                # A stamp taken before the load: a commit during it is seen at the next
-                # search. Another generation opened has its own state file to watch.
-                self._seen = stamp if self._generation == opened else self._stamp()
-            return self._view
-
-    def _stamp(self) -> tuple[Any, ...]:
-        """What changes when the follower commits (its state file is replaced) or a rebuild
-        swaps generations (CURRENT is): two stat calls a search, no read."""
-        state = None if self._generation is None else self._generation / STATE
-        return (_file_stamp(self.folder / CURRENT), _file_stamp(state))
-
-    def _load(self) -> EngineView | None:
-        generation = current_generation(self.folder)
-        if generation is None:
-            self.problem = "the index is missing"
-            return None
-        state = State.read(generation / STATE)
-        if state is None or not state.fits(self.database) or state.position is None:
-            self.problem = "the index is of another database, format or set of kinds"
-            return None
-        try:
-            if generation != self._generation:
-                self._indexes = {s: open_index(generation, s) for s in state.kinds}
-                self._generation = generation
-            searchers = {}
-            stats = {}
-            for source, index in self._indexes.items():
-                index.reload()
-                searchers[source] = index.searcher()
-                found = engine_stats(searchers[source])
-                if found is not None:
-                    stats[source] = found
-        except (ValueError, OSError) as exc:
-            log.warning("cannot read the lexical index in %s: %s", generation, exc)
-            self._generation = None
-            self._indexes = {}
-            self.problem = "the index cannot be read"
-            return None
-        self.problem = ""
-        return EngineView(state.position, searchers, stats, state.kinds)
 
 
 def documents(generation: Path, source: str) -> set[tuple[UUID, int, int, int]]:

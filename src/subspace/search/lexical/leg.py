@@ -23,8 +23,9 @@ from subspace.search.fragments import Fragment, bind
 from subspace.search.fusion import Hit
 from subspace.search.lexical.collector import Ranked, as_hits, engine_top, from_rows, merged
 from subspace.search.lexical.delta import Delta, queue_delta
-from subspace.search.lexical.index import EngineView, LexicalReader
+from subspace.search.lexical.integrity import engine_failed
 from subspace.search.lexical.query import EngineFilters
+from subspace.search.lexical.reader import EngineView, LexicalReader
 from subspace.search.lexical.sql import bm25_sql, source_names, ts_rank_cd_sql
 from subspace.search.lexical.terms import TsQueries
 from subspace.search.options import RANKERS
@@ -50,6 +51,8 @@ class LexicalInputs:
 
     view: EngineView | None
     problem: str  # why there is no view ("" when there is one)
+    reader: LexicalReader | None = None  # told when the engine fails on the view
+    disk_full: str = ""  # why the index takes no new writes: its disk is full
     delta: Later[Delta] | None = None
     excluded: Later[frozenset[UUID]] | None = None
     max_lag_s: float = 0.0
@@ -62,12 +65,16 @@ def prepare_lexical(
     """The engine's view and, with one, the statements the leg needs, queued."""
     if ranker != "bm25":
         return LexicalInputs(None, "")
-    view = reader.view() if reader is not None else None
+    if reader is None:
+        return LexicalInputs(None, "no index")
+    view, disk_full = reader.view(), reader.disk_full()
     if view is None:
-        return LexicalInputs(None, reader.problem if reader is not None else "no index")
+        return LexicalInputs(None, "; ".join(filter(None, (reader.problem, disk_full))))
     return LexicalInputs(
         view,
         "",
+        reader,
+        disk_full,
         queue_delta(conn, workspace_id, view.position),
         _queue_excluded(conn, workspace_id, user_id),
         settings.lexical_max_lag_s,
@@ -142,17 +149,28 @@ def queue_lexical_leg(
         only = tagged.result() if tagged is not None else None
         try:
             found = _engine_rankings(view, tsq, scope, excluded | delta.items, only, cap)
-        except (ValueError, OSError) as exc:  # the index went away under the search
+        except BaseException as exc:  # the index damaged or gone under the search
+            # A damaged file can make the engine raise, panic, or hand back values of any
+            # sort; a failure the files do not explain is a fault of ours and is raised.
+            damaged = bool(
+                (isinstance(exc, Exception) or engine_failed(exc))
+                and inputs.reader is not None
+                and inputs.reader.failed(view, exc)
+            )
+            if not (damaged or engine_failed(exc)):
+                raise
             log.warning("lexical index unreadable, ranking in Postgres: %s", exc)
             return _ranked_in_postgres(conn, scope, tsq, cap, "the index could not be read")
         if written is not None:
             found.append(written.result())
         note = None
-        if delta.oldest_s > inputs.max_lag_s:
+        if delta.oldest_s > inputs.max_lag_s or inputs.disk_full:
             note = (
                 f"the lexical index is {delta.events:,} writes ({delta.oldest_s:,.0f} s) "
                 "behind; they are ranked from Postgres"
             )
+            if inputs.disk_full:
+                note = f"{inputs.disk_full}: {note}"
         return LexicalRun(as_hits(merged(found, cap)), note, delta)
 
     return Later(run)

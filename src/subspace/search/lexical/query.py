@@ -29,8 +29,8 @@ from subspace.search.lexical.index import (
     KIND,
     SCHEMA,
     TEXT,
-    EngineView,
 )
+from subspace.search.lexical.reader import EngineView
 from subspace.search.lexical.sql import ALL_WORDS_CLAUSES, weights
 from subspace.search.lexical.terms import Phrase, TsQueries
 

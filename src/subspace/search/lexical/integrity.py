@@ -1,0 +1,196 @@
+"""Whether the files of a lexical index generation are what the engine wrote.
+
+Tantivy ends every segment file with a footer holding a CRC32 of the file's body, but checks
+only the footer's magic number when it opens a file: bytes overwritten inside a segment go
+unnoticed, and a search then returns wrong results, raises, or panics in the engine's Rust
+code. So the follower and every reader check the checksums themselves, each file once for as
+long as it stays the same file (segment files are never rewritten: a commit or a merge adds
+new ones), and any file they cannot vouch for makes the generation damaged.
+
+A segment file truncated while a process has it mapped is another matter: the next read of
+the lost pages is a SIGBUS, which kills the process before any code of ours runs. Verified
+files are therefore made read-only, and a restart checks every file before the index serves.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import stat
+import struct
+import threading
+import zlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from subspace.search.lexical.index import CURRENT, STATE, State, current_generation
+
+FOOTER_MAGIC = 1337  # tantivy's directory/footer.rs: the last 4 bytes of every segment file
+FOOTER_TAIL = 8  # the footer's JSON length and the magic, two little-endian u32
+FOOTER_MAX = 50_000  # bytes of footer JSON tantivy accepts
+MANAGED = ".managed.json"
+SEGMENT_PARTS = ("idx", "pos", "term", "fieldnorm", "fast", "store")
+READ_CHUNK = 1 << 20  # bytes read at a time while checksumming
+READ_ONLY = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
+PASSES = 3  # a check that meets meta.json replaced under it (a merge) starts again
+
+
+def engine_failed(exc: BaseException) -> bool:
+    """Whether `exc` is the engine failing on its files: an error it raised, or a panic of
+    its Rust code, which pyo3 raises as a PanicException deriving from BaseException (so
+    `except Exception` lets it through)."""
+    return isinstance(exc, ValueError | OSError) or type(exc).__name__ == "PanicException"
+
+
+Stamp = tuple[int, int, int]  # inode, size, modification time in ns
+
+
+def _stamp(path: Path) -> Stamp | None:
+    try:
+        status = path.stat()
+    except OSError:
+        return None
+    return status.st_ino, status.st_size, status.st_mtime_ns
+
+
+class Damaged(Exception):
+    """A file of the generation is not what was written: says which and how."""
+
+
+@dataclass
+class Checksums:
+    """The files found whole so far, by their stamp: a file replaced or written in place has
+    a new stamp and is checked again. Thread-safe; one per reader or follower."""
+
+    verified: dict[Path, Stamp] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def damage(self, generation: Path, sources: Iterable[str]) -> str | None:
+        """Why the generation cannot be trusted ("" never), or None when every file of every
+        source's index checks out."""
+        try:
+            for source in sources:
+                self._check_index(generation / source)
+        except Damaged as exc:
+            return str(exc)
+        return None
+
+    def forget(self, generation: Path) -> None:
+        """Check the generation's files again from scratch (a search failed on it)."""
+        with self._lock:
+            for path in [p for p in self.verified if generation in p.parents]:
+                del self.verified[path]
+
+    def _check_index(self, folder: Path) -> None:
+        for _ in range(PASSES):
+            meta = folder / "meta.json"
+            before = _stamp(meta)
+            try:
+                files = segment_files(json.loads(meta.read_bytes()))
+            except OSError as exc:
+                raise Damaged(f"{meta} cannot be read ({exc.strerror})") from None
+            except (ValueError, KeyError, TypeError, AttributeError):
+                raise Damaged(f"{meta} is not tantivy's meta.json") from None
+            _check_managed(folder / MANAGED)
+            missing = [name for name in files if self._check_file(folder / name) == "missing"]
+            if not missing:
+                return
+            if _stamp(meta) == before:  # not a merge that removed them meanwhile
+                raise Damaged(f"{folder / missing[0]} is missing")
+        raise Damaged(f"{folder} keeps changing under the check")
+
+    def _check_file(self, path: Path) -> str:
+        """ "ok" or "missing"; raises Damaged for a file whose checksum does not hold."""
+        stamp = _stamp(path)
+        if stamp is None:
+            return "missing"
+        with self._lock:
+            if self.verified.get(path) == stamp:
+                return "ok"
+        problem = footer_problem(path)
+        if problem:
+            raise Damaged(f"{path} {problem}")
+        with contextlib.suppress(OSError):
+            os.chmod(path, READ_ONLY)  # nothing but a rebuild writes it again
+        with self._lock:
+            self.verified[path] = stamp
+        return "ok"
+
+
+def _check_managed(path: Path) -> None:
+    """tantivy's list of the files it manages, which it reads to open an index."""
+    try:
+        listed = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return  # made at the first commit
+    except OSError as exc:
+        raise Damaged(f"{path} cannot be read ({exc.strerror})") from None
+    except ValueError:
+        listed = None
+    if not isinstance(listed, list) or not all(isinstance(name, str) for name in listed):
+        raise Damaged(f"{path} is not tantivy's list of files")
+
+
+def segment_files(meta: dict[str, Any]) -> list[str]:
+    """The files the segments of a meta.json consist of: six parts each, and the deletes of
+    the last commit that deleted from it."""
+    names = []
+    for segment in meta["segments"]:
+        ident = str(segment["segment_id"]).replace("-", "")
+        names += [f"{ident}.{part}" for part in SEGMENT_PARTS]
+        deletes = segment.get("deletes")
+        if deletes:
+            names.append(f"{ident}.{int(deletes['opstamp'])}.del")
+    return names
+
+
+def footer_problem(path: Path) -> str:
+    """What is wrong with a segment file's footer or checksum; "" when it holds."""
+    try:
+        with path.open("rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size < FOOTER_TAIL:
+                return f"is too short ({size} bytes) to be a segment file"
+            handle.seek(size - FOOTER_TAIL)
+            length, magic = struct.unpack("<II", handle.read(FOOTER_TAIL))
+            if magic != FOOTER_MAGIC or length > min(FOOTER_MAX, size - FOOTER_TAIL):
+                return "has no segment footer"
+            body = size - FOOTER_TAIL - length
+            handle.seek(body)
+            try:
+                expected = int(json.loads(handle.read(length))["crc"])
+            except (ValueError, KeyError, TypeError):
+                return "has a damaged footer"
+            handle.seek(0)
+            crc, left = 0, body
+            while left:
+                block = handle.read(min(READ_CHUNK, left))
+                if not block:
+                    return "is shorter than its footer says"
+                crc, left = zlib.crc32(block, crc), left - len(block)
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror})"
+    return "" if crc == expected else "fails its checksum: its bytes were changed"
+
+
+def check_generation(
+    folder: Path, checksums: Checksums, fits: Callable[[State], bool]
+) -> tuple[Path | None, str]:
+    """The generation CURRENT names in `folder` and "" when it can serve; else None or the
+    generation, and why not."""
+    generation = current_generation(folder)
+    if generation is None:
+        damaged = (folder / CURRENT).exists()
+        return None, "the index's CURRENT file is damaged" if damaged else "the index is missing"
+    state = State.read(generation / STATE)
+    if state is None:
+        return generation, "the index's state file is damaged"
+    if not fits(state):
+        return generation, "the index is of another database, format or set of kinds"
+    damage = checksums.damage(generation, state.kinds)
+    if damage is not None:
+        return generation, f"a file of the index is damaged ({damage})"
+    return generation, ""
