@@ -54,9 +54,16 @@ def palette(page: Page, query: str) -> None:
     page.wait_for_timeout(400)  # let the last keystroke's answer replace the rows
 
 
+def sign_in(page: Page, base: str, token: str) -> None:
+    """Sign in as a person would with a key: pasted into the sign-in page."""
+    page.goto(f"{base}/signin")
+    page.fill("#signin-code", token)
+    page.click("button[type=submit]")
+
+
 def shoot(page: Page, base: str, token: str, scheme: str) -> None:
     page.emulate_media(color_scheme=scheme)
-    page.goto(f"{base}/?token={token}")
+    sign_in(page, base, token)
     page.wait_for_selector("#page-list a")
     page.wait_for_selector(".cards")
     page.screenshot(path=OUT / f"start-{scheme}.png")
@@ -74,7 +81,7 @@ def shoot(page: Page, base: str, token: str, scheme: str) -> None:
 
 
 def shoot_narrow(page: Page, base: str, token: str) -> None:
-    page.goto(f"{base}/?token={token}")
+    sign_in(page, base, token)
     page.wait_for_selector("#page-list a", state="attached")
     page.click("#open-drawer")
     page.click("#page-list a:has-text('Incident review')")
@@ -94,8 +101,13 @@ def main() -> None:
         )  # fmt: skip
         try:
             assert server.stdout is not None
-            link = next(line for line in server.stdout if "?token=" in line)
-            base, token = f"http://127.0.0.1:{port}", link.split("?token=")[1].strip()
+            next(line for line in server.stdout if line.startswith("Sign in: "))
+            base = f"http://127.0.0.1:{port}"
+            made = subprocess.run(
+                [sys.executable, "-m", "subspace", "keys", "create", "--name", "screenshots"],
+                env=env, capture_output=True, text=True, check=True,
+            )  # fmt: skip
+            token = made.stdout.strip().splitlines()[-1]
             wait_until_indexed(base, token)
             with sync_playwright() as playwright:
                 browser = playwright.chromium.launch(

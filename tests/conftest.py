@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -104,6 +106,16 @@ def cx(database: Database, settings: Settings) -> Context:
 @pytest.fixture
 def actor(cx: Context) -> Actor:
     return cx.actor
+
+
+def key_of_home(env: dict[str, str]) -> str:
+    """A new API key of the home `env` names, made by `subspace keys create` (as a user
+    would, beside a running server)."""
+    made = subprocess.run(
+        [sys.executable, "-m", "subspace", "keys", "create", "--name", "test"],
+        env=env, capture_output=True, text=True, check=True, timeout=60,
+    )  # fmt: skip
+    return made.stdout.strip().splitlines()[-1]
 
 
 def make_client(database: Database, settings: Settings, actor: Actor) -> TestClient:

@@ -7,7 +7,7 @@ from fastapi.testclient import TestClient
 from subspace.config import Settings
 from subspace.db.migrate import available_migrations
 from subspace.runtime import Database
-from tests.conftest import api_operations, make_client
+from tests.conftest import api_operations
 
 
 def test_health_and_readiness(client: TestClient) -> None:
@@ -199,20 +199,6 @@ def test_openapi_lists_the_resources(client: TestClient) -> None:
         assert any(p.startswith(prefix) for p in paths), prefix
 
 
-def test_sign_in_link_sets_a_cookie(
-    database: Database, settings: Settings, client: TestClient
-) -> None:
-    token = client.headers["authorization"].split()[1]
-    browser = TestClient(client.app, follow_redirects=False)
-    assert browser.get("/").status_code == 401
-    signed = browser.get("/", params={"token": token})
-    assert signed.status_code == 303
-    assert browser.get("/").status_code == 200
-    assert browser.get("/api/pages").status_code == 200
-    again = make_client(database, settings, database.default_context(settings).actor)
-    assert again.get("/", params={"token": "ssk_bad"}).status_code == 401
-
-
 def test_downloads_never_run_in_the_browser(client: TestClient) -> None:
     served = {}
     for name, claimed in (
@@ -266,17 +252,3 @@ def test_a_deleted_page_takes_no_new_bullets(client: TestClient) -> None:
     client.post(f"/api/pages/{page['id']}/restore")
     assert client.post("/api/nodes", json={"page_id": page["id"], "text": "ok"}).status_code == 201
     assert [n["text"] for n in client.get(f"/api/pages/{page['id']}").json()["nodes"]] == ["ok"]
-
-
-def test_a_stale_sign_in_link_gets_a_sign_in_page(
-    database: Database, settings: Settings, client: TestClient
-) -> None:
-    browser = TestClient(client.app, follow_redirects=False)
-    for token in ("ssk_bad", f"ssk_{'0' * 32}_revokedlongago"):
-        page = browser.get("/", params={"token": token})
-        assert page.status_code == 401
-        assert page.headers["content-type"].startswith("text/html")
-        assert "subspace serve" in page.text
-        assert "subspace keys create" in page.text
-        assert "not valid any more" in page.text
-        assert "subspace_key" not in page.headers.get("set-cookie", "")

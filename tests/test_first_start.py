@@ -1,16 +1,19 @@
-"""First start: the demo is seeded once, and the sign-in key survives restarts."""
+"""First start: the demo is seeded once, and each start prints a sign-in link of its own."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from subspace.config import Settings
 from subspace.db import queries
-from subspace.first_start import initialize_workspace, signin_token, signin_url
+from subspace.first_start import initialize_workspace, signin_link, signin_url
 from subspace.ingest.worker import extract_pending
-from subspace.keys import authenticate, list_keys, revoke_key
+from subspace.keys import list_keys
 from subspace.providers.fake import FakeProvider
 from subspace.runtime import Database
 from subspace.search.request import SearchRequest
 from subspace.search.service import search
+from subspace.sessions import start_session
 
 
 def test_demo_is_seeded_once(database: Database, settings: Settings) -> None:
@@ -65,21 +68,20 @@ def test_no_demo_still_marks_the_workspace_initialized(
         assert queries.list_pages(conn, cx.actor.workspace_id) == []
 
 
-def test_signin_token_is_reused_and_replaced_when_revoked(
+def test_each_start_prints_a_link_with_a_new_code_that_signs_in_once(
     database: Database, settings: Settings
 ) -> None:
-    first = signin_token(database, settings)
-    assert signin_token(database, settings) == first
-    assert (settings.home / "signin-key").stat().st_mode & 0o077 == 0
+    first, second = signin_link(database, settings), signin_link(database, settings)
+    assert first != second
+    assert first.startswith("http://127.0.0.1:8765/signin?code=ssc_")
+    assert not (settings.home / "signin-key").exists()  # no key is kept for a link any more
     with database.pool.connection() as conn:
-        ws = authenticate(conn, first).workspace_id
-        for key in list_keys(conn, ws):
-            revoke_key(conn, ws, key.id)
-    second = signin_token(database, settings)
-    assert second != first
-    with database.pool.connection() as conn:
-        assert authenticate(conn, second).workspace_id == ws
-    assert signin_url(settings, second) == f"http://127.0.0.1:8765/?token={second}"
+        session, _ = start_session(conn, first.split("code=")[1], days=1)
+        assert session.key_id is None
+        assert list_keys(conn, database.default_context(settings).actor.workspace_id) == []
+    listening_everywhere = replace(settings, host="::", port=9000)
+    assert signin_url(listening_everywhere, "c") == "http://127.0.0.1:9000/signin?code=c"
+    assert signin_url(replace(settings, host="::1"), "c") == "http://[::1]:8765/signin?code=c"
 
 
 def test_the_demo_holds_memory_items_that_search_finds(

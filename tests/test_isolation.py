@@ -10,6 +10,7 @@ from subspace import commands
 from subspace.answers.runs import enqueue_run
 from subspace.context import Context
 from subspace.runtime import Database
+from subspace.sessions import create_signin_code, start_session
 from subspace.workspaces import create_workspace
 from tests.conftest import api_operations, make_client
 
@@ -28,6 +29,7 @@ def other_workspace(database: Database, cx: Context) -> dict[str, Any]:
         kb = conn.execute(
             "select id from kb.knowledge_bases where workspace_id = %s", (actor.workspace_id,)
         ).fetchone()
+        session, _ = start_session(conn, create_signin_code(conn, actor, 5), days=1)
     assert kb is not None
     return {
         "cx": theirs,
@@ -38,6 +40,7 @@ def other_workspace(database: Database, cx: Context) -> dict[str, Any]:
         "tag_id": tag.id,
         "run_id": run.id,
         "kb_id": kb["id"],
+        "session_id": session.id,
         "workspace_id": actor.workspace_id,
     }
 
@@ -51,7 +54,8 @@ def snapshot(database: Database) -> list[Any]:
             " (select array_agg(enabled::text || coalesce(deleted_at::text, '') order by id)"
             "   from kb.files) as files,"
             " (select count(*) from kb.tag_values) as tags,"
-            " (select count(*) from kb.exclusions) as exclusions"
+            " (select count(*) from kb.exclusions) as exclusions,"
+            " (select count(*) from kb.sessions where ended_at is null) as sessions"
         ).fetchall()
 
 
@@ -69,6 +73,7 @@ def test_every_route_hides_another_workspaces_ids(
         "tag_id": theirs["tag_id"],
         "run_id": theirs["run_id"],
         "kb_id": theirs["kb_id"],
+        "session_id": theirs["session_id"],
     }
     item_ids = {"/api/pages": "page_id", "/api/files": "file_id", "/api/mail": "mail_id"}
     bodies: dict[tuple[str, str], Any] = {

@@ -3,6 +3,7 @@ and what its log may say."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import resource
@@ -22,6 +23,7 @@ import pytest
 
 from subspace.config import Settings
 from subspace.logs import RedactFilter, RepeatFilter, redact
+from tests.conftest import key_of_home
 
 
 def free_port() -> int:
@@ -66,6 +68,7 @@ class Served:
             {"SUBSPACE_HOME": str(home), "SUBSPACE_PORT": str(self.port), "PROVIDERS": "fake"}
         )
         environ.update(env)
+        self.environ = environ
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "subspace", "serve", "--no-demo"],
             env=environ,
@@ -99,10 +102,10 @@ class Served:
     def output(self) -> str:
         return "".join(self.lines)
 
-    @property
+    @functools.cached_property
     def token(self) -> str:
-        line = next(line for line in self.lines if line.startswith("Sign in: "))
-        return line.split("token=")[1].strip()
+        """An API key of the served home, made when first asked for."""
+        return key_of_home(self.environ)
 
     def stop(self, sig: signal.Signals = signal.SIGTERM) -> int:
         if self.proc.poll() is None:
@@ -257,16 +260,19 @@ def test_slow_clients_are_closed_and_the_server_keeps_answering(
 def test_the_access_log_shows_no_credentials(home: Path, settings: Settings) -> None:
     served = Served(home, SUBSPACE_DATABASE_URL=settings.database_url)
     token = served.token
+    code = next(line for line in served.lines if line.startswith("Sign in: ")).split("code=")[1]
     try:
+        httpx.get(f"{served.url}/signin?code={code.strip()}")
         httpx.get(f"{served.url}/?token={token}")
         httpx.get(f"{served.url}/healthz?key=k-123&api_key=a-456&n=1")
         httpx.get(f"{served.url}/api/pages", headers={"authorization": f"Bearer {token}"})
     finally:
         assert served.stop() == 0
     log = served.output.split("Sign in: ", 1)[1].split("\n", 1)[1]
+    assert '"GET /signin?code=[redacted] HTTP/1.1"' in log
     assert '"GET /?token=[redacted] HTTP/1.1"' in log
     assert '"GET /healthz?key=[redacted]&api_key=[redacted]&n=1 HTTP/1.1"' in log
-    assert token not in log
+    assert token not in log and code.strip() not in log
     assert "k-123" not in log
     assert "a-456" not in log
 

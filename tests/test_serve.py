@@ -17,6 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.conftest import key_of_home
+
 pytestmark = pytest.mark.slow
 
 
@@ -68,8 +70,9 @@ def test_serve_from_an_empty_home_then_ctrl_c(home: Path) -> None:
             lines.append(line)
             assert time.monotonic() < deadline, "".join(lines)
         url = next(line for line in lines if line.startswith("Sign in: ")).split()[-1]
-        token = url.split("token=")[1]
-        assert url == f"http://127.0.0.1:{port}/?token={token}"
+        code = url.split("code=")[1]
+        assert url == f"http://127.0.0.1:{port}/signin?code={code}"
+        token = key_of_home(env)
         assert wait_for(f"http://127.0.0.1:{port}/healthz", 30).json() == {"status": "ok"}
         assert httpx.get(f"http://127.0.0.1:{port}/readyz").status_code == 200
         # Requests share SUBSPACE_DB_POOL_SIZE connections, as /metrics reports (open on loopback).
@@ -111,10 +114,11 @@ def test_serve_from_an_empty_home_then_ctrl_c(home: Path) -> None:
         assert indexed["model"] == "fake-trigram-256"
         assert indexed["dead_letters"] == 0
         browser = httpx.Client(follow_redirects=True)
-        signed_in = browser.get(url)
+        assert code in browser.get(url).text  # the form, filled in; its script sends it
+        signed_in = browser.post(f"http://127.0.0.1:{port}/signin", data={"code": code})
         assert signed_in.status_code == 200
         assert "/static/js/app.js" in signed_in.text
-        assert "?token" not in str(signed_in.url)  # the key leaves the address bar
+        assert "code=" not in str(signed_in.url)  # the code leaves the address bar
         assert browser.get(f"http://127.0.0.1:{port}/static/js/app.js").status_code == 200
     finally:
         proc.send_signal(signal.SIGINT)

@@ -9,12 +9,14 @@ import pytest
 from fastapi.testclient import TestClient
 
 from subspace.api import create_app
+from subspace.api.auth import COOKIE_NAME
 from subspace.api.routes.files import download_name
 from subspace.api.security_headers import APP_CSP
 from subspace.config import Settings
 from subspace.keys import create_key
 from subspace.models import Actor
 from subspace.runtime import Database
+from subspace.sessions import create_signin_code, start_session
 
 EVIL = {"origin": "http://evil.example"}
 
@@ -23,9 +25,9 @@ EVIL = {"origin": "http://evil.example"}
 def browser(database: Database, settings: Settings, actor: Actor) -> TestClient:
     """A client signed in the way the web app is: by its cookie alone."""
     with database.pool.connection() as conn:
-        _, token = create_key(conn, actor, "browser")
+        _, token = start_session(conn, create_signin_code(conn, actor, 5), days=1)
     client = TestClient(create_app(settings, database))
-    client.cookies.set("subspace_key", token)
+    client.cookies.set(COOKIE_NAME, token)
     return client
 
 

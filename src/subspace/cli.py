@@ -128,7 +128,7 @@ def serve(no_demo: bool) -> None:
     """Start Postgres, migrate, and serve the web app and the HTTP API. Ctrl-C or SIGTERM stops
     the server and the embedded Postgres."""
     from subspace.api import create_app
-    from subspace.first_start import initialize_workspace, signin_token, signin_url
+    from subspace.first_start import initialize_workspace, signin_link
     from subspace.server import (
         check_address_free,
         check_server_settings,
@@ -150,9 +150,13 @@ def serve(no_demo: bool) -> None:
                     click.echo(
                         "Prepared the default workspace" + ("." if no_demo else " with demo pages.")
                     )
-                url = signin_url(settings, signin_token(db, settings))
+                url = signin_link(db, settings)
                 click.echo(f"Subspace is starting on http://{settings.host}:{settings.port}")
                 click.echo(f"Sign in: {url}")
+                click.echo(
+                    f"  (the link works once, within {settings.signin_code_minutes} minutes; "
+                    "`subspace signin` prints a new one)"
+                )
                 serve_app(create_app(settings, db), settings)
         except KeyboardInterrupt:  # a signal before or after serving; the database is closed
             pass
@@ -993,6 +997,71 @@ def keys_revoke(key_id: str, workspace: str | None) -> None:
                 conn, cx.actor.workspace_id, find_key_id(conn, cx.actor.workspace_id, key_id)
             )
     click.echo(f"Revoked key {key.id}.")
+
+
+@main.command("signin")
+@_WORKSPACE_OPTION
+def signin(workspace: str | None) -> None:
+    """Print a sign-in link with a new one-time code for the web app (of a running server,
+    at SUBSPACE_PUBLIC_URL or SUBSPACE_HOST:SUBSPACE_PORT)."""
+    from subspace.first_start import signin_link
+
+    settings = _settings()
+    with _database(settings) as db:
+        url = signin_link(db, settings, _workspace_context(db, settings, workspace))
+    click.echo(
+        f"Open this link within {settings.signin_code_minutes} minutes; it works once:", err=True
+    )
+    click.echo(url)
+
+
+@main.group()
+def sessions() -> None:
+    """List and end the web app's signed-in browsers."""
+
+
+@sessions.command("list")
+@_WORKSPACE_OPTION
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+def sessions_list(workspace: str | None, as_json: bool) -> None:
+    """List a workspace's signed-in browsers, newest first."""
+    from subspace.sessions import list_sessions
+
+    settings = _settings()
+    with _database(settings) as db:
+        cx = _workspace_context(db, settings, workspace)
+        with cx.transaction() as conn:
+            found = list_sessions(conn, cx.actor.workspace_id)
+    if as_json:
+        click.echo(json.dumps([_jsonable(vars(s)) for s in found], indent=2))
+        return
+    table = _table("id", "signed in", "with", "last used", "expires", "browser")
+    for s in found:
+        table.add_row(
+            str(s.id)[:SHORT_ID_CHARS],
+            _when(s.created_at),
+            "a code" if s.key_id is None else f"key {str(s.key_id)[:SHORT_ID_CHARS]}",
+            _when(s.last_used_at),
+            _when(s.expires_at),
+            s.user_agent,
+        )
+    console.print(table)
+
+
+@sessions.command("end")
+@click.argument("session_id")
+@_WORKSPACE_OPTION
+def sessions_end(session_id: str, workspace: str | None) -> None:
+    """Sign a browser out by its session's id or a unique start of it."""
+    from subspace.sessions import end_session, find_session_id
+
+    settings = _settings()
+    with _database(settings) as db:
+        cx = _workspace_context(db, settings, workspace)
+        with cx.transaction() as conn:
+            ws = cx.actor.workspace_id
+            ended = end_session(conn, ws, find_session_id(conn, ws, session_id))
+    click.echo(f"Ended session {ended.id}.")
 
 
 def _when(value: Any) -> str:

@@ -27,6 +27,7 @@ class Setting:
     help: str
     choices: tuple[str, ...] = ()  # a text setting's only values, taken in any case
     maximum: int | None = None
+    minimum: int = 0
 
 
 def setting(
@@ -36,11 +37,12 @@ def setting(
     *,
     choices: tuple[str, ...] = (),
     maximum: int | None = None,
+    minimum: int = 0,
     secret: bool = False,
 ) -> Any:
     """A field of Settings read from the environment variable `env`: the one place a setting is
     declared (its name, default, help and bounds). A `secret` is left out of the repr."""
-    info = {"env": env, "help": help, "choices": choices, "maximum": maximum}
+    info = {"env": env, "help": help, "choices": choices, "maximum": maximum, "minimum": minimum}
     return field(default=default, repr=not secret, metadata={"setting": info})
 
 
@@ -62,6 +64,33 @@ class Settings:
     )
     host: str = setting("SUBSPACE_HOST", "127.0.0.1", "Address the server listens on.")
     port: int = setting("SUBSPACE_PORT", 8765, "Port the server listens on.", maximum=65_535)
+    public_url: str = setting(
+        "SUBSPACE_PUBLIC_URL",
+        "",
+        "The address people open Subspace at, when it is not http://HOST:PORT (behind a "
+        "proxy): sign-in links use it, and an https one makes the session cookie Secure.",
+    )
+    trusted_proxies: str = setting(
+        "SUBSPACE_TRUSTED_PROXIES",
+        "127.0.0.1",
+        "Comma-separated addresses of proxies whose X-Forwarded-For and X-Forwarded-Proto "
+        "are believed (a request they forward over https gets a Secure session cookie); "
+        "empty believes none.",
+    )
+    signin_code_minutes: int = setting(
+        "SUBSPACE_SIGNIN_CODE_MINUTES",
+        15,
+        "Minutes a sign-in link's one-time code stays valid.",
+        minimum=1,
+        maximum=24 * 60,
+    )
+    session_days: int = setting(
+        "SUBSPACE_SESSION_DAYS",
+        7,
+        "Days a browser stays signed in without being used (each use moves it on).",
+        minimum=1,
+        maximum=365,
+    )
     log_level: str = setting(
         "SUBSPACE_LOG_LEVEL",
         "info",
@@ -345,6 +374,7 @@ def _declared() -> tuple[Setting, ...]:
                 info["help"],
                 info["choices"],
                 info["maximum"],
+                info["minimum"],
             )
         )
     return tuple(table)
@@ -361,8 +391,13 @@ def _parse(setting: Setting, raw: str) -> Any:
             raise ConfigError(
                 f"{setting.env} must be a whole number, got {raw!r}. Fix or unset it."
             ) from None
-        if value < 0:
-            raise ConfigError(f"{setting.env} must not be negative, got {value}. Fix or unset it.")
+        if value < setting.minimum:
+            floor = (
+                "must not be negative"
+                if setting.minimum == 0
+                else (f"must be at least {setting.minimum}")
+            )
+            raise ConfigError(f"{setting.env} {floor}, got {value}. Fix or unset it.")
         if setting.maximum is not None and value > setting.maximum:
             raise ConfigError(
                 f"{setting.env} must be at most {setting.maximum}, got {value}. Fix or unset it."

@@ -1,20 +1,16 @@
-"""What `subspace serve` does before it listens: seed the demo once, and find a sign-in key."""
+"""What `subspace serve` does before it listens: seed the demo once, and make a sign-in link."""
 
 from __future__ import annotations
 
 import logging
-import os
-from pathlib import Path
 
 from subspace.config import Settings
+from subspace.context import Context
 from subspace.demo import seed_demo
-from subspace.errors import Unauthorized
-from subspace.keys import authenticate, create_key
 from subspace.runtime import Database
+from subspace.sessions import create_signin_code
 
 log = logging.getLogger(__name__)
-
-SIGNIN_KEY_FILE = "signin-key"
 
 
 def initialize_workspace(db: Database, settings: Settings, *, demo: bool) -> bool:
@@ -37,31 +33,21 @@ def initialize_workspace(db: Database, settings: Settings, *, demo: bool) -> boo
     return True
 
 
-def signin_token(db: Database, settings: Settings) -> str:
-    """A key for the sign-in link, kept in SUBSPACE_HOME so restarts print the same link.
-
-    A missing, unknown or revoked key is replaced by a new one.
-    """
-    path: Path = settings.home / SIGNIN_KEY_FILE
-    cx = db.default_context(settings)
+def signin_link(db: Database, settings: Settings, cx: Context | None = None) -> str:
+    """A sign-in link for the default workspace's owner (or `cx`'s actor) with a new one-time
+    code, valid for SUBSPACE_SIGNIN_CODE_MINUTES."""
+    cx = cx or db.default_context(settings)
     with cx.transaction() as conn:
-        if path.exists():
-            token = path.read_text(encoding="utf-8").strip()
-            try:
-                actor = authenticate(conn, token)
-                if actor.workspace_id == cx.actor.workspace_id:
-                    return token
-            except Unauthorized:
-                pass
-        _, token = create_key(conn, cx.actor, "sign-in link")
-    settings.home.mkdir(parents=True, exist_ok=True)
-    # The file holds a credential: readable by its owner only.
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(token + "\n")
-    return token
+        code = create_signin_code(conn, cx.actor, settings.signin_code_minutes)
+    return signin_url(settings, code)
 
 
-def signin_url(settings: Settings, token: str) -> str:
-    host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
-    return f"http://{host}:{settings.port}/?token={token}"
+def signin_url(settings: Settings, code: str) -> str:
+    """Where a code signs in: under SUBSPACE_PUBLIC_URL when set, else the address served."""
+    if settings.public_url:
+        base = settings.public_url.rstrip("/")
+    else:
+        host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
+        host = f"[{host}]" if ":" in host else host
+        base = f"http://{host}:{settings.port}"
+    return f"{base}/signin?code={code}"

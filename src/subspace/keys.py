@@ -77,30 +77,37 @@ def list_keys(conn: Conn, workspace_id: UUID) -> list[ApiKey]:
 def find_key_id(conn: Conn, workspace_id: UUID, prefix: str) -> UUID:
     """The id of the one key of the workspace whose id starts with `prefix` (a whole id
     works too); NotFound when none does, InvalidInput when several do."""
+    return find_id_by_start(conn, "kb.api_keys", "key", workspace_id, prefix)
+
+
+def find_id_by_start(conn: Conn, table: str, noun: str, workspace_id: UUID, prefix: str) -> UUID:
+    """The id of the one row of `table` (kb.api_keys or kb.sessions) in the workspace whose
+    id starts with `prefix`, as `keys revoke` and `sessions end` take one."""
     wanted = prefix.strip().lower()
     if len(wanted) < MIN_ID_PREFIX or not all(c in "0123456789abcdef-" for c in wanted):
         raise InvalidInput(
-            f"{prefix!r} is not a key id. Give the id `subspace keys list` shows, or at least "
-            f"its first {MIN_ID_PREFIX} characters."
+            f"{prefix!r} is not a {noun} id. Give the id `subspace {noun}s list` shows, or at "
+            f"least its first {MIN_ID_PREFIX} characters."
         )
     rows = conn.execute(
-        "select id from kb.api_keys where workspace_id = %s and id::text like %s "
+        f"select id from {table} where workspace_id = %s and id::text like %s "
         "order by created_at limit 6",
         (workspace_id, wanted + "%"),
     ).fetchall()
     if not rows:
-        raise NotFound("API key", prefix)
+        raise NotFound("API key" if noun == "key" else noun, prefix)
     if len(rows) > 1:
         shown = ", ".join(str(r["id"]) for r in rows[:5])
         raise InvalidInput(
-            f"{prefix!r} starts the ids of several keys ({shown}). Give more of the id."
+            f"{prefix!r} starts the ids of several {noun}s ({shown}). Give more of the id."
         )
     found: UUID = rows[0]["id"]
     return found
 
 
 def revoke_key(conn: Conn, workspace_id: UUID, key_id: UUID) -> ApiKey:
-    """Revoke the key; every later request with it answers 401. Safe to call twice."""
+    """Revoke the key; every later request with it answers 401, and the browser sessions
+    signed in with it end. Safe to call twice."""
     row = conn.execute(
         "update kb.api_keys set revoked_at = coalesce(revoked_at, now()) "
         f"where workspace_id = %s and id = %s returning {KEY_COLUMNS}",
@@ -108,18 +115,29 @@ def revoke_key(conn: Conn, workspace_id: UUID, key_id: UUID) -> ApiKey:
     ).fetchone()
     if row is None:
         raise NotFound("API key", key_id)
+    conn.execute(
+        "update kb.sessions set ended_at = now() where workspace_id = %s and key_id = %s "
+        "and ended_at is null",
+        (workspace_id, key_id),
+    )
     return ApiKey(**row)
 
 
 def authenticate(conn: Conn, token: str) -> Actor:
     """The actor a key acts for; Unauthorized when it is malformed, unknown or revoked."""
-    actor, _ = _authenticate(conn, token)
+    actor, _, _ = _authenticate(conn, token)
     return actor
+
+
+def authenticate_key_id(conn: Conn, token: str) -> tuple[Actor, UUID]:
+    """Like `authenticate`, with the key's id (what a session signed in with it records)."""
+    actor, key_id, _ = _authenticate(conn, token)
+    return actor, key_id
 
 
 def authenticate_admin(conn: Conn, token: str) -> Actor:
     """Like `authenticate`, and Forbidden unless the key is an operator's (admin) key."""
-    actor, admin = _authenticate(conn, token)
+    actor, _, admin = _authenticate(conn, token)
     if not admin:
         raise Forbidden(
             "This route needs an operator's key. Create one with `subspace keys create --admin`."
@@ -127,7 +145,7 @@ def authenticate_admin(conn: Conn, token: str) -> Actor:
     return actor
 
 
-def _authenticate(conn: Conn, token: str) -> tuple[Actor, bool]:
+def _authenticate(conn: Conn, token: str) -> tuple[Actor, UUID, bool]:
     parts = token.split("_", 2)
     if len(parts) != 3 or parts[0] != KEY_PREFIX:
         raise Unauthorized("That API key is not valid. Create one with `subspace keys create`.")
@@ -142,12 +160,12 @@ def _authenticate(conn: Conn, token: str) -> tuple[Actor, bool]:
         "update kb.api_keys set last_used_at = now() "
         "where workspace_id = %s and key_hash = %s and revoked_at is null "
         "and (last_used_at is null or last_used_at < now() - interval '1 minute') "
-        "returning user_id, admin",
+        "returning id, user_id, admin",
         (workspace_id, _hash(token)),
     ).fetchone()
     if row is None:
         row = conn.execute(
-            "select user_id, admin from kb.api_keys where workspace_id = %s and key_hash = %s "
+            "select id, user_id, admin from kb.api_keys where workspace_id = %s and key_hash = %s "
             "and revoked_at is null",
             (workspace_id, _hash(token)),
         ).fetchone()
@@ -155,4 +173,5 @@ def _authenticate(conn: Conn, token: str) -> tuple[Actor, bool]:
         raise Unauthorized(
             "That API key is unknown or revoked. Create a new one with `subspace keys create`."
         )
-    return Actor(workspace_id=workspace_id, user_id=row["user_id"]), bool(row["admin"])
+    actor = Actor(workspace_id=workspace_id, user_id=row["user_id"])
+    return actor, row["id"], bool(row["admin"])

@@ -16,9 +16,9 @@ from typing import Any
 REDACTED = "[redacted]"
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
-# A query parameter that carries a credential: the sign-in link is `/?token=ssk_...`.
+# A query parameter that carries a credential: the sign-in link is `/signin?code=ssc_...`.
 _SECRET_PARAM = re.compile(
-    r"(?i)([?&;](?:token|key|api_key|apikey|access_token|password|secret)=)[^&;\s\"'#]*"
+    r"(?i)([?&;](?:code|token|key|api_key|apikey|access_token|password|secret)=)[^&;\s\"'#]*"
 )
 # An Authorization header however it is printed: `Authorization: Bearer x`, a dict's
 # `'authorization': 'Bearer x'` or an ASGI header pair `(b'authorization', b'Bearer x')`.
@@ -26,8 +26,9 @@ _AUTH_HEADER = re.compile(
     r"(?i)((?:proxy-)?authorization['\"]?\s*[:=,]\s*(?:b?['\"])?)"
     r"(?:(?:bearer|basic|token|digest)\s+)?[^\s'\",)]+"
 )
-# An API key anywhere else in a message (`ssk_<workspace>_<secret>`, see keys.py).
-_API_KEY = re.compile(r"\bssk_[A-Za-z0-9_-]+")
+# An API key, sign-in code or session token anywhere else in a message
+# (`ssk_<workspace>_<secret>`, keys.py; `ssc_`/`sss_`, sessions.py).
+_API_KEY = re.compile(r"\bss[kcs]_[A-Za-z0-9_-]+")
 
 REPEAT_BURST = 5  # identical records let through per window before the rest are dropped
 REPEAT_WINDOW_S = 60.0  # a flood of one traceback costs at most REPEAT_BURST lines a minute

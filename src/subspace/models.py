@@ -146,3 +146,17 @@ class ApiKey:
     revoked_at: datetime | None
     # an operator's key: it may also create workspaces and their keys (/api/admin)
     admin: bool = False
+
+
+@dataclass
+class Session:
+    """A browser signed in: by a sign-in code (key_id None) or with an API key."""
+
+    id: UUID
+    user_id: UUID
+    key_id: UUID | None
+    user_agent: str  # the start of the browser's User-Agent, to tell sessions apart
+    created_at: datetime
+    last_used_at: datetime
+    expires_at: datetime  # moved on as it is used
+    ended_at: datetime | None

@@ -10,6 +10,7 @@ import socket
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from typing import Any, ClassVar
+from urllib.parse import urlsplit
 
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -181,6 +182,12 @@ def check_server_settings(settings: Settings) -> None:
     ):
         if value < 1:
             raise ConfigError(f"{env} must be at least 1, got {value}. Fix or unset it.")
+    public = urlsplit(settings.public_url)
+    if settings.public_url and (public.scheme not in ("http", "https") or not public.netloc):
+        raise ConfigError(
+            f"SUBSPACE_PUBLIC_URL must be an http:// or https:// address such as "
+            f"https://subspace.example.org, got {settings.public_url!r}. Fix or unset it."
+        )
 
 
 def check_address_free(settings: Settings) -> None:
@@ -269,6 +276,7 @@ def serve_app(app: Any, settings: Settings) -> None:
         # JSON logs carry each request's own line (api/observe.py), with its id.
         access_log=settings.log_format != "json",
         http=guarded_protocol(settings),
+        proxy_headers=False,  # the app applies them, with SUBSPACE_TRUSTED_PROXIES (api/app.py)
         timeout_keep_alive=settings.keep_alive_s,
         timeout_graceful_shutdown=GRACEFUL_STOP_S,
     )

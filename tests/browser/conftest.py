@@ -21,9 +21,11 @@ import uvicorn
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from subspace.api import create_app
+from subspace.api.auth import COOKIE_NAME
 from subspace.config import Settings
 from subspace.keys import create_key
 from subspace.runtime import Database
+from subspace.sessions import create_signin_code, start_session
 
 # Generous waits: a test still fails when what it waits for never comes, but a machine busy with
 # other work (two cores, a server and Chromium in one process) does not make it fail.
@@ -57,6 +59,19 @@ class LiveServer:
     token: str
     database: Database
     settings: Settings
+
+    def signin_path(self) -> str:
+        """The path of a sign-in link with a new one-time code, as `subspace signin` prints."""
+        with self.database.pool.connection() as conn:
+            actor = self.database.default_context(self.settings).actor
+            return f"/signin?code={create_signin_code(conn, actor, 5)}"
+
+    def session_cookie(self) -> dict[str, str]:
+        """The cookie of a new browser session, for a client that is not a browser."""
+        with self.database.pool.connection() as conn:
+            actor = self.database.default_context(self.settings).actor
+            _, token = start_session(conn, create_signin_code(conn, actor, 5), days=1)
+        return {COOKIE_NAME: token}
 
     def api(self) -> httpx.Client:
         """An HTTP client of the server's API, signed in with its key."""
@@ -146,7 +161,7 @@ def signed_in_tab(browser: Browser, live: LiveServer) -> Iterator[Page]:
     context = browser.new_context(base_url=live.url)
     tab = context.new_page()
     tab.set_default_timeout(ACTION_TIMEOUT_MS)
-    tab.goto(f"/?token={live.token}")
+    tab.goto(live.signin_path())
     tab.wait_for_selector("#page-list")
     yield tab
     context.close()

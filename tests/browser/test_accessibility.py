@@ -60,7 +60,7 @@ def test_every_view_passes_axe(browser: Browser, live: LiveServer, scheme: str, 
         tab = context.new_page()
         tab.goto("/signin")
         found["sign-in"] = _violations(tab)
-        tab.goto(f"/?token={live.token}")
+        tab.goto(live.signin_path())
         expect(tab.locator(".cards")).to_be_visible()
         found["start"] = _violations(tab)
         for name, path, ready in [

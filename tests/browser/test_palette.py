@@ -52,7 +52,7 @@ def _palette(browser: Browser, live: LiveServer) -> Iterator[Page]:
     context = browser.new_context(base_url=live.url)
     try:
         page = context.new_page()
-        page.goto(f"/?token={live.token}")
+        page.goto(live.signin_path())
         page.wait_for_selector("#page-list")
         _open(page)
         yield page

@@ -6,6 +6,8 @@ import httpx
 from playwright.sync_api import Page, expect
 
 from subspace import commands
+from subspace.api.auth import COOKIE_NAME
+from subspace.sessions import list_sessions
 from tests.browser.conftest import LiveServer
 
 
@@ -21,19 +23,43 @@ def test_sign_in_shows_the_sidebar_and_sign_out_clears_the_cookie(
     page.fill("#page-filter", "quart")
     expect(pages).to_have_count(1)
     expect(pages.first).to_have_text("Quarterly planning")
-    assert "?token" not in page.url  # the key does not linger in the address bar or history
+    assert "code=" not in page.url  # the code does not linger in the address bar or history
+    [cookie] = [c for c in page.context.cookies() if c["name"] == COOKIE_NAME]
+    assert cookie["value"].startswith("sss_") and cookie["httpOnly"]  # a session, not a key
+    with live.database.pool.connection() as conn:
+        signed_in = list_sessions(conn, cx.actor.workspace_id)
+    assert len(signed_in) == 1
 
     page.click("text=Sign out")
     expect(page.locator("h1")).to_have_text("Subspace")
-    assert not [c for c in page.context.cookies() if c["name"] == "subspace_key"]
+    assert not [c for c in page.context.cookies() if c["name"] == COOKIE_NAME]
+    with live.database.pool.connection() as conn:
+        assert list_sessions(conn, cx.actor.workspace_id) == []  # signing out ended it
     page.goto("/files")
     expect(page.locator(".signin")).to_be_visible()
 
 
-def test_a_stale_link_explains_how_to_get_a_new_one(page: Page, live: LiveServer) -> None:
-    page.goto("/?token=ssk_not_a_key")
-    expect(page.locator(".signin .notice-error")).to_contain_text("not valid any more")
-    expect(page.locator(".signin")).to_contain_text("subspace serve")
+def test_a_used_link_says_so_and_a_pasted_key_signs_in(page: Page, live: LiveServer) -> None:
+    link = live.signin_path()
+    page.context.clear_cookies()
+    page.goto(link)
+    page.wait_for_selector("#page-list")
+    page.context.clear_cookies()
+    page.goto(link)  # the same link again: its code was spent
+    expect(page.locator(".signin .notice-error")).to_contain_text("already used")
+    expect(page.locator(".signin")).to_contain_text("subspace signin")
+    page.fill("#signin-code", live.token)
+    page.click("button[type=submit]")
+    page.wait_for_selector("#page-list")
+    [cookie] = [c for c in page.context.cookies() if c["name"] == COOKIE_NAME]
+    assert live.token not in cookie["value"]
+
+
+def test_an_old_link_carrying_a_key_signs_nobody_in(page: Page, live: LiveServer) -> None:
+    page.context.clear_cookies()
+    page.goto(f"/?token={live.token}")
+    expect(page.locator(".signin .notice-error")).to_contain_text("no longer carry an API key")
+    assert not page.context.cookies()
 
 
 def test_titles_render_as_text(page: Page, live: LiveServer) -> None:
@@ -46,7 +72,7 @@ def test_titles_render_as_text(page: Page, live: LiveServer) -> None:
 
 
 def test_a_write_from_another_origin_is_refused(live: LiveServer) -> None:
-    cookies = {"subspace_key": live.token}
+    cookies = live.session_cookie()
     foreign = httpx.post(
         f"{live.url}/api/pages",
         json={"title": "planted"},

@@ -11,6 +11,7 @@ from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 from starlette.routing import Route
 from starlette.types import ASGIApp
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from subspace import __version__
 from subspace.api.csrf import CrossSiteCheck
@@ -32,6 +33,7 @@ from subspace.api.routes import (
     pages,
     runs,
     search,
+    sessions,
     tags,
 )
 from subspace.api.security_headers import SecurityHeaders
@@ -43,6 +45,7 @@ from subspace.mcp.http import McpEndpoint, run_mcp
 from subspace.providers.registry import create_provider
 from subspace.runtime import Database, open_database
 from subspace.web import routes as web
+from subspace.web import signin
 
 
 class SubspaceApp(FastAPI):
@@ -108,7 +111,22 @@ def create_app(settings: Settings, database: Database | None = None) -> FastAPI:
     app.add_middleware(
         RequestObserver, metrics=app.state.metrics, json_lines=settings.log_format == "json"
     )
-    modules = (health, knowledge_bases, pages, nodes, files, mail, tags, search, runs, admin)
+    # Outermost of all: the client and scheme a trusted proxy forwarded are what every check,
+    # the log and the session cookie's Secure flag see.
+    app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=trusted_proxies(settings))
+    modules = (
+        health,
+        knowledge_bases,
+        pages,
+        nodes,
+        files,
+        mail,
+        tags,
+        search,
+        runs,
+        sessions,
+        admin,
+    )
     for router in (metrics_router, *(module.router for module in modules), knowledge_search.router):
         # The routes as their module built them: include_router() would build every route
         # again for each app (its parameters' and bodies' models), 0.1-0.2 s of the first
@@ -117,8 +135,14 @@ def create_app(settings: Settings, database: Database | None = None) -> FastAPI:
         app.router.routes.extend(router.routes)
     app.router.routes.append(Route(MCP_PATH, McpEndpoint(), methods=["GET", "POST", "DELETE"]))
     app.mount("/static", StaticFiles(directory=web.STATIC_DIR), name="static")
+    app.router.routes.extend(signin.router.routes)
     app.router.routes.extend(web.router.routes)
     return app
+
+
+def trusted_proxies(settings: Settings) -> list[str]:
+    """SUBSPACE_TRUSTED_PROXIES as uvicorn's proxy middleware takes it."""
+    return [part.strip() for part in settings.trusted_proxies.split(",") if part.strip()]
 
 
 def pinned_schema() -> str:

@@ -1,4 +1,4 @@
-"""HTML routes: the sign-in link and page, signing out, and the shell behind every view's URL.
+"""HTML routes: the shell behind every view's URL (signing in and out: web/signin.py).
 
 The shell is one template; the views inside it (`/p/<id>`, `/files/<id>`, `/mail/<id>` …) are
 drawn by the app's JavaScript from the JSON API, so each URL can be reloaded or shared.
@@ -10,42 +10,27 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
+from fastapi.responses import FileResponse, HTMLResponse, Response
 from fastapi.templating import Jinja2Templates
 
 from subspace import __version__
-from subspace.api.auth import COOKIE_NAME, presented_key
-from subspace.api.state import database
+from subspace.api.auth import COOKIE_NAME, cookie_actor
 from subspace.errors import Unauthorized
-from subspace.keys import authenticate
-from subspace.models import Actor
 from subspace.search.options import KIND_ALIASES, KIND_LABELS, KINDS
+from subspace.web.signin import signin_page
 
 HERE = Path(__file__).parent
 STATIC_DIR = HERE / "static"
-COOKIE_MAX_AGE = 30 * 24 * 3600  # a month; revoking the key ends the session sooner
+OLD_LINK = (
+    "Sign-in links no longer carry an API key, which a browser would keep in its history. "
+    "Run `subspace signin` on the server for a link with a one-time code, or paste a key below."
+)
 
 # Every view of the app; the server answers each with the shell and the script draws the view.
 VIEW_PATHS = ("/", "/p/{page_id}", "/files", "/files/{file_id}", "/mail", "/mail/{mail_id}")
 
 router = APIRouter(include_in_schema=False)
 templates = Jinja2Templates(directory=HERE / "templates")
-
-
-def _signin(request: Request, reason: str = "", status: int = 401) -> HTMLResponse:
-    return templates.TemplateResponse(
-        request, "signin.html", {"reason": reason, "version": __version__}, status_code=status
-    )
-
-
-def _actor(request: Request, token: str) -> Actor:
-    with database(request).request_pool.connection() as conn:
-        return authenticate(conn, token)
-
-
-@router.get("/signin")
-def signin_page(request: Request) -> HTMLResponse:
-    return _signin(request, status=200)
 
 
 @router.get("/favicon.ico")
@@ -58,37 +43,16 @@ def favicon() -> FileResponse:
     )
 
 
-@router.post("/signout")
-def signout() -> Response:
-    """Forget the session cookie. The key itself stays valid until it is revoked."""
-    response = RedirectResponse("/signin", status_code=303)
-    response.delete_cookie(COOKIE_NAME, httponly=True, samesite="lax")
-    return response
-
-
 def shell(request: Request, token: str | None = None) -> Response:
-    """The app's shell for any view, or the sign-in page; `?token=` signs in and redirects."""
-    if token:
-        try:
-            _actor(request, token)
-        except Unauthorized:
-            return _signin(
-                request,
-                "This sign-in link is not valid any more: its key was revoked or belongs to "
-                "another database.",
-            )
-        response = RedirectResponse(request.url.path, status_code=303)
-        response.set_cookie(
-            COOKIE_NAME, token, max_age=COOKIE_MAX_AGE, httponly=True, samesite="lax"
-        )
-        return response
-    key = presented_key(request)
-    if not key:
-        return _signin(request)
+    """The app's shell for any view, or the sign-in page."""
+    if token:  # a link of the kind that carried the key itself
+        return signin_page(request, OLD_LINK, status=401)
     try:
-        actor = _actor(request, key)
+        actor = cookie_actor(request)
     except Unauthorized as exc:
-        return _signin(request, exc.message)
+        return signin_page(
+            request, exc.message if COOKIE_NAME in request.cookies else "", status=401
+        )
     context: dict[str, Any] = {
         "version": __version__,
         "workspace_id": str(actor.workspace_id),
