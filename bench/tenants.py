@@ -19,7 +19,7 @@ probe). Then, for SECONDS each:
 Prints, per phase, the normal tenant's p50/p95/p99 and errors, the attacker's status codes,
 and /healthz's p95 and failures; with --json the same as one object.
 
-    python bench/tenants.py [--seconds 60] [--only baseline mixed …] [--json]
+    python bench/tenants.py [--seconds 60] [--bullets 150] [--only baseline mixed …] [--json]
 """
 
 from __future__ import annotations
@@ -77,15 +77,15 @@ def client(server: Server, token: str) -> httpx.Client:
     )
 
 
-def seed(server: Server, token: str, seed_n: int) -> list[str]:
-    """PAGES pages of BULLETS bullets of harbour words; returns the page ids."""
+def seed(server: Server, token: str, seed_n: int, bullets: int = BULLETS) -> list[str]:
+    """PAGES pages of `bullets` bullets of harbour words; returns the page ids."""
     rng = random.Random(seed_n)
     ids = []
     with client(server, token) as http:
         for p in range(PAGES):
             page = http.post("/api/pages", json={"title": f"Harbor log {p}"}).json()
             ids.append(page["id"])
-            for _ in range(BULLETS):
+            for _ in range(bullets):
                 text = " ".join(rng.choice(WORDS) for _ in range(12))
                 http.post("/api/nodes", json={"page_id": page["id"], "text": text})
     return ids
@@ -269,12 +269,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--bullets", type=int, default=BULLETS, help="per page of each tenant")
     parser.add_argument(
         "--only", nargs="*", default=None, help="phases to run (baseline, an attack's name, mixed)"
     )
     args = parser.parse_args()
     wanted = set(args.only) if args.only is not None else None
     home = Path(tempfile.mkdtemp(prefix="subspace-tenants-")) / "home"
+    cli(home, "migrate")  # the home's database, with its default workspace ("Normal")
     cli(home, "workspaces", "create", "Hostile")
     normal = cli(home, "keys", "create", "--name", "normal").strip().splitlines()[-1]
     hostile = cli(home, "keys", "create", "--name", "hostile", "--workspace", "Hostile")
@@ -283,8 +285,8 @@ def main() -> None:
     probe = HealthProbe("127.0.0.1", server.port)
     result: dict[str, Any] = {}
     try:
-        normal_pages = seed(server, normal, 1)
-        hostile_pages = seed(server, hostile, 2)
+        normal_pages = seed(server, normal, 1, args.bullets)
+        hostile_pages = seed(server, hostile, 2, args.bullets)
         probe.start()
         time.sleep(5)  # the indexer catches up with the seed
         mix = normal_mix(server, normal, normal_pages)
