@@ -3,16 +3,24 @@
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
 import sys
+import threading
+import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import mcp_types as types
 import pytest
+import uvicorn
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
 from mcp import Client, StdioServerParameters
@@ -28,7 +36,10 @@ from subspace.keys import create_key, revoke_key
 from subspace.mcp.server import build_server
 from subspace.providers.fake import FakeProvider
 from subspace.runtime import Database
+from subspace.server import GRACEFUL_STOP_S
 from subspace.workspaces import create_workspace
+from tests.browser.conftest import _free_port as free_port
+from tests.openai_stub import running_stub
 from tests.search_helpers import index
 
 TOOL_NAMES = {"kb.search", "kb.grep", "kb.read", "kb.node.read"}
@@ -299,3 +310,79 @@ def test_mcp_opens_no_stream_and_no_session(
             assert still.status_code == 200
 
     _run(calls)
+
+
+@pytest.mark.slow
+def test_a_client_that_closes_stdin_at_once_still_gets_every_answer(
+    database: Database, cx: Context, settings: Settings
+) -> None:
+    """A shell or CI job writes its requests and closes: each is answered before the server
+    exits on the end of its input."""
+    _corpus(database, cx)
+    with database.pool.connection() as conn:
+        _, token = create_key(conn, cx.actor, "script")
+    requests = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "shell", "version": "1"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+         "params": {"name": "kb.search", "arguments": {"query": "zeppelin"}}},
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+         "params": {"name": "kb.grep", "arguments": {"pattern": "zeppelin"}}},
+        {"jsonrpc": "2.0", "id": 4, "method": "tools/list"},
+    ]  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "subspace", "mcp"],
+        input="".join(json.dumps(r) + "\n" for r in requests),
+        env={**os.environ, **_environment(settings, token)},
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    answers = {a["id"]: a for a in map(json.loads, done.stdout.splitlines())}
+    assert sorted(answers) == [1, 2, 3, 4], done.stdout + done.stderr
+    assert "zeppelin" in json.dumps(answers[2]["result"]).lower()
+    assert "zeppelin" in json.dumps(answers[3]["result"]).lower()
+    assert {t["name"] for t in answers[4]["result"]["tools"]} >= {"kb.search", "kb.grep"}
+
+
+@pytest.mark.slow
+def test_a_server_stopping_finishes_the_mcp_calls_in_flight(
+    database: Database, cx: Context, settings: Settings
+) -> None:
+    """Asked to stop while a tool call runs (its query's embedding takes a second), the
+    server answers it before it stops, as `subspace serve` waits GRACEFUL_STOP_S for it."""
+    _corpus(database, cx)
+    with database.pool.connection() as conn:
+        _, token = create_key(conn, cx.actor, "agent")
+    with running_stub() as stub:
+        stub.script = [{"kind": "sleep", "seconds": 1.5}] * 50
+        slow = replace(settings, providers="openai", openai_api_key="sk-test",
+                       openai_base_url=stub.url, embed_timeout_ms=5_000)  # fmt: skip
+        port = free_port()
+        app = create_app(slow, database)
+        config = uvicorn.Config(
+            app, host="127.0.0.1", port=port, timeout_graceful_shutdown=GRACEFUL_STOP_S
+        )
+        server = uvicorn.Server(config)
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        while not server.started:
+            time.sleep(0.02)
+        call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                "params": {"name": "kb.search", "arguments": {"query": "zeppelin"}}}  # fmt: skip
+        with ThreadPoolExecutor(1) as pool:
+            answer = pool.submit(
+                httpx.post, f"http://127.0.0.1:{port}/mcp", json=call, timeout=30,
+                headers={**MCP_HEADERS, "authorization": f"Bearer {token}"},
+            )  # fmt: skip
+            deadline = time.monotonic() + 10
+            while not any(r["input"] == ["zeppelin"] or r["input"] == "zeppelin"
+                          for r in stub.requests):  # fmt: skip
+                assert time.monotonic() < deadline, stub.requests
+                time.sleep(0.02)
+            server.should_exit = True  # as SIGTERM does
+            reply = answer.result(timeout=30)
+        thread.join(timeout=30)
+    assert reply.status_code == 200, reply.text
+    assert "zeppelin" in json.dumps(reply.json()["result"]).lower()
