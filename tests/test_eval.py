@@ -170,3 +170,29 @@ def test_eval_titled_finds_a_document_by_its_title_and_tries_title_weights(
     assert report["titled"]
     assert report["arms"]["lexical"]["mrr@10"] == 1.0
     assert report["arms"]["lexical_title_weight_2"]["mrr@10"] == 1.0
+
+
+def test_eval_keeps_documents_with_the_same_text_and_counts_an_empty_one_unfound(
+    tmp_path: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Classic collections hold both: two ids with the same text are each found, and an
+    empty document is one that nothing can find."""
+    monkeypatch.setenv("SUBSPACE_DATABASE_URL", settings.database_url)
+    monkeypatch.setenv("SUBSPACE_HOME", str(tmp_path / "home"))
+    dataset = write_collection(tmp_path / "tiny")
+    with (dataset / "corpus.jsonl").open("a") as f:
+        same = "Kestrels hover while hunting voles over open grassland."
+        f.write(json.dumps({"_id": "d5", "title": "Kestrels", "text": same}) + "\n")
+        f.write(json.dumps({"_id": "d6", "title": "", "text": ""}) + "\n")
+    with (dataset / "queries.jsonl").open("a") as f:
+        f.write(json.dumps({"_id": "q4", "text": "an empty document"}) + "\n")
+    with (dataset / "qrels" / "test.tsv").open("a") as f:
+        f.write("q1\td5\t1\nq4\td6\t1\n")
+    result = CliRunner().invoke(main, ["eval", str(dataset), "--provider", "fake", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["queries"] == 3
+    lexical = report["arms"]["lexical"]
+    # q1 finds both of its documents, q2 its one; nothing finds q4's empty document.
+    assert lexical["recall@100"] == 0.6667
+    assert report["arms"]["bm25s"]["recall@100"] == 0.6667

@@ -1,9 +1,8 @@
 """A BEIR-layout collection: reading it, loading it into a database, and the deterministic
 typo perturbation of queries.
 
-Each document becomes a Markdown file (`# title`, then the title and text as one paragraph),
-imported as a page whose one bullet holds the document; the search runs on bullets only, so
-one result is one document.
+Each document becomes a page whose one bullet holds the document (its title and text as one
+paragraph); the search runs on bullets only, so one result is one document.
 """
 
 from __future__ import annotations
@@ -11,7 +10,6 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from uuid import UUID
@@ -21,7 +19,7 @@ from subspace.context import Context
 from subspace.errors import InvalidInput
 from subspace.evaluation.loaded import Loaded
 from subspace.evaluation.metrics import BEIR_METRICS
-from subspace.ingest.importer import import_path
+from subspace.ingest.outline import OutlineItem
 
 DEPTH = 100  # documents retrieved per query (Recall@100)
 
@@ -62,50 +60,65 @@ def load_collection(folder: Path, split: str = "test") -> Collection:
 
 
 def write_corpus(collection: Collection, folder: Path, titled: bool = False) -> dict[str, str]:
-    """One Markdown file per document; returns the file hash -> document id. Titled, the
-    title is the page's alone and the bullet holds the text; otherwise the bullet holds both."""
+    """One Markdown file per document; returns the file hash -> document id (documents with
+    the same text share one file). Titled, the title is the page's alone and the bullet holds
+    the text; otherwise the bullet holds both."""
     by_hash = {}
     for doc_id, (title, text) in collection.corpus.items():
-        heading = " ".join(title.split()) or doc_id
-        body = (
-            " ".join(f"{title.strip()}. {text}".split())
-            if title.strip() and not titled
-            else " ".join(text.split())
-        )
+        heading, body = document_page(title, text, doc_id, titled)
         data = f"# {heading}\n\n{body}\n".encode()
         (folder / f"{hashlib.sha1(doc_id.encode()).hexdigest()}.md").write_bytes(data)
         by_hash[hashlib.sha256(data).hexdigest()] = doc_id
     return by_hash
 
 
+def document_page(title: str, text: str, doc_id: str, titled: bool) -> tuple[str, str]:
+    """A document as the page eval imports: its title (the document's, else its id) and
+    the one bullet's text ("" for an empty document, which makes no bullet). Titled, the
+    bullet holds the text alone; otherwise the title and the text."""
+    heading = " ".join(title.split()) or doc_id
+    body = (
+        " ".join(f"{title.strip()}. {text}".split())
+        if title.strip() and not titled
+        else " ".join(text.split())
+    )
+    return heading, body
+
+
 def import_collection(cx: Context, collection: Collection, titled: bool = False) -> Loaded:
-    """Import the documents into a new knowledge base; each bullet stands for its document.
-    Titled (write_corpus), its page's title does too, and titles and bullets are searched."""
+    """Import every document into a new knowledge base, one page each (with its text in one
+    bullet), through the page command: each bullet stands for its document, and titled, its
+    page's title does too. Documents with the same text are each imported; an empty one makes
+    a page without a bullet, so nothing can find it unless it has a title to find it by."""
     kb = commands.create_knowledge_base(cx, f"eval {collection.name}")
-    with tempfile.TemporaryDirectory() as tmp:
-        by_hash = write_corpus(collection, Path(tmp), titled)
-        import_path(cx, Path(tmp), kb_id=kb.id)
+    doc_of_page: dict[UUID, str] = {}
+    texts: dict[str, str] = {}
+    for doc_id, (title, text) in collection.corpus.items():
+        heading, body = document_page(title, text, doc_id, titled)
+        # One bullet per document, as long as a bullet may be: a longer one is ranked by
+        # its start (the reference arms read the same text).
+        body = body[: cx.settings.max_node_chars]
+        items = [OutlineItem(body)] if body else []
+        page = commands.create_page_from_outline(cx, heading, items, kb_id=kb.id)
+        doc_of_page[page.id] = doc_id
+        # The reference arms read each document whole, as the untitled bullet holds it.
+        texts[doc_id] = document_page(title, text, doc_id, False)[1] if titled else body
     with cx.transaction() as conn:
         bullets = conn.execute(
-            "select n.id, n.text, p.id as page_id, p.source_sha256 from kb.nodes n "
-            "join kb.pages p on p.workspace_id = n.workspace_id and p.id = n.page_id "
-            "where p.kb_id = %s",
+            "select n.id, n.page_id from kb.nodes n join kb.pages p "
+            "on p.workspace_id = n.workspace_id and p.id = n.page_id where p.kb_id = %s",
             (kb.id,),
         ).fetchall()
-    doc_of: dict[UUID, str] = {r["id"]: by_hash[r["source_sha256"]] for r in bullets}
-    text_of = {doc_of[r["id"]]: r["text"] for r in bullets}
-    if titled:  # the reference arms read each document whole, as the untitled bullet holds it
-        doc_of |= {r["page_id"]: by_hash[r["source_sha256"]] for r in bullets}
-        text_of = {
-            doc: f"{t}. {x}" if t.strip() else x for doc, (t, x) in collection.corpus.items()
-        }
+    target_of = {r["id"]: doc_of_page[r["page_id"]] for r in bullets}
+    if titled:
+        target_of |= doc_of_page
     return Loaded(
         name=collection.name,
         queries=collection.queries,
         qrels=collection.qrels,
         expect_empty=frozenset(),
-        target_of=doc_of,
-        texts={doc: text_of[doc] for doc in collection.corpus},  # in the corpus's order
+        target_of=target_of,
+        texts=texts,  # in the corpus's order
         kinds=["page", "node"] if titled else ["node"],
         depth=DEPTH,
         metrics=BEIR_METRICS,
