@@ -50,7 +50,12 @@ from subspace.search.lexical.index import (
     source_kinds,
     write_atomically,
 )
-from subspace.search.lexical.integrity import Checksums, check_generation, engine_failed
+from subspace.search.lexical.integrity import (
+    MISSING,
+    Checksums,
+    check_generation,
+    engine_failed,
+)
 from subspace.search.lexical.leg import database_identity, index_root
 from subspace.search.lexical.reader import LexicalReader
 from subspace.search.registry import event_item_sql, event_kind_sql
@@ -212,7 +217,8 @@ class LexicalFollower:
             folder, self._checksums, lambda state: state.fits(self._database or "")
         )
         if problem:
-            log.warning("the lexical index in %s cannot serve: %s", folder, problem)
+            level = logging.INFO if problem == MISSING else logging.WARNING
+            log.log(level, "the lexical index in %s cannot serve: %s", folder, problem)
             self._close_writers()
             if generation is not None:
                 (folder / CURRENT).unlink(missing_ok=True)  # readers rank in Postgres

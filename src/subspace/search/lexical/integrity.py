@@ -35,6 +35,7 @@ MANAGED = ".managed.json"
 SEGMENT_PARTS = ("idx", "pos", "term", "fieldnorm", "fast", "store")
 READ_CHUNK = 1 << 20  # bytes read at a time while checksumming
 READ_ONLY = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
+MISSING = "the index is missing"  # not built yet, or its folder was removed
 PASSES = 3  # a check that meets meta.json replaced under it (a merge) starts again
 
 
@@ -184,7 +185,7 @@ def check_generation(
     generation = current_generation(folder)
     if generation is None:
         damaged = (folder / CURRENT).exists()
-        return None, "the index's CURRENT file is damaged" if damaged else "the index is missing"
+        return None, "the index's CURRENT file is damaged" if damaged else MISSING
     state = State.read(generation / STATE)
     if state is None:
         return generation, "the index's state file is damaged"

@@ -25,7 +25,7 @@ from subspace.search.lexical.index import (
     State,
     open_index,
 )
-from subspace.search.lexical.integrity import Checksums, check_generation, engine_failed
+from subspace.search.lexical.integrity import MISSING, Checksums, check_generation, engine_failed
 
 log = logging.getLogger(__name__)
 
@@ -166,7 +166,7 @@ class LexicalReader:
         self._watched = generation
         state = None if generation is None else State.read(generation / STATE)
         if problem or generation is None or state is None or state.position is None:
-            self._close(problem or "the index is missing")
+            self._close(problem or MISSING)
             return None
         try:
             if generation != self._generation:
