@@ -11,7 +11,8 @@ the queueing, the worker's wake-up, the hybrid search, the fake chat's answer, t
 each bullet through add_node and the stream's poll). The questions are filed on the
 workspace's "Questions" page, which grows by one bullet and its answers per question.
 
-    python bench/ask_latency.py --home /tmp/bench10k [--size 10000] [--queries 50] [--json]
+    python bench/ask_latency.py --home /tmp/bench10k [--size 10000] [--queries 50]
+        [--corpus PATH] [--json]
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.corpus import DEFAULT_CORPUS
 from bench.http_latency import ensure_loaded, percentile, running_server, workspace_name
-from bench.search_latency import DEFAULT_CORPUS, existing_workspace
+from bench.search_latency import existing_workspace
 from subspace.config import Settings
 from subspace.keys import create_key
 from subspace.runtime import open_database
@@ -37,9 +39,10 @@ from subspace.runtime import open_database
 STREAM_TIMEOUT_S = 60.0  # one answer; the fake chat answers in milliseconds
 
 
-def claims(count: int) -> list[str]:
-    """`count` SciFact claims, the same ones on every run."""
-    path = DEFAULT_CORPUS.parent / "queries.jsonl"
+def claims(count: int, corpus: Path = DEFAULT_CORPUS) -> list[str]:
+    """`count` claims of queries.jsonl beside `corpus` (SciFact's), the same ones on every
+    run."""
+    path = corpus.parent / "queries.jsonl"
     texts = [json.loads(line)["text"] for line in path.open(encoding="utf-8")]
     return random.Random(13).sample(texts, min(count, len(texts)))
 
@@ -74,7 +77,7 @@ def summary(values: list[float]) -> dict[str, float]:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     home: Path = args.home
-    ensure_loaded(home, args.size)
+    ensure_loaded(home, args.size, args.corpus)
     settings = Settings(home=home, providers="fake", index_sweep_s=0)
     db = open_database(settings, pool_size=2)
     try:
@@ -83,7 +86,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             if actor is None:
                 raise SystemExit(f"no workspace {workspace_name(args.size)!r} in {home}")
             _, token = create_key(conn, actor, "ask latency bench")
-        questions = claims(args.queries)
+        questions = claims(args.queries, args.corpus)
         with running_server(home) as server:
             headers = {"authorization": f"Bearer {token}"}
             with httpx.Client(base_url=server.base, headers=headers, timeout=30) as client:
@@ -107,6 +110,12 @@ def main() -> None:
     parser.add_argument("--home", type=Path, required=True)
     parser.add_argument("--size", type=int, default=10_000)
     parser.add_argument("--queries", type=int, default=50)
+    parser.add_argument(
+        "--corpus",
+        type=Path,
+        default=DEFAULT_CORPUS,
+        help="SciFact corpus.jsonl, or another in its layout (queries.jsonl beside it)",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     result = run(args)

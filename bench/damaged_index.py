@@ -13,7 +13,8 @@ file). Then it stops damaging and times how long until searches rank on the engi
 Prints the searches' status codes, how many were degraded, the writes a search missed, and the
 seconds from the last damage until the engine was back.
 
-    python bench/damaged_index.py [--seconds 60] [--clients 4] [--segments] [--json]
+    python bench/damaged_index.py [--seconds 60] [--clients 4] [--bullets 100]
+        [--damage-every 2] [--segments] [--json]
 """
 
 from __future__ import annotations
@@ -48,11 +49,11 @@ WORDS = (
 DAMAGES = ("random bytes", "empty", "not text")
 
 
-def seed(server: Server) -> None:
+def seed(server: Server, bullets: int = BULLETS) -> None:
     chooser = random.Random(1)
     for n in range(PAGES):
         page = server.client.post("/api/pages", json={"title": f"Logbook {n}"}).json()
-        for _ in range(BULLETS):
+        for _ in range(bullets):
             text = " ".join(chooser.choice(WORDS) for _ in range(8))
             server.client.post("/api/nodes", json={"page_id": page["id"], "text": text})
 
@@ -101,21 +102,27 @@ def wait_for_engine(client: httpx.Client, limit_s: float) -> float | None:
     return None
 
 
-def run(seconds: float, clients: int, segments: bool) -> dict[str, Any]:
+def run(
+    seconds: float,
+    clients: int,
+    segments: bool,
+    bullets: int = BULLETS,
+    damage_every_s: float = DAMAGE_EVERY_S,
+) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="subspace-damage-") as tmp:
         home = Path(tmp)
         server = Server(home, free_port())
         try:
-            seed(server)
+            seed(server, bullets)
             if wait_for_engine(server.client, 120) is None:
                 raise SystemExit("the lexical index was not built within 120 s")
-            return _attack(server, home, seconds, clients, segments)
+            return _attack(server, home, seconds, clients, segments, damage_every_s)
         finally:
             server.stop()
 
 
 def _attack(
-    server: Server, home: Path, seconds: float, clients: int, segments: bool
+    server: Server, home: Path, seconds: float, clients: int, segments: bool, damage_every_s: float
 ) -> dict[str, Any]:
     stop = threading.Event()
     codes: Counter[int] = Counter()
@@ -158,8 +165,11 @@ def _attack(
 
     def damager() -> None:
         chooser = random.Random(7)
-        while not stop.wait(DAMAGE_EVERY_S):
-            candidates = index_files(home, segments)
+        while not stop.wait(damage_every_s):
+            try:
+                candidates = index_files(home, segments)
+            except FileNotFoundError:  # a rebuild removed a generation while it was listed
+                continue
             if not candidates:
                 continue
             target, how = chooser.choice(candidates), chooser.choice(DAMAGES)
@@ -197,11 +207,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--clients", type=int, default=CLIENTS)
+    parser.add_argument("--bullets", type=int, default=BULLETS, help="per seeded page")
+    parser.add_argument(
+        "--damage-every", type=float, default=DAMAGE_EVERY_S, help="seconds between damages"
+    )
     parser.add_argument("--segments", action="store_true",
                         help="Also overwrite bytes inside segment files.")  # fmt: skip
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    report = run(args.seconds, args.clients, args.segments)
+    report = run(args.seconds, args.clients, args.segments, args.bullets, args.damage_every)
     if args.json:
         print(json.dumps(report, indent=2))
         return

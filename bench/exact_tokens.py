@@ -4,7 +4,7 @@ Every identifier query (ticket keys, error codes, SKUs, versions, hostnames, e-m
 should put its chunk in the top 3 under hybrid search; vector-only and lexical-only are shown
 beside it. Fake provider, fresh embedded Postgres.
 
-    python bench/exact_tokens.py [--per-kind 10]
+    python bench/exact_tokens.py [--per-kind 10] [--total 20003] [--corpus PATH]
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.corpus import abstracts, sentences
+from bench.corpus import DEFAULT_CORPUS, abstracts, sentences
 from subspace import commands
 from subspace.config import Settings
 from subspace.db.vector_index import defer_vector_index
@@ -29,7 +29,7 @@ from subspace.runtime import open_database
 from subspace.search.request import SearchRequest
 from subspace.search.service import search
 
-TOTAL = 20_003
+TOTAL = 20_003  # chunks: each identifier's and its look-alikes', the rest SciFact fillers
 
 
 def identifiers(rng: random.Random, per_kind: int) -> dict[str, list[tuple[str, list[str]]]]:
@@ -70,9 +70,18 @@ def identifiers(rng: random.Random, per_kind: int) -> dict[str, list[tuple[str, 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--per-kind", type=int, default=10)
+    parser.add_argument(
+        "--total",
+        type=int,
+        default=TOTAL,
+        help="chunks in the workspace; fewer than the identifiers and look-alikes adds no filler",
+    )
+    parser.add_argument(
+        "--corpus", type=Path, default=DEFAULT_CORPUS, help="SciFact corpus.jsonl, or another"
+    )
     args = parser.parse_args()
     rng = random.Random(20003)
-    fillers = [s[:160] for _, text in abstracts() for s in sentences(text)]
+    fillers = [s[:160] for _, text in abstracts(args.corpus) for s in sentences(text)]
     ids = identifiers(rng, args.per_kind)
     chunks: list[str] = []
     targets: list[tuple[str, str, int]] = []  # kind, identifier, chunk index
@@ -83,7 +92,7 @@ def main() -> None:
             chunks.extend(
                 f"{rng.choice(fillers)} See {alike} for details." for alike in look_alikes
             )
-    chunks.extend(rng.choice(fillers) for _ in range(TOTAL - len(chunks)))
+    chunks.extend(rng.choice(fillers) for _ in range(args.total - len(chunks)))
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings(home=Path(tmp) / "home", providers="fake", index_sweep_s=0)
         db = open_database(settings)

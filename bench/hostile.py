@@ -4,7 +4,7 @@ Starts `subspace serve` on a fresh embedded Postgres in a temporary folder, poll
 50 ms from its own thread, and runs each attack in turn. Prints, per attack, the
 status codes it got, how long it took, and the /healthz latency (p50, p95, max) while it ran.
 
-    python bench/hostile.py [--slow-clients 1000] [--json]
+    python bench/hostile.py [--slow-clients 1000] [--slow-hold 20] [--only TEXT] [--json]
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from pathlib import Path
 import httpx
 
 HEALTH_INTERVAL_S = 0.05
+SLOW_HOLD_S = 20.0  # how long the slow clients hold their half requests before they are counted
 
 
 def free_port() -> int:
@@ -192,8 +193,8 @@ def hostile_html_files(server: Server) -> Counter[int]:
     return codes
 
 
-def slow_clients(server: Server, count: int) -> Counter[int]:
-    """`count` connections that send half a request line and then nothing."""
+def slow_clients(server: Server, count: int, hold_s: float = SLOW_HOLD_S) -> Counter[int]:
+    """`count` connections that send half a request line and then nothing for `hold_s`."""
     sockets: list[socket.socket] = []
     codes: Counter[int] = Counter()
     for _ in range(count):
@@ -203,7 +204,7 @@ def slow_clients(server: Server, count: int) -> Counter[int]:
             sockets.append(sock)
         except OSError:
             codes[0] += 1
-    time.sleep(20)
+    time.sleep(hold_s)
     closed = 0
     for sock in sockets:
         # Closed means the server hung up (after its 408, if it sent one): read to the end.
@@ -213,7 +214,7 @@ def slow_clients(server: Server, count: int) -> Counter[int]:
                 pass
             closed += 1
         sock.close()
-    codes[-1] = closed  # -1 counts the connections the server had closed after 20 s
+    codes[-1] = closed  # -1 counts the connections the server had closed after `hold_s`
     return codes
 
 
@@ -230,6 +231,12 @@ def run_parallel(count: int, call: Callable[[], int]) -> Counter[int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--slow-clients", type=int, default=1_000)
+    parser.add_argument(
+        "--slow-hold",
+        type=float,
+        default=SLOW_HOLD_S,
+        help="seconds the slow clients hold their connections before they are counted",
+    )
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--only", default="", help="Run only attacks whose name holds this text.")
     args = parser.parse_args()
@@ -244,7 +251,10 @@ def main() -> None:
             ("cursor bomb (1 GiB inflated)", lambda: cursor_bomb(server)),
             ("12 searches x 1,000 tag filters", lambda: tag_filter_flood(server)),
             ("2 hostile 400 KB HTML files", lambda: hostile_html_files(server)),
-            (f"{args.slow_clients} slow clients", lambda: slow_clients(server, args.slow_clients)),
+            (
+                f"{args.slow_clients} slow clients",
+                lambda: slow_clients(server, args.slow_clients, args.slow_hold),
+            ),
         ]
         report = []
         try:

@@ -27,7 +27,7 @@ or the network. Note that `subspace serve` opens its request pool with 2 connect
 direct and in-process paths here get 4): past 2 concurrent searches requests queue for one.
 
     python bench/http_latency.py --home /tmp/bench100k [--size 100000] [--clients 1 8]
-        [--requests 200] [--warmup 20] [--queries 100] [--json]
+        [--requests 200] [--warmup 20] [--queries 100] [--corpus PATH] [--json]
 """
 
 from __future__ import annotations
@@ -54,8 +54,9 @@ from fastapi.testclient import TestClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.corpus import DEFAULT_CORPUS
 from bench.hostile import free_port
-from bench.search_latency import existing_workspace, pick_queries
+from bench.search_latency import Queries, existing_workspace, pick_queries
 from subspace.api import create_app
 from subspace.config import Settings
 from subspace.context import Context
@@ -68,6 +69,9 @@ from subspace.search.service import search
 
 ROOT = Path(__file__).resolve().parents[1]
 LIMIT = 10  # results per search, as search_latency and Sim's default topK
+# search_latency's query classes sent here: not its kind_filter, as neither endpoint takes a
+# kind (the class would only repeat the questions).
+QUERY_CLASSES = ("rare", "common", "question")
 READY_WAIT_S = 180  # first start on a large home: Postgres recovery, migrations check
 STOP_WAIT_S = 30  # the server's graceful stop is 10 s; Postgres stops after it
 
@@ -77,9 +81,9 @@ def workspace_name(size: int) -> str:
     return f"1 bases, {size} chunks"
 
 
-def ensure_loaded(home: Path, size: int) -> None:
-    """Build the workspace with search_latency's own loader unless `home` already holds it;
-    it also builds a missing vector index and analyzes."""
+def ensure_loaded(home: Path, size: int, corpus: Path = DEFAULT_CORPUS) -> None:
+    """Build the workspace with search_latency's own loader, from `corpus`, unless `home`
+    already holds it; it also builds a missing vector index and analyzes."""
     subprocess.run(
         [
             sys.executable,
@@ -90,12 +94,19 @@ def ensure_loaded(home: Path, size: int) -> None:
             "1",
             "--home",
             str(home),
+            "--corpus",
+            str(corpus),
             "--load-only",
         ],
         check=True,
         cwd=ROOT,
         stdout=sys.stderr,
     )
+
+
+def labelled_queries(picked: Queries) -> dict[str, list[str]]:
+    """The queries of each class sent, by the label search_latency prints for the class."""
+    return {picked.labels[c]: picked.texts[c] for c in QUERY_CLASSES}
 
 
 def query_mix(queries: dict[str, list[str]]) -> list[tuple[str, str]]:
@@ -316,7 +327,7 @@ def time_embedding(provider: FakeProvider, mix: list[tuple[str, str]]) -> dict[s
 
 
 def run(args: argparse.Namespace, home: Path) -> dict[str, Any]:
-    ensure_loaded(home, args.size)
+    ensure_loaded(home, args.size, args.corpus)
     settings = Settings(home=home, providers="fake", index_sweep_s=0)
     provider = FakeProvider()
     db = open_database(settings, pool_size=4)
@@ -341,7 +352,7 @@ def run(args: argparse.Namespace, home: Path) -> dict[str, Any]:
         with cx.transaction() as conn:
             _, token = create_key(conn, actor, "http latency bench")
         headers = {"authorization": f"Bearer {token}"}
-        queries = pick_queries(db, cx, args.queries)
+        queries = labelled_queries(pick_queries(db, cx, args.queries, args.corpus))
         mix = query_mix(queries)
         distinct = list(dict.fromkeys(q for _, q in mix))
 
@@ -439,8 +450,11 @@ def print_table(result: dict[str, Any]) -> None:
                 continue
             path = PATHS[key] if key in PATHS else f"HTTP, {key.split('_')[1]} client(s)"
             rate = f"{f['req_per_s']:7.1f}"
+            # Fewer timed requests than classes leave a class without a figure: shown as "-".
             by_query = "  ".join(
                 f"{f['p50_ms_by_query'][c]:>{len(s) + 4}.1f}"
+                if c in f["p50_ms_by_query"]
+                else f"{'-':>{len(s) + 4}}"
                 for c, s in zip(categories, short, strict=True)
             )
             print(
@@ -469,6 +483,12 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=200, help="timed requests per client")
     parser.add_argument("--warmup", type=int, default=20, help="untimed requests per client")
     parser.add_argument("--queries", type=int, default=100, help="queries per category")
+    parser.add_argument(
+        "--corpus",
+        type=Path,
+        default=DEFAULT_CORPUS,
+        help="SciFact corpus.jsonl, or another in its layout (queries.jsonl beside it)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:

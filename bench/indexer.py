@@ -3,9 +3,10 @@
 - import of N short bullets (nodes/s) and embedding them with the fake provider (nodes/s);
 - time from a committed edit to its vector being stored, with debounce 0 and 1500 ms;
 - provider calls saved by the hash skip on a second reindex;
-- chunks/s with the local model (needs the [local] extra; skipped otherwise).
+- chunks/s with the local model (needs the [local] extra; skipped otherwise, and with
+  --local-chunks 0).
 
-    python bench/indexer.py [--bullets 100000] [--edits 40] [--local-chunks 2000]
+    python bench/indexer.py [--bullets 100000] [--edits 40] [--local-chunks 2000] [--corpus PATH]
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.providers import CountingProvider
 
-from bench.corpus import abstracts, sentences
+from bench.corpus import DEFAULT_CORPUS, abstracts, sentences
 from subspace import commands
 from subspace.config import Settings
 from subspace.indexer.chunking import text_hash
@@ -38,10 +39,10 @@ from subspace.runtime import Database, open_database
 BULLETS_PER_PAGE = 100
 
 
-def short_bullets(count: int) -> list[str]:
-    """Sentence-sized bullets from SciFact, cut at 120 characters."""
+def short_bullets(count: int, corpus: Path = DEFAULT_CORPUS) -> list[str]:
+    """Sentence-sized bullets from SciFact (or `corpus`), cut at 120 characters."""
     found: list[str] = []
-    for _, text in abstracts():
+    for _, text in abstracts(corpus):
         found.extend(s[:120] for s in sentences(text))
         if len(found) >= count:
             return found[:count]
@@ -103,14 +104,19 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
 
 
-def local_chunks_per_second(db: Database, settings: Settings, count: int) -> None:
+def local_chunks_per_second(
+    db: Database, settings: Settings, count: int, corpus: Path = DEFAULT_CORPUS
+) -> None:
     from subspace.providers.local import LocalProvider, local_extra_installed
 
+    if count <= 0:
+        print("local model: --local-chunks 0; skipped")
+        return
     if not local_extra_installed():
         print("local model: the [local] extra is not installed; skipped")
         return
     provider = LocalProvider()
-    texts = short_bullets(count)
+    texts = short_bullets(count, corpus)
     started = time.perf_counter()
     provider.embed(texts)
     raw = time.perf_counter() - started
@@ -118,7 +124,7 @@ def local_chunks_per_second(db: Database, settings: Settings, count: int) -> Non
         f"local model {provider.model}: {count} sentence chunks embedded in {raw:.1f} s "
         f"= {count / raw:.0f} chunks/s (model only)"
     )
-    files = [t for _, t in itertools.islice(abstracts(), count // 4)]
+    files = [t for _, t in itertools.islice(abstracts(corpus), count // 4)]
     started = time.perf_counter()
     provider.embed(files)
     raw = time.perf_counter() - started
@@ -129,13 +135,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--bullets", type=int, default=100_000)
     parser.add_argument("--edits", type=int, default=40)
-    parser.add_argument("--local-chunks", type=int, default=2000)
+    parser.add_argument(
+        "--local-chunks", type=int, default=2000, help="chunks the local model embeds (0: none)"
+    )
+    parser.add_argument(
+        "--corpus", type=Path, default=DEFAULT_CORPUS, help="SciFact corpus.jsonl, or another"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings(home=Path(tmp) / "home", providers="fake", index_sweep_s=0)
         db = open_database(settings)
         try:
-            bullets = short_bullets(args.bullets)
+            bullets = short_bullets(args.bullets, args.corpus)
             took = import_bullets(db, settings, bullets)
             print(
                 f"import of {len(bullets):,} bullets ({len(bullets) // BULLETS_PER_PAGE} pages): "
@@ -165,7 +176,7 @@ def main() -> None:
                     f"reindex {run}: {items:,} items in {took:.1f} s; provider texts "
                     f"{outcome.embedded:,}, reused by hash {outcome.reused:,}"
                 )
-            local_chunks_per_second(db, settings, args.local_chunks)
+            local_chunks_per_second(db, settings, args.local_chunks, args.corpus)
         finally:
             db.close()
 

@@ -1,7 +1,7 @@
 """Ingestion figures: extraction throughput on mixed documents, and `subspace import` of
 1,000 Markdown files. Runs against a fresh embedded Postgres in a temporary folder.
 
-    python bench/ingest.py [--files 200] [--markdown 1000]
+    python bench/ingest.py [--files 300] [--markdown 1000] [--corpus PATH]
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.samples import make_docx, make_pdf
 
-from bench.corpus import abstracts, sentences
+from bench.corpus import DEFAULT_CORPUS, abstracts, sentences
 
 
-def write_mixed(folder: Path, count: int) -> int:
+def write_mixed(folder: Path, count: int, corpus: Path = DEFAULT_CORPUS) -> int:
     """PDF, DOCX and HTML files of SciFact abstracts, in turn; returns total bytes."""
     folder.mkdir(parents=True)
-    docs = itertools.islice(abstracts(), count * 3)
+    docs = itertools.islice(abstracts(corpus), count * 3)
     total = 0
     for index in range(count):
         group = [next(docs) for _ in range(3)]
@@ -59,9 +59,9 @@ def _wrap(text: str, width: int = 90) -> list[str]:
     return [*lines, line]
 
 
-def write_markdown(folder: Path, count: int) -> None:
+def write_markdown(folder: Path, count: int, corpus: Path = DEFAULT_CORPUS) -> None:
     folder.mkdir(parents=True)
-    for index, (title, text) in enumerate(itertools.islice(abstracts(), count)):
+    for index, (title, text) in enumerate(itertools.islice(abstracts(corpus), count)):
         bullets = "\n".join(f"- {s}" for s in sentences(text))
         (folder / f"note{index:05d}.md").write_text(f"# {title}\n\n## Abstract\n{bullets}\n")
 
@@ -114,12 +114,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--files", type=int, default=300, help="mixed documents to extract")
     parser.add_argument("--markdown", type=int, default=1000, help="Markdown files to import")
+    parser.add_argument(
+        "--corpus", type=Path, default=DEFAULT_CORPUS, help="SciFact corpus.jsonl, or another"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        total = write_mixed(root / "mixed", args.files)
+        total = write_mixed(root / "mixed", args.files, args.corpus)
         measure_extraction(root / "home-mixed", root / "mixed", total, args.files)
-        write_markdown(root / "markdown", args.markdown)
+        write_markdown(root / "markdown", args.markdown, args.corpus)
         measure_import(root / "home-md", root / "markdown", args.markdown)
 
 

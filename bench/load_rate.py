@@ -7,7 +7,7 @@ a new workspace per run: files (upload, extraction, chunks), then bullets, each 
 one round of the lexical follower applies the load's events to the index, timed. Embedding is
 left out: it is the indexer's, the same whatever the lexical leg does.
 
-    python bench/load_rate.py [--bullets 20000] [--file-chunks 4000] [--runs 2]
+    python bench/load_rate.py [--bullets 20000] [--file-chunks 4000] [--runs 2] [--corpus PATH]
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.corpus import DEFAULT_CORPUS
 from bench.search_latency import BULLETS_PER_PAGE, bullets, documents
 from subspace import commands
 from subspace.config import Settings
@@ -52,8 +53,11 @@ def main() -> None:
     parser.add_argument("--bullets", type=int, default=20_000)
     parser.add_argument("--file-chunks", type=int, default=4_000)
     parser.add_argument("--runs", type=int, default=2, help="loads, each into a new workspace")
+    parser.add_argument(
+        "--corpus", type=Path, default=DEFAULT_CORPUS, help="SciFact corpus.jsonl, or another"
+    )
     args = parser.parse_args()
-    texts, files = bullets(args.bullets), documents(args.file_chunks)
+    texts, files = bullets(args.bullets, args.corpus), documents(args.file_chunks, args.corpus)
     chunks = sum(len(split_text(body)) for _, body in files)
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings(home=Path(tmp), providers="fake", index_sweep_s=0)

@@ -9,7 +9,7 @@ so it includes the palette's debounce, the request, the search and the drawing. 
 the weight of the first view (the bytes of HTML, CSS and JavaScript the start page loads) and
 the bytes of JavaScript and CSS the app serves in all.
 
-    python bench/palette.py [--bullets 10000] [--queries 50] [--delay 40]
+    python bench/palette.py [--bullets 10000] [--queries 50] [--delay 40] [--corpus PATH]
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from playwright.sync_api import Response, sync_playwright
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.corpus import DEFAULT_CORPUS
 from bench.search_latency import BULLETS_PER_PAGE, bullets, quantiles
 from subspace import commands
 from subspace.api import create_app
@@ -96,6 +97,9 @@ def main() -> None:
     parser.add_argument("--bullets", type=int, default=10_000)
     parser.add_argument("--queries", type=int, default=50)
     parser.add_argument("--delay", type=int, default=40, help="ms between keystrokes")
+    parser.add_argument(
+        "--corpus", type=Path, default=DEFAULT_CORPUS, help="SciFact corpus.jsonl, or another"
+    )
     args = parser.parse_args()
     chromium = shutil.which("chromium")
     if chromium is None:
@@ -107,7 +111,7 @@ def main() -> None:
             cx = db.default_context(settings)
             started = time.perf_counter()
             seed_demo(cx)
-            texts = bullets(args.bullets)
+            texts = bullets(args.bullets, args.corpus)
             for number, start in enumerate(range(0, len(texts), BULLETS_PER_PAGE)):
                 items = [OutlineItem(t) for t in texts[start : start + BULLETS_PER_PAGE]]
                 commands.create_page_from_outline(cx, f"Notes {number}", items)

@@ -11,7 +11,8 @@ common (the most frequent word of the corpus), question (SciFact claims) and kin
 (the same claims, searching memory items only: one bullet in a hundred).
 
     python bench/search_latency.py --size 100000 [--queries 100] [--clients 1 4]
-        [--bases 1 10] [--file-share 0.2] [--home DIR] [--load-only] [--references] [--json]
+        [--bases 1 10] [--file-share 0.2] [--home DIR] [--corpus PATH] [--load-only]
+        [--references] [--stages] [--json]
 
 With --references the reference systems are timed in the same run, on the same texts and
 queries, in this process, with the same client counts (one knowledge base): the seed's SQL
@@ -73,9 +74,9 @@ from subspace.workspaces import create_workspace
 BULLETS_PER_PAGE = 100
 
 
-def bullets(count: int) -> list[str]:
+def bullets(count: int, corpus: Path = DEFAULT_CORPUS) -> list[str]:
     found: list[str] = []
-    for _, text in abstracts():
+    for _, text in abstracts(corpus):
         found.extend(s[:200] for s in sentences(text))
     base = list(found)
     for round_number in itertools.count(1):
@@ -85,12 +86,12 @@ def bullets(count: int) -> list[str]:
     raise AssertionError
 
 
-def documents(chunks: int) -> list[tuple[str, str]]:
+def documents(chunks: int, corpus: Path = DEFAULT_CORPUS) -> list[tuple[str, str]]:
     """(name, text) of abstracts as text files, enough for about `chunks` file chunks."""
     found: list[tuple[str, str]] = []
     total = 0
     for round_number in itertools.count():
-        for number, (title, text) in enumerate(abstracts()):
+        for number, (title, text) in enumerate(abstracts(corpus)):
             if total >= chunks:
                 return found
             suffix = f" [{round_number}]" if round_number else ""
@@ -164,8 +165,9 @@ class Report:
                  f"  {per_s:6.1f}/s")  # fmt: skip
 
 
-def pick_queries(db: Database, cx: Context, count: int) -> Queries:
-    """Rare words, the most frequent word, and SciFact's claims as long questions.
+def pick_queries(db: Database, cx: Context, count: int, corpus: Path = DEFAULT_CORPUS) -> Queries:
+    """Rare words, the most frequent word, and the claims of queries.jsonl beside `corpus`
+    (SciFact's) as long questions.
 
     Word statistics come from Postgres itself, so stopwords and stemming match the index.
     """
@@ -189,7 +191,7 @@ def pick_queries(db: Database, cx: Context, count: int) -> Queries:
                    and r["word"].isalpha() and len(r["word"]) > 6)  # fmt: skip
     rare = [word for _, word in words[: 5 * count]]
     claims = [json.loads(line)["text"] for line in
-              (DEFAULT_CORPUS.parent / "queries.jsonl").open(encoding="utf-8")]  # fmt: skip
+              (corpus.parent / "queries.jsonl").open(encoding="utf-8")]  # fmt: skip
     questions = rng.sample(claims, min(count, len(claims)))
     return Queries(
         texts={
@@ -602,6 +604,12 @@ def main() -> None:
         "--file-share", type=float, default=0.2, help="share of chunks that are file-sized"
     )
     parser.add_argument("--home", type=Path, help="keep the database here and reuse it")
+    parser.add_argument(
+        "--corpus",
+        type=Path,
+        default=DEFAULT_CORPUS,
+        help="SciFact corpus.jsonl, or another in its layout (queries.jsonl beside it)",
+    )
     parser.add_argument("--load-only", action="store_true", help="build the corpus, time nothing")
     parser.add_argument(
         "--references",
@@ -620,8 +628,8 @@ def main() -> None:
     args = parser.parse_args()
     report = Report(as_json=args.json)
     file_chunks = round(args.size * args.file_share)
-    texts = bullets(args.size - file_chunks)
-    files = documents(file_chunks)
+    texts = bullets(args.size - file_chunks, args.corpus)
+    files = documents(file_chunks, args.corpus)
     provider = FakeProvider()
     with tempfile.TemporaryDirectory() as tmp:
         home = args.home or Path(tmp) / "home"
@@ -681,7 +689,7 @@ def main() -> None:
             )
             if args.load_only:
                 return
-            queries = pick_queries(db, setups[0][1], args.queries)
+            queries = pick_queries(db, setups[0][1], args.queries, args.corpus)
             if args.references:
                 references(report, db, setups[0][1], queries, args.clients)
             ours(report, db, setups, queries, args.clients)

@@ -9,7 +9,7 @@ and shown as a word of the corpus), and the query analysis' time (lexical.build_
 its one statement, with the search's settings, and the choice in Python) with typo tolerance
 and without, each the median of --repeat runs.
 
-    python bench/typos.py [--repeat 15] [--rounds 1]
+    python bench/typos.py [--repeat 15] [--rounds 1] [--corpus PATH] [--json]
 """
 
 from __future__ import annotations
@@ -125,10 +125,16 @@ def main() -> None:
         "--rounds", type=int, default=1, help="loads without, then with, the words' triggers"
     )
     parser.add_argument("--json", action="store_true", help="also print one JSON object")
+    parser.add_argument(
+        "--corpus",
+        type=Path,
+        default=DEFAULT_CORPUS,
+        help="SciFact corpus.jsonl, or another in BEIR layout (queries.jsonl, qrels/test.tsv)",
+    )
     args = parser.parse_args()
-    texts = [f"{title}. {text}" for title, text in abstracts()]
+    texts = [f"{title}. {text}" for title, text in abstracts(args.corpus)]
     corpus_words = {w.lower() for t in texts for w in LETTERS.findall(t)}
-    collection = load_collection(DEFAULT_CORPUS.parent)
+    collection = load_collection(args.corpus.parent)
     typed_to_meant = misspellings(collection.queries)
     report: dict[str, object] = {}
     with tempfile.TemporaryDirectory() as tmp:
