@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 
 DRAIN_S = 300.0  # longest the answers still owed may take once stdin has closed
 
-Message = SessionMessage | Exception
+Incoming = SessionMessage | Exception  # what the client sent: a message, or why a line was not one
 
 
 def serve_stdio(db: Database, settings: Settings, provider: EmbeddingProvider | None) -> None:
@@ -53,13 +53,13 @@ async def _serve(server: Server[Any]) -> None:
 
 async def serve_until_answered(
     server: Server[Any],
-    from_client: ObjectReceiveStream[Message],
+    from_client: ObjectReceiveStream[Incoming],
     to_client: ObjectSendStream[SessionMessage],
     drain_s: float = DRAIN_S,
 ) -> None:
     """Run `server` between the client's streams, passing the end of the client's input on
     only once every request read from it has its answer written."""
-    to_server, server_reads = anyio.create_memory_object_stream[Message]()
+    to_server, server_reads = anyio.create_memory_object_stream[Incoming]()
     server_writes, from_server = anyio.create_memory_object_stream[SessionMessage]()
     owed: set[str | int] = set()
     answered = anyio.Event()
