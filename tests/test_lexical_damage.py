@@ -4,6 +4,7 @@ it without a restart, and a restart on a damaged folder does the same."""
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
@@ -21,7 +22,7 @@ from subspace.db.pool import open_pool
 from subspace.indexer.lexical import LexicalFollower
 from subspace.runtime import Database
 from subspace.search.lexical.index import CURRENT, DISK_FULL, STATE, current_generation
-from subspace.search.lexical.integrity import footer_problem
+from subspace.search.lexical.integrity import DAMAGED, footer_problem
 from subspace.search.lexical.leg import index_root
 from tests.conftest import make_client
 from tests.search_helpers import ids, run
@@ -37,7 +38,7 @@ from tests.test_lexical_index import (
 # way, but the engine merges them away too soon to damage one here).
 FILES = ["CURRENT", "state", "meta.json", ".managed.json", "idx", "term", "pos", "fast",
          "fieldnorm", "store"]  # fmt: skip
-HOWS = ["random bytes", "empty", "bytes overwritten in place"]
+HOWS = ["random bytes", "empty", "bytes overwritten in place", "JSON nested too deep"]
 SEGMENT_PARTS = ("idx", "term", "pos", "fast", "fieldnorm", "store")
 # A segment file truncated while a process has it mapped kills that process at its next read
 # (SIGBUS; search/lexical/integrity.py): no code can answer then, so a running reader meets
@@ -70,6 +71,8 @@ def damage(folder: Path, kind: str, how: str, seed: int = 7) -> Path:
         path.write_bytes(random.Random(seed).randbytes(max(size, 2)))
     elif how == "empty":
         path.write_bytes(b"")
+    elif how == "JSON nested too deep":  # json.loads raises RecursionError, not ValueError
+        path.write_bytes(b"[" * 100_000)
     else:  # inside the body: a segment's footer is its last bytes (up to 100 here)
         chooser = random.Random(seed)
         with path.open("r+b") as handle:
@@ -264,5 +267,81 @@ def test_a_full_disk_is_said_and_searches_go_on(
         assert follower.run_round() is None
         assert not (follower.folder / DISK_FULL).exists()
         assert run(database, cx, "curlew", mode="lexical").degraded == []
+    finally:
+        follower.close()
+
+
+def test_a_folder_where_current_should_be_is_replaced_and_leaves_no_generation_behind(
+    database: Database, settings: Settings, cx: Context, written: dict[str, UUID]
+) -> None:
+    follower = LexicalFollower(database, settings)
+    try:
+        follower.run_once()
+        folder = folder_of(database, settings)
+        (folder / CURRENT).unlink()
+        (folder / CURRENT).mkdir()
+        searched = run(database, cx, "heron", mode="lexical")
+        assert searched.degraded[0].startswith(REBUILDING)
+        assert "CURRENT" in searched.degraded[0]
+        assert follower.run_round() is None
+        assert follower.run_round() is None
+        assert run(database, cx, "heron", mode="lexical").degraded == []
+        assert len(list(folder.glob("g*"))) == 1  # no generation left behind by a failure
+        assert not list(folder.glob(".CURRENT.*"))
+    finally:
+        follower.close()
+
+
+@pytest.mark.parametrize("position", ["zzz", 12, "1:2:3:4", ["1:2:"]])
+def test_a_state_whose_position_is_not_a_snapshot_is_damaged(
+    database: Database, settings: Settings, cx: Context, written: dict[str, UUID],
+    position: object,
+) -> None:  # fmt: skip
+    follower = LexicalFollower(database, settings)
+    follower.run_once()
+    follower.close()
+    state = _path_of(folder_of(database, settings), "state")
+    state.write_text(json.dumps(json.loads(state.read_text()) | {"position": position}))
+    restarted = fresh_database(database)
+    try:
+        searched = run(restarted, cx, "heron", mode="lexical")
+        assert searched.degraded[0].startswith(REBUILDING)
+        assert_found_as_written(restarted, cx, written)
+    finally:
+        restarted.close()
+
+
+def test_bytes_that_rot_unseen_are_rebuilt_once_a_search_meets_them(
+    database: Database, settings: Settings, cx: Context, written: dict[str, UUID]
+) -> None:
+    """A segment whose bytes rot on the disk, its stamp unchanged: the follower's stamps
+    cannot see it; a search that fails on it has the reader check, and
+    its note makes the follower rebuild. No client sees a server path."""
+    follower = LexicalFollower(database, settings)
+    try:
+        follower.run_once()
+        assert run(database, cx, "heron", mode="lexical").degraded == []
+        folder = folder_of(database, settings)
+        path = damage(folder, "term", "bytes overwritten in place")
+        # Rot leaves a file's stamp as it was; no call can set a ctime back, so the follower's
+        # record of the file is made to match, as rot would leave it.
+        stamp = path.stat()
+        follower._checksums.verified[path] = (
+            stamp.st_ino,
+            stamp.st_size,
+            stamp.st_mtime_ns,
+            stamp.st_ctime_ns,
+        )
+        assert not follower.run_once().rebuilt  # unseen
+        reader = database.search_runtime.lexical_reader(index_root(settings), lambda: "")
+        view = reader.view()
+        assert view is not None
+        assert reader.failed(view, ValueError("as the engine would raise"))
+        searched = run(database, cx, "heron", mode="lexical")
+        assert "being rebuilt" not in searched.degraded[0]  # CURRENT still names it
+        assert "damaged" in searched.degraded[0] and str(folder) not in searched.degraded[0]
+        assert follower.run_once().rebuilt
+        assert run(database, cx, "heron", mode="lexical").degraded == []
+        assert not (folder / DAMAGED).exists()
     finally:
         follower.close()

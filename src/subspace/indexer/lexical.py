@@ -54,7 +54,9 @@ from subspace.search.lexical.integrity import (
     MISSING,
     Checksums,
     check_generation,
+    clear_damage,
     engine_failed,
+    report_damage,
 )
 from subspace.search.lexical.leg import database_identity, index_root
 from subspace.search.lexical.reader import LexicalReader
@@ -220,8 +222,9 @@ class LexicalFollower:
             level = logging.INFO if problem == MISSING else logging.WARNING
             log.log(level, "the lexical index in %s cannot serve: %s", folder, problem)
             self._close_writers()
-            if generation is not None:
-                (folder / CURRENT).unlink(missing_ok=True)  # readers rank in Postgres
+            if generation is not None:  # readers rank in Postgres, saying why, until rebuilt
+                report_damage(folder, generation, problem)
+                (folder / CURRENT).unlink(missing_ok=True)
             return False
         assert generation is not None
         if self._writers is not None and generation == self._writers.generation:
@@ -340,11 +343,12 @@ class LexicalFollower:
                         if progress is not None and written % 1000 == 0:
                             progress(source, written)
                 writers.commit(set(writers.kinds), snapshot, self._database)
+            write_atomically(folder / CURRENT, generation.name)
         except BaseException:
             writers.close()
             shutil.rmtree(generation, ignore_errors=True)
             raise
-        write_atomically(folder / CURRENT, generation.name)
+        clear_damage(folder)
         for old in folder.glob("g*"):
             if old != generation and old.is_dir():
                 shutil.rmtree(old, ignore_errors=True)
@@ -383,7 +387,10 @@ class LexicalFollower:
         try:
             while not self._stop.is_set():
                 failures = 0 if self.run_round() is None else failures + 1
-                self._wake.wait(_pause_s(failures))
+                if failures:  # backing off: the writes' notifications do not cut it short
+                    self._stop.wait(_pause_s(failures))
+                else:
+                    self._wake.wait(POLL_S)
                 self._wake.clear()
         finally:
             listener.stop()
@@ -394,7 +401,9 @@ class LexicalFollower:
         closed, and a full disk said to every reader)."""
         try:
             self.run_once()
-        except Exception as exc:  # a database hiccup, a folder removed, a full disk
+        except BaseException as exc:  # a database hiccup, a folder removed, a full disk
+            if not (isinstance(exc, Exception) or engine_failed(exc)):
+                raise  # an interrupt; an engine's panic is a failed round like any other
             full = _out_of_space(exc, self.folder)
             self._disk_full(full)
             if full:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -13,6 +14,8 @@ from subspace.db.migrate import pending_migrations
 from subspace.db.pool import Conn, check_pgvector
 from subspace.indexer.lexical import lexical_status
 from subspace.search.lexical.leg import database_identity, index_root
+
+log = logging.getLogger(__name__)
 
 router = APIRouter(tags=["health"])
 
@@ -87,5 +90,9 @@ def _lexical_index(request: Request, conn: Conn) -> str:
     reader = database(request).search_runtime.lexical_reader(
         index_root(settings), lambda: database_identity(conn)
     )
-    problem = lexical_status(conn, settings, reader).problem
+    try:
+        problem = lexical_status(conn, settings, reader).problem
+    except Exception as exc:  # the index's state is no reason to take the server out
+        log.warning("the lexical index's status cannot be read: %s", exc)
+        problem = "its status cannot be read"
     return f"degraded: {problem}" if problem else "ok"

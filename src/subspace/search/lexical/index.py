@@ -26,11 +26,13 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from uuid import UUID
 
 import tantivy
@@ -57,6 +59,7 @@ TARGET_HI, TARGET_LO, ITEM_HI, ITEM_LO, PART, KIND_CODE, DIGEST = (
 WRITER_HEAP_BYTES = 32_000_000  # per source; Tantivy flushes a segment when it fills
 STATE = "state.json"
 CURRENT = "CURRENT"
+SNAPSHOT = re.compile(r"[0-9]{1,20}:[0-9]{1,20}:([0-9]{1,20}(,[0-9]{1,20})*)?")  # pg_snapshot
 GENERATION_NAME = re.compile(r"g[0-9]{1,20}")  # as generation_name() makes them
 LOCK = "follower.lock"
 DISK_FULL = "DISK_FULL"  # made by the follower while its disk is full, removed once it writes
@@ -164,11 +167,21 @@ class State:
 
     @staticmethod
     def read(path: Path) -> State | None:
-        """The state in `path`; None when it is missing or unreadable."""
+        """The state in `path`; None when it is missing, unreadable, or holds anything but a
+        state (a position that is not a Postgres snapshot, kinds that are not lists…)."""
         try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
-            return State(int(raw["format"]), str(raw["database"]), dict(raw["kinds"]),
-                         raw["position"])  # fmt: skip
+            raw = read_json(path)
+            kinds, position = raw["kinds"], raw["position"]
+            if not isinstance(kinds, dict) or not all(
+                isinstance(names, list) and all(isinstance(n, str) for n in names)
+                for names in kinds.values()
+            ):
+                return None
+            if position is not None and not (
+                isinstance(position, str) and SNAPSHOT.fullmatch(position)
+            ):
+                return None
+            return State(int(raw["format"]), str(raw["database"]), kinds, position)
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
@@ -179,13 +192,30 @@ class State:
         write_atomically(path, json.dumps(data, sort_keys=True))
 
 
+def read_json(path: Path) -> Any:
+    """A small JSON file's value. ValueError for any bytes that are not JSON, nesting too
+    deep for the parser included (json raises RecursionError there); OSError as read."""
+    raw = path.read_bytes()
+    try:
+        return json.loads(raw)
+    except RecursionError:
+        raise ValueError(f"{path.name} nests too deep to be ours") from None
+
+
 def write_atomically(path: Path, text: str) -> None:
+    """Write, fsync, rename: a reader finds the old file or the new one. Whatever stands in
+    the way (a folder, a link) is removed first."""
     temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
-    with temporary.open("w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
+    try:
+        with temporary.open("w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
     directory = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(directory)
@@ -203,16 +233,21 @@ def generation_name() -> str:
     return f"g{time.time_ns()}"
 
 
+def generation_named(folder: Path) -> str | None:
+    """The generation name CURRENT holds, if it holds one (missing, empty or any other bytes:
+    None)."""
+    try:
+        name = (folder / CURRENT).read_bytes().strip().decode("ascii", errors="replace")
+    except OSError:
+        return None
+    return name if GENERATION_NAME.fullmatch(name) else None
+
+
 def current_generation(folder: Path) -> Path | None:
     """The generation CURRENT names in `folder`, if it names one that exists; None whatever
     else CURRENT holds (missing, empty, any bytes at all)."""
-    try:
-        raw = (folder / CURRENT).read_bytes()
-    except OSError:
-        return None
-    name = raw.strip().decode("ascii", errors="replace")
-    path = folder / name
-    return path if GENERATION_NAME.fullmatch(name) and path.is_dir() else None
+    name = generation_named(folder)
+    return None if name is None or not (folder / name).is_dir() else folder / name
 
 
 def open_index(generation: Path, source: str, *, create: bool = False) -> tantivy.Index:

@@ -7,9 +7,16 @@ code. So the follower and every reader check the checksums themselves, each file
 long as it stays the same file (segment files are never rewritten: a commit or a merge adds
 new ones), and any file they cannot vouch for makes the generation damaged.
 
+Damage the stamps cannot show (bytes that rot on the disk, a file rewritten and its times
+set back) is found when a search fails on it: the reader checks every file again and, finding
+one damaged, leaves a DAMAGED note in the folder, which the follower reads at its next round
+and rebuilds. The note also tells readers why the index is missing while it is rebuilt.
+
 A segment file truncated while a process has it mapped is another matter: the next read of
-the lost pages is a SIGBUS, which kills the process before any code of ours runs. Verified
-files are therefore made read-only, and a restart checks every file before the index serves.
+the lost pages is a SIGBUS, which kills the process before any code of ours runs (the engine
+maps its files, as Postgres's own files, which truncating also harms, are for the server
+alone). Verified files are made read-only against accidents, and a restart checks every file
+before the index serves.
 """
 
 from __future__ import annotations
@@ -26,7 +33,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from subspace.search.lexical.index import CURRENT, STATE, State, current_generation
+from subspace.search.lexical.index import (
+    CURRENT,
+    STATE,
+    State,
+    generation_named,
+    read_json,
+    write_atomically,
+)
 
 FOOTER_MAGIC = 1337  # tantivy's directory/footer.rs: the last 4 bytes of every segment file
 FOOTER_TAIL = 8  # the footer's JSON length and the magic, two little-endian u32
@@ -36,6 +50,7 @@ SEGMENT_PARTS = ("idx", "pos", "term", "fieldnorm", "fast", "store")
 READ_CHUNK = 1 << 20  # bytes read at a time while checksumming
 READ_ONLY = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
 MISSING = "the index is missing"  # not built yet, or its folder was removed
+DAMAGED = "DAMAGED"  # "<generation> <why>": a damaged generation, until it is rebuilt
 PASSES = 3  # a check that meets meta.json replaced under it (a merge) starts again
 
 
@@ -46,7 +61,9 @@ def engine_failed(exc: BaseException) -> bool:
     return isinstance(exc, ValueError | OSError) or type(exc).__name__ == "PanicException"
 
 
-Stamp = tuple[int, int, int]  # inode, size, modification time in ns
+# inode, size, and the times of the last write and of the last change of the inode (which no
+# call can set back, so a file rewritten with its modification time restored still differs)
+Stamp = tuple[int, int, int, int]
 
 
 def _stamp(path: Path) -> Stamp | None:
@@ -54,7 +71,7 @@ def _stamp(path: Path) -> Stamp | None:
         status = path.stat()
     except OSError:
         return None
-    return status.st_ino, status.st_size, status.st_mtime_ns
+    return status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns
 
 
 class Damaged(Exception):
@@ -70,13 +87,13 @@ class Checksums:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def damage(self, generation: Path, sources: Iterable[str]) -> str | None:
-        """Why the generation cannot be trusted ("" never), or None when every file of every
-        source's index checks out."""
+        """None when every file of every source's index checks out; else which file does
+        not and how, named within the index folder (no server path is shown to clients)."""
         try:
             for source in sources:
                 self._check_index(generation / source)
         except Damaged as exc:
-            return str(exc)
+            return str(exc).replace(f"{generation.parent}{os.sep}", "")
         return None
 
     def forget(self, generation: Path) -> None:
@@ -90,7 +107,7 @@ class Checksums:
             meta = folder / "meta.json"
             before = _stamp(meta)
             try:
-                files = segment_files(json.loads(meta.read_bytes()))
+                files = segment_files(read_json(meta))
             except OSError as exc:
                 raise Damaged(f"{meta} cannot be read ({exc.strerror})") from None
             except (ValueError, KeyError, TypeError, AttributeError):
@@ -115,16 +132,16 @@ class Checksums:
         if problem:
             raise Damaged(f"{path} {problem}")
         with contextlib.suppress(OSError):
-            os.chmod(path, READ_ONLY)  # nothing but a rebuild writes it again
+            os.chmod(path, READ_ONLY)  # against accidents: nothing but a rebuild writes it
         with self._lock:
-            self.verified[path] = stamp
+            self.verified[path] = _stamp(path) or stamp  # the chmod changed its ctime
         return "ok"
 
 
 def _check_managed(path: Path) -> None:
     """tantivy's list of the files it manages, which it reads to open an index."""
     try:
-        listed = json.loads(path.read_bytes())
+        listed = read_json(path)
     except FileNotFoundError:
         return  # made at the first commit
     except OSError as exc:
@@ -163,7 +180,7 @@ def footer_problem(path: Path) -> str:
             handle.seek(body)
             try:
                 expected = int(json.loads(handle.read(length))["crc"])
-            except (ValueError, KeyError, TypeError):
+            except (ValueError, KeyError, TypeError, RecursionError):
                 return "has a damaged footer"
             handle.seek(0)
             crc, left = 0, body
@@ -182,16 +199,52 @@ def check_generation(
 ) -> tuple[Path | None, str]:
     """The generation CURRENT names in `folder` and "" when it can serve; else None or the
     generation, and why not."""
-    generation = current_generation(folder)
-    if generation is None:
-        damaged = (folder / CURRENT).exists()
-        return None, "the index's CURRENT file is damaged" if damaged else MISSING
+    name = generation_named(folder)
+    reported = reported_damage(folder)
+    if name is None or not (folder / name).is_dir():
+        if reported is not None:
+            return None, f"it is being rebuilt: {reported[1]}"
+        if name is not None:
+            return None, f"the generation CURRENT names ({name}) is missing"
+        return None, "the index's CURRENT file is damaged" if _exists(folder / CURRENT) else MISSING
+    generation = folder / name
     state = State.read(generation / STATE)
     if state is None:
         return generation, "the index's state file is damaged"
     if not fits(state):
         return generation, "the index is of another database, format or set of kinds"
+    if reported is not None and reported[0] == name:
+        checksums.forget(generation)  # a search failed on it: its files are checked afresh
     damage = checksums.damage(generation, state.kinds)
     if damage is not None:
         return generation, f"a file of the index is damaged ({damage})"
+    if reported is not None and reported[0] == name:
+        clear_damage(folder)  # the failure was not the files'
     return generation, ""
+
+
+def _exists(path: Path) -> bool:
+    return path.exists() or path.is_symlink()
+
+
+def report_damage(folder: Path, generation: Path, why: str) -> None:
+    """Note that `generation` is damaged (for the follower, which rebuilds, and for readers,
+    which say why meanwhile). Best effort: a full disk may refuse even this."""
+    with contextlib.suppress(OSError):
+        write_atomically(folder / DAMAGED, f"{generation.name} {why}")
+
+
+def reported_damage(folder: Path) -> tuple[str, str] | None:
+    """The generation a DAMAGED note names and why, if there is one."""
+    try:
+        name, _, why = (
+            (folder / DAMAGED).read_bytes()[:2000].decode(errors="replace").partition(" ")
+        )
+    except OSError:
+        return None
+    return name, why or "a file of it was damaged"
+
+
+def clear_damage(folder: Path) -> None:
+    with contextlib.suppress(OSError):
+        (folder / DAMAGED).unlink(missing_ok=True)

@@ -150,13 +150,12 @@ def queue_lexical_leg(
         try:
             found = _engine_rankings(view, tsq, scope, excluded | delta.items, only, cap)
         except BaseException as exc:  # the index damaged or gone under the search
-            # A damaged file can make the engine raise, panic, or hand back values of any
-            # sort; a failure the files do not explain is a fault of ours and is raised.
-            damaged = bool(
-                (isinstance(exc, Exception) or engine_failed(exc))
-                and inputs.reader is not None
-                and inputs.reader.failed(view, exc)
-            )
+            if not (isinstance(exc, Exception) or engine_failed(exc)):
+                raise  # an interrupt, not a failure
+            # A damaged file can make the engine raise, panic or hand back values of any
+            # sort, so the reader checks the files. The engine's own errors rank in Postgres
+            # whatever the check finds; another error the files do not explain is ours.
+            damaged = inputs.reader is not None and inputs.reader.failed(view, exc)
             if not (damaged or engine_failed(exc)):
                 raise
             log.warning("lexical index unreadable, ranking in Postgres: %s", exc)

@@ -25,7 +25,13 @@ from subspace.search.lexical.index import (
     State,
     open_index,
 )
-from subspace.search.lexical.integrity import MISSING, Checksums, check_generation, engine_failed
+from subspace.search.lexical.integrity import (
+    MISSING,
+    Checksums,
+    check_generation,
+    engine_failed,
+    report_damage,
+)
 
 log = logging.getLogger(__name__)
 
@@ -122,21 +128,23 @@ class LexicalReader:
             return self._view
 
     def failed(self, view: EngineView, exc: BaseException) -> bool:
-        """A search failed in the engine on `view`: check every file of its generation
-        again; True when one is damaged, and then the generation is not served until CURRENT
-        or its state changes (the follower rebuilds it). A failure its files do not explain
-        fails that search alone."""
+        """A search failed on `view`: check every file of its generation again; True when one
+        is damaged, and then the generation is not served again (and the follower is told,
+        by the DAMAGED note, to rebuild it). A failure its files do not explain fails that
+        search alone."""
         with self._lock:
             generation = self._generation
             if generation is None or view is not self._view:
-                return view is not self._view  # already found out, or replaced
+                return False  # another search found it out first, or a new view replaced it
             self._checksums.forget(generation)
             damage = self._checksums.damage(generation, view.kinds)
             if damage is None:
                 log.warning("the lexical engine failed on a search, its files are whole: %r", exc)
                 return False
             log.warning("the lexical index in %s is damaged: %s", generation, damage)
-            self._close(f"a file of the index is damaged ({damage})")
+            why = f"a file of the index is damaged ({damage})"
+            report_damage(self.folder, generation, why)
+            self._close(why)
             return True
 
     def disk_full(self) -> str:
