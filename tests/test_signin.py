@@ -46,7 +46,8 @@ def test_a_code_becomes_a_session_cookie_and_works_once(
     code = new_code(database, cx)
     shown = browser.get("/signin", params={"code": code})
     assert shown.status_code == 200
-    assert "data-send-now" in shown.text and code in shown.text  # filled in, not yet spent
+    assert code in shown.text and "<strong>Default</strong>" in shown.text  # named, unspent
+    assert "<script" not in shown.text  # nothing signs the browser in by itself
     signed = sign_in(browser, code)
     assert signed.status_code == 303 and signed.headers["location"] == "/"
     cookie = signed.headers["set-cookie"]
@@ -244,3 +245,58 @@ def test_a_removed_user_is_signed_out(database: Database, settings: Settings, cx
         conn.execute("update kb.sessions set user_id = %s", (user["id"],))
         conn.execute("delete from kb.users where id = %s", (user["id"],))
     assert browser.get("/api/pages").status_code == 401
+
+
+def test_a_key_in_a_link_is_not_used_and_the_page_says_why(
+    database: Database, settings: Settings, client: TestClient
+) -> None:
+    token = client.headers["authorization"].split()[1]
+    browser = browser_for(database, settings)
+    shown = browser.get("/signin", params={"code": token})
+    assert shown.status_code == 400
+    assert "does not belong in a link" in shown.text and token not in shown.text
+
+
+def test_a_new_sign_in_ends_the_session_the_browser_held(
+    database: Database, settings: Settings, cx: Context
+) -> None:
+    browser = browser_for(database, settings)
+    sign_in(browser, new_code(database, cx))
+    first = browser.cookies[COOKIE_NAME]
+    shown = browser.get("/signin", params={"code": (code := new_code(database, cx))})
+    assert "signed in already" in shown.text
+    sign_in(browser, code)
+    assert browser.cookies[COOKIE_NAME] != first
+    with database.pool.connection() as conn:
+        assert len(list_sessions(conn, cx.actor.workspace_id)) == 1
+
+
+def test_each_load_of_the_app_moves_the_cookie_on(
+    database: Database, settings: Settings, cx: Context
+) -> None:
+    browser = browser_for(database, settings)
+    sign_in(browser, new_code(database, cx))
+    shell = browser.get("/")
+    assert shell.status_code == 200
+    assert re.search(r"Max-Age=604800\b", shell.headers["set-cookie"])
+
+
+def test_behind_a_proxy_the_public_address_is_this_server(
+    database: Database, settings: Settings, cx: Context
+) -> None:
+    public = replace(settings, public_url="https://kb.example.org")
+    browser = browser_for(database, public)
+    signed = sign_in(browser, new_code(database, cx), origin="https://kb.example.org")
+    assert signed.status_code == 303
+    assert (
+        sign_in(browser, new_code(database, cx), origin="javascript://testserver").status_code
+        == 403
+    )
+
+
+def test_an_unknown_cookie_is_told_apart_from_an_ended_session(
+    database: Database, settings: Settings, cx: Context
+) -> None:
+    browser = browser_for(database, settings)
+    browser.cookies.set(COOKIE_NAME, f"sss_{cx.actor.workspace_id.hex}_forged")
+    assert "not one of ours" in browser.get("/").text

@@ -1043,7 +1043,7 @@ def sessions_list(workspace: str | None, as_json: bool) -> None:
             "a code" if s.key_id is None else f"key {str(s.key_id)[:SHORT_ID_CHARS]}",
             _when(s.last_used_at),
             _when(s.expires_at),
-            s.user_agent,
+            escape(s.user_agent),  # the browser's own words: never markup
         )
     console.print(table)
 

@@ -47,14 +47,40 @@ def _workspace_of(presented: str, prefix: str) -> UUID | None:
 
 
 def create_signin_code(conn: Conn, actor: Actor, minutes: int) -> str:
-    """A code that signs `actor` in once within `minutes`."""
+    """A code that signs `actor` in once within `minutes`. The workspace's codes spent or
+    expired a day ago, and its sessions ended or expired a month ago, go with it."""
     code = f"{CODE_PREFIX}_{actor.workspace_id.hex}_{secrets.token_urlsafe(CODE_BYTES)}"
+    conn.execute(
+        "delete from kb.signin_codes where workspace_id = %s "
+        "and coalesce(used_at, expires_at) < now() - interval '1 day'",
+        (actor.workspace_id,),
+    )
+    conn.execute(
+        "delete from kb.sessions where workspace_id = %s "
+        "and least(coalesce(ended_at, expires_at), expires_at) < now() - interval '30 days'",
+        (actor.workspace_id,),
+    )
     conn.execute(
         "insert into kb.signin_codes (workspace_id, user_id, code_hash, expires_at) "
         "values (%s, %s, %s, now() + make_interval(mins => %s))",
         (actor.workspace_id, actor.user_id, _hash(code), minutes),
     )
     return code
+
+
+def workspace_of_code(conn: Conn, code: str) -> str | None:
+    """The name of the workspace an unspent, unexpired code signs in to; None otherwise.
+    Reading it spends nothing."""
+    workspace_id = _workspace_of(code.strip(), CODE_PREFIX)
+    if workspace_id is None:
+        return None
+    row = conn.execute(
+        "select w.name from kb.signin_codes c join kb.workspaces w using (workspace_id) "
+        "where c.workspace_id = %s and c.code_hash = %s and c.used_at is null "
+        "and c.expires_at > now()",
+        (workspace_id, _hash(code.strip())),
+    ).fetchone()
+    return None if row is None else str(row["name"])
 
 
 def start_session(
@@ -104,7 +130,9 @@ def authenticate_session(conn: Conn, token: str, *, days: int) -> Actor:
     expired, or its key was revoked."""
     workspace_id = _workspace_of(token, SESSION_PREFIX)
     if workspace_id is None:
-        raise Unauthorized("Your session is not valid. Sign in again.")
+        raise Unauthorized("This browser's sign-in cookie is not one of ours. Sign in again.")
+    # The key's revocation is checked here as well as ended with its sessions (keys.py):
+    # a key revoked by any other means still ends them.
     live = (
         "s.workspace_id = %(ws)s and s.token_hash = %(hash)s and s.ended_at is null "
         "and s.expires_at > now() and (s.key_id is null or exists (select 1 from kb.api_keys k "
@@ -120,9 +148,15 @@ def authenticate_session(conn: Conn, token: str, *, days: int) -> Actor:
     if row is None:
         row = conn.execute(f"select s.user_id from kb.sessions s where {live}", values).fetchone()
     if row is None:
+        known = conn.execute(
+            "select 1 from kb.sessions where workspace_id = %s and token_hash = %s",
+            (workspace_id, _hash(token)),
+        ).fetchone()
         raise Unauthorized(
             "Your session has ended (signed out, expired, or ended from another place). "
             "Sign in again."
+            if known
+            else "This browser's sign-in cookie is not one of ours. Sign in again."
         )
     return Actor(workspace_id=workspace_id, user_id=row["user_id"])
 

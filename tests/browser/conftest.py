@@ -156,12 +156,28 @@ def page(browser: Browser, live: LiveServer) -> Iterator[Page]:
     yield from signed_in_tab(browser, live)
 
 
+def sign_in_tab(tab: Page, live: LiveServer) -> None:
+    """Open a sign-in link in `tab` and press Sign in, as a person does."""
+    tab.goto(live.signin_path())
+    # The shell's scripts run before "load": waiting for it, not for an element, means
+    # the keyboard shortcuts are listening when a test presses them.
+    with tab.expect_navigation(wait_until="load"):
+        tab.click("button[type=submit]")
+    tab.wait_for_selector("#page-list", state="attached")  # hidden in a narrow drawer
+
+
+def sign_out(tab: Page) -> None:
+    """Forget the tab's session. The app is left first: signed out, its next request
+    would send it to /signin and abort whatever navigation the test starts."""
+    tab.goto("about:blank")
+    tab.context.clear_cookies()
+
+
 def signed_in_tab(browser: Browser, live: LiveServer) -> Iterator[Page]:
     """A tab of its own browser context on `live`, signed in through its sign-in link."""
     context = browser.new_context(base_url=live.url)
     tab = context.new_page()
     tab.set_default_timeout(ACTION_TIMEOUT_MS)
-    tab.goto(live.signin_path())
-    tab.wait_for_selector("#page-list")
+    sign_in_tab(tab, live)
     yield tab
     context.close()

@@ -11,7 +11,7 @@ import pytest
 from playwright.sync_api import Browser, Page, Request, Route, expect
 
 from subspace import commands
-from tests.browser.conftest import LiveServer
+from tests.browser.conftest import LiveServer, sign_in_tab
 
 ROWS = "#palette-list [role=option]"
 
@@ -52,8 +52,7 @@ def _palette(browser: Browser, live: LiveServer) -> Iterator[Page]:
     context = browser.new_context(base_url=live.url)
     try:
         page = context.new_page()
-        page.goto(live.signin_path())
-        page.wait_for_selector("#page-list")
+        sign_in_tab(page, live)
         _open(page)
         yield page
     finally:

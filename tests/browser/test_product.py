@@ -9,7 +9,7 @@ import time
 from playwright.sync_api import Browser, Page, expect
 
 from subspace import commands
-from tests.browser.conftest import LiveServer
+from tests.browser.conftest import LiveServer, sign_in_tab
 
 ROWS = "#palette-list [role=option]"
 
@@ -33,7 +33,7 @@ def _type_in_palette(page: Page, text: str) -> None:
 def _narrow(browser: Browser, live: LiveServer) -> Page:
     context = browser.new_context(base_url=live.url, viewport={"width": 390, "height": 844})
     tab = context.new_page()
-    tab.goto(live.signin_path())
+    sign_in_tab(tab, live)
     # The start view drawn: its render would close a drawer opened before it.
     tab.wait_for_selector(".cards")
     return tab

@@ -18,13 +18,22 @@ from subspace.api.auth import uses_cookie
 from subspace.api.errors import error_response
 
 SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
-# Paths that need no session: signing out only forgets the cookie.
-EXEMPT_PATHS = {"/signout"}
+# Paths that check for themselves: signing out only ends the session, and signing in checks
+# where the form came from (web/signin.py).
+EXEMPT_PATHS = {"/signout", "/signin"}
 
 
-def _origin_matches(origin: str, host: str) -> bool:
-    parts = urlsplit(origin)
-    return bool(parts.scheme in ("http", "https") and parts.netloc and parts.netloc == host)
+def same_site(request: Request) -> bool:
+    """Whether the request's Origin (or Referer) is this server: the Host it was sent to, or
+    SUBSPACE_PUBLIC_URL's address (a proxy in front may rewrite Host)."""
+    headers = request.headers
+    source = urlsplit(headers.get("origin") or headers.get("referer") or "")
+    if source.scheme not in ("http", "https") or not source.netloc:
+        return False
+    public = urlsplit(request.app.state.settings.public_url)
+    return source.netloc == headers.get("host", "") or (
+        bool(public.netloc) and (source.scheme, source.netloc) == (public.scheme, public.netloc)
+    )
 
 
 class CrossSiteCheck:
@@ -42,16 +51,14 @@ class CrossSiteCheck:
             await self.app(scope, receive, send)
             return
         request = Request(scope)
-        if uses_cookie(request):
-            headers = request.headers
-            source = headers.get("origin") or headers.get("referer") or ""
-            if not _origin_matches(source, headers.get("host", "")):
-                response = error_response(
-                    403,
-                    "cross_site",
-                    "This write came from another site (its Origin is not this server), so it "
-                    "was refused. Use the app itself, or send an API key in Authorization.",
-                )
-                await response(scope, receive, send)
-                return
+        if uses_cookie(request) and not same_site(request):
+            response = error_response(
+                403,
+                "cross_site",
+                "This write came from another site (its Origin is not this server), so it "
+                "was refused. Use the app itself, or send an API key in Authorization; behind "
+                "a proxy, set SUBSPACE_PUBLIC_URL to the address people open.",
+            )
+            await response(scope, receive, send)
+            return
         await self.app(scope, receive, send)

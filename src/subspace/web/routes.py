@@ -17,7 +17,7 @@ from subspace import __version__
 from subspace.api.auth import COOKIE_NAME, cookie_actor
 from subspace.errors import Unauthorized
 from subspace.search.options import KIND_ALIASES, KIND_LABELS, KINDS
-from subspace.web.signin import signin_page
+from subspace.web.signin import set_session_cookie, signin_page
 
 HERE = Path(__file__).parent
 STATIC_DIR = HERE / "static"
@@ -63,7 +63,9 @@ def shell(request: Request, token: str | None = None) -> Response:
             "max_limit": request.app.state.settings.max_search_limit,
         },
     }
-    return templates.TemplateResponse(request, "shell.html", context)
+    page = templates.TemplateResponse(request, "shell.html", context)
+    set_session_cookie(request, page, request.cookies[COOKIE_NAME])  # moved on with the session
+    return page
 
 
 for _path in VIEW_PATHS:

@@ -2,9 +2,10 @@
 session cookie it sets.
 
 `GET /signin?code=…` (the link `subspace serve` and `subspace signin` print) shows the page
-with the code filled in, and a script sends it at once: the code is spent by a POST, so a
-program that only fetches links (a chat's preview, a mail scanner) cannot use it up. The
-session's own token is the cookie; the API key never is.
+with the code filled in and the workspace it opens; its button spends the code. Nothing signs
+a browser in by itself: a link another person sent cannot sign you in to their workspace
+unseen, nor replace your session. The session's own token is the cookie; the API key never
+is.
 """
 
 from __future__ import annotations
@@ -13,22 +14,30 @@ import threading
 import time
 from collections import deque
 from pathlib import Path
-from urllib.parse import urlsplit
+from typing import Annotated
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
 from subspace import __version__
-from subspace.api.auth import COOKIE_NAME
+from subspace.api.auth import COOKIE_NAME, cookie_actor
+from subspace.api.csrf import same_site
 from subspace.api.state import database
 from subspace.config import Settings
 from subspace.errors import Unauthorized
-from subspace.sessions import end_session_of_token, start_session
+from subspace.keys import KEY_PREFIX
+from subspace.sessions import NOT_VALID, end_session_of_token, start_session, workspace_of_code
 
 MAX_FAILURES = 10  # failed sign-ins one address may make within FAILURE_WINDOW_S
 FAILURE_WINDOW_S = 600.0
 MAX_CODE_CHARS = 200  # longer than any code or key
+MAX_ADDRESSES = 10_000  # failing addresses remembered; past it, those whose window passed go
+KEY_IN_LINK = (
+    "An API key does not belong in a link, where a browser keeps it in its history: this "
+    "one was not used. Paste the key into the field below, and consider revoking it "
+    "(`subspace keys revoke`)."
+)
 
 router = APIRouter(include_in_schema=False)
 templates = Jinja2Templates(directory=Path(__file__).parent / "templates")
@@ -56,8 +65,14 @@ class FailedSignins:
             return 0.0 if len(times) < MAX_FAILURES else times[0] + FAILURE_WINDOW_S - now
 
     def failed(self, address: str) -> None:
+        now = time.monotonic()
         with self._lock:
-            self._failures.setdefault(address, deque()).append(time.monotonic())
+            if len(self._failures) >= MAX_ADDRESSES:  # many addresses: forget the quiet ones
+                for old in [
+                    a for a, t in self._failures.items() if t[-1] <= now - FAILURE_WINDOW_S
+                ]:
+                    del self._failures[old]
+            self._failures.setdefault(address, deque(maxlen=MAX_FAILURES)).append(now)
 
 
 def failed_signins(request: Request) -> FailedSignins:
@@ -69,45 +84,62 @@ def failed_signins(request: Request) -> FailedSignins:
 
 
 def signin_page(
-    request: Request, reason: str = "", status: int = 200, code: str = ""
-) -> HTMLResponse:
-    """The sign-in page: a field for a code or a key, with `reason` shown above it."""
-    return templates.TemplateResponse(
-        request,
-        "signin.html",
-        {"reason": reason, "version": __version__, "code": code},
-        status_code=status,
-    )
+    request: Request, reason: str = "", status: int = 200, code: str = "",
+    workspace: str = "", signed_in: bool = False,
+) -> HTMLResponse:  # fmt: skip
+    """The sign-in page: a field for a code or a key, with `reason` shown above it; with a
+    link's code, the workspace it opens (and that it replaces the browser's session)."""
+    context = {"reason": reason, "version": __version__, "code": code, "workspace": workspace,
+               "signed_in": signed_in}  # fmt: skip
+    return templates.TemplateResponse(request, "signin.html", context, status_code=status)
 
 
 @router.get("/signin")
 def show_signin(request: Request, code: str = "") -> HTMLResponse:
-    # The code is only shown in the form (and sent by its script); it is spent by the POST.
-    return signin_page(request, code=code[:MAX_CODE_CHARS])
+    """The sign-in page; with a link's code, filled in and naming the workspace it opens. The
+    code is spent only by the button's POST: a program that fetches links (a chat's preview,
+    a mail scanner) cannot use it up, and no page signs a browser in by itself."""
+    code = code.strip()[:MAX_CODE_CHARS]
+    if code.startswith(f"{KEY_PREFIX}_"):
+        return signin_page(request, KEY_IN_LINK, status=400)
+    if not code:
+        return signin_page(request)
+    with database(request).request_pool.connection() as conn:
+        workspace = workspace_of_code(conn, code)
+    if workspace is None:
+        return signin_page(request, NOT_VALID, status=401)
+    return signin_page(request, code=code, workspace=workspace, signed_in=_signed_in(request))
 
 
 @router.post("/signin")
-async def signin(request: Request) -> Response:
-    """Exchange the form's code (or key) for a session; the cookie holds the session."""
+def signin(request: Request, code: Annotated[str, Form()] = "") -> Response:
+    """Exchange the form's code (or key) for a session; the cookie holds the session, and a
+    session the browser held before ends."""
     address = request.client.host if request.client else ""
     limiter = failed_signins(request)
-    if not _same_origin(request):
+    # A browser names the page a form was posted from; a script that names none (curl) is
+    # not a browser another site could have made post.
+    origin = request.headers.get("origin") or request.headers.get("referer")
+    if origin and not same_site(request):
         return signin_page(
-            request, "This sign-in came from another site, so it was refused.", status=403
+            request,
+            f"This sign-in came from another site ({origin[:200]}, not this server), so it was "
+            "refused. Sign in from this server's own sign-in page; behind a proxy, set "
+            "SUBSPACE_PUBLIC_URL to the address people open.",
+            status=403,
         )
     wait = limiter.wait_s(address)
     if wait:
         minutes = max(1, round(wait / 60))
-        response = signin_page(
+        refused = signin_page(
             request,
             f"Too many failed sign-ins from this address. Try again in about {minutes} "
             "minute" + ("s" if minutes != 1 else "") + ".",
             status=429,
         )
-        response.headers["retry-after"] = str(int(wait) + 1)
-        return response
-    form = await request.form()
-    presented = str(form.get("code") or "").strip()[:MAX_CODE_CHARS]
+        refused.headers["retry-after"] = str(int(wait) + 1)
+        return refused
+    presented = code.strip()[:MAX_CODE_CHARS]
     if not presented:
         return signin_page(request, "Paste a sign-in code or an API key.", status=400)
     settings: Settings = request.app.state.settings
@@ -115,11 +147,22 @@ async def signin(request: Request) -> Response:
     try:
         with database(request).request_pool.connection() as conn:
             _, token = start_session(conn, presented, days=settings.session_days, user_agent=agent)
+            before = request.cookies.get(COOKIE_NAME)
+            if before:
+                end_session_of_token(conn, before)
     except Unauthorized as exc:
         limiter.failed(address)
         return signin_page(request, exc.message, status=401)
     signed_in = RedirectResponse("/", status_code=303)
-    signed_in.set_cookie(
+    set_session_cookie(request, signed_in, token)
+    return signed_in
+
+
+def set_session_cookie(request: Request, response: Response, token: str) -> None:
+    """The session's cookie, for as long as the session lasts unused: set again as it is
+    used (by each load of the app), so a browser in use keeps it."""
+    settings: Settings = request.app.state.settings
+    response.set_cookie(
         COOKIE_NAME,
         token,
         max_age=settings.session_days * 24 * 3600,
@@ -127,7 +170,14 @@ async def signin(request: Request) -> Response:
         samesite="lax",
         secure=is_https(request),
     )
-    return signed_in
+
+
+def _signed_in(request: Request) -> bool:
+    try:
+        cookie_actor(request)
+    except Unauthorized:
+        return False
+    return True
 
 
 @router.post("/signout")
@@ -147,13 +197,3 @@ def is_https(request: Request) -> bool:
     X-Forwarded-Proto, SUBSPACE_TRUSTED_PROXIES), or at an https SUBSPACE_PUBLIC_URL."""
     settings: Settings = request.app.state.settings
     return request.url.scheme == "https" or settings.public_url.lower().startswith("https://")
-
-
-def _same_origin(request: Request) -> bool:
-    """A sign-in posted by a page of this server (or by a client sending no Origin): another
-    site may not sign a browser in as someone else."""
-    source = request.headers.get("origin") or request.headers.get("referer")
-    if not source:
-        return True
-    parts = urlsplit(source)
-    return parts.netloc == request.headers.get("host", "")
