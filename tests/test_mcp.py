@@ -25,7 +25,9 @@ from click.testing import CliRunner
 from fastapi.testclient import TestClient
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.server import Server
 from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
 
 from subspace import commands
 from subspace.api import create_app
@@ -34,6 +36,7 @@ from subspace.config import Settings
 from subspace.context import Context
 from subspace.keys import create_key, revoke_key
 from subspace.mcp.server import build_server
+from subspace.mcp.stdio import Incoming, serve_until_answered
 from subspace.providers.fake import FakeProvider
 from subspace.runtime import Database
 from subspace.server import GRACEFUL_STOP_S
@@ -344,6 +347,66 @@ def test_a_client_that_closes_stdin_at_once_still_gets_every_answer(
     assert "zeppelin" in json.dumps(answers[2]["result"]).lower()
     assert "zeppelin" in json.dumps(answers[3]["result"]).lower()
     assert {t["name"] for t in answers[4]["result"]["tools"]} >= {"kb.search", "kb.grep"}
+
+
+def _stdio_exchange(*sent: dict[str, Any] | Exception) -> list[dict[str, Any]]:
+    """What `serve_until_answered` writes back for `sent`, the client's input closed after it,
+    on a server whose one tool sleeps for its `s` argument."""
+
+    async def on_call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        await anyio.sleep(float((params.arguments or {})["s"]))
+        return types.CallToolResult(content=[types.TextContent(text="slept")])
+
+    async def exchange() -> list[dict[str, Any]]:
+        server: Server[Any] = Server("sleeper", on_call_tool=on_call_tool)
+        to_server, from_client = anyio.create_memory_object_stream[Incoming](len(sent))
+        to_client, written = anyio.create_memory_object_stream[SessionMessage](len(sent) + 4)
+        for item in sent:
+            if isinstance(item, dict):
+                item = SessionMessage(types.jsonrpc_message_adapter.validate_python(item))
+            await to_server.send(item)
+        await to_server.aclose()
+        # Nothing the test sends sleeps for long: a server still waiting after this has
+        # failed to see that it owes nothing more.
+        with anyio.fail_after(60):
+            await serve_until_answered(server, from_client, to_client, drain_s=600)
+        return [m.message.model_dump(by_alias=True, mode="json") async for m in written]
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(anyio.run, exchange).result()
+
+
+def _sleep(request_id: int, seconds: float) -> dict[str, Any]:
+    params = {"name": "sleep", "arguments": {"s": seconds}}
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+
+
+_HELLO = [
+    {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "shell", "version": "1"}}},
+    {"jsonrpc": "2.0", "method": "notifications/initialized"},
+]  # fmt: skip
+
+
+def test_stdio_stops_owing_a_request_the_client_cancels() -> None:
+    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}}
+    answers = _stdio_exchange(*_HELLO, _sleep(7, 3600), cancel, _sleep(8, 0))
+    assert [a.get("id") for a in answers] == [0, 8]
+
+
+def test_stdio_answers_every_use_of_a_reused_id() -> None:
+    answers = _stdio_exchange(*_HELLO, _sleep(5, 0), _sleep(5, 0.5))
+    assert [a.get("id") for a in answers] == [0, 5, 5]
+    assert all("result" in a for a in answers)
+
+
+def test_stdio_answers_a_line_that_is_not_json_rpc_with_a_parse_error() -> None:
+    answers = _stdio_exchange(*_HELLO, ValueError("Invalid JSON: EOF while parsing"))
+    [refusal] = [a for a in answers if "error" in a]
+    assert refusal["id"] is None
+    assert refusal["error"]["code"] == types.PARSE_ERROR
+    assert "Invalid JSON" in refusal["error"]["message"]
 
 
 @pytest.mark.slow
