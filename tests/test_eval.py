@@ -102,6 +102,47 @@ def test_a_collection_needs_its_three_files(tmp_path: Path) -> None:
     assert len(collection.corpus) == 4
 
 
+@pytest.mark.parametrize(
+    ("corpus", "refusal"),
+    [
+        ('{"_id": "d1", "text": "one"}\n{"_id": "d1", "text": "two"}\n',
+         "corpus.jsonl line 2 repeats the _id 'd1' of line 1"),
+        ('{"_id": "d1", "text": "one"}\n{"_id": "d2", "text": ["two"]}\n',
+         "corpus.jsonl line 2: text must be text, not list"),
+        ('{"_id": "d1", "text": "one"\n', "corpus.jsonl line 1 is not JSON"),
+        ('["d1", "one"]\n', "corpus.jsonl line 1 is not a JSON object"),
+        ('{"title": "one"}\n', "corpus.jsonl line 1 has no _id"),
+        ('[' * 100_000 + '\n', "corpus.jsonl line 1 is not JSON"),
+    ],
+)  # fmt: skip
+def test_a_collection_that_breaks_the_layout_is_refused_by_line(
+    tmp_path: Path, corpus: str, refusal: str
+) -> None:
+    dataset = write_collection(tmp_path / "tiny")
+    (dataset / "corpus.jsonl").write_text(corpus)
+    with pytest.raises(InvalidInput) as refused:
+        load_collection(dataset)
+    assert refusal in refused.value.message
+
+
+def test_a_collection_reads_a_byte_order_mark_blank_lines_and_refuses_bad_grades(
+    tmp_path: Path,
+) -> None:
+    dataset = write_collection(tmp_path / "tiny")
+    corpus = dataset / "corpus.jsonl"
+    corpus.write_text("\ufeff" + corpus.read_text().replace("\n", "\n\n"), encoding="utf-8")
+    assert list(load_collection(dataset).corpus) == ["d1", "d2", "d3", "d4"]
+    (dataset / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\tyes\n")
+    with pytest.raises(InvalidInput, match=r"test\.tsv line 2: score must be a whole number"):
+        load_collection(dataset)
+    (dataset / "qrels" / "test.tsv").write_text("q1\td1\t1\n")
+    with pytest.raises(InvalidInput, match="must start with the header"):
+        load_collection(dataset)
+    corpus.write_bytes(b'{"_id": "d1", "text": "caf\xe9"}\n')
+    with pytest.raises(InvalidInput, match="not UTF-8"):
+        load_collection(dataset)
+
+
 def test_eval_end_to_end(
     tmp_path: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -148,6 +189,7 @@ def test_eval_runs_queries_over_the_query_limit(
     report = json.loads(result.stdout)
     assert report["queries"] == 3
     assert report["long_queries"] == 1
+    assert report["cut_documents"] == 0
     assert report["arms"]["lexical"]["recall@100"] == 1.0  # the long query found d4 too
     table = CliRunner().invoke(main, ["eval", str(dataset), "--provider", "fake"])
     assert table.exit_code == 0, table.output
@@ -184,6 +226,7 @@ def test_eval_keeps_documents_with_the_same_text_and_counts_an_empty_one_unfound
         same = "Kestrels hover while hunting voles over open grassland."
         f.write(json.dumps({"_id": "d5", "title": "Kestrels", "text": same}) + "\n")
         f.write(json.dumps({"_id": "d6", "title": "", "text": ""}) + "\n")
+        f.write(json.dumps({"_id": "d7", "title": "Long", "text": "word " * 21_000}) + "\n")
     with (dataset / "queries.jsonl").open("a") as f:
         f.write(json.dumps({"_id": "q4", "text": "an empty document"}) + "\n")
     with (dataset / "qrels" / "test.tsv").open("a") as f:
@@ -196,3 +239,5 @@ def test_eval_keeps_documents_with_the_same_text_and_counts_an_empty_one_unfound
     # q1 finds both of its documents, q2 its one; nothing finds q4's empty document.
     assert lexical["recall@100"] == 0.6667
     assert report["arms"]["bm25s"]["recall@100"] == 0.6667
+    assert report["arms"]["lancedb_hybrid"]["recall@100"] == 0.6667
+    assert report["cut_documents"] == 1  # d7, longer than a bullet may be

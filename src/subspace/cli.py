@@ -761,8 +761,8 @@ def eval_command(dataset_dir: Path, provider_name: str | None, typos: bool, swee
     console.print(table)
     if report.expect_empty:
         click.echo(f"{report.expect_empty} of the queries are judged to have no answer.")
-    if report.long_queries:
-        click.echo(report.long_queries_note())
+    for note in report.notes():
+        click.echo(note)
 
 
 @main.command()

@@ -7,9 +7,9 @@ paragraph); the search runs on bullets only, so one result is one document.
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from uuid import UUID
@@ -33,7 +33,9 @@ class Collection:
 
 
 def load_collection(folder: Path, split: str = "test") -> Collection:
-    """corpus.jsonl, queries.jsonl and qrels/<split>.tsv from `folder`."""
+    """corpus.jsonl, queries.jsonl and qrels/<split>.tsv from `folder`. A line that breaks the
+    layout (not JSON, a repeated `_id`, a title that is not text) is refused with its file
+    and line, since a collection read differently from what its judges read scores nothing."""
     paths = [folder / "corpus.jsonl", folder / "queries.jsonl", folder / "qrels" / f"{split}.tsv"]
     for path in paths:
         if not path.is_file():
@@ -41,22 +43,87 @@ def load_collection(folder: Path, split: str = "test") -> Collection:
                 f"{path} is missing. A BEIR collection has corpus.jsonl, queries.jsonl and "
                 f"qrels/{split}.tsv."
             )
-    corpus = {}
-    with paths[0].open(encoding="utf-8") as handle:
-        for line in handle:
-            doc = json.loads(line)
-            corpus[str(doc["_id"])] = (doc.get("title") or "", doc.get("text") or "")
-    qrels: dict[str, dict[str, int]] = {}
-    with paths[2].open(encoding="utf-8") as handle:
-        for row in csv.DictReader(handle, delimiter="\t"):
-            qrels.setdefault(row["query-id"], {})[row["corpus-id"]] = int(row["score"])
-    queries = {}
-    with paths[1].open(encoding="utf-8") as handle:
-        for line in handle:
-            query = json.loads(line)
-            if str(query["_id"]) in qrels:
-                queries[str(query["_id"])] = query["text"]
+    corpus = {
+        doc_id: (fields["title"], fields["text"])
+        for doc_id, fields in _records(paths[0], ("title", "text")).items()
+    }
+    qrels = _qrels(paths[2])
+    queries = {
+        query_id: fields["text"]
+        for query_id, fields in _records(paths[1], ("text",)).items()
+        if query_id in qrels
+    }
     return Collection(folder.name, corpus, queries, qrels)
+
+
+def _records(path: Path, fields: tuple[str, ...]) -> dict[str, dict[str, str]]:
+    """Each line's `_id` -> its `fields` as text (missing or null: ""), in the file's order.
+    Blank lines are passed over; a byte-order mark is allowed."""
+    records: dict[str, dict[str, str]] = {}
+    line_of: dict[str, int] = {}
+    for number, line in _lines(path):
+        where = f"{path.name} line {number}"
+        try:
+            record = json.loads(line)
+        except (ValueError, RecursionError) as exc:
+            raise InvalidInput(f"{where} is not JSON ({exc}).") from None
+        if not isinstance(record, dict):
+            raise InvalidInput(f"{where} is not a JSON object with an _id.")
+        key = record.get("_id")
+        if not isinstance(key, str | int) or isinstance(key, bool) or str(key) == "":
+            raise InvalidInput(f"{where} has no _id (a string or a number).")
+        key = str(key)
+        if key in records:
+            raise InvalidInput(f"{where} repeats the _id {key!r} of line {line_of[key]}.")
+        values = {}
+        for name in fields:
+            value = record.get(name)
+            if value is not None and not isinstance(value, str):
+                raise InvalidInput(f"{where}: {name} must be text, not {type(value).__name__}.")
+            values[name] = value or ""
+        records[key], line_of[key] = values, number
+    return records
+
+
+def _qrels(path: Path) -> dict[str, dict[str, int]]:
+    """query id -> document id -> grade, from a TSV whose header names those columns."""
+    qrels: dict[str, dict[str, int]] = {}
+    columns: list[str] = []
+    for number, line in _lines(path):
+        cells = line.rstrip("\r\n").split("\t")
+        if not columns:
+            columns = cells
+            if not {"query-id", "corpus-id", "score"} <= set(columns):
+                raise InvalidInput(
+                    f"{path.name} must start with the header: query-id, corpus-id, score."
+                )
+            continue
+        row = dict(zip(columns, cells, strict=False))
+        try:
+            grade = int(row["score"])
+        except (KeyError, ValueError):
+            raise InvalidInput(
+                f"{path.name} line {number}: score must be a whole number, "
+                f"not {row.get('score')!r}."
+            ) from None
+        qrels.setdefault(row["query-id"], {})[row["corpus-id"]] = grade
+    return qrels
+
+
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    """The file's non-blank lines with their numbers (from 1), read as UTF-8 (a byte-order
+    mark allowed)."""
+    number = 0
+    try:
+        with path.open(encoding="utf-8-sig") as handle:
+            for number, line in enumerate(handle, 1):
+                if line.strip():
+                    yield number, line
+    except UnicodeDecodeError:
+        raise InvalidInput(
+            f"{path.name} is not UTF-8 (the first bad byte is after line {number}); "
+            "save it as UTF-8."
+        ) from None
 
 
 def write_corpus(collection: Collection, folder: Path, titled: bool = False) -> dict[str, str]:
@@ -93,16 +160,22 @@ def import_collection(cx: Context, collection: Collection, titled: bool = False)
     kb = commands.create_knowledge_base(cx, f"eval {collection.name}")
     doc_of_page: dict[UUID, str] = {}
     texts: dict[str, str] = {}
+    cut = 0
     for doc_id, (title, text) in collection.corpus.items():
         heading, body = document_page(title, text, doc_id, titled)
         # One bullet per document, as long as a bullet may be: a longer one is ranked by
-        # its start (the reference arms read the same text).
+        # its start (the reference arms read the same text), and the report says how many.
+        cut += len(body) > cx.settings.max_node_chars
         body = body[: cx.settings.max_node_chars]
         items = [OutlineItem(body)] if body else []
         page = commands.create_page_from_outline(cx, heading, items, kb_id=kb.id)
         doc_of_page[page.id] = doc_id
-        # The reference arms read each document whole, as the untitled bullet holds it.
-        texts[doc_id] = document_page(title, text, doc_id, False)[1] if titled else body
+        # The reference arms read each document as the untitled bullet holds it; one with
+        # no text at all is nothing they can index (nor can our search find it).
+        reference = document_page(title, text, doc_id, False)[1] if titled else body
+        reference = reference[: cx.settings.max_node_chars]
+        if reference:
+            texts[doc_id] = reference
     with cx.transaction() as conn:
         bullets = conn.execute(
             "select n.id, n.page_id from kb.nodes n join kb.pages p "
@@ -122,6 +195,7 @@ def import_collection(cx: Context, collection: Collection, titled: bool = False)
         kinds=["page", "node"] if titled else ["node"],
         depth=DEPTH,
         metrics=BEIR_METRICS,
+        cut_documents=cut,
     )
 
 

@@ -17,3 +17,4 @@ class Loaded:
     kinds: list[str] | None  # the kinds searched; None for every kind, as the palette does
     depth: int  # rows kept per query
     metrics: tuple[str, ...]  # the report's columns, names from metrics.METRICS
+    cut_documents: int = 0  # documents longer than a bullet may be, searched by their start

@@ -110,13 +110,17 @@ class EvalReport:
     # Queries over SUBSPACE_MAX_QUERY_CHARS, run with the limit raised to the longest.
     long_queries: int = 0
     max_query_chars: int = 0
+    # Documents over SUBSPACE_MAX_NODE_CHARS, cut to it on import.
+    cut_documents: int = 0
+    max_node_chars: int = 0
     titled: bool = False  # titles as page titles, texts as bullets, both searched
 
     def as_json(self) -> dict[str, Any]:
         return {"dataset": self.dataset, "provider": self.provider, "model": self.model,
                 "queries": self.queries, "expect_empty": self.expect_empty, "typos": self.typos,
                 "metrics": list(self.metrics), "arms": self.arms,
-                "long_queries": self.long_queries, "titled": self.titled}  # fmt: skip
+                "long_queries": self.long_queries, "cut_documents": self.cut_documents,
+                "titled": self.titled}  # fmt: skip
 
     def summary(self) -> str:
         """The provider and the queries, in one sentence."""
@@ -132,18 +136,27 @@ class EvalReport:
             + "."
         )
 
-    def long_queries_note(self) -> str:
-        return (
-            f"{self.long_queries} of the queries are longer than SUBSPACE_MAX_QUERY_CHARS "
-            f"({self.max_query_chars:,}); they ran with the limit raised to the longest."
-        )
+    def notes(self) -> list[str]:
+        """What the run did differently from the collection's letter, one sentence each."""
+        notes = []
+        if self.long_queries:
+            notes.append(
+                f"{self.long_queries} of the queries are longer than SUBSPACE_MAX_QUERY_CHARS "
+                f"({self.max_query_chars:,}); they ran with the limit raised to the longest."
+            )
+        if self.cut_documents:
+            notes.append(
+                f"{self.cut_documents} documents are longer than SUBSPACE_MAX_NODE_CHARS "
+                f"({self.max_node_chars:,}); every arm read them cut to it."
+            )
+        return notes
 
     def markdown(self) -> str:
         lines = [
             f"# Retrieval quality on {self.dataset}",
             "",
             self.summary(),
-            *(["", self.long_queries_note()] if self.long_queries else []),
+            *(line for note in self.notes() for line in ("", note)),
             "",
             "| arm | " + " | ".join(METRIC_LABELS[m] for m in self.metrics) + " |",
             "|---" * (len(self.metrics) + 1) + "|",
@@ -270,7 +283,8 @@ def run_eval(
                          progress=progress)  # fmt: skip
         report = EvalReport(loaded.name, provider.name, provider.model, len(queries), typos,
                             loaded.metrics, expect_empty=len(loaded.expect_empty),
-                            long_queries=long_queries,
+                            long_queries=long_queries, cut_documents=loaded.cut_documents,
+                            max_node_chars=settings.max_node_chars,
                             max_query_chars=settings.max_query_chars, titled=titled)  # fmt: skip
         for arm, run in runs.items():
             report.arms[arm] = evaluate(run, loaded.qrels, loaded.metrics,
