@@ -25,6 +25,7 @@ CODE_BYTES = 18  # 144 random bits: no guessing within any number of attempts
 SESSION_BYTES = 32
 USER_AGENT_CHARS = 200  # of the browser's User-Agent kept to tell sessions apart
 SESSION_COLUMNS = "id, user_id, key_id, user_agent, created_at, last_used_at, expires_at, ended_at"
+NOT_OURS = "This browser's sign-in cookie is not one of ours. Sign in again."
 NOT_VALID = (
     "That sign-in code is not valid: it was mistyped, already used, or has expired. Run "
     "`subspace signin` on the server for a new link."
@@ -130,7 +131,7 @@ def authenticate_session(conn: Conn, token: str, *, days: int) -> Actor:
     expired, or its key was revoked."""
     workspace_id = _workspace_of(token, SESSION_PREFIX)
     if workspace_id is None:
-        raise Unauthorized("This browser's sign-in cookie is not one of ours. Sign in again.")
+        raise Unauthorized(NOT_OURS)
     # The key's revocation is checked here as well as ended with its sessions (keys.py):
     # a key revoked by any other means still ends them.
     live = (
@@ -156,7 +157,7 @@ def authenticate_session(conn: Conn, token: str, *, days: int) -> Actor:
             "Your session has ended (signed out, expired, or ended from another place). "
             "Sign in again."
             if known
-            else "This browser's sign-in cookie is not one of ours. Sign in again."
+            else NOT_OURS
         )
     return Actor(workspace_id=workspace_id, user_id=row["user_id"])
 
