@@ -24,9 +24,9 @@ import psycopg
 import pytest
 
 from subspace import commands
-from subspace.commands.outbox import append_event
 from subspace.context import Context
 from subspace.db.pool import Conn
+from subspace.outbox.append import append_event
 from subspace.runtime import Database
 from subspace.search.filters import TagFilter, resolve_scope
 from subspace.search.lexical.bm25 import K1 as BM25_K1

@@ -9,10 +9,11 @@ from typing import Any
 from uuid import UUID, uuid4
 
 from subspace import commands
-from subspace.commands.outbox import append_event
 from subspace.context import Context
 from subspace.db.pool import Conn
 from subspace.ingest.worker import extract_pending
+from subspace.outbox.append import append_event
+from subspace.outbox.events import Event, declared
 from subspace.providers.fake import FakeProvider
 from subspace.runtime import Database
 from subspace.search import registry
@@ -97,9 +98,9 @@ def _hide(conn: Conn, cx: Context, spec: registry.KindSpec, reason: registry.Rea
         params | {"id": ident},
     )
     # As a command would: an event naming the item, which the lexical index follows.
-    item = spec.item
-    append_event(conn, cx.actor.workspace_id, f"{item.events[0]}hidden",
-                 **{item.event_key: made.item_id})  # fmt: skip
+    hidden = Event(f"{spec.item.name}.hidden", spec.item.name, (f"{spec.item.name}_id",))
+    with declared(hidden):
+        append_event(conn, cx.actor.workspace_id, hidden.name, **{hidden.payload[0]: made.item_id})
 
 
 def _word(n: int) -> str:

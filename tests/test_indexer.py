@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 
 from subspace import commands
-from subspace.commands.outbox import waiting_for_embeddings
 from subspace.config import Settings
 from subspace.context import Context
-from subspace.indexer import consumer
+from subspace.db.pool import Conn
 from subspace.indexer.chunking import Chunk, text_hash
 from subspace.indexer.consumer import Indexer
+from subspace.indexer.queue import backlog, waiting
 from subspace.indexer.status import indexer_status
 from subspace.indexer.store import upsert_embeddings
 from subspace.ingest.worker import extract_pending
@@ -38,8 +38,14 @@ def embeddings(database: Database, model: str = FakeProvider.model) -> dict[str,
 
 def pending_events(database: Database) -> int:
     with database.pool.connection() as conn:
-        row = conn.execute("select count(*) as n from kb.outbox where indexed_at is null")
-        return int(row.fetchone()["n"])  # type: ignore[index]
+        return backlog(conn).events
+
+
+def forget_the_queue(conn: Conn) -> None:
+    """As if the follower had read every event and lost the work: queue empty, position at
+    the head of the outbox."""
+    conn.execute("delete from search.embedding_queue")
+    conn.execute("update public.follower_positions set position = pg_current_snapshot()")
 
 
 @pytest.fixture
@@ -177,7 +183,7 @@ def test_a_crash_inside_the_window_is_healed_by_the_sweep(
     page = commands.create_page(cx, "Crashed")
     node = commands.add_node(cx, page.id, "lost edit")
     with database.pool.connection() as conn:  # the events were consumed, the work was not
-        conn.execute("update kb.outbox set indexed_at = now()")
+        forget_the_queue(conn)
     assert indexer.drain().embedded == 0
     assert embeddings(database) == {}
     indexer.sweep()
@@ -185,7 +191,7 @@ def test_a_crash_inside_the_window_is_healed_by_the_sweep(
     # Orphans are healed too: a row whose node vanished without an event.
     with database.pool.connection() as conn:
         conn.execute("delete from kb.nodes where id = %s", (node.id,))
-        conn.execute("update kb.outbox set indexed_at = now()")
+        forget_the_queue(conn)
     indexer.sweep()
     assert set(embeddings(database)) == {f"page:{page.id}"}
     assert indexer.sweep().embedded == 0
@@ -215,8 +221,8 @@ def test_redelivery_is_idempotent(
     commands.add_node(cx, page.id, "delivered twice")
     indexer.drain()
     before, calls = embeddings(database), len(provider.calls)
-    with database.pool.connection() as conn:
-        conn.execute("update kb.outbox set indexed_at = null")
+    with database.pool.connection() as conn:  # every event read again, from the start
+        conn.execute("update public.follower_positions set position = '1:1:'")
     indexer.drain()
     assert embeddings(database) == before
     assert len(provider.calls) == calls
@@ -257,25 +263,24 @@ def test_provider_failures_back_off_then_dead_letter_without_blocking_others(
     assert f"page:{good.id}" in embeddings(database)
     with database.pool.connection() as conn:
         row = conn.execute(
-            "select attempts, last_error, retry_at > now() as later, indexed_at from kb.outbox "
-            "where payload->>'page_id' = %s",
-            (str(bad.id),),
+            "select attempts, last_error, retry_at > now() as later from search.embedding_queue "
+            "where item_id = %s",
+            (bad.id,),
         ).fetchone()
-    assert row == {
-        "attempts": 1,
-        "last_error": "provider is down",
-        "later": True,
-        "indexed_at": None,
-    }
-    assert indexer.run_once().events == 0  # not retried before its time
+    assert row == {"attempts": 1, "last_error": "provider is down", "later": True}
+    assert indexer.run_once().due == 0  # not retried before its time
     for _ in range(2):
         with database.pool.connection() as conn:
-            conn.execute("update kb.outbox set retry_at = now()")
+            conn.execute("update search.embedding_queue set retry_at = now()")
         indexer.run_once()
     with database.pool.connection() as conn:
-        dead = conn.execute("select event, error, attempts from search.dead_letters").fetchall()
+        dead = conn.execute(
+            "select item_kind, item_id, error, attempts from search.dead_letters"
+        ).fetchall()
         status = indexer_status(conn, "fake", FakeProvider.model)
-    assert dead == [{"event": "page.created", "error": "provider is down", "attempts": 3}]
+    assert dead == [
+        {"item_kind": "page", "item_id": bad.id, "error": "provider is down", "attempts": 3}
+    ]
     assert (status.backlog, status.dead_letters) == (0, 1)
     # Writes after it keep flowing.
     later = commands.create_page(cx, "After the poison")
@@ -312,22 +317,22 @@ def test_status_and_waiting_count(database: Database, cx: Context, indexer: Inde
     commands.add_mail(cx, message_id="<w@x>", subject="s")
     commands.create_tag(cx, "t", "text")
     with database.pool.connection() as conn:
-        assert waiting_for_embeddings(conn, cx.actor.workspace_id) == 2
+        assert waiting(conn, cx.actor.workspace_id) == 2
         status = indexer_status(conn, "fake", FakeProvider.model)
-    assert status.backlog == 6
+    assert status.backlog == 5  # the tag's event is about no item: it waits for nothing
     assert status.waiting_items == 2
     assert status.lag_seconds >= 0
     indexer.drain()
     with database.pool.connection() as conn:
-        assert waiting_for_embeddings(conn, cx.actor.workspace_id) == 0
+        assert waiting(conn, cx.actor.workspace_id) == 0
         assert indexer_status(conn, "fake", FakeProvider.model).embeddings == 5
 
 
 def test_the_running_indexer_wakes_on_notify(
-    database: Database, settings: Settings, cx: Context, monkeypatch: pytest.MonkeyPatch
+    database: Database, settings: Settings, cx: Context
 ) -> None:
-    monkeypatch.setattr(consumer, "POLL_SECONDS", 60.0)  # only a notification can wake it
     indexer = Indexer(database, settings, FakeProvider())
+    indexer.poll_s = 60.0  # only a notification can wake it
     thread = threading.Thread(target=indexer.run, daemon=True)
     thread.start()
     try:

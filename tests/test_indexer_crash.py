@@ -14,6 +14,7 @@ from subspace.config import Settings
 from subspace.context import Context
 from subspace.indexer.chunking import text_hash
 from subspace.indexer.consumer import Indexer
+from subspace.indexer.queue import backlog
 from subspace.runtime import Database
 from tests.providers import CountingProvider
 
@@ -23,8 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def state(database: Database) -> tuple[list[tuple[str, str]], int]:
     with database.pool.connection() as conn:
         rows = conn.execute("select ref, text_hash from search.embeddings order by ref").fetchall()
-        pending = conn.execute("select count(*) as n from kb.outbox where indexed_at is null")
-        return [(r["ref"], r["text_hash"]) for r in rows], int(pending.fetchone()["n"])  # type: ignore[index]
+        return [(r["ref"], r["text_hash"]) for r in rows], backlog(conn).events
 
 
 @pytest.mark.parametrize(("mode", "calls_after_restart"), [("after-embed", 1), ("after-commit", 0)])

@@ -254,8 +254,8 @@ def test_a_full_disk_is_said_and_searches_go_on(
         for _ in range(20):  # more than the few kilobytes left can take
             commands.add_node(cx, page.id, words)
         node = commands.add_node(cx, page.id, "a whimbrel on the shore")
-        stopped = follower.run_round()
-        assert stopped is not None  # the writer failed: the disk is full
+        follower.step()
+        assert follower.failures == 1  # the writer failed: the disk is full
         assert (follower.folder / DISK_FULL).exists()
         searched = run(database, cx, "whimbrel", mode="lexical")
         assert ids(searched) == [node.id]  # found from Postgres
@@ -264,7 +264,8 @@ def test_a_full_disk_is_said_and_searches_go_on(
         assert ready.status_code == 200
         assert "full" in ready.json()["checks"]["lexical_index"]
         ballast.unlink()
-        assert follower.run_round() is None
+        follower.step()
+        assert follower.failures == 0
         assert not (follower.folder / DISK_FULL).exists()
         assert run(database, cx, "curlew", mode="lexical").degraded == []
     finally:
@@ -283,8 +284,9 @@ def test_a_folder_where_current_should_be_is_replaced_and_leaves_no_generation_b
         searched = run(database, cx, "heron", mode="lexical")
         assert searched.degraded[0].startswith(REBUILDING)
         assert "CURRENT" in searched.degraded[0]
-        assert follower.run_round() is None
-        assert follower.run_round() is None
+        for _ in range(2):
+            follower.step()
+            assert follower.failures == 0
         assert run(database, cx, "heron", mode="lexical").degraded == []
         assert len(list(folder.glob("g*"))) == 1  # no generation left behind by a failure
         assert not list(folder.glob(".CURRENT.*"))

@@ -143,7 +143,7 @@ def test_the_indexer_backlog_is_read_when_scraped(
     assert retrying >= 1
     client.app.state.provider = provider = FakeProvider()  # type: ignore[attr-defined]
     with database.pool.connection() as conn:  # the retry is due now, not after its backoff
-        conn.execute("update kb.outbox set retry_at = now() where indexed_at is null")
+        conn.execute("update search.embedding_queue set retry_at = now()")
     index(database, cx, provider)
     text = client.get("/metrics").text
     assert sample(text, "subspace_indexer_backlog") == 0

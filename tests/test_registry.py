@@ -14,11 +14,12 @@ from subspace import commands
 from subspace.agents.tools import call_tool
 from subspace.answers.evidence import Evidence, parse_line
 from subspace.answers.strategy import AnswerBullet
-from subspace.commands.outbox import append_event
 from subspace.commands.pages import resolve_kb
 from subspace.context import Context
 from subspace.errors import InvalidInput, NotFound
 from subspace.ingest.worker import extract_pending
+from subspace.outbox.append import append_event
+from subspace.outbox.events import Event, declared
 from subspace.runtime import Database
 from subspace.search import registry
 from subspace.search.filters import resolve_scope
@@ -32,7 +33,7 @@ from tests.search_helpers import lexical_hits, run
 # A kind stored in its own schema: a text, its generated tsvector and length (as the
 # migrations declare them for pages and bullets), a knowledge base, and the BM25 statistics
 # kept by the triggers migration 0005 installs on every searchable table. Its writes append
-# outbox events naming the note (NOTE_ITEM.events), as kb-commands do for theirs.
+# outbox events naming the note (NOTE_EVENTS), as kb-commands do for theirs.
 NOTES_SCHEMA = """
 create schema kindtest;
 create table kindtest.notes (
@@ -62,8 +63,9 @@ create trigger text_stats_delete after delete on kindtest.notes
     for each statement execute function search.update_text_stats('note', 'body_tsv', 'body_len');
 """
 
-NOTE_ITEM = registry.ItemSpec("note", "kindtest.notes", "t", "title", (registry.ARCHIVED,),
-                           events=("note.",), event_key="note_id")  # fmt: skip
+NOTE_ITEM = registry.ItemSpec("note", "kindtest.notes", "t", "title", (registry.ARCHIVED,))
+NOTE_EVENTS = (Event("note.added", "note", ("note_id",)),
+               Event("note.archived", "note", ("note_id",)))  # fmt: skip
 NOTE = registry.KindSpec(
     "note", NOTE_ITEM, "kindtest.notes", "t", key="id", item_key="id", text="body",
     tsv="body_tsv", length="body_len", source="note", row_type="note", cursor_key="t",
@@ -109,7 +111,8 @@ def notes(database: Database, cx: Context) -> Iterator[Notes]:
         conn.execute(NOTES_SCHEMA)
     spec = registry.register(NOTE)
     try:
-        yield Notes(database, cx, spec)
+        with declared(*NOTE_EVENTS):
+            yield Notes(database, cx, spec)
     finally:
         registry.unregister(spec.name)
 

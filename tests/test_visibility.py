@@ -10,10 +10,11 @@ from uuid import UUID
 import pytest
 
 from subspace import commands
-from subspace.commands.outbox import append_event
 from subspace.context import Context
 from subspace.errors import NotFound
 from subspace.ingest.worker import extract_pending
+from subspace.outbox.append import append_event
+from subspace.outbox.events import Event, declared
 from subspace.providers.fake import FakeProvider
 from subspace.runtime import Database
 from subspace.search.filters import resolve_scope
@@ -56,7 +57,8 @@ def disable_chunk(cx: Context, database: Database, c: Corpus, on: bool) -> None:
         conn.execute(
             "update search.file_chunks set enabled = %s where file_id = %s", (not on, c.file_id)
         )
-        append_event(conn, cx.actor.workspace_id, "file.chunks_enabled", file_id=c.file_id)
+        with declared(Event("file.chunks_enabled", "file", ("file_id",))):
+            append_event(conn, cx.actor.workspace_id, "file.chunks_enabled", file_id=c.file_id)
 
 
 def set_processing(cx: Context, database: Database, c: Corpus, on: bool) -> None:
@@ -65,7 +67,8 @@ def set_processing(cx: Context, database: Database, c: Corpus, on: bool) -> None
             "update kb.files set status = %s where id = %s",
             ("processing" if on else "ready", c.file_id),
         )
-        append_event(conn, cx.actor.workspace_id, "file.status", file_id=c.file_id)
+        with declared(Event("file.status", "file", ("file_id",))):
+            append_event(conn, cx.actor.workspace_id, "file.status", file_id=c.file_id)
 
 
 STATES: dict[str, tuple[str, Callable[[Context, Database, Corpus, bool], None]]] = {

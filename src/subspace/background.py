@@ -3,9 +3,8 @@ the embeddings indexer, the lexical index's follower, the run worker, and the wa
 runs' event streams. `subspace serve` runs all of it (api/app.py's lifespan), `subspace
 indexer` the two indexers alone.
 
-Each loop wakes on its LISTEN channel through `db.notifications.Listener`, backs off on its
-own errors, and stops when asked: a loop is anything with `run()` and `stop()`, run here in a
-daemon thread of its own and joined on stop.
+Each is a `loop.Loop`: it wakes on its LISTEN channel, backs off on its own errors, and stops
+when asked; here each runs in a daemon thread of its own, joined on stop.
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from subspace.answers.runs import RunEngine, RunWorker
 from subspace.answers.step_waker import StepWaker
@@ -22,18 +21,13 @@ from subspace.config import Settings
 from subspace.indexer.consumer import Indexer
 from subspace.indexer.lexical import LexicalFollower
 from subspace.ingest.worker import ExtractionWorker
+from subspace.loop import Loop
 from subspace.providers.base import EmbeddingProvider
 from subspace.runtime import Database
 
 log = logging.getLogger(__name__)
 
 JOIN_S = 10.0  # how long a stop waits for each loop's thread
-
-
-class Loop(Protocol):
-    def run(self) -> None: ...
-
-    def stop(self) -> None: ...
 
 
 @dataclass

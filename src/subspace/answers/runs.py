@@ -33,9 +33,9 @@ from subspace.config import Settings
 from subspace.context import Context
 from subspace.db import queries
 from subspace.db.locks import RUN_LOCK_CLASS, SERVER_LOCK_KEY
-from subspace.db.notifications import Listener
 from subspace.db.pool import Conn
 from subspace.errors import Conflict, InvalidInput, NotFound, SubspaceError
+from subspace.loop import Loop
 from subspace.models import Actor
 from subspace.providers.base import EmbeddingProvider
 from subspace.providers.registry import create_chat_provider
@@ -48,7 +48,6 @@ CHANNEL = "subspace_runs"  # a run was queued: wakes the workers
 STEPS_CHANNEL = "subspace_run_steps"  # a run wrote a step: wakes its streams
 MAX_QUESTION_CHARS = 2_000  # as long as a search query may be
 QUESTIONS_PAGE = "Questions"  # where a question asked with no page or bullet is filed
-POLL_SECONDS = 2.0  # workers also poll, in case a notification is missed
 REAP_EVERY_S = 60.0  # how often a worker looks for runs whose process died
 STOPPED = "The answer stopped: the server running it stopped."
 
@@ -560,48 +559,39 @@ def tail_steps(
 # -- the server's worker ---------------------------------------------------------------------
 
 
-class RunWorker:
+class RunWorker(Loop):
     """Executes queued runs, at most `max_runs` at once, each in a thread of its own; wakes
     on NOTIFY and every few seconds, and sweeps runs whose process died every minute."""
 
+    name = "runs"
+
     def __init__(self, engine: RunEngine, max_runs: int) -> None:
+        super().__init__(engine.db.dsn, CHANNEL)
         self.engine = engine
         self.max_runs = max(1, max_runs)
-        self._stop = threading.Event()
-        self._wake = threading.Event()
         self._active: set[threading.Thread] = set()
         self._lock = threading.Lock()
+        self._last_reap = 0.0
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """Stop claiming; runs in progress stop at their next step, marked failed."""
-        self._stop.set()
+        super().stop()
         self.engine.stopping.set()
-        self._wake.set()
         deadline = time.monotonic() + timeout_s
         for thread in list(self._active):
             thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
-    def run(self) -> None:
-        listener = Listener(
-            self.engine.db.dsn, CHANNEL, lambda _: self._wake.set(), name="runs-listen"
-        )
-        listener.start()
-        last_reap = 0.0
-        while not self._stop.is_set():
-            try:
-                if time.monotonic() - last_reap >= REAP_EVERY_S:
-                    reap_stopped(self.engine.db, self.engine.settings)
-                    last_reap = time.monotonic()
-                while len(self._active) < self.max_runs and not self._stop.is_set():
-                    claimed = self.engine.claim()
-                    if claimed is None:
-                        break
-                    self._start(claimed)
-            except Exception:  # keep serving through a database hiccup
-                log.exception("run worker round failed; retrying")
-            self._wake.wait(POLL_SECONDS)
-            self._wake.clear()
-        listener.stop()
+    def round(self) -> None:
+        """Reap the runs of dead processes when due, then start queued runs while a slot is
+        free."""
+        if time.monotonic() - self._last_reap >= REAP_EVERY_S:
+            reap_stopped(self.engine.db, self.engine.settings)
+            self._last_reap = time.monotonic()
+        while len(self._active) < self.max_runs and not self.stopping:
+            claimed = self.engine.claim()
+            if claimed is None:
+                break
+            self._start(claimed)
 
     def _start(self, claimed: Claimed) -> None:
         def work() -> None:
@@ -610,7 +600,7 @@ class RunWorker:
             finally:
                 with self._lock:
                     self._active.discard(threading.current_thread())
-                self._wake.set()
+                self.wake()
 
         thread = threading.Thread(target=work, name=f"run-{claimed.run.id}", daemon=True)
         with self._lock:

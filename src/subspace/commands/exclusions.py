@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from subspace.commands.outbox import append_event
 from subspace.commands.retry import retried
 from subspace.context import Context
 from subspace.db import queries
 from subspace.errors import InvalidInput
+from subspace.outbox.append import append_event
 
 EXCLUDABLE = ("page", "file", "mail")
 

@@ -6,7 +6,6 @@ import hashlib
 from uuid import UUID
 
 from subspace.commands.blobs import put_blob
-from subspace.commands.outbox import append_event
 from subspace.commands.pages import resolve_kb
 from subspace.commands.retry import retried
 from subspace.commands.states import ARCHIVE, DELETE, RESTORE, set_state
@@ -15,6 +14,7 @@ from subspace.db import queries
 from subspace.db.pool import Conn
 from subspace.errors import InvalidInput, TooLarge
 from subspace.models import File
+from subspace.outbox.append import append_event
 from subspace.text import single_line
 
 MAX_CONTENT_TYPE_CHARS = 255

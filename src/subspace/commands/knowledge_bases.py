@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from subspace.commands.outbox import append_event
 from subspace.commands.retry import retried
 from subspace.context import Context
 from subspace.db import queries
 from subspace.errors import Conflict
 from subspace.models import KnowledgeBase
+from subspace.outbox.append import append_event
 from subspace.text import clean_text, single_line
 
 

@@ -10,7 +10,6 @@ from email.utils import format_datetime
 from uuid import UUID
 
 from subspace.commands.blobs import put_blob
-from subspace.commands.outbox import append_event
 from subspace.commands.pages import resolve_kb
 from subspace.commands.retry import retried
 from subspace.commands.states import ARCHIVE, DELETE, RESTORE, set_state
@@ -18,6 +17,7 @@ from subspace.context import Context
 from subspace.db import queries
 from subspace.errors import Conflict, InvalidInput
 from subspace.models import Mail
+from subspace.outbox.append import append_event
 from subspace.text import bounded, single_line
 
 SNIPPET_CHARS = 200  # enough for a one-line preview in a mail list

@@ -7,13 +7,13 @@ import math
 from typing import Any
 from uuid import UUID
 
-from subspace.commands.outbox import append_event
 from subspace.commands.retry import retried
 from subspace.context import Context
 from subspace.db import queries
 from subspace.db.pool import Conn
 from subspace.errors import Conflict, InvalidInput, StalePage
 from subspace.models import Node, PageSummary
+from subspace.outbox.append import append_event
 from subspace.text import bounded, clean_text
 
 MAX_PROPS_BYTES = 64 * 1024  # props hold flags and small metadata, never documents

@@ -5,7 +5,6 @@ from __future__ import annotations
 from uuid import UUID, uuid4
 
 from subspace.commands.nodes import check_base_version, node_text
-from subspace.commands.outbox import append_event
 from subspace.commands.retry import retried
 from subspace.commands.states import ARCHIVE, DELETE, RESTORE, set_state
 from subspace.context import Context
@@ -13,6 +12,7 @@ from subspace.db import queries
 from subspace.db.pool import Conn
 from subspace.ingest.outline import OutlineItem
 from subspace.models import PageSummary
+from subspace.outbox.append import append_event
 from subspace.text import single_line
 
 

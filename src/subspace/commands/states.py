@@ -6,10 +6,10 @@ from collections.abc import Callable
 from typing import TypeVar
 from uuid import UUID
 
-from subspace.commands.outbox import append_event
 from subspace.commands.retry import retried
 from subspace.context import Context
 from subspace.db.pool import Conn
+from subspace.outbox.append import append_event
 
 T = TypeVar("T")
 

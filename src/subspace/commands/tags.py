@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
-from subspace.commands.outbox import append_event
 from subspace.commands.pages import resolve_kb
 from subspace.commands.retry import retried
 from subspace.context import Context
 from subspace.db import queries
 from subspace.errors import Conflict, InvalidInput
 from subspace.models import ItemKind, TagDefinition, TagType
+from subspace.outbox.append import append_event
 from subspace.tag_values import coerce_tag_value
 from subspace.text import single_line
 

@@ -16,22 +16,20 @@ import errno
 import logging
 import os
 import shutil
-import threading
-from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 from uuid import UUID
 
-from subspace.commands.outbox import CHANNEL
 from subspace.config import Settings
-from subspace.db.notifications import Listener
 from subspace.db.pool import Conn
 from subspace.errors import ConfigError
+from subspace.loop import Loop
+from subspace.outbox.append import CHANNEL
+from subspace.outbox.reading import Behind, behind, current_snapshot, items_after
 from subspace.runtime import Database
 from subspace.search import registry
-from subspace.search.lexical.delta import AFTER, Behind, behind
 from subspace.search.lexical.documents import all_documents, item_documents
 from subspace.search.lexical.index import (
     CURRENT,
@@ -60,14 +58,10 @@ from subspace.search.lexical.integrity import (
 )
 from subspace.search.lexical.leg import database_identity, index_root
 from subspace.search.lexical.reader import LexicalReader
-from subspace.search.registry import event_item_sql, event_kind_sql
 
 log = logging.getLogger(__name__)
 
-POLL_S = 2.0  # also polled, in case a notification is missed
 ITEMS_PER_READ = 500  # items whose documents one statement reads
-RETRY_S = 5.0  # after a round that failed, doubled after each failure in a row
-MAX_RETRY_S = 60.0
 LOW_SPACE_BYTES = 16_000_000  # free in the index folder below which a failed write means full
 
 
@@ -147,11 +141,15 @@ class Writers:
         self.writers = {}
 
 
-class LexicalFollower:
+class LexicalFollower(Loop):
     """Follows the outbox into the lexical index. `run_once` does one round; `run` loops
-    until `stop()`."""
+    until `stop()`, waiting longer after each failed round."""
+
+    name = "lexical-follower"
+    retry_s = 5.0  # a full disk or a removed folder is not mended in two seconds
 
     def __init__(self, db: Database, settings: Settings) -> None:
+        super().__init__(db.dsn, CHANNEL)
         self.db = db
         self.settings = settings
         self.root = index_root(settings)
@@ -161,8 +159,6 @@ class LexicalFollower:
         self._writers: Writers | None = None
         self._position: str | None = None
         self._checksums = Checksums()
-        self._stop = threading.Event()
-        self._wake = threading.Event()
         self.on_committed: Callable[[Followed], None] | None = None  # a seam for tests
 
     @property
@@ -274,7 +270,7 @@ class LexicalFollower:
         done = Followed()
         with self.db.pool.connection() as conn, conn.transaction():
             conn.execute("set transaction isolation level repeatable read")
-            snapshot = _snapshot(conn)
+            snapshot = current_snapshot(conn)
             changes = _changes_after(conn, self._position)
             if not changes.items and not changes.rows:
                 return done
@@ -335,7 +331,7 @@ class LexicalFollower:
         try:
             with self.db.pool.connection() as conn, conn.transaction():
                 conn.execute("set transaction isolation level repeatable read")
-                snapshot = _snapshot(conn)
+                snapshot = current_snapshot(conn)
                 for source in writers.kinds:
                     for document in all_documents(conn, source):
                         writers.add(document)
@@ -367,10 +363,6 @@ class LexicalFollower:
             self._writers = None
             self._position = None
 
-    def stop(self) -> None:
-        self._stop.set()
-        self._wake.set()
-
     def close(self) -> None:
         """Close the writers and give the lock back (another process may follow). Safe to
         call twice."""
@@ -378,42 +370,29 @@ class LexicalFollower:
         if self._lock is not None:
             self._lock.release()
 
-    def run(self) -> None:
-        """Follow until `stop()`: wake on NOTIFY, or every few seconds; after a failed round,
-        wait longer each time (up to a minute)."""
-        listener = Listener(self.db.dsn, CHANNEL, lambda _: self._wake.set(), name="lexical-listen")
-        listener.start()
-        failures = 0
-        try:
-            while not self._stop.is_set():
-                failures = 0 if self.run_round() is None else failures + 1
-                if failures:  # backing off: the writes' notifications do not cut it short
-                    self._stop.wait(_pause_s(failures))
-                else:
-                    self._wake.wait(POLL_S)
-                self._wake.clear()
-        finally:
-            listener.stop()
-            self.close()
+    def closed(self) -> None:
+        self.close()
 
-    def run_round(self) -> str | None:
-        """One round of `run`: None when it succeeded, else what failed (logged, the writers
-        closed, and a full disk said to every reader)."""
-        try:
-            self.run_once()
-        except BaseException as exc:  # a database hiccup, a folder removed, a full disk
-            if not (isinstance(exc, Exception) or engine_failed(exc)):
-                raise  # an interrupt; an engine's panic is a failed round like any other
-            full = _out_of_space(exc, self.folder)
-            self._disk_full(full)
-            if full:
-                log.warning("the lexical index's disk is full; retrying: %s", exc)
-            else:
-                log.exception("lexical follower round failed; retrying")
-            self._close_writers()
-            return str(exc) or type(exc).__name__
+    def round(self) -> None:
+        """One round of `run`: a full disk, said to every reader, is cleared by a round that
+        succeeds."""
+        self.run_once()
         self._disk_full(False)
-        return None
+
+    def is_failure(self, exc: BaseException) -> bool:
+        # An engine's panic is a failed round like any other; an interrupt is not.
+        return isinstance(exc, Exception) or engine_failed(exc)
+
+    def failed(self, exc: BaseException) -> None:
+        """Log the failed round, close the writers (the next round opens them again), and
+        tell readers in every process when the disk is full."""
+        full = _out_of_space(exc, self.folder)
+        self._disk_full(full)
+        if full:
+            log.warning("the lexical index's disk is full; retrying: %s", exc)
+        else:
+            log.error("lexical follower round failed; retrying", exc_info=exc)
+        self._close_writers()
 
     def _disk_full(self, full: bool) -> None:
         """Say (by an empty file, which a full disk still takes) that writes fail for lack of
@@ -428,11 +407,6 @@ class LexicalFollower:
             pass
 
 
-def _pause_s(failures: int) -> float:
-    """How long to wait before the next round after `failures` failed rounds in a row."""
-    return min(RETRY_S * 2 ** (failures - 1), MAX_RETRY_S) if failures else POLL_S
-
-
 def _out_of_space(exc: BaseException, folder: Path) -> bool:
     """Whether a failed round ran out of space: an ENOSPC, or (as the engine's writer threads
     report it only as "killed") a failure with next to no space left in the folder."""
@@ -442,12 +416,6 @@ def _out_of_space(exc: BaseException, folder: Path) -> bool:
         return shutil.disk_usage(folder).free < LOW_SPACE_BYTES
     except OSError:
         return False
-
-
-def _snapshot(conn: Conn) -> str:
-    row = conn.execute("select pg_current_snapshot()::text as snapshot").fetchone()
-    assert row is not None
-    return str(row["snapshot"])
 
 
 @dataclass
@@ -462,28 +430,13 @@ class Changes:
 
 def _changes_after(conn: Conn, position: str) -> Changes:
     """What the events the position's snapshot did not see changed."""
-    events = conn.execute(
-        f"select o.workspace_id, {event_kind_sql()} as kind, {event_item_sql()} as item, "
-        f"o.payload from kb.outbox o where {AFTER}",
-        {"position": position},
-    ).fetchall()
-    whole: dict[tuple[UUID, str, UUID], None] = {}
-    rows: dict[tuple[UUID, str, UUID], set[UUID]] = defaultdict(set)
-    for event in events:
-        if event["item"] is None:
-            continue
-        key = (event["workspace_id"], event["kind"], event["item"])
-        named = registry.rows_of_event(event["kind"], event["payload"])
-        if named is None:
-            whole[key] = None
-        else:
-            rows[key].update(named)
     found = Changes()
-    for workspace, kind, item in whole:
-        found.items.setdefault(kind, []).append((workspace, item))
-    for (workspace, kind, item), listed in rows.items():
-        if (workspace, kind, item) not in whole:
-            found.rows.setdefault(kind, []).extend((workspace, row) for row in sorted(listed))
+    for item in items_after(conn, position):
+        if item.rows is None:
+            found.items.setdefault(item.kind, []).append((item.workspace_id, item.item_id))
+        else:
+            listed = found.rows.setdefault(item.kind, [])
+            listed.extend((item.workspace_id, row) for row in sorted(item.rows))
     return found
 
 

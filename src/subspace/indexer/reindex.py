@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 from uuid import UUID
 
 from subspace.config import Settings
@@ -16,7 +15,7 @@ from subspace.db.vector_index import (
     forget_unused_models,
 )
 from subspace.errors import Conflict
-from subspace.indexer.consumer import event_target
+from subspace.indexer import queue
 from subspace.indexer.desired import IndexTarget, all_targets
 from subspace.indexer.reconcile import Outcome, reconcile
 from subspace.providers.base import EmbeddingProvider
@@ -62,15 +61,14 @@ def reembed(
     """Drop the active model's embeddings (of one knowledge base, or all) and embed again.
 
     The old vectors are kept aside for the run, so text that did not change costs no
-    provider call. Outbox events committed before the run are acknowledged at its end, as
-    the run read their items afterwards; events written meanwhile are left to the indexer.
+    provider call. The items queued before the run leave the queue at its end, as the run
+    read them afterwards; items written meanwhile are left to the indexer.
     """
     rebuild_index = kb_id is None
     with db.pool.connection() as conn:
-        # Read before the targets: every item these events are about is then visible to them.
-        waiting = conn.execute(
-            "select id, workspace_id, event, payload from kb.outbox where indexed_at is null"
-        ).fetchall()
+        # Taken before the targets are read: every item queued is then visible to the run.
+        queue.take_new(conn)
+        waiting = queue.queued(conn)
         targets = all_targets(conn, kb_id=kb_id)
         total(len(targets))
         conn.execute(
@@ -102,7 +100,7 @@ def reembed(
                     )
                 progress(len(batch))
             with conn.transaction():
-                _ack_covered(conn, waiting, outcome, everything=kb_id is None)
+                _leave_covered(conn, waiting, outcome, everything=kb_id is None)
         finally:
             conn.rollback()
             # Every model keeps one index: the active one's is built again (as is any other
@@ -115,23 +113,18 @@ def reembed(
     return len(targets), outcome
 
 
-def _ack_covered(
-    conn: Conn, waiting: list[dict[str, Any]], outcome: Outcome, *, everything: bool
+def _leave_covered(
+    conn: Conn, waiting: list[queue.Queued], outcome: Outcome, *, everything: bool
 ) -> None:
-    """Mark indexed the events that were waiting when the reindex began and that it covered.
+    """Take out of the queue the items that were waiting when the reindex began and that it
+    covered (unless written again since).
 
-    A full reindex covers every event (what an event's item no longer has was dropped with
-    the old vectors); a reindex of one knowledge base covers the events of the items it
-    reconciled. Items another indexer held (`busy`) keep their events.
+    A full reindex covers every item (what an item no longer has was dropped with the old
+    vectors); a reindex of one knowledge base covers the items it reconciled. Items another
+    indexer held (`busy`) stay queued.
     """
     done: set[IndexTarget] = set(outcome.done)
     busy: set[IndexTarget] = set(outcome.busy)
-    covered: list[int] = []
-    for row in waiting:
-        target = event_target(row["workspace_id"], row["event"], row["payload"])
-        if target not in busy and (everything or target in done):
-            covered.append(row["id"])
-    conn.execute(
-        "update kb.outbox set indexed_at = now() where id = any(%s) and indexed_at is null",
-        (covered,),
+    queue.embedded(
+        conn, [e for e in waiting if e.target not in busy and (everything or e.target in done)]
     )

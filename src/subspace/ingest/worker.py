@@ -11,18 +11,18 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from uuid import UUID
 
-from subspace.commands.outbox import append_event
 from subspace.config import Settings
 from subspace.db.pool import Conn
 from subspace.ingest.extract import Extracted, ExtractionFailed, ExtractLimits
 from subspace.ingest.isolation import ParserPool
+from subspace.loop import Loop
+from subspace.outbox.append import append_event
 from subspace.runtime import Database
 from subspace.splitting import split_text
 from subspace.text import clean_text
 
 log = logging.getLogger(__name__)
 
-POLL_SECONDS = 2.0  # also wakes at once for uploads made by this process
 MAX_REASON_CHARS = 2_000  # a failure reason is a sentence, not a copy of the file
 
 
@@ -297,21 +297,38 @@ def extract_pending(
         return sum(pool.map(lambda _: drain(), range(workers)))
 
 
+class ExtractionLoop(Loop):
+    """One extraction thread: each round extracts files until none waits."""
+
+    name = "extraction"
+
+    def __init__(self, db: Database, settings: Settings, rotation: Rotation) -> None:
+        super().__init__()  # woken by the uploads of this process; a missed one, by the poll
+        self._db, self._settings, self._rotation = db, settings, rotation
+        self._parsers: ParserPool | None = None
+
+    def round(self) -> None:
+        if self._parsers is None:
+            self._parsers = parsers(self._db, self._settings)
+        while not self.stopping and extract_next(
+            self._db, self._settings, self._parsers, rotation=self._rotation
+        ):
+            pass
+
+
 class ExtractionWorker:
     """Background threads (SUBSPACE_EXTRACT_WORKERS) that extract files as they arrive,
     taking the workspaces in turn. `wake()` after an upload."""
 
     def __init__(self, db: Database, settings: Settings) -> None:
-        self._db = db
         self._settings = settings
         workers = max(1, settings.extract_workers)
         # One worker is kept for the other workspaces while one has slow files in hand.
-        self._rotation = Rotation(per_workspace=max(1, workers - 1))
-        self._wake = threading.Event()
-        self._stop = threading.Event()
+        rotation = Rotation(per_workspace=max(1, workers - 1))
+        self.loops = [ExtractionLoop(db, settings, rotation) for _ in range(workers)]
         self._threads = [
-            threading.Thread(target=self._run, name=f"extraction-{n}", daemon=True)
-            for n in range(workers)
+            threading.Thread(target=loop.run, name=f"extraction-{n}", daemon=True)
+            for n, loop in enumerate(self.loops)
         ]
 
     def start(self) -> None:
@@ -319,28 +336,16 @@ class ExtractionWorker:
             thread.start()
 
     def wake(self) -> None:
-        self._wake.set()
+        for loop in self.loops:
+            loop.wake()
 
     def stop(self) -> None:
         """Stop after the files in hand. Safe to call twice."""
-        self._stop.set()
-        self._wake.set()
+        for loop in self.loops:
+            loop.stop()
         for thread in self._threads:
             if thread.is_alive():
                 thread.join(timeout=self._settings.extract_timeout_s + 5)
-
-    def _run(self) -> None:
-        pool = parsers(self._db, self._settings)
-        while not self._stop.is_set():
-            try:
-                while not self._stop.is_set() and extract_next(
-                    self._db, self._settings, pool, rotation=self._rotation
-                ):
-                    pass
-            except Exception:  # keep the worker alive through a database hiccup
-                log.exception("extraction worker failed; retrying")
-            self._wake.wait(POLL_SECONDS)
-            self._wake.clear()
 
 
 def reextract_files(

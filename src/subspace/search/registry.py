@@ -27,7 +27,6 @@ import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from uuid import UUID
 
 Condition = Callable[[str], str]  # SQL over the row at the given alias
 EmbeddingLink = Callable[[str, str], str]  # SQL joining the row at the first alias to the
@@ -100,10 +99,7 @@ class ItemSpec:
     the field of a hydrated row (hydrate.Row) its id fills (page_id), and `row_columns` its
     columns that fill the row's fields of the same names (a mail's sender and sent_at).
     Its table has `updated_at`: browsing lists the most recently changed items first.
-    `events` are the outbox events about such an item (their names' prefixes) and
-    `event_key` the payload key naming it: the indexers follow the item through them. An
-    event whose payload lists rows under one of `row_keys` changed only those rows of the
-    item's other kinds (a bullet's edit, not its page's title or state).
+    The outbox events about such an item are declared in outbox/events.py under its name.
     """
 
     name: str  # page, file or mail
@@ -115,9 +111,6 @@ class ItemSpec:
     kb: str = "kb_id"  # its knowledge base
     row_id: str = ""
     row_columns: tuple[str, ...] = ()
-    events: tuple[str, ...] = ()
-    event_key: str = ""
-    row_keys: tuple[str, ...] = ()
 
     def visible(self, alias: str | None = None) -> str:
         """SQL: the item at `alias` (its own alias by default) is hidden for no reason."""
@@ -247,17 +240,15 @@ def is_memory(alias: str) -> str:
 
 PAGE_ITEM = ItemSpec(
     "page", "kb.pages", "p", "title", (ARCHIVED, DELETED, excluded_by_user("page")),
-    row_id="page_id", events=("page.", "nodes."), event_key="page_id",
-    row_keys=("node_ids", "deleted_node_ids"),
+    row_id="page_id",
 )  # fmt: skip
 FILE_ITEM = ItemSpec(
     "file", "kb.files", "f", "name",
     (DISABLED, PROCESSING, ARCHIVED, DELETED, excluded_by_user("file")), row_id="file_id",
-    events=("file.",), event_key="file_id",
 )  # fmt: skip
 MAIL_ITEM = ItemSpec(
     "mail", "kb.mail", "m", "subject", (ARCHIVED, DELETED, excluded_by_user("mail")),
-    row_id="mail_id", row_columns=("sender", "sent_at"), events=("mail.",), event_key="mail_id",
+    row_id="mail_id", row_columns=("sender", "sent_at"),
 )  # fmt: skip
 
 # A title's BM25 score beside its bullets': `subspace eval --titled` on SciFact (titles as page
@@ -438,56 +429,6 @@ def items() -> tuple[ItemSpec, ...]:
 def of_item(item: str) -> tuple[KindSpec, ...]:
     """The kinds whose rows belong to the item called `item`."""
     return tuple(spec for spec in _REGISTRY.values() if spec.item.name == item)
-
-
-def item_of_event(event: str, payload: dict[str, object]) -> tuple[str, UUID] | None:
-    """The (item kind, id) an outbox event is about; None for an event about no item (a
-    knowledge base, a tag)."""
-    for item in items():
-        if item.events and event.startswith(item.events) and item.event_key in payload:
-            return item.name, UUID(str(payload[item.event_key]))
-    return None
-
-
-def rows_of_event(item: str, payload: dict[str, object]) -> list[UUID] | None:
-    """The rows an event about an item of kind `item` changed when it names them (its
-    item's `row_keys`); None when it may have changed all of the item's rows."""
-    spec = next((i for i in items() if i.name == item), None)
-    keys = [key for key in (spec.row_keys if spec is not None else ()) if key in payload]
-    if not keys:
-        return None
-    found: list[UUID] = []
-    for key in keys:
-        listed = payload[key]
-        if not isinstance(listed, list):
-            return None
-        found.extend(UUID(str(row)) for row in listed)
-    return found
-
-
-def event_item_sql(alias: str = "o") -> str:
-    """SQL for the id of the item the outbox row at `alias` is about (null for none), to run
-    with parameters (its % are doubled)."""
-    return _event_case(alias, lambda item: f"({alias}.payload->>'{item.event_key}')::uuid")
-
-
-def event_kind_sql(alias: str = "o") -> str:
-    """SQL for the kind of that item (page, file, mail...; null for none), likewise."""
-    return _event_case(alias, lambda item: f"'{item.name}'")
-
-
-def event_sql(alias: str = "o") -> str:
-    """SQL: the outbox row at `alias` is about an item, likewise."""
-    return f"({event_item_sql(alias)}) is not null"
-
-
-def _event_case(alias: str, value: Callable[[ItemSpec], str]) -> str:
-    cases = []
-    for item in items():
-        if item.events:
-            named = " or ".join(f"{alias}.event like '{prefix}%%'" for prefix in item.events)
-            cases.append(f"when {named} then {value(item)}")
-    return f"case {' '.join(cases)} end" if cases else "null::uuid"
 
 
 for _spec in (PAGE, NODE, MEMORY, FILE, MAIL, FILE_NAME, MAIL_SUBJECT):

@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
-from subspace.commands.outbox import queue_waiting_for_embeddings
 from subspace.context import Context
 from subspace.db.pipeline import Later, pipelined_transaction
 from subspace.db.pool import Conn
 from subspace.errors import InvalidInput, TooLarge
+from subspace.indexer.queue import queue_waiting
 from subspace.providers.base import EmbeddingProvider
 from subspace.search import explaining, registry
 from subspace.search.browsing import browse
@@ -218,7 +218,7 @@ def _search(cx: Context, searcher: Searcher, request: SearchRequest) -> SearchRe
         conn.execute(SEARCH_SETTINGS)
         bases = queue_knowledge_bases(conn, ws)
         secret = queue_workspace_secret(conn, ws)
-        pending = queue_waiting_for_embeddings(conn, ws)
+        pending = queue_waiting(conn, ws)
         asked = queue_has_answers(conn, ws)
         prepared = None
         if not parsed.is_empty:

@@ -12,9 +12,9 @@ from subspace import commands
 from subspace.api.auth import require_context
 from subspace.api.bodies import RequestBody
 from subspace.api.openapi import KEYED, error_responses
-from subspace.commands.outbox import waiting_for_embeddings
 from subspace.context import Context
 from subspace.db import queries
+from subspace.indexer.queue import waiting
 from subspace.models import KnowledgeBase, KnowledgeBaseOverview
 
 router = APIRouter(
@@ -48,5 +48,5 @@ def knowledge_base_overview(kb_id: UUID, cx: CX) -> KnowledgeBaseOverview:
     still wait for their embeddings: the start view's summary."""
     with cx.transaction() as conn:
         counts = queries.knowledge_base_counts(conn, cx.actor.workspace_id, kb_id)
-        pending = waiting_for_embeddings(conn, cx.actor.workspace_id)
+        pending = waiting(conn, cx.actor.workspace_id)
     return KnowledgeBaseOverview(**counts, pending_embeddings=pending)
