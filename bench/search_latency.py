@@ -55,13 +55,13 @@ from subspace.context import Context
 from subspace.db.pool import Conn
 from subspace.db.vector_index import build_vector_indexes, defer_vector_index
 from subspace.indexer.consumer import Indexer
-from subspace.indexer.lexical import LexicalFollower
 from subspace.indexer.status import indexer_status
 from subspace.ingest.outline import OutlineItem
 from subspace.ingest.worker import extract_pending
 from subspace.models import Actor
 from subspace.providers.fake import FakeProvider
 from subspace.runtime import Database, open_database
+from subspace.search.lexical.index.follower import LexicalFollower
 from subspace.search.registry import is_memory
 from subspace.search.request import SearchRequest
 from subspace.search.searcher import Searcher

@@ -15,8 +15,9 @@ from typing import Any
 
 from subspace.config import Settings
 from subspace.db.pool import open_pool
-from subspace.indexer import lexical
 from subspace.runtime import Database
+from subspace.search.lexical.index.follower import LexicalFollower
+from subspace.search.lexical.index.layout import State
 
 
 def die(*_: object) -> None:
@@ -42,7 +43,7 @@ def main() -> None:
     dsn, home, mode = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
     db = Database(dsn=dsn, pool=open_pool(dsn, max_size=2), embedded=None)
     settings = Settings(home=home, database_url=dsn, providers="fake")
-    follower = lexical.LexicalFollower(db, settings)
+    follower = LexicalFollower(db, settings)
     opened = follower.open()  # the index the test built, its writes not applied yet
     assert opened is not None
     assert not opened.rebuilt
@@ -51,7 +52,7 @@ def main() -> None:
         assert writers is not None
         writers.writers = {s: DyingWriter(w) for s, w in writers.writers.items()}
     else:
-        lexical.State.write = die  # type: ignore[method-assign, assignment]
+        State.write = die  # type: ignore[method-assign, assignment]
     follower.run_once()
     raise SystemExit("the follower was expected to die")
 

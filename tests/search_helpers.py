@@ -9,17 +9,16 @@ from pgvector import HalfVector
 from subspace.context import Context
 from subspace.db.pool import Conn
 from subspace.indexer.consumer import Indexer
-from subspace.indexer.lexical import LexicalFollower
 from subspace.providers.base import EmbeddingProvider
 from subspace.providers.fake import FakeProvider
 from subspace.runtime import Database
 from subspace.search import registry
 from subspace.search.filters import Scope
 from subspace.search.fusion import Hit
+from subspace.search.lexical.index.follower import LexicalFollower
+from subspace.search.lexical.index.layout import database_identity, index_root
 from subspace.search.lexical.leg import (
     LexicalInputs,
-    database_identity,
-    index_root,
     prepare_lexical,
     queue_lexical_leg,
 )

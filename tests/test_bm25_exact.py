@@ -32,7 +32,7 @@ from subspace.search.filters import TagFilter, resolve_scope
 from subspace.search.lexical.bm25 import K1 as BM25_K1
 from subspace.search.lexical.bm25 import B as BM25_B
 from subspace.search.lexical.bm25 import stored_length
-from subspace.search.lexical.leg import database_identity, index_root
+from subspace.search.lexical.index.layout import database_identity, index_root
 from subspace.search.lexical.sql import ALL_WORDS_CLAUSES, source_weight, title_kinds
 from subspace.search.lexical.terms import build_tsqueries
 from subspace.search.query import parse_query

@@ -19,11 +19,16 @@ from subspace import commands
 from subspace.config import Settings
 from subspace.context import Context
 from subspace.db.pool import open_pool
-from subspace.indexer.lexical import LexicalFollower
 from subspace.runtime import Database
-from subspace.search.lexical.index import CURRENT, DISK_FULL, STATE, current_generation
-from subspace.search.lexical.integrity import DAMAGED, footer_problem
-from subspace.search.lexical.leg import index_root
+from subspace.search.lexical.index.follower import LexicalFollower
+from subspace.search.lexical.index.integrity import DAMAGED, footer_problem
+from subspace.search.lexical.index.layout import (
+    CURRENT,
+    DISK_FULL,
+    STATE,
+    current_generation,
+    index_root,
+)
 from tests.conftest import make_client
 from tests.search_helpers import ids, run
 from tests.test_lexical_index import (
@@ -41,7 +46,7 @@ FILES = ["CURRENT", "state", "meta.json", ".managed.json", "idx", "term", "pos",
 HOWS = ["random bytes", "empty", "bytes overwritten in place", "JSON nested too deep"]
 SEGMENT_PARTS = ("idx", "term", "pos", "fast", "fieldnorm", "store")
 # A segment file truncated while a process has it mapped kills that process at its next read
-# (SIGBUS; search/lexical/integrity.py): no code can answer then, so a running reader meets
+# (SIGBUS; search/lexical/index/integrity.py): no code can answer then, so a running reader meets
 # segments damaged in every way but that one, and a restart meets them truncated too.
 WHILE_RUNNING = [
     (kind, how) for kind in FILES for how in HOWS if not (kind in SEGMENT_PARTS and how == "empty")

@@ -23,18 +23,20 @@ from subspace.background import Background
 from subspace.config import Settings
 from subspace.context import Context
 from subspace.db.pool import open_pool
-from subspace.indexer.lexical import LexicalFollower, lexical_status
 from subspace.ingest.outline import OutlineItem
 from subspace.ingest.worker import extract_pending
 from subspace.runtime import Database
-from subspace.search.lexical.index import (
+from subspace.search.lexical.index.follower import LexicalFollower
+from subspace.search.lexical.index.layout import (
     CURRENT,
     STATE,
     current_generation,
     database_folder,
+    database_identity,
     documents,
+    index_root,
 )
-from subspace.search.lexical.leg import database_identity, index_root
+from subspace.search.lexical.index.status import lexical_status
 from subspace.search.shared import SearchRuntime
 from tests.search_helpers import follow, ids, run
 

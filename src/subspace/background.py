@@ -19,11 +19,11 @@ from subspace.answers.runs import RunEngine, RunWorker
 from subspace.answers.step_waker import StepWaker
 from subspace.config import Settings
 from subspace.indexer.consumer import Indexer
-from subspace.indexer.lexical import LexicalFollower
 from subspace.ingest.worker import ExtractionWorker
 from subspace.loop import Loop
 from subspace.providers.base import EmbeddingProvider
 from subspace.runtime import Database
+from subspace.search.lexical.index.follower import LexicalFollower
 
 log = logging.getLogger(__name__)
 

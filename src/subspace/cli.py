@@ -623,9 +623,9 @@ def indexer(ctx: click.Context) -> None:
 def indexer_status_command(as_json: bool) -> None:
     """Show the embeddings' backlog, lag, dead letters and model, and where the lexical index
     stands: its folder, documents, and the writes it has not applied yet."""
-    from subspace.indexer.lexical import lexical_status
     from subspace.indexer.status import indexer_status
     from subspace.providers.registry import provider_name, resolve_model
+    from subspace.search.lexical.index.status import lexical_status
 
     settings = _settings()
     name = provider_name(settings)
@@ -653,9 +653,9 @@ def reindex(kb_name: str | None) -> None:
     runs on the database."""
     from rich.progress import Progress
 
-    from subspace.indexer.lexical import LexicalFollower
     from subspace.indexer.reindex import reembed, refuse_if_served
     from subspace.ingest.worker import reextract_files
+    from subspace.search.lexical.index.follower import LexicalFollower
 
     settings = _settings()
     _setup_logging(settings)

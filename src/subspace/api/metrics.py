@@ -25,10 +25,10 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from subspace.api.auth import require_admin
-from subspace.indexer.lexical import lexical_status
 from subspace.indexer.status import indexer_status
 from subspace.providers.breaker import OPEN, REASONS, breaker_for, index_stats_for
-from subspace.search.lexical.leg import database_identity, index_root
+from subspace.search.lexical.index.layout import database_identity, index_root
+from subspace.search.lexical.index.status import lexical_status
 from subspace.search.request import SearchResponse
 
 log = logging.getLogger(__name__)

@@ -37,11 +37,11 @@ from subspace.evaluation.loaded import Loaded
 from subspace.evaluation.metrics import evaluate, rrf
 from subspace.indexer.chunking import text_hash
 from subspace.indexer.consumer import Indexer
-from subspace.indexer.lexical import LexicalFollower
 from subspace.indexer.reindex import VECTOR_INDEX_SQL
 from subspace.providers.base import EmbeddingProvider, EmbedResult
 from subspace.runtime import Database, resolve_dsn
 from subspace.search import registry
+from subspace.search.lexical.index.follower import LexicalFollower
 from subspace.search.options import RANKERS
 from subspace.search.request import SearchRequest
 from subspace.search.service import search

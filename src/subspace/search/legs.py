@@ -20,11 +20,10 @@ from subspace.db.pool import Conn
 from subspace.providers.base import EmbeddingProvider
 from subspace.search.filters import Scope
 from subspace.search.fusion import Hit, Leg
+from subspace.search.lexical.index.layout import database_identity, index_root
 from subspace.search.lexical.leg import (
     LexicalInputs,
     LexicalRun,
-    database_identity,
-    index_root,
     prepare_lexical,
     queue_lexical_leg,
 )

@@ -14,8 +14,8 @@ from uuid import UUID
 
 from pgvector import HalfVector
 
-from subspace.search.lexical.index import database_folder
-from subspace.search.lexical.reader import LexicalReader
+from subspace.search.lexical.index.layout import database_folder
+from subspace.search.lexical.index.reader import LexicalReader
 from subspace.shares import Shares
 
 LARGE_BASE_TTL_S = 60.0  # how long a base found to hold EXACT_SCAN_ROWS vectors stays "large"

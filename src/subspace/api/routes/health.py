@@ -12,8 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from subspace.api.state import database
 from subspace.db.migrate import pending_migrations
 from subspace.db.pool import Conn, check_pgvector
-from subspace.indexer.lexical import lexical_status
-from subspace.search.lexical.leg import database_identity, index_root
+from subspace.search.lexical.index.layout import database_identity, index_root
+from subspace.search.lexical.index.status import lexical_status
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ import tantivy
 
 from subspace.search import registry
 from subspace.search.fusion import Hit
-from subspace.search.lexical.documents import part_column
-from subspace.search.lexical.index import (
+from subspace.search.lexical.index.documents import part_column
+from subspace.search.lexical.index.layout import (
     ITEM_HI,
     ITEM_LO,
     KIND_CODE,
@@ -27,8 +27,8 @@ from subspace.search.lexical.index import (
     TARGET_HI,
     TARGET_LO,
 )
+from subspace.search.lexical.index.reader import EngineView
 from subspace.search.lexical.query import EngineFilters, every_first, in_base, source_clauses
-from subspace.search.lexical.reader import EngineView
 from subspace.search.lexical.sql import source_weight, title_kinds
 from subspace.search.lexical.terms import TsQueries
 

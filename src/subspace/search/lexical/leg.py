@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from pathlib import Path
 from uuid import UUID
 
 from subspace.config import Settings
@@ -23,26 +22,14 @@ from subspace.search.fragments import Fragment, bind
 from subspace.search.fusion import Hit
 from subspace.search.lexical.collector import Ranked, as_hits, engine_top, from_rows, merged
 from subspace.search.lexical.delta import Delta, queue_delta
-from subspace.search.lexical.integrity import engine_failed
+from subspace.search.lexical.index.integrity import engine_failed
+from subspace.search.lexical.index.reader import EngineView, LexicalReader
 from subspace.search.lexical.query import EngineFilters
-from subspace.search.lexical.reader import EngineView, LexicalReader
 from subspace.search.lexical.sql import bm25_sql, source_names, ts_rank_cd_sql
 from subspace.search.lexical.terms import TsQueries
 from subspace.search.options import RANKERS
 
 log = logging.getLogger(__name__)
-
-
-def index_root(settings: Settings) -> Path:
-    """The folder holding the lexical indexes: SUBSPACE_LEXICAL_DIR, else under the home."""
-    return settings.lexical_dir or settings.home / "lexical"
-
-
-def database_identity(conn: Conn) -> str:
-    """What an index records as the database it serves (migration 0021)."""
-    row = conn.execute("select search.database_identity() as identity").fetchone()
-    assert row is not None
-    return str(row["identity"])
 
 
 @dataclass(frozen=True)

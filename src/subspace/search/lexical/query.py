@@ -19,7 +19,7 @@ from tantivy import Occur, Query
 
 from subspace.search import registry
 from subspace.search.lexical import bm25
-from subspace.search.lexical.index import (
+from subspace.search.lexical.index.layout import (
     ANSWER,
     ANSWER_YES,
     HIDDEN,
@@ -30,7 +30,7 @@ from subspace.search.lexical.index import (
     SCHEMA,
     TEXT,
 )
-from subspace.search.lexical.reader import EngineView
+from subspace.search.lexical.index.reader import EngineView
 from subspace.search.lexical.sql import ALL_WORDS_CLAUSES, weights
 from subspace.search.lexical.terms import Phrase, TsQueries
 

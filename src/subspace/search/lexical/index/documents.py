@@ -15,7 +15,7 @@ from uuid import UUID
 
 from subspace.db.pool import Conn
 from subspace.search import registry
-from subspace.search.lexical.index import IndexDocument
+from subspace.search.lexical.index.layout import IndexDocument
 
 FETCH_ROWS = 2_000  # rows a rebuild reads per round trip of its cursor
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from subspace.search.lexical.index import (
+from subspace.search.lexical.index.layout import (
     CURRENT,
     STATE,
     State,

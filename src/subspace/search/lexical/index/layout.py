@@ -1,9 +1,9 @@
 """The lexical engine's index on disk: a Tantivy index per BM25 source, derived from Postgres
-like the embeddings, in one folder per database (search/lexical/reader.py reads it).
+like the embeddings, in one folder per database (search/lexical/index/reader.py reads it).
 
     <root>/<database>/CURRENT         the generation in use (a rebuild writes a new one, then
                                       points CURRENT at it)
-    <root>/<database>/follower.lock   held by the one process that writes (indexer/lexical.py)
+    <root>/<database>/follower.lock   held by the one process that writes (search/lexical/index/follower.py)
     <root>/<database>/DISK_FULL       there while the follower's writes fail for lack of space
     <root>/<database>/<generation>/state.json   format, database, kinds, position applied
     <root>/<database>/<generation>/<source>/    one Tantivy index per BM25 source
@@ -37,6 +37,8 @@ from uuid import UUID
 
 import tantivy
 
+from subspace.config import Settings
+from subspace.db.pool import Conn
 from subspace.search import registry
 
 FORMAT = 3  # the layout and analysis of the documents; another format is rebuilt
@@ -221,6 +223,18 @@ def write_atomically(path: Path, text: str) -> None:
         os.fsync(directory)
     finally:
         os.close(directory)
+
+
+def index_root(settings: Settings) -> Path:
+    """The folder holding the lexical indexes: SUBSPACE_LEXICAL_DIR, else under the home."""
+    return settings.lexical_dir or settings.home / "lexical"
+
+
+def database_identity(conn: Conn) -> str:
+    """What an index records as the database it serves (migration 0021)."""
+    row = conn.execute("select search.database_identity() as identity").fetchone()
+    assert row is not None
+    return str(row["identity"])
 
 
 def database_folder(root: Path, identity: str) -> Path:

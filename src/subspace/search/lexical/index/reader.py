@@ -1,6 +1,6 @@
 """How a process reads the lexical index: one consistent view of the generation CURRENT
 names, refreshed when the follower records a new position or a rebuild swaps generations,
-never of a generation whose files fail their checks (search/lexical/integrity.py).
+never of a generation whose files fail their checks (search/lexical/index/integrity.py).
 """
 
 from __future__ import annotations
@@ -16,7 +16,14 @@ from typing import Any
 
 import tantivy
 
-from subspace.search.lexical.index import (
+from subspace.search.lexical.index.integrity import (
+    MISSING,
+    Checksums,
+    check_generation,
+    engine_failed,
+    report_damage,
+)
+from subspace.search.lexical.index.layout import (
     CURRENT,
     DISK_FULL,
     SCHEMA,
@@ -24,13 +31,6 @@ from subspace.search.lexical.index import (
     TEXT,
     State,
     open_index,
-)
-from subspace.search.lexical.integrity import (
-    MISSING,
-    Checksums,
-    check_generation,
-    engine_failed,
-    report_damage,
 )
 
 log = logging.getLogger(__name__)

@@ -1,4 +1,4 @@
-"""The lexical follower: keeps the lexical index (search/lexical/index.py) current from the
+"""The lexical follower: keeps the lexical index (search/lexical/index/layout.py) current from the
 outbox, and builds it anew when it is missing, unreadable, of another format, set of kinds or
 database.
 
@@ -14,12 +14,10 @@ from __future__ import annotations
 
 import errno
 import logging
-import os
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
 from uuid import UUID
 
 from subspace.config import Settings
@@ -27,28 +25,11 @@ from subspace.db.pool import Conn
 from subspace.errors import ConfigError
 from subspace.loop import Loop
 from subspace.outbox.append import CHANNEL
-from subspace.outbox.reading import Behind, behind, current_snapshot, items_after
+from subspace.outbox.reading import current_snapshot, items_after
 from subspace.runtime import Database
 from subspace.search import registry
-from subspace.search.lexical.documents import all_documents, item_documents
-from subspace.search.lexical.index import (
-    CURRENT,
-    DISK_FULL,
-    FORMAT,
-    ITEM,
-    LOCK,
-    STATE,
-    TARGET,
-    WRITER_HEAP_BYTES,
-    State,
-    current_generation,
-    database_folder,
-    generation_name,
-    open_index,
-    source_kinds,
-    write_atomically,
-)
-from subspace.search.lexical.integrity import (
+from subspace.search.lexical.index.documents import all_documents, item_documents
+from subspace.search.lexical.index.integrity import (
     MISSING,
     Checksums,
     check_generation,
@@ -56,8 +37,22 @@ from subspace.search.lexical.integrity import (
     engine_failed,
     report_damage,
 )
-from subspace.search.lexical.leg import database_identity, index_root
-from subspace.search.lexical.reader import LexicalReader
+from subspace.search.lexical.index.layout import (
+    CURRENT,
+    DISK_FULL,
+    FORMAT,
+    ITEM,
+    STATE,
+    TARGET,
+    State,
+    current_generation,
+    database_folder,
+    database_identity,
+    generation_name,
+    index_root,
+    write_atomically,
+)
+from subspace.search.lexical.index.writer import FollowerLock, Writers
 
 log = logging.getLogger(__name__)
 
@@ -73,72 +68,6 @@ class Followed:
     documents: int = 0  # documents written
     rebuilt: bool = False
     position: str | None = None  # the snapshot the index holds after the round
-
-
-class FollowerLock:
-    """The folder's one-writer lock: an flock the kernel releases when the process dies."""
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        self._handle: IO[str] | None = None
-
-    def acquire(self) -> bool:
-        """Take it without waiting; True when this process holds it. A lock whose file was
-        removed with its folder is taken again on the new file: another process could take
-        that one."""
-        import fcntl
-
-        if self._handle is not None:
-            try:
-                same = os.stat(self.folder / LOCK).st_ino == os.fstat(self._handle.fileno()).st_ino
-            except OSError:
-                same = False
-            if same:
-                return True
-            self.release()
-        self.folder.mkdir(parents=True, exist_ok=True)
-        handle = (self.folder / LOCK).open("a+")
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.close()
-            return False
-        self._handle = handle
-        return True
-
-    def release(self) -> None:
-        """Safe to call twice."""
-        if self._handle is not None:
-            self._handle.close()
-            self._handle = None
-
-
-class Writers:
-    """The open writers of one generation, one per source."""
-
-    def __init__(self, generation: Path, *, create: bool = False) -> None:
-        self.generation = generation
-        self.kinds = source_kinds()
-        self.indexes = {s: open_index(generation, s, create=create) for s in self.kinds}
-        self.writers = {
-            s: index.writer(heap_size=WRITER_HEAP_BYTES, num_threads=1)
-            for s, index in self.indexes.items()
-        }
-
-    def add(self, document: Any) -> None:
-        self.writers[document.source].add_document(document.to_tantivy(self.kinds[document.source]))
-
-    def commit(self, sources: set[str], position: str, database: str) -> None:
-        """Commit the sources written, then record `position`: never before their documents."""
-        for source in sources:
-            self.writers[source].commit()
-        State(FORMAT, database, self.kinds, position).write(self.generation / STATE)
-
-    def close(self) -> None:
-        for writer in self.writers.values():
-            writer.rollback()  # drops what was added since the last commit
-            writer.wait_merging_threads()
-        self.writers = {}
 
 
 class LexicalFollower(Loop):
@@ -438,38 +367,3 @@ def _changes_after(conn: Conn, position: str) -> Changes:
             listed = found.rows.setdefault(item.kind, [])
             listed.extend((item.workspace_id, row) for row in sorted(item.rows))
     return found
-
-
-@dataclass(frozen=True)
-class LexicalStatus:
-    """Where the lexical index stands: its folder, its documents, how far behind the writes
-    it is, and why it cannot serve when it cannot."""
-
-    folder: str
-    documents: int | None  # None without a usable index
-    behind: Behind | None
-    problem: str = ""
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "folder": self.folder,
-            "documents": self.documents,
-            "behind_events": None if self.behind is None else self.behind.events,
-            "behind_seconds": None if self.behind is None else round(self.behind.oldest_s, 1),
-            "problem": self.problem or None,
-        }
-
-
-def lexical_status(
-    conn: Conn, settings: Settings, reader: LexicalReader | None = None
-) -> LexicalStatus:
-    """The index's state as `reader` (by default a new one on the settings' folder) sees it."""
-    if reader is None:
-        identity = database_identity(conn)
-        reader = LexicalReader(database_folder(index_root(settings), identity), identity)
-    view, disk_full = reader.view(), reader.disk_full()
-    if view is None:
-        problem = "; ".join(filter(None, (reader.problem, disk_full)))
-        return LexicalStatus(str(reader.folder), None, None, problem)
-    documents = sum(int(searcher.num_docs) for searcher in view.searchers.values())
-    return LexicalStatus(str(reader.folder), documents, behind(conn, view.position), disk_full)
