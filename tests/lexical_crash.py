@@ -18,6 +18,7 @@ from subspace.db.pool import open_pool
 from subspace.runtime import Database
 from subspace.search.lexical.index.follower import LexicalFollower
 from subspace.search.lexical.index.layout import State
+from subspace.search.lexical.index.writer import Writers
 
 
 def die(*_: object) -> None:
@@ -48,9 +49,8 @@ def main() -> None:
     assert opened is not None
     assert not opened.rebuilt
     if mode == "mid-commit":
-        writers = follower.writers
-        assert writers is not None
-        writers.writers = {s: DyingWriter(w) for s, w in writers.writers.items()}
+        writer_of = Writers.open_writer
+        Writers.open_writer = staticmethod(lambda index: DyingWriter(writer_of(index)))  # type: ignore[method-assign, assignment]
     else:
         State.write = die  # type: ignore[method-assign, assignment]
     follower.run_once()

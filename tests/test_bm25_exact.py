@@ -369,7 +369,7 @@ def averages(database: Database, cx: Context) -> dict[str, float]:
         reader = database.search_runtime.lexical_reader(
             index_root(cx.settings), lambda: database_identity(conn)
         )
-    view = reader.view()
+    view = reader.view(cx.actor.workspace_id)
     assert view is not None, reader.problem
     return {source: stats.average_length for source, stats in view.stats.items()}
 

@@ -60,7 +60,8 @@ def _path_of(folder: Path, kind: str) -> Path:
         return folder / CURRENT
     if kind == "state":
         return generation / STATE
-    index = generation / "node"  # the bullets' source: every write above touches it
+    # The bullets' source of the one workspace written: every write above touches it.
+    (index,) = generation.glob("*/node")
     if kind in ("meta.json", ".managed.json"):
         return index / kind
     found = sorted(index.glob(f"*.{kind}"))
@@ -157,7 +158,7 @@ def test_a_segment_changed_under_a_loaded_view_is_found_by_its_checksum(
         path = damage(folder, "term", "bytes overwritten in place")
         assert "checksum" in footer_problem(path)
         reader = database.search_runtime.lexical_reader(index_root(settings), lambda: "")
-        view = reader.view()
+        view = reader.view(cx.actor.workspace_id)
         assert view is not None  # nothing told it yet
         reader.failed(view, ValueError("as the engine would raise"))
         searched = run(database, cx, "heron", mode="lexical")
@@ -341,7 +342,7 @@ def test_bytes_that_rot_unseen_are_rebuilt_once_a_search_meets_them(
         )
         assert not follower.run_once().rebuilt  # unseen
         reader = database.search_runtime.lexical_reader(index_root(settings), lambda: "")
-        view = reader.view()
+        view = reader.view(cx.actor.workspace_id)
         assert view is not None
         assert reader.failed(view, ValueError("as the engine would raise"))
         searched = run(database, cx, "heron", mode="lexical")

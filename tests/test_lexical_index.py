@@ -135,7 +135,8 @@ def _damage(folder: Path, how: str) -> None:
     if how == "missing":
         shutil.rmtree(folder)
     elif how == "unreadable":
-        (generation / "node" / "meta.json").write_text("{ not json")
+        for meta in generation.glob("*/node/meta.json"):
+            meta.write_text("{ not json")
     elif how == "older format":
         state.write_text(json.dumps(json.loads(state.read_text()) | {"format": 1}))
     elif how == "other database":

@@ -54,7 +54,7 @@ def prepare_lexical(
         return LexicalInputs(None, "")
     if reader is None:
         return LexicalInputs(None, "no index")
-    view, disk_full = reader.view(), reader.disk_full()
+    view, disk_full = reader.view(workspace_id), reader.disk_full()
     if view is None:
         return LexicalInputs(None, "; ".join(filter(None, (reader.problem, disk_full))))
     return LexicalInputs(

@@ -2,11 +2,11 @@
 documents matching the query and every filter of the scope, scored by BM25 with the
 workspace's statistics.
 
-Tantivy's own idf counts every document of the index, all workspaces and the deleted ones
-not yet merged away; each term's query is boosted by the workspace's idf over the engine's,
-so a score is the workspace's BM25 (search/lexical/bm25.py) and no workspace's documents
-weigh on another's scores. The average length stays the engine's: the delta scores with it
-too (search/lexical/collector.py).
+Each workspace has indexes of its own (index/layout.py), so no workspace's documents weigh
+on another's scores. Tantivy's own idf still counts the deleted documents not yet merged
+away; each term's query is boosted by the workspace's idf over the engine's, so a score is
+the workspace's BM25 (search/lexical/bm25.py). The average length is the engine's, the
+workspace's own index's: the delta scores with it too (search/lexical/collector.py).
 """
 
 from __future__ import annotations

@@ -67,7 +67,8 @@ def documents_sql(source: str, of: str = "") -> str:
             "unnest(%(workspaces)s::uuid[], %(keys)s::uuid[]))"
         )
     return (
-        f"select {kind_case(declared, a)} as kind, {a}.{spec.key} as target, "
+        f"select {a}.workspace_id as workspace, {kind_case(declared, a)} as kind, "
+        f"{a}.{spec.key} as target, "
         f"{a}.{spec.item_key} as item, {i}.{item.kb} as kb, "
         f"{f'{a}.{part}' if part else '0'} as part, "
         f"array_remove(array[{hidden or 'null'}]::text[], null) as hidden, {answer} as answer, "
@@ -76,12 +77,14 @@ def documents_sql(source: str, of: str = "") -> str:
         "cross join lateral (select array_agg(lx.lexeme order by pos, lx.lexeme) as lexemes, "
         f"array_agg(pos order by pos, lx.lexeme) as positions from unnest({a}.{spec.tsv}) lx, "
         "unnest(lx.positions) pos) tokens "
-        f"where {a}.{spec.length} > 0{wanted}"
+        f"where {a}.{spec.length} > 0{wanted}" + ("" if of else f" order by {a}.workspace_id")
+        # A rebuild writes one workspace's indexes after another.
     )
 
 
 def _document(source: str, row: dict[str, Any]) -> IndexDocument:
     return IndexDocument(
+        workspace=row["workspace"],
         source=source,
         kind=row["kind"],
         target=row["target"],

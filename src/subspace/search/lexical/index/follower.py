@@ -158,13 +158,7 @@ class LexicalFollower(Loop):
         state = State.read(generation / STATE)
         if state is None or not self._from_here(state):
             return False
-        try:
-            self._writers = Writers(generation)
-        except BaseException as exc:
-            if not engine_failed(exc):
-                raise
-            log.warning("cannot open the lexical index in %s (%s); rebuilding", generation, exc)
-            return False
+        self._writers = Writers(generation, state.workspaces)
         self._position = state.position
         return True
 
@@ -175,7 +169,8 @@ class LexicalFollower(Loop):
         if current_generation(self.folder) != generation:
             log.warning("the lexical index's CURRENT was damaged; naming %s again", generation)
             write_atomically(self.folder / CURRENT, generation.name)
-        state = State(FORMAT, self._database, self._writers.kinds, self._position)
+        state = State(FORMAT, self._database, self._writers.kinds, self._position,
+                      self._writers.workspaces)  # fmt: skip
         if self._position is not None and State.read(generation / STATE) != state:
             log.warning("the lexical index's state was damaged; writing it again")
             state.write(generation / STATE)
@@ -203,19 +198,16 @@ class LexicalFollower(Loop):
             changes = _changes_after(conn, self._position)
             if not changes.items and not changes.rows:
                 return done
-            written: set[str] = set()
             for kind, pairs in changes.items.items():
                 sources = {spec.source for spec in registry.of_item(kind)}
-                written |= sources
                 done.documents += self._rewrite(conn, writers, sources, ITEM, pairs, False)
             for kind, pairs in changes.rows.items():
                 sources = {s.source for s in registry.of_item(kind) if not s.in_item_table}
-                written |= sources
                 done.documents += self._rewrite(conn, writers, sources, TARGET, pairs, True)
             done.items = sum(map(len, changes.items.values())) + sum(
                 map(len, changes.rows.values())
             )
-            writers.commit(written, snapshot, self._database)
+            writers.commit(snapshot, self._database)
         self._position = done.position = snapshot
         if self.on_committed is not None:
             self.on_committed(done)
@@ -232,9 +224,8 @@ class LexicalFollower(Loop):
         for start in range(0, len(pairs), ITEMS_PER_READ):
             chunk = pairs[start : start + ITEMS_PER_READ]
             for source in sources:
-                writer = writers.writers[source]
-                for _, ident in chunk:
-                    writer.delete_documents_by_term(field, ident.hex)
+                for workspace, ident in chunk:
+                    writers.delete(workspace, source, field, ident.hex)
                 for document in item_documents(conn, source, chunk, targets=targets):
                     writers.add(document)
                     added += 1
@@ -255,19 +246,24 @@ class LexicalFollower(Loop):
             )
         self._close_writers()
         generation = folder / generation_name()
-        writers = Writers(generation, create=True)
+        generation.mkdir(parents=True)
+        writers = Writers(generation)
         written = 0
         try:
             with self.db.pool.connection() as conn, conn.transaction():
                 conn.execute("set transaction isolation level repeatable read")
                 snapshot = current_snapshot(conn)
                 for source in writers.kinds:
-                    for document in all_documents(conn, source):
+                    workspace = None
+                    for document in all_documents(conn, source):  # one workspace after another
+                        if document.workspace != workspace:
+                            writers.commit(None, self._database)  # the last one's, closed
+                            workspace = document.workspace
                         writers.add(document)
                         written += 1
                         if progress is not None and written % 1000 == 0:
                             progress(source, written)
-                writers.commit(set(writers.kinds), snapshot, self._database)
+                writers.commit(snapshot, self._database)
             write_atomically(folder / CURRENT, generation.name)
         except BaseException:
             writers.close()

@@ -84,16 +84,23 @@ class Checksums:
     a new stamp and is checked again. Thread-safe; one per reader or follower."""
 
     verified: dict[Path, Stamp] = field(default_factory=dict)
+    # meta.json -> the stamps of it and .managed.json when read, and the files it listed
+    segments: dict[Path, tuple[tuple[Stamp | None, Stamp | None], list[str]]] = field(
+        default_factory=dict
+    )
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def damage(self, generation: Path, sources: Iterable[str]) -> str | None:
-        """None when every file of every source's index checks out; else which file does
-        not and how, named within the index folder (no server path is shown to clients)."""
-        try:
-            for source in sources:
-                self._check_index(generation / source)
-        except Damaged as exc:
-            return str(exc).replace(f"{generation.parent}{os.sep}", "")
+    def damage(self, folders: Iterable[Path], sources: Iterable[str]) -> str | None:
+        """None when every file of every source's index in each workspace folder checks out;
+        else which file does not and how, named within the index folder (no server path is
+        shown to clients)."""
+        sources = list(sources)
+        for folder in folders:
+            try:
+                for source in sources:
+                    self._check_index(folder / source)
+            except Damaged as exc:
+                return str(exc).replace(f"{folder.parent.parent}{os.sep}", "")
         return None
 
     def forget(self, generation: Path) -> None:
@@ -101,24 +108,40 @@ class Checksums:
         with self._lock:
             for path in [p for p in self.verified if generation in p.parents]:
                 del self.verified[path]
+            for path in [p for p in self.segments if generation in p.parents]:
+                del self.segments[path]
 
     def _check_index(self, folder: Path) -> None:
         for _ in range(PASSES):
             meta = folder / "meta.json"
             before = _stamp(meta)
-            try:
-                files = segment_files(read_json(meta))
-            except OSError as exc:
-                raise Damaged(f"{meta} cannot be read ({exc.strerror})") from None
-            except (ValueError, KeyError, TypeError, AttributeError):
-                raise Damaged(f"{meta} is not tantivy's meta.json") from None
-            _check_managed(folder / MANAGED)
+            files = self._segments_of(meta, before)
             missing = [name for name in files if self._check_file(folder / name) == "missing"]
             if not missing:
                 return
             if _stamp(meta) == before:  # not a merge that removed them meanwhile
                 raise Damaged(f"{folder / missing[0]} is missing")
         raise Damaged(f"{folder} keeps changing under the check")
+
+    def _segments_of(self, meta: Path, stamp: Stamp | None) -> list[str]:
+        """The segment files meta.json lists, read once for as long as it and .managed.json
+        stay the same files: a round of the follower stats every index, and reads none."""
+        managed = meta.with_name(MANAGED)
+        stamps = (stamp, _stamp(managed))
+        with self._lock:
+            known = self.segments.get(meta)
+        if stamp is not None and known is not None and known[0] == stamps:
+            return known[1]
+        try:
+            files = segment_files(read_json(meta))
+        except OSError as exc:
+            raise Damaged(f"{meta} cannot be read ({exc.strerror})") from None
+        except (ValueError, KeyError, TypeError, AttributeError):
+            raise Damaged(f"{meta} is not tantivy's meta.json") from None
+        _check_managed(managed)
+        with self._lock:
+            self.segments[meta] = (stamps, files)
+        return files
 
     def _check_file(self, path: Path) -> str:
         """ "ok" or "missing"; raises Damaged for a file whose checksum does not hold."""
@@ -195,10 +218,11 @@ def footer_problem(path: Path) -> str:
 
 
 def check_generation(
-    folder: Path, checksums: Checksums, fits: Callable[[State], bool]
+    folder: Path, checksums: Checksums, fits: Callable[[State], bool], *, files: bool = True
 ) -> tuple[Path | None, str]:
     """The generation CURRENT names in `folder` and "" when it can serve; else None or the
-    generation, and why not."""
+    generation, and why not. With `files`, or when a search reported it damaged, every file
+    of every workspace's indexes is checked; else only its record (CURRENT and state)."""
     name = generation_named(folder)
     reported = reported_damage(folder)
     if name is None or not (folder / name).is_dir():
@@ -213,12 +237,15 @@ def check_generation(
         return generation, "the index's state file is damaged"
     if not fits(state):
         return generation, "the index is of another database, format or set of kinds"
-    if reported is not None and reported[0] == name:
+    suspect = reported is not None and reported[0] == name
+    if suspect:
         checksums.forget(generation)  # a search failed on it: its files are checked afresh
-    damage = checksums.damage(generation, state.kinds)
-    if damage is not None:
-        return generation, f"a file of the index is damaged ({damage})"
-    if reported is not None and reported[0] == name:
+    if files or suspect:
+        held = [generation / workspace for workspace in state.workspaces]
+        damage = checksums.damage(held, state.kinds)
+        if damage is not None:
+            return generation, f"a file of the index is damaged ({damage})"
+    if suspect:
         clear_damage(folder)  # the failure was not the files'
     return generation, ""
 

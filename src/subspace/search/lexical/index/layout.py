@@ -1,16 +1,21 @@
-"""The lexical engine's index on disk: a Tantivy index per BM25 source, derived from Postgres
-like the embeddings, in one folder per database (search/lexical/index/reader.py reads it).
+"""The lexical engine's index on disk: a Tantivy index per workspace and BM25 source, derived
+from Postgres like the embeddings, in one folder per database (reader.py reads it).
 
     <root>/<database>/CURRENT         the generation in use (a rebuild writes a new one, then
                                       points CURRENT at it)
-    <root>/<database>/follower.lock   held by the one process that writes (search/lexical/index/follower.py)
+    <root>/<database>/follower.lock   held by the one process that writes (follower.py)
     <root>/<database>/DISK_FULL       there while the follower's writes fail for lack of space
-    <root>/<database>/<generation>/state.json   format, database, kinds, position applied
-    <root>/<database>/<generation>/<source>/    one Tantivy index per BM25 source
+    <root>/<database>/<generation>/state.json   format, database, kinds, position applied,
+                                                the workspaces held and their documents
+    <root>/<database>/<generation>/<workspace>/<source>/   one Tantivy index each
 
 One index per source, because BM25 weighs a document's length against the average of its own
 source (a title against titles, a file chunk against chunks), and Tantivy averages over a
-whole index. Each document is one row of a kind (a title, a bullet, a chunk, a mail), its
+whole index. One per workspace, because that average (inside the term-frequency part of a
+score, where no boost reaches) would otherwise be every workspace's: one tenant's writes
+would move another's scores and tell it how much the tenant writes. A workspace's folder is
+made with every source's index at once, so a folder that state.json lists and that lacks one
+is damaged, not empty. Each document is one row of a kind (a title, a bullet, a chunk, a mail), its
 text the lexemes Postgres's generated tsvector holds at their positions, so the engine and
 Postgres agree token for token; its filter fields name its knowledge base, kind, item and
 the reasons hiding it.
@@ -30,7 +35,7 @@ import shutil
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -41,7 +46,7 @@ from subspace.config import Settings
 from subspace.db.pool import Conn
 from subspace.search import registry
 
-FORMAT = 3  # the layout and analysis of the documents; another format is rebuilt
+FORMAT = 4  # the layout and analysis of the documents; another format is rebuilt
 TEXT = "text"  # the lexemes, at their positions
 ITEM = "item"  # the page, file or mail the row belongs to (its id's hex)
 TARGET = "target"  # what the row is found as (a bullet's id, a file's...): its id's hex
@@ -58,11 +63,14 @@ ANSWER_YES = "yes"
 TARGET_HI, TARGET_LO, ITEM_HI, ITEM_LO, PART, KIND_CODE, DIGEST = (
     "target_hi", "target_lo", "item_hi", "item_lo", "part", "kind_code", "digest"
 )  # fmt: skip
-WRITER_HEAP_BYTES = 32_000_000  # per source; Tantivy flushes a segment when it fills
+# Per open writer (one per workspace and source); Tantivy flushes a segment when it fills,
+# and takes no less than 15 MB.
+WRITER_HEAP_BYTES = 16_000_000
 STATE = "state.json"
 CURRENT = "CURRENT"
 SNAPSHOT = re.compile(r"[0-9]{1,20}:[0-9]{1,20}:([0-9]{1,20}(,[0-9]{1,20})*)?")  # pg_snapshot
 GENERATION_NAME = re.compile(r"g[0-9]{1,20}")  # as generation_name() makes them
+HEX = re.compile(r"[0-9a-f]{32}")  # a workspace's folder: its id's hex
 LOCK = "follower.lock"
 DISK_FULL = "DISK_FULL"  # made by the follower while its disk is full, removed once it writes
 
@@ -98,6 +106,7 @@ def source_kinds() -> dict[str, list[str]]:
 class IndexDocument:
     """One row of a kind as the engine holds it."""
 
+    workspace: UUID
     source: str
     kind: str
     target: UUID
@@ -150,13 +159,15 @@ class IndexDocument:
 
 @dataclass(frozen=True)
 class State:
-    """What a generation holds: its format, the database and kinds it was built for, and the
-    Postgres snapshot whose writes it holds (None while a rebuild has not finished)."""
+    """What a generation holds: its format, the database and kinds it was built for, the
+    Postgres snapshot whose writes it holds (None while a rebuild has not finished), and the
+    workspaces it has a folder for, each with its live documents."""
 
     format: int
     database: str
     kinds: dict[str, list[str]]
     position: str | None
+    workspaces: dict[str, int] = field(default_factory=dict)  # workspace hex -> documents
 
     def fits(self, database: str) -> bool:
         """Whether this generation can serve `database` with the kinds registered now."""
@@ -183,14 +194,20 @@ class State:
                 isinstance(position, str) and SNAPSHOT.fullmatch(position)
             ):
                 return None
-            return State(int(raw["format"]), str(raw["database"]), kinds, position)
+            workspaces = raw.get("workspaces", {})
+            if not isinstance(workspaces, dict) or not all(
+                isinstance(name, str) and HEX.fullmatch(name) and type(count) is int
+                for name, count in workspaces.items()
+            ):
+                return None
+            return State(int(raw["format"]), str(raw["database"]), kinds, position, workspaces)
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
     def write(self, path: Path) -> None:
         """Write atomically: a reader finds the old state or the new, never half of one."""
         data = {"format": self.format, "database": self.database, "kinds": self.kinds,
-                "position": self.position}  # fmt: skip
+                "position": self.position, "workspaces": self.workspaces}  # fmt: skip
         write_atomically(path, json.dumps(data, sort_keys=True))
 
 
@@ -264,31 +281,48 @@ def current_generation(folder: Path) -> Path | None:
     return None if name is None or not (folder / name).is_dir() else folder / name
 
 
-def open_index(generation: Path, source: str, *, create: bool = False) -> tantivy.Index:
-    """The index of `source` in `generation` (made when `create`); ValueError when it is
-    missing or not an index of this schema."""
-    path = generation / source
-    if create:
+def workspace_folder(generation: Path, workspace: UUID) -> Path:
+    """The folder of one workspace's indexes in `generation`."""
+    return generation / workspace.hex
+
+
+def create_indexes(folder: Path, sources: Sequence[str]) -> None:
+    """Make a workspace's folder with an empty index of every source (no writer needed)."""
+    for source in sources:
+        path = folder / source
         path.mkdir(parents=True, exist_ok=True)
-    elif not tantivy.Index.exists(str(path)):
-        raise ValueError(f"no index of source {source!r} in {generation}")
+        if not tantivy.Index.exists(str(path)):
+            tantivy.Index(SCHEMA, path=str(path), reuse=False)
+
+
+def open_index(folder: Path, source: str) -> tantivy.Index:
+    """The index of `source` in a workspace's `folder`; ValueError when it is missing or not
+    an index of this schema."""
+    path = folder / source
+    if not tantivy.Index.exists(str(path)):
+        raise ValueError(f"no index of source {source!r} in {folder}")
     index = tantivy.Index(SCHEMA, path=str(path), reuse=True)
     index.config_reader(reload_policy="manual")
     return index
 
 
 def documents(generation: Path, source: str) -> set[tuple[UUID, int, int, int]]:
-    """Each live document of `source` in `generation` as (target, part, kind code, digest):
-    what two indexes are compared by."""
-    index = open_index(generation, source)
-    searcher = index.searcher()
-    hits = searcher.search(tantivy.Query.all_query(), max(1, searcher.num_docs), count=False)
-    addresses = [address for _, address in hits.hits]
-    if not addresses:
-        return set()
-    names = (TARGET_HI, TARGET_LO, PART, KIND_CODE, DIGEST)
-    columns = zip(*(searcher.fast_field_values(n, addresses) for n in names), strict=True)
-    return {
-        (uuid_of(int(hi), int(lo)), int(part), int(kind), int(digest))
-        for hi, lo, part, kind, digest in columns
-    }
+    """Each live document of `source` in `generation`, every workspace's, as (target, part,
+    kind code, digest): what two indexes are compared by."""
+    state = State.read(generation / STATE)
+    assert state is not None, f"no state in {generation}"
+    found: set[tuple[UUID, int, int, int]] = set()
+    for workspace in state.workspaces:
+        index = open_index(generation / workspace, source)
+        searcher = index.searcher()
+        hits = searcher.search(tantivy.Query.all_query(), max(1, searcher.num_docs), count=False)
+        addresses = [address for _, address in hits.hits]
+        if not addresses:
+            continue
+        names = (TARGET_HI, TARGET_LO, PART, KIND_CODE, DIGEST)
+        columns = zip(*(searcher.fast_field_values(n, addresses) for n in names), strict=True)
+        found |= {
+            (uuid_of(int(hi), int(lo)), int(part), int(kind), int(digest))
+            for hi, lo, part, kind, digest in columns
+        }
+    return found

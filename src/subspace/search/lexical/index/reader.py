@@ -1,6 +1,6 @@
-"""How a process reads the lexical index: one consistent view of the generation CURRENT
-names, refreshed when the follower records a new position or a rebuild swaps generations,
-never of a generation whose files fail their checks (search/lexical/index/integrity.py).
+"""How a process reads the lexical index: per workspace, one consistent view of its indexes in
+the generation CURRENT names, refreshed when the follower records a new position or a
+rebuild swaps generations, never of indexes whose files fail their checks (integrity.py).
 """
 
 from __future__ import annotations
@@ -9,10 +9,12 @@ import json
 import logging
 import shutil
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 import tantivy
 
@@ -31,9 +33,15 @@ from subspace.search.lexical.index.layout import (
     TEXT,
     State,
     open_index,
+    workspace_folder,
 )
 
 log = logging.getLogger(__name__)
+
+# Each open index maps about eight files, and Linux allows a process 65,530 mappings: past
+# these, the least recently searched workspaces are closed (and opened again in a ms).
+OPEN_INDEXES = 2_048
+OPEN_VIEWS = 512
 
 
 @dataclass(frozen=True)
@@ -48,9 +56,11 @@ class EngineStats:
 
 @dataclass(frozen=True)
 class EngineView:
-    """One consistent reading of the index: the position it holds and, per source, the
-    searcher and the statistics it scores with. A search uses one view throughout."""
+    """One consistent reading of a workspace's indexes: the position they hold and, per
+    source, the searcher and the statistics it scores with (none for a workspace the index
+    holds nothing of). A search uses one view throughout."""
 
+    workspace: UUID
     position: str
     searchers: Mapping[str, tantivy.Searcher]
     stats: Mapping[str, EngineStats]
@@ -100,51 +110,68 @@ def _file_stamp(path: Path | None) -> tuple[int, int] | None:
 
 
 class LexicalReader:
-    """The index as one process reads it: a view refreshed when the follower records a new
-    position or a rebuild swaps the generation. Thread-safe; views are immutable."""
+    """The index as one process reads it: the generation's record, read again when the
+    follower records a new position or a rebuild swaps the generation, and a view per
+    workspace searched, made at its first search after that. Thread-safe; views are
+    immutable."""
 
     def __init__(self, folder: Path, database: str) -> None:
         self.folder = folder
         self.database = database
         self._lock = threading.Lock()
         self._seen: tuple[Any, ...] | None = None
-        self._generation: Path | None = None  # the generation whose indexes are open
+        self._generation: Path | None = None  # the generation being served
+        self._state: State | None = None  # its record, while it serves
         self._watched: Path | None = None  # the one CURRENT named at the last load
-        self._indexes: dict[str, tantivy.Index] = {}
-        self._view: EngineView | None = None
+        self._indexes: OrderedDict[tuple[Path, str], tantivy.Index] = OrderedDict()
+        self._views: OrderedDict[UUID, EngineView] = OrderedDict()
         self._checksums = Checksums()
         self.problem = "the index has not been built yet"
 
-    def view(self) -> EngineView | None:
-        """The current view; None when there is no usable index (`problem` says why)."""
+    def view(self, workspace: UUID) -> EngineView | None:
+        """The workspace's current view; None when there is no usable index (`problem` says
+        why)."""
         with self._lock:
-            stamp = self._stamp()
-            if stamp != self._seen:
-                watched = self._watched
-                self._view = self._load()
-                # A stamp taken before the load: a commit during it is seen at the next
-                # search. Another generation has its own state file to watch.
-                self._seen = stamp if self._watched == watched else self._stamp()
-            return self._view
+            self._refresh()
+            if self._state is None:
+                return None
+            view = self._views.get(workspace)
+            if view is None:
+                view = self._load_workspace(workspace)
+                if view is None:
+                    return None
+                self._views[workspace] = view
+                if len(self._views) > OPEN_VIEWS:
+                    self._views.popitem(last=False)
+            self._views.move_to_end(workspace)
+            return view
+
+    def held(self) -> tuple[str, int] | None:
+        """The position the index holds and its live documents, every workspace's; None
+        without a usable index."""
+        with self._lock:
+            self._refresh()
+            state = self._state
+            if state is None or state.position is None:
+                return None
+            return state.position, sum(state.workspaces.values())
 
     def failed(self, view: EngineView, exc: BaseException) -> bool:
-        """A search failed on `view`: check every file of its generation again; True when one
-        is damaged, and then the generation is not served again (and the follower is told,
-        by the DAMAGED note, to rebuild it). A failure its files do not explain fails that
-        search alone."""
+        """A search failed on `view`: check every file of its workspace's indexes again;
+        True when one is damaged, and then the generation is not served again (and the
+        follower is told, by the DAMAGED note, to rebuild it). A failure its files do not
+        explain fails that search alone."""
         with self._lock:
             generation = self._generation
-            if generation is None or view is not self._view:
+            if generation is None or view is not self._views.get(view.workspace):
                 return False  # another search found it out first, or a new view replaced it
-            self._checksums.forget(generation)
-            damage = self._checksums.damage(generation, view.kinds)
+            folder = workspace_folder(generation, view.workspace)
+            self._checksums.forget(folder)
+            damage = self._checksums.damage([folder], view.kinds)
             if damage is None:
                 log.warning("the lexical engine failed on a search, its files are whole: %r", exc)
                 return False
-            log.warning("the lexical index in %s is damaged: %s", generation, damage)
-            why = f"a file of the index is damaged ({damage})"
-            report_damage(self.folder, generation, why)
-            self._close(why)
+            self._damaged(generation, damage)
             return True
 
     def disk_full(self) -> str:
@@ -157,6 +184,17 @@ class LexicalReader:
             return "the disk holding the lexical index is full"
         return f"the disk holding the lexical index is full ({free / 1e6:,.1f} MB free)"
 
+    def _refresh(self) -> None:
+        """Read the record again when the follower committed or a rebuild swapped
+        generations since it was read."""
+        stamp = self._stamp()
+        if stamp != self._seen:
+            watched = self._watched
+            self._load()
+            # A stamp taken before the load: a commit during it is seen at the next search.
+            # Another generation has its own state file to watch.
+            self._seen = stamp if self._watched == watched else self._stamp()
+
     def _stamp(self) -> tuple[Any, ...]:
         """What changes when the follower commits (its state file is replaced) or a rebuild
         swaps generations (CURRENT is): two stat calls a search, no read."""
@@ -164,25 +202,51 @@ class LexicalReader:
         return (_file_stamp(self.folder / CURRENT), _file_stamp(state))
 
     def _close(self, problem: str) -> None:
-        self._generation, self._indexes, self._view = None, {}, None
+        self._generation, self._state = None, None
+        self._indexes.clear()
+        self._views.clear()
         self.problem = problem
 
-    def _load(self) -> EngineView | None:
+    def _damaged(self, generation: Path, damage: str) -> None:
+        log.warning("the lexical index in %s is damaged: %s", generation, damage)
+        why = f"a file of the index is damaged ({damage})"
+        report_damage(self.folder, generation, why)
+        self._close(why)
+
+    def _load(self) -> None:
+        """Read the generation's record (CURRENT and its state); each workspace's files are
+        checked when its view is made."""
         generation, problem = check_generation(
-            self.folder, self._checksums, lambda state: state.fits(self.database)
+            self.folder, self._checksums, lambda state: state.fits(self.database), files=False
         )
         self._watched = generation
         state = None if generation is None else State.read(generation / STATE)
         if problem or generation is None or state is None or state.position is None:
             self._close(problem or MISSING)
+            return
+        if generation != self._generation:
+            self._indexes.clear()
+            self._generation = generation
+        self._state = state
+        self._views.clear()  # each is made again, from the indexes reloaded, when searched
+        self.problem = ""
+
+    def _load_workspace(self, workspace: UUID) -> EngineView | None:
+        """A view of the workspace's indexes as they are now; None when a file of theirs is
+        damaged (the generation then serves no more)."""
+        state, generation = self._state, self._generation
+        assert state is not None and state.position is not None and generation is not None
+        if workspace.hex not in state.workspaces:  # nothing of it is in the index yet
+            return EngineView(workspace, state.position, {}, {}, state.kinds)
+        folder = workspace_folder(generation, workspace)
+        damage = self._checksums.damage([folder], state.kinds)
+        if damage is not None:
+            self._damaged(generation, damage)
             return None
+        searchers, stats = {}, {}
         try:
-            if generation != self._generation:
-                self._indexes = {s: open_index(generation, s) for s in state.kinds}
-                self._generation = generation
-            searchers = {}
-            stats = {}
-            for source, index in self._indexes.items():
+            for source in state.kinds:
+                index = self._index(folder, source)
                 index.reload()
                 searchers[source] = index.searcher()
                 found = engine_stats(searchers[source])
@@ -191,8 +255,17 @@ class LexicalReader:
         except BaseException as exc:
             if not engine_failed(exc):
                 raise
-            log.warning("cannot read the lexical index in %s: %s", generation, exc)
+            log.warning("cannot read the lexical index in %s: %s", folder, exc)
             self._close("the index cannot be read")
             return None
-        self.problem = ""
-        return EngineView(state.position, searchers, stats, state.kinds)
+        return EngineView(workspace, state.position, searchers, stats, state.kinds)
+
+    def _index(self, folder: Path, source: str) -> tantivy.Index:
+        key = (folder, source)
+        index = self._indexes.get(key)
+        if index is None:
+            index = self._indexes[key] = open_index(folder, source)
+            if len(self._indexes) > OPEN_INDEXES:
+                self._indexes.popitem(last=False)
+        self._indexes.move_to_end(key)
+        return index

@@ -39,9 +39,9 @@ def lexical_status(
     if reader is None:
         identity = database_identity(conn)
         reader = LexicalReader(database_folder(index_root(settings), identity), identity)
-    view, disk_full = reader.view(), reader.disk_full()
-    if view is None:
+    held, disk_full = reader.held(), reader.disk_full()
+    if held is None:
         problem = "; ".join(filter(None, (reader.problem, disk_full)))
         return LexicalStatus(str(reader.folder), None, None, problem)
-    documents = sum(int(searcher.num_docs) for searcher in view.searchers.values())
-    return LexicalStatus(str(reader.folder), documents, behind(conn, view.position), disk_full)
+    position, documents = held
+    return LexicalStatus(str(reader.folder), documents, behind(conn, position), disk_full)
