@@ -107,6 +107,10 @@ RUNS: dict[str, Smoke] = {
         "--writers 2 --seconds 1 --json",
         json=lambda r: r["writes"] > 0 and r["events"] > 0 and r["lag_p50_ms"] >= 0,
     ),
+    "lexical_tenants": Smoke(
+        "--workspaces 3 --bullets 2 --json",
+        json=lambda r: r["workspaces"] == 3 and r["index_files"] > 0 and r["rebuild_s"] > 0,
+    ),
     "load_rate": Smoke(
         "--bullets 100 --file-chunks 10 --runs 2 --corpus {corpus}",
         prints=(r"^run 1: \d+ files .* 100 bullets .* took in \d+ documents",),
