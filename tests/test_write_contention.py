@@ -179,3 +179,59 @@ def test_a_500_answers_and_keeps_the_connection_open(
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+def _lose_a_deadlock(
+    database: Database, cx: Context, page_id: Any, request: Callable[[], Any]
+) -> Any:
+    """Run `request` while a connection of the test holds the bullets' statistics row of the
+    workspace and then asks for the page's row, which the request locks first: a real
+    deadlock. The test waits longer before it looks for one, so the request's transaction is
+    the one Postgres gives up."""
+    ws = cx.actor.workspace_id
+    answer: list[Any] = []
+    with psycopg.connect(database.dsn, autocommit=False) as rival:
+        rival.execute("set deadlock_timeout = '20s'")
+        rival.execute(
+            "select * from search.source_stats where workspace_id = %s and source = 'node' "
+            "for update",
+            (ws,),
+        )
+        thread = threading.Thread(target=lambda: answer.append(request()))
+        thread.start()
+        deadline = time.monotonic() + 30
+        while not _someone_waits_for_a_lock(database) and time.monotonic() < deadline:
+            time.sleep(0.05)  # the request holds the page and waits for the statistics
+        rival.execute("select * from kb.pages where workspace_id = %s and id = %s for update",
+                      (ws, page_id))  # fmt: skip
+        rival.rollback()
+        thread.join(60)
+    return answer[0]
+
+
+def _someone_waits_for_a_lock(database: Database) -> bool:
+    with psycopg.connect(database.dsn) as conn:
+        row = conn.execute(
+            "select count(*) from pg_stat_activity where wait_event_type = 'Lock' "
+            "and datname = current_database()"
+        ).fetchone()
+    return bool(row and row[0])
+
+
+@pytest.mark.parametrize("route", ["add", "edit", "delete"])
+def test_a_bullet_route_that_loses_a_deadlock_runs_again(
+    database: Database, cx: Context, client: Any, route: str
+) -> None:
+    """The node routes write in a transaction of their own, run again whole when Postgres
+    gives it up: a lost deadlock answers 2xx (or 503 with Retry-After), never 500."""
+    page = commands.create_page(cx, "Contended")
+    node = commands.add_node(cx, page.id, "a gull on the pier")
+    requests = {
+        "add": lambda: client.post("/api/nodes", json={"page_id": str(page.id), "text": "a tern"}),
+        "edit": lambda: client.patch(f"/api/nodes/{node.id}", json={"text": "a tern on the pier"}),
+        "delete": lambda: client.delete(f"/api/nodes/{node.id}"),
+    }
+    response = _lose_a_deadlock(database, cx, page.id, requests[route])
+    assert response.status_code in (200, 201, 503), response.text
+    if response.status_code == 503:
+        assert response.headers["retry-after"]

@@ -344,12 +344,15 @@ class Recorder:
     def write(self, text: str, refs: list[str]) -> None:
         """Write one answer bullet under the asking bullet, and its step."""
         props = {"refs": list(refs), "run": str(self.run.id)}
-        with self.cx.transaction() as conn:
+
+        def answer_bullet(bound: Context, conn: Conn) -> None:
             node = commands.add_node(
-                self.cx.on(conn), self.run.page_id, text, parent_id=self.run.node_id, props=props
+                bound, self.run.page_id, text, parent_id=self.run.node_id, props=props
             )
             data = {"id": str(node.id), "text": node.text, "refs": list(refs)}
             record_step(conn, self.run, "bullet", node.text, data)
+
+        commands.unit_of_work(self.cx, answer_bullet)
         self.wrote += 1
 
     def cancelled(self) -> bool:

@@ -30,6 +30,7 @@ from subspace.commands.pages import (
     rename_page,
     restore_page,
 )
+from subspace.commands.retry import unit_of_work
 from subspace.commands.tags import create_tag, remove_tag, set_tag
 
 __all__ = [
@@ -64,5 +65,6 @@ __all__ = [
     "set_memory",
     "set_props",
     "set_tag",
+    "unit_of_work",
     "upload_file",
 ]

@@ -21,6 +21,7 @@ from psycopg import errors
 from psycopg_pool import ConnectionPool
 
 from subspace.context import Context
+from subspace.db.pool import Conn
 from subspace.errors import SubspaceError
 
 log = logging.getLogger(__name__)
@@ -95,3 +96,20 @@ def retried(
 
     functools.update_wrapper(run, command)
     return run
+
+
+def unit_of_work(cx: Context, work: Callable[[Context, Conn], T]) -> T:
+    """Run `work` in one transaction of its own, committed when it returns, and run it again
+    whole (as `retried` runs a kb-command) when Postgres gives the transaction up for a lock.
+
+    For a write made of several commands, or one whose reply is read under the locks the
+    write took (a bullet and the page version it made): `work` gets the context bound to the
+    transaction, to call commands with, and its connection, to read with.
+    """
+
+    def unit(cx: Context) -> T:
+        with cx.transaction() as conn:
+            return work(cx.on(conn), conn)
+
+    unit.__name__ = getattr(work, "__name__", "unit_of_work")  # what a retry logs
+    return retried(unit)(cx)

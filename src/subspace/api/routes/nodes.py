@@ -111,9 +111,9 @@ def _out(conn: Conn, cx: Context, node: Node) -> NodeOut:
 
 @router.post("", status_code=201)
 def add_node(body: NodeIn, cx: CX) -> NodeOut:
-    with cx.transaction() as conn:
+    def add(bound: Context, conn: Conn) -> NodeOut:
         node = commands.add_node(
-            cx.on(conn),
+            bound,
             body.page_id,
             body.text,
             parent_id=body.parent_id,
@@ -122,6 +122,8 @@ def add_node(body: NodeIn, cx: CX) -> NodeOut:
             base_version=body.base_version,
         )
         return _out(conn, cx, node)
+
+    return commands.unit_of_work(cx, add)
 
 
 @router.get("/{node_id}")
@@ -135,8 +137,8 @@ def edit_node(node_id: UUID, body: NodePatch, cx: CX) -> NodeOut:
     """Edit the text and/or merge props, in one transaction."""
     if body.text is None and body.props is None:
         raise InvalidInput("Nothing to change: give `text`, `props` or both.")
-    with cx.transaction() as conn:
-        bound = cx.on(conn)
+
+    def edit(bound: Context, conn: Conn) -> NodeOut:
         base_version = body.base_version
         if body.text is not None:
             node = commands.edit_node(bound, node_id, body.text, base_version=base_version)
@@ -145,12 +147,14 @@ def edit_node(node_id: UUID, body: NodePatch, cx: CX) -> NodeOut:
             node = commands.set_props(bound, node_id, body.props, base_version=base_version)
         return _out(conn, cx, node)
 
+    return commands.unit_of_work(cx, edit)
+
 
 @router.post("/{node_id}/move")
 def move_node(node_id: UUID, body: NodeMove, cx: CX) -> NodeOut:
-    with cx.transaction() as conn:
+    def move(bound: Context, conn: Conn) -> NodeOut:
         node = commands.move_node(
-            cx.on(conn),
+            bound,
             node_id,
             parent_id=body.parent_id,
             position=body.position,
@@ -158,25 +162,33 @@ def move_node(node_id: UUID, body: NodeMove, cx: CX) -> NodeOut:
         )
         return _out(conn, cx, node)
 
+    return commands.unit_of_work(cx, move)
+
 
 @router.post("/{node_id}/indent")
 def indent_node(node_id: UUID, cx: CX, base_version: BaseVersion = None) -> NodeOut:
-    with cx.transaction() as conn:
-        return _out(conn, cx, commands.indent_node(cx.on(conn), node_id, base_version=base_version))
+    def indent(bound: Context, conn: Conn) -> NodeOut:
+        return _out(conn, cx, commands.indent_node(bound, node_id, base_version=base_version))
+
+    return commands.unit_of_work(cx, indent)
 
 
 @router.post("/{node_id}/outdent")
 def outdent_node(node_id: UUID, cx: CX, base_version: BaseVersion = None) -> NodeOut:
-    with cx.transaction() as conn:
-        node = commands.outdent_node(cx.on(conn), node_id, base_version=base_version)
-        return _out(conn, cx, node)
+    def outdent(bound: Context, conn: Conn) -> NodeOut:
+        return _out(conn, cx, commands.outdent_node(bound, node_id, base_version=base_version))
+
+    return commands.unit_of_work(cx, outdent)
 
 
 @router.delete("/{node_id}")
 def delete_node(node_id: UUID, cx: CX, base_version: BaseVersion = None) -> Deleted:
     """Delete the bullet and everything under it."""
-    with cx.transaction() as conn:
+
+    def delete(bound: Context, conn: Conn) -> Deleted:
         page_id = queries.get_node(conn, cx.actor.workspace_id, node_id).page_id
-        deleted = commands.delete_node(cx.on(conn), node_id, base_version=base_version)
+        deleted = commands.delete_node(bound, node_id, base_version=base_version)
         version = queries.get_page(conn, cx.actor.workspace_id, page_id).version
         return Deleted(deleted=deleted, page_version=version)
+
+    return commands.unit_of_work(cx, delete)
