@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
+import numpy as np
 from pgvector import HalfVector
 
 from subspace.db.pipeline import Later, all_rows, later, send
@@ -163,6 +164,14 @@ def _index_sql(where: Fragment, query: HalfVector, limit: int, dimensions: int) 
         f"limit {int(limit)}) select * from nearest order by distance, ref",
         bind(where, Fragment("", {"q": query})),
     )
+
+
+def cosine_similarity(a: HalfVector, b: HalfVector) -> float:
+    """1 - cosine distance, as pgvector's `<=>` gives it (0 for a zero vector)."""
+    x = np.asarray(a.to_list(), dtype=np.float64)
+    y = np.asarray(b.to_list(), dtype=np.float64)
+    norms = float(np.linalg.norm(x) * np.linalg.norm(y))
+    return float(x @ y / norms) if norms else 0.0
 
 
 def query_at_width(query: HalfVector, dimensions: int) -> HalfVector:

@@ -8,17 +8,14 @@ including a missing key and a malformed body, answers `{"success": false, "error
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Coroutine
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-import numpy as np
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
-from pgvector import HalfVector
 from psycopg_pool import PoolTimeout
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
 from starlette.exceptions import HTTPException
@@ -29,17 +26,13 @@ from subspace.api.errors import body_model, describe_invalid
 from subspace.api.openapi import SimErrorOut, error_responses
 from subspace.api.search_observer import request_searcher
 from subspace.context import Context
-from subspace.db.pool import Conn
 from subspace.errors import BadRequest, Busy, SubspaceError
 from subspace.search.filters import TagFilter
 from subspace.search.hydrate import Row
 from subspace.search.options import OPS_BY_TYPE
-from subspace.search.request import SearchRequest, SearchResponse
-from subspace.search.searcher import Searcher
+from subspace.search.request import SearchRequest
+from subspace.search.row_details import RowDetail, row_details
 from subspace.search.service import search
-from subspace.search.vector import EmbeddingUnavailable, embed_query, start_embedding
-
-log = logging.getLogger(__name__)
 
 MAX_TOP_K = 100  # Sim's own cap on topK
 # Sim's operator names -> ours (search/options.py). Most are the same word; Sim's date filters
@@ -241,28 +234,10 @@ def knowledge_search(request: Request, body: SimSearchIn, cx: CX) -> SimSearchOu
         searcher,
         SearchRequest(query=query, kb_ids=kb_ids, tags=tags, mode=mode, limit=body.topK),
     )
-    vector = _query_vector(cx, searcher, found)
-    with cx.transaction() as conn:
-        model = searcher.provider.model if searcher.provider is not None else ""
-        details = _chunk_details(conn, cx, found.rows, vector, model)
-        places = _reading_places(conn, cx, found.rows)
-    # Each row's stored similarity and whole text (its passage when the text is gone).
-    read = {row.ref: details.get(row.ref, (None, None)) for row in found.rows}
-    text_of = {row.ref: read[row.ref][1] or row.passage for row in found.rows}
-    unembedded = [text_of[ref] for ref, (stored, _) in read.items() if stored is None]
-    now = _similarities_now(cx, searcher, vector, unembedded) if found.query.strip() else {}
-    results = []
-    for rank, row in enumerate(found.rows, start=1):
-        stored, text = read[row.ref][0], text_of[row.ref]
-        if not found.query.strip():
-            similarity = 1.0  # a tag-only match fits the filters exactly
-        elif stored is not None:
-            similarity = stored
-        else:
-            similarity = now[text]
-        score = similarity if mode == "vector" else row.score
-        index = places.get(row.id, 0) if row.type in ("node", "mem") else _chunk_index(row)
-        results.append(_result(row, rank, text, similarity, score, index))
+    details = row_details(cx, searcher, found)
+    results = [
+        _result(row, rank, details[row.ref], mode) for rank, row in enumerate(found.rows, start=1)
+    ]
     ids = [str(k) for k in kb_ids]
     data = SimData(
         results=results,
@@ -313,140 +288,22 @@ def _tag_filter(wanted: SimTagFilter) -> TagFilter:
     return TagFilter(wanted.tagName, op, value, wanted.valueTo if op == "between" else None)
 
 
-def _query_vector(cx: Context, searcher: Searcher, found: SearchResponse) -> HalfVector | None:
-    """The query's embedding, as the vector leg used it (from the query cache); None when the
-    search had no query or the vector leg could not embed it (asking again would only wait)."""
-    provider = searcher.provider
-    if provider is None or not found.query.strip():
-        return None
-    leg = found.legs.get("vector")
-    if leg is not None and leg.error:
-        return None
-    try:
-        return embed_query(
-            searcher.runtime, provider, found.query, timeout_s=cx.settings.embed_timeout_ms / 1000
-        )
-    except EmbeddingUnavailable as exc:
-        log.warning("query embedding for similarities failed: %s", exc)
-        return None
-
-
-def _chunk_details(
-    conn: Conn,
-    cx: Context,
-    rows: list[Row],
-    vector: HalfVector | None,
-    model: str,
-) -> dict[str, tuple[float | None, str | None]]:
-    """ref -> (1 - cosine distance to the query by `model`'s stored vectors, the whole chunk
-    or bullet text), in one query."""
-    if not rows:
-        return {}
-    refs = [row.ref for row in rows]
-    files = [row.id if row.type == "file" else None for row in rows]
-    chunks = [_chunk_index(row) for row in rows]
-    nodes = [row.id if row.type in ("node", "mem") else None for row in rows]
-    found = conn.execute(
-        "select r.ref, "
-        "(select 1 - (e.vec <=> %(q)s::halfvec) from search.embeddings e "
-        " where e.workspace_id = %(ws)s and e.model = %(model)s and e.ref = r.ref) as sim, "
-        "coalesce((select c.text from search.file_chunks c where c.workspace_id = %(ws)s "
-        " and c.file_id = r.file_id and c.n = r.n), (select n.text from kb.nodes n "
-        " where n.workspace_id = %(ws)s and n.id = r.node_id)) as content "
-        "from unnest(%(refs)s::text[], %(files)s::uuid[], %(ns)s::int[], %(nodes)s::uuid[]) "
-        "as r(ref, file_id, n, node_id)",
-        {
-            "q": vector,
-            "ws": cx.actor.workspace_id,
-            "model": model,
-            "refs": refs,
-            "files": files,
-            "ns": chunks,
-            "nodes": nodes,
-        },
-    ).fetchall()
-    return {
-        r["ref"]: (float(r["sim"]) if r["sim"] is not None else None, r["content"]) for r in found
-    }
-
-
-def _chunk_index(row: Row) -> int:
-    """n of a file row's ref file:<id>:<n>; 0 for a page title or a mail."""
-    if row.type != "file":
-        return 0
-    try:
-        return int(row.ref.rsplit(":", 1)[1])
-    except (IndexError, ValueError):
-        return 0
-
-
-def _reading_places(conn: Conn, cx: Context, rows: list[Row]) -> dict[UUID, int]:
-    """node id -> its place in its page's reading order (depth first, 1 for the first bullet),
-    for the pages of the bullets among `rows`."""
-    pages = list({row.page_id for row in rows if row.type in ("node", "mem") and row.page_id})
-    if not pages:
-        return {}
-    found = conn.execute(
-        "select page_id, id, parent_id from kb.nodes where workspace_id = %s "
-        "and page_id = any(%s) order by page_id, parent_id nulls first, position, id",
-        (cx.actor.workspace_id, pages),
-    ).fetchall()
-    children: dict[tuple[UUID, UUID | None], list[UUID]] = {}
-    for r in found:
-        children.setdefault((r["page_id"], r["parent_id"]), []).append(r["id"])
-    places: dict[UUID, int] = {}
-    for page in pages:
-        place = 0
-        stack = list(reversed(children.get((page, None), [])))
-        while stack:
-            node = stack.pop()
-            place += 1
-            places[node] = place
-            stack.extend(reversed(children.get((page, node), [])))
-    return places
-
-
-def _similarities_now(
-    cx: Context, searcher: Searcher, vector: HalfVector | None, texts: list[str]
-) -> dict[str, float]:
-    """1 - cosine distance between the query and each text embedded now (chunks written since
-    the indexer last ran), in one provider call; 0 for each when a vector cannot be had."""
-    provider = searcher.provider
-    wanted = list(dict.fromkeys(t for t in texts if t.strip()))
-    found = dict.fromkeys(texts, 0.0)
-    if provider is None or vector is None or not wanted:
-        return found
-    timeout_s = cx.settings.embed_timeout_ms / 1000
-    try:
-        chunks = start_embedding(searcher.runtime, provider, wanted, timeout_s=timeout_s).result()
-    except EmbeddingUnavailable:
-        return found
-    a = np.asarray(vector.to_list(), dtype=np.float64)
-    for text, chunk in zip(wanted, chunks, strict=True):
-        b = np.asarray(chunk.to_list(), dtype=np.float64)
-        norms = float(np.linalg.norm(a) * np.linalg.norm(b))
-        found[text] = float(a @ b / norms) if norms else 0.0
-    return found
-
-
-def _result(
-    row: Row, rank: int, content: str, similarity: float, score: float, index: int
-) -> SimResult:
+def _result(row: Row, rank: int, detail: RowDetail, mode: str) -> SimResult:
     kind = ROW_KINDS.get(row.type, row.type)
-    document = row.page_id if row.type in ("node", "mem", "page") else row.id
+    document = row.page_id or row.id  # a bullet's or a title's page; a file, a mail
     return SimResult(
         documentId=str(document),
         documentName=row.title,
         sourceUrl=None,
-        content=content,
-        chunkIndex=index,
+        content=detail.content,
+        chunkIndex=detail.place,
         metadata={
             "kind": kind,
             "ref": row.ref,
             "knowledgeBaseId": str(row.kb_id),
             "knowledgeBase": row.knowledge_base,
         },
-        similarity=similarity,
-        rankScore=score,
+        similarity=detail.similarity,
+        rankScore=detail.similarity if mode == "vector" else row.score,
         rank=rank,
     )
