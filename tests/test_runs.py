@@ -379,7 +379,7 @@ def test_a_search_for_an_answer_leaves_out_questions_and_answers(
     # No similarity floor: the vector leg's own order is what is checked.
     request = SearchRequest(query="beta ships", mode=mode, limit=5, min_similarity=-1)
     searcher = database.searcher(provider)
-    asked = search(cx, searcher, replace(request, answers="only")).rows
+    asked = search(cx, searcher, request.model_copy(update={"answers": "only"})).rows
     assert [row.passage for row in asked].count("/rag beta ships") == 5
     sources = search(cx, searcher.for_answers(), request).rows
     assert [row.ref for row in sources][:1] == [f"node:{notes['beta'].id}"]

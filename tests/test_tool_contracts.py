@@ -156,10 +156,10 @@ def test_every_surface_lists_exactly_the_declared_options(client: TestClient) ->
     assert _choices(search_command, "mode") == list(options.MODES)
     assert _choices(search_command, "ranker") == list(options.RANKERS)
     schemas = client.get("/openapi.json").json()["components"]["schemas"]
-    assert schemas["SearchIn"]["properties"]["mode"]["enum"] == list(options.MODES)
-    ranker = schemas["SearchIn"]["properties"]["ranker"]["anyOf"][0]
+    assert schemas["SearchRequest"]["properties"]["mode"]["enum"] == list(options.MODES)
+    ranker = schemas["SearchRequest"]["properties"]["ranker"]["anyOf"][0]
     assert ranker["enum"] == list(options.RANKERS)
-    assert schemas["TagFilterIn"]["properties"]["op"]["enum"] == list(options.TAG_OPS)
+    assert schemas["TagFilter"]["properties"]["op"]["enum"] == list(options.TAG_OPS)
     search_tool = next(t for t in TOOLS if t.name == "kb.search").input_schema()
     assert search_tool["properties"]["kinds"]["anyOf"][0]["items"]["enum"] == list(options.KINDS)
     assert filters.KINDS is options.KINDS

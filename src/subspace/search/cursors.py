@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import hashlib
 import hmac
 import json
@@ -151,7 +152,7 @@ def fingerprint(request: SearchRequest) -> str:
             request.query,
             sorted(map(str, request.kb_ids or [])),
             sorted(request.kinds or []),
-            [vars(t) for t in request.tags or []],
+            [dataclasses.asdict(t) for t in request.tags or []],
             request.mode,
             request.weights,
             request.ranker,

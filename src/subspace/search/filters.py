@@ -10,8 +10,11 @@ user and %(kbs)s for the knowledge bases searched (Scope.shared); the builders t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 from uuid import UUID
+
+from pydantic import ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
+from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from subspace.db.pipeline import Later, prepared
 from subspace.db.pool import Conn
@@ -22,6 +25,7 @@ from subspace.search.fragments import Fragment, bind
 from subspace.search.options import KIND_ALIASES as KIND_ALIASES
 from subspace.search.options import KINDS as KINDS
 from subspace.search.options import OPS_BY_TYPE as OPS_BY_TYPE
+from subspace.search.options import TAG_OPS
 from subspace.tag_values import coerce_tag_value
 
 _COMPARISONS = {"eq": "=", "neq": "<>", "gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
@@ -29,14 +33,19 @@ _COLUMNS = {"text": "value_text", "number": "value_number", "date": "value_date"
             "boolean": "value_bool"}  # fmt: skip
 
 
-@dataclass(frozen=True)
-class TagFilter:
-    """A filter as the caller wrote it: tag name, operator, value (and a second for between)."""
+TagValue = StrictBool | StrictInt | StrictFloat | StrictStr
 
-    tag: str
-    op: str
-    value: Any
-    value2: Any = None
+
+@pydantic_dataclass(frozen=True, config=ConfigDict(extra="forbid"))
+class TagFilter:
+    """A filter as the caller wrote it: tag name, operator, value (and a second for between).
+    The operator is checked against the tag's type when the search resolves it, whose message
+    names the operators that fit; the schema lists them all."""
+
+    tag: StrictStr
+    op: Annotated[StrictStr, Field(json_schema_extra={"enum": list(TAG_OPS)})]
+    value: TagValue
+    value2: TagValue | None = None
 
 
 @dataclass(frozen=True)

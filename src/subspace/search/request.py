@@ -3,12 +3,36 @@ palette, the API, the Sim endpoint, the tools, MCP, the command line, the answer
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any, Literal, get_args
 from uuid import UUID
 
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+)
+
+from subspace.errors import InvalidInput, unknown_field_message
 from subspace.search.filters import TagFilter
 from subspace.search.hydrate import Row
+from subspace.search.options import (
+    DEFAULT_SEARCH_LIMIT,
+    KIND_ALIASES,
+    KINDS,
+    Answers,
+    Mode,
+    Ranker,
+)
+
+Leg = Literal["lexical", "vector"]
+MAX_SHOWN = 60  # characters of a refused value quoted back
 
 
 @dataclass
@@ -24,25 +48,114 @@ class LegReport:
     ranker: str | None = None
 
 
-@dataclass
-class SearchRequest:
-    query: str = ""
-    kb_ids: list[UUID] | None = None
-    kinds: list[str] | None = None
+Weight = Annotated[StrictFloat | StrictInt, Field(ge=0, allow_inf_nan=False)]
+
+
+class SearchRequest(BaseModel):
+    """What a search is asked: the one request every surface sends (the API's body, the
+    command line, the tools and MCP, the Sim adapter, eval). Its types say which values
+    fit; `service.validate` checks what they cannot (the limits of the settings, text that
+    cannot be searched, a query that asks for nothing). A value that does not fit is refused
+    when the request is made, as InvalidInput naming the field and what fits."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+        json_schema_extra={
+            "examples": [
+                {"query": "launch date", "limit": 10},
+                {
+                    "query": "beta",
+                    "kinds": ["node", "file"],
+                    "tags": [{"tag": "due", "op": "lt", "value": "2026-12-31"}],
+                    "mode": "hybrid",
+                    "explain": True,
+                },
+            ]
+        },
+    )
+
+    query: StrictStr = ""
+    kb_ids: list[UUID] | None = Field(default=None, alias="knowledge_bases")
+    kinds: list[StrictStr] | None = Field(
+        default=None,
+        description=f"Any of {', '.join(KINDS)} (also {', '.join(KIND_ALIASES)}); all when absent.",
+    )
     tags: list[TagFilter] | None = None
-    mode: str = "hybrid"
-    limit: int = 10
-    weights: dict[str, float] | None = None
-    explain: bool = False
-    explain_target: str | None = None  # a ref (node:<id>, file:<id>:2) or an id
-    group_by_page: bool = False
-    cursor: str | None = None
-    ranker: str | None = None  # bm25 or ts_rank_cd; None: SUBSPACE_LEXICAL_RANKER
-    typos: bool = True  # match query words absent from the vocabulary to close ones
-    answers: str = "include"  # include (below their sources), exclude or only
-    # Cosine similarity a row only the vector leg found must reach; None: the setting's,
-    # else the embedding model's measured floor (search/floor.py).
-    min_similarity: float | None = None
+    mode: Mode = "hybrid"
+    limit: StrictInt = DEFAULT_SEARCH_LIMIT  # at most SUBSPACE_MAX_SEARCH_LIMIT
+    weights: dict[Leg, Weight] | None = None
+    explain: StrictBool = False
+    explain_target: StrictStr | None = Field(
+        default=None, description="A ref (node:<id>, file:<id>:2) or an id to explain if absent."
+    )
+    group_by_page: StrictBool = False
+    cursor: StrictStr | None = None
+    ranker: Ranker | None = None  # None: SUBSPACE_LEXICAL_RANKER
+    typos: StrictBool = True  # match query words absent from the vocabulary to close ones
+    answers: Answers = Field(
+        default="include",
+        description="Bullets an answer run asked with or wrote: include (ranked below the "
+        "sources they cite), exclude, or only.",
+    )
+    min_similarity: StrictFloat | StrictInt | None = Field(
+        default=None,
+        ge=-1,
+        le=1,
+        description="Cosine similarity a row only the vector leg found must reach; absent: "
+        "SUBSPACE_MIN_SIMILARITY, else the embedding model's measured floor.",
+    )
+
+    def __init__(self, **fields: Any) -> None:
+        try:
+            super().__init__(**fields)
+        except ValidationError as exc:
+            raise InvalidInput(refusal(exc)) from None
+
+
+def refusal(exc: ValidationError) -> str:
+    """What a request that does not fit its types is told: the first field that does not,
+    and what would."""
+    errors = exc.errors()
+    for error in errors:  # an unknown field first: it may be why another is missing
+        if error["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
+            path = [str(part) for part in error["loc"]]
+            inner = path[0] == "tags" and len(path) > 1
+            known = (
+                [f.name for f in dataclasses.fields(TagFilter)]
+                if inner
+                else [info.alias or name for name, info in SearchRequest.model_fields.items()]
+            )
+            message = unknown_field_message(path[-1], known)
+            return f"In {'.'.join(path[:-1])}: {message}" if inner else message
+    error = errors[0]
+    where = [str(part) for part in error["loc"]]
+    field, value = where[0] if where else "request", error.get("input")
+    kind = error["type"]
+    if field == "weights" and len(where) > 1:
+        if kind == "literal_error":
+            return f"Unknown leg {_shown(where[1])} in weights. Use: {', '.join(get_args(Leg))}."
+        return f"The weight of the {where[1]} leg must be a number >= 0."
+    if kind == "literal_error":
+        expected = error.get("ctx", {}).get("expected", "")
+        return f"Unknown {field} {_shown(value)}. Use one of: {expected.replace(' or ', ', ')}."
+    if field == "min_similarity":
+        return (
+            f"min_similarity must be a number from -1 to 1, got {_shown(value)}. Leave it out for "
+            "the embedding model's floor."
+        )
+    if field == "kinds" and kind == "list_type":
+        return 'kinds must be a list of kind names, e.g. ["file"].'
+    if field == "limit":
+        return f"limit must be a whole number, got {_shown(value)}."
+    place = ".".join(where) or "request"
+    return f"{place}: {error['msg']} (got {_shown(value)})."
+
+
+def _shown(value: object) -> str:
+    """A value as a message quotes it: cut, since a request may carry megabytes."""
+    text = repr(value)
+    return text if len(text) <= MAX_SHOWN else text[:MAX_SHOWN] + "…"
 
 
 @dataclass

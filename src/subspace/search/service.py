@@ -38,7 +38,6 @@ from subspace.search.legs import (
     run_legs,
 )
 from subspace.search.lexical.terms import TsQueries
-from subspace.search.options import ANSWERS, MODES, RANKERS
 from subspace.search.query import ParsedQuery, parse_query
 from subspace.search.request import SearchRequest, SearchResponse
 from subspace.search.searcher import Searcher
@@ -87,55 +86,30 @@ def base_cap(window: int, bases: int) -> int:
 
 
 def validate(request: SearchRequest, cx: Context) -> ParsedQuery:
-    """The parsed query, once every option is of the right type and within its limits.
+    """The parsed query, once every option is within what its type cannot say: the limits of
+    the settings and text that can be searched.
 
     Nothing with a NUL or a lone surrogate reaches the driver: it is refused here, as is a
     request larger than its limits (each string is bounded, and so is the number of filters).
     """
     settings = cx.settings
-    if not isinstance(request.query, str):
-        raise InvalidInput("The query must be text.")
     if len(request.query) > settings.max_query_chars:
         raise InvalidInput(
             f"The query is {len(request.query):,} characters; the limit is "
             f"{settings.max_query_chars:,} (SUBSPACE_MAX_QUERY_CHARS). Shorten it."
         )
     _check_text(request.query, "The query", settings.max_query_chars)
-    _check_kinds(request.kinds)
-    _check_tags(request.tags, settings.max_tag_filters)
+    for kind in request.kinds or []:
+        _check_text(kind, "Each kind", MAX_NAME_CHARS)
+    _check_tags(request.tags or [], settings.max_tag_filters)
     if request.explain_target is not None:
         _check_text(request.explain_target, "explain_target", MAX_NAME_CHARS)
-    if isinstance(request.limit, bool) or not isinstance(request.limit, int):
-        raise InvalidInput(f"limit must be a whole number, got {request.limit!r}.")
-    if request.ranker is not None and request.ranker not in RANKERS:
-        raise InvalidInput(f"Unknown ranker {request.ranker!r}. Use one of: {', '.join(RANKERS)}.")
-    if request.answers not in ANSWERS:
-        raise InvalidInput(
-            f"Unknown answers filter {request.answers!r}. Use one of: {', '.join(ANSWERS)}."
-        )
-    similarity = request.min_similarity
-    if similarity is not None and not (
-        isinstance(similarity, int | float)
-        and not isinstance(similarity, bool)
-        and -1 <= similarity <= 1
-    ):
-        raise InvalidInput(
-            f"min_similarity must be a number from -1 to 1, got {similarity!r}. Leave it out "
-            "for the embedding model's floor."
-        )
-    if request.mode not in MODES:
-        raise InvalidInput(f"Unknown mode {request.mode!r}. Use one of: {', '.join(MODES)}.")
     if not 1 <= request.limit <= settings.max_search_limit:
         raise InvalidInput(
             f"limit must be between 1 and {settings.max_search_limit} "
             f"(SUBSPACE_MAX_SEARCH_LIMIT), got {request.limit}. Ask for at most "
             f"{settings.max_search_limit}."
         )
-    for leg, weight in (request.weights or {}).items():
-        if leg not in LEGS:
-            raise InvalidInput(f"Unknown leg {leg!r} in weights. Use: lexical, vector.")
-        if not (isinstance(weight, int | float) and math.isfinite(weight) and weight >= 0):
-            raise InvalidInput(f"The weight of the {leg} leg must be a number >= 0.")
     parsed = parse_query(request.query)
     if parsed.is_empty:
         if parsed.negated:
@@ -160,30 +134,13 @@ def _check_text(value: object, what: str, max_chars: int) -> None:
         )
 
 
-def _check_kinds(kinds: object) -> None:
-    # A string is refused rather than read as a one-item list: "file" would otherwise be
-    # taken letter by letter, and every surface (API, tools, CLI) sends a list.
-    if kinds is None:
-        return
-    if not isinstance(kinds, list):
-        raise InvalidInput('kinds must be a list of kind names, e.g. ["file"].')
-    for kind in kinds:
-        _check_text(kind, "Each kind", MAX_NAME_CHARS)
-
-
-def _check_tags(tags: object, max_filters: int) -> None:
-    if tags is None:
-        return
-    if not isinstance(tags, list):
-        raise InvalidInput("tags must be a list of tag filters.")
+def _check_tags(tags: list[TagFilter], max_filters: int) -> None:
     if len(tags) > max_filters:
         raise TooLarge(
             f"The search has {len(tags):,} tag filters; the limit is {max_filters} "
             "(SUBSPACE_MAX_TAG_FILTERS). Use fewer filters."
         )
     for tag in tags:
-        if not isinstance(tag, TagFilter):
-            raise InvalidInput("Each tag filter needs a tag, an op and a value.")
         _check_text(tag.tag, "A tag filter's tag name", MAX_TAG_NAME_CHARS)
         _check_text(tag.op, "A tag filter's operator", MAX_NAME_CHARS)
         for value in (tag.value, tag.value2):

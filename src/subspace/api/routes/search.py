@@ -6,26 +6,19 @@ from typing import Annotated, Any
 from uuid import UUID
 
 from fastapi import APIRouter, Body, Depends, Query, Request
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 from subspace.agents import tools
 from subspace.api.auth import require_context
-from subspace.api.bodies import RequestBody
 from subspace.api.openapi import KEYED, error_responses
 from subspace.api.search_observer import request_searcher
 from subspace.context import Context
 from subspace.errors import InvalidInput
 from subspace.search import grep as grepping
-from subspace.search.filters import TagFilter
 from subspace.search.options import (
     DEFAULT_GREP_LIMIT,
     DEFAULT_SEARCH_LIMIT,
-    KIND_ALIASES,
-    KINDS,
-    TAG_OPS,
-    Answers,
     Mode,
-    Ranker,
 )
 from subspace.search.request import SearchRequest, SearchResponse
 from subspace.search.service import search
@@ -78,93 +71,10 @@ SEARCH_ANSWER: dict[int | str, Any] = {
 }
 
 
-class TagFilterIn(RequestBody):
-    tag: str
-    # Checked by the search against the tag's type (OPS_BY_TYPE), whose message names the
-    # operators that fit; the schema lists them all.
-    op: str = Field(json_schema_extra={"enum": list(TAG_OPS)})
-    value: bool | float | str
-    value2: bool | float | str | None = None
-
-
-class SearchIn(RequestBody):
-    model_config = ConfigDict(
-        json_schema_extra={
-            "examples": [
-                {"query": "launch date", "limit": 10},
-                {
-                    "query": "beta",
-                    "kinds": ["node", "file"],
-                    "tags": [{"tag": "due", "op": "lt", "value": "2026-12-31"}],
-                    "mode": "hybrid",
-                    "explain": True,
-                },
-            ]
-        }
-    )
-
-    query: str = ""
-    knowledge_bases: list[UUID] | None = None
-    kinds: list[str] | None = Field(
-        default=None,
-        description=f"Any of {', '.join(KINDS)} (also {', '.join(KIND_ALIASES)}); all when absent.",
-    )
-    tags: list[TagFilterIn] | None = None
-    mode: Mode = "hybrid"
-    limit: int = DEFAULT_SEARCH_LIMIT
-    weights: dict[str, float] | None = None
-    explain: bool = False
-    explain_target: str | None = Field(
-        default=None, description="A ref or id to explain if absent."
-    )
-    group_by_page: bool = False
-    cursor: str | None = None
-    ranker: Ranker | None = None
-    typos: bool = True
-    answers: Answers = Field(
-        default="include",
-        description="Bullets an answer run asked with or wrote: include (ranked below the "
-        "sources they cite), exclude, or only.",
-    )
-    min_similarity: float | None = Field(
-        default=None,
-        strict=True,  # true is not 1.0
-        ge=-1,
-        le=1,
-        description="Cosine similarity a row only the vector leg found must reach; absent: "
-        "SUBSPACE_MIN_SIMILARITY, else the embedding model's measured floor.",
-    )
-
-
-def _run(request: Request, cx: Context, body: SearchIn) -> SearchResponse:
-    tags = [TagFilter(t.tag, t.op, t.value, t.value2) for t in body.tags or []]
-    return search(
-        cx,
-        request_searcher(request),
-        SearchRequest(
-            query=body.query,
-            kb_ids=body.knowledge_bases,
-            kinds=body.kinds,
-            tags=tags,
-            mode=body.mode,
-            limit=body.limit,
-            weights=body.weights,
-            explain=body.explain,
-            explain_target=body.explain_target,
-            group_by_page=body.group_by_page,
-            cursor=body.cursor,
-            ranker=body.ranker,
-            typos=body.typos,
-            answers=body.answers,
-            min_similarity=body.min_similarity,
-        ),
-    )
-
-
 @router.post("/api/search", responses=SEARCH_ANSWER)
-def search_post(request: Request, body: SearchIn, cx: CX) -> SearchResponse:
+def search_post(request: Request, body: SearchRequest, cx: CX) -> SearchResponse:
     """The hybrid search, with every option."""
-    return _run(request, cx, body)
+    return search(cx, request_searcher(request), body)
 
 
 @router.get("/api/search", responses=SEARCH_ANSWER)
@@ -181,9 +91,9 @@ def search_get(
     cursor: str | None = None,
 ) -> SearchResponse:
     """The hybrid search for links and the palette: `?q=…&kind=node&kb=…`."""
-    body = SearchIn(query=q, knowledge_bases=kb, kinds=kind, mode=mode, limit=limit,
-                    explain=explain, group_by_page=group_by_page, cursor=cursor)  # fmt: skip
-    return _run(request, cx, body)
+    body = SearchRequest(query=q, kb_ids=kb, kinds=kind, mode=mode, limit=limit,
+                         explain=explain, group_by_page=group_by_page, cursor=cursor)  # fmt: skip
+    return search(cx, request_searcher(request), body)
 
 
 class GrepOut(BaseModel):
