@@ -13,15 +13,15 @@ import pytest
 
 from subspace import commands
 from subspace.answers import prompts, runs
-from subspace.answers.chat import Cancelled, Message, ToolCall, ToolDef
+from subspace.answers.answerer import create_chat_provider
 from subspace.answers.evidence import Evidence, LineReader, parse_answer, plain_text
 from subspace.answers.fake_chat import FakeChat
 from subspace.answers.strategies import STRATEGIES
 from subspace.answers.strategy import Answer, AnswerBullet, Job
 from subspace.context import Context
 from subspace.ingest.worker import extract_pending
+from subspace.providers.chat import Cancelled, Message, ToolCall, ToolDef
 from subspace.providers.fake import FakeProvider
-from subspace.providers.registry import create_chat_provider
 from subspace.runtime import Database
 from subspace.search.reading import kb_read
 from subspace.workspaces import create_workspace

@@ -9,9 +9,9 @@ from uuid import UUID, uuid5
 import pytest
 
 from subspace.answers import prompts
-from subspace.answers.chat import Message
 from subspace.answers.extractive import Sentence, answering, leading, read_question
 from subspace.answers.fake_chat import FakeChat
+from subspace.providers.chat import Message
 
 _NS = UUID("8d6f7f0e-2b1a-4c3d-9e8f-0a1b2c3d4e5f")
 

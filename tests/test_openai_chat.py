@@ -11,9 +11,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from subspace.answers.chat import Cancelled, ChatError, Message, ToolCall, ToolDef, tool_defs
+from subspace.answers.strategy import tool_defs
 from subspace.config import Settings
 from subspace.errors import ConfigError
+from subspace.providers.chat import Cancelled, ChatError, Message, ToolCall, ToolDef
 from subspace.providers.openai_chat import OpenAIChat, wire_names
 from tests.openai_stub import ChatStub, running_chat_stub
 

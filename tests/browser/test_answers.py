@@ -13,11 +13,11 @@ import pytest
 import uvicorn
 from playwright.sync_api import Browser, Locator, Page, Request, Route, expect
 
-from subspace.answers.chat import ChatError
 from subspace.answers.strategy import Answer, AnswerBullet, Job
 from subspace.api import create_app
 from subspace.config import Settings
 from subspace.keys import create_key
+from subspace.providers.chat import ChatError
 from subspace.runtime import Database
 from tests.browser.conftest import LiveServer, _free_port, signed_in_tab
 

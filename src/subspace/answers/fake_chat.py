@@ -17,9 +17,9 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 
 from subspace.answers import prompts
-from subspace.answers.chat import Message, ToolCall, ToolDef
 from subspace.answers.evidence import ref_regex
 from subspace.answers.extractive import Sentence, answering, content_words, leading
+from subspace.providers.chat import Message, ToolCall, ToolDef
 
 MAX_BULLETS = 3
 MAX_PAGES = 3

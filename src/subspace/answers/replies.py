@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from subspace.answers.chat import Cancelled, Message, ToolDef
 from subspace.answers.evidence import Evidence, LineReader
 from subspace.answers.strategy import Answer, AnswerBullet, Job
+from subspace.providers.chat import Cancelled, Message, ToolDef
 
 CLOSEST_COUNT = 3  # "Closest: …" bullets under a question nothing answers
 

@@ -23,7 +23,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from subspace import commands
-from subspace.answers.chat import Cancelled, ChatError, ChatProvider
+from subspace.answers.answerer import create_chat_provider
 from subspace.answers.sources import run_bullets
 from subspace.answers.strategies import STRATEGIES
 from subspace.answers.strategy import AnswerBullet, Job, Strategy
@@ -38,7 +38,7 @@ from subspace.errors import Conflict, InvalidInput, NotFound, SubspaceError
 from subspace.loop import Loop
 from subspace.models import Actor
 from subspace.providers.base import EmbeddingProvider
-from subspace.providers.registry import create_chat_provider
+from subspace.providers.chat import Cancelled, ChatError, ChatProvider
 from subspace.runtime import Database
 from subspace.text import is_clean
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from subspace.answers.chat import ChatProvider
+from subspace.agents import tools
 from subspace.config import Settings
 from subspace.context import Context
+from subspace.providers.chat import ChatProvider, ToolDef
 from subspace.search.searcher import Searcher
 
 
@@ -56,3 +57,13 @@ class Strategy(Protocol):
     name: str
 
     def answer(self, job: Job) -> Answer: ...
+
+
+def tool_defs(settings: Settings) -> list[ToolDef]:
+    """The agent tools a model may call: read-only ones only. A tool that writes needs a
+    person's approval, which a run cannot give, so it is never offered."""
+    return [
+        ToolDef(spec.name, spec.description, spec.input_schema(settings))
+        for spec in tools.TOOLS
+        if spec.read_only and not spec.needs_approval
+    ]

@@ -13,7 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 import httpx2  # the HTTP client the openai SDK is built on
 
-from subspace.answers.chat import (
+from subspace.config import Settings
+from subspace.errors import ConfigError
+from subspace.providers.breaker import failure_reason
+from subspace.providers.chat import (
     Cancelled,
     ChatError,
     ChatFailure,
@@ -21,9 +24,6 @@ from subspace.answers.chat import (
     ToolCall,
     ToolDef,
 )
-from subspace.config import Settings
-from subspace.errors import ConfigError
-from subspace.providers.breaker import failure_reason
 from subspace.providers.retry import backoff, retry_after
 
 if TYPE_CHECKING:

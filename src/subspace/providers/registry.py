@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 from subspace.config import Settings
 from subspace.errors import ConfigError
 from subspace.providers.base import EmbeddingProvider
 from subspace.providers.fake import FakeProvider
 from subspace.providers.local import local_extra_installed
-
-if TYPE_CHECKING:
-    from subspace.answers.chat import ChatProvider
 
 log = logging.getLogger(__name__)
 
@@ -104,25 +100,3 @@ def index_debounce_ms(settings: Settings, provider: EmbeddingProvider) -> int:
     if settings.index_debounce_ms is not None:
         return settings.index_debounce_ms
     return 0 if provider.name == "fake" else 1500
-
-
-def create_chat_provider(settings: Settings) -> ChatProvider:
-    """The chat model answers come from: PROVIDERS=openai (or unset with OPENAI_API_KEY) the
-    OpenAI-compatible one; otherwise FakeChat, which answers by quoting, since no local chat
-    model ships. Build it once per process: it logs which one is active."""
-    name = provider_name(settings)
-    if name == "openai":
-        from subspace.providers.openai_chat import OpenAIChat
-
-        chat: ChatProvider = OpenAIChat(settings)
-        log.info("chat provider: %s (model %s)", chat.name, chat.model)
-        return chat
-    from subspace.answers.fake_chat import FakeChat
-
-    log.warning(
-        "No chat model configured (PROVIDERS=%s): answers quote the workspace's own sentences "
-        "(extractive). Set PROVIDERS=openai with OPENAI_API_KEY, or OPENAI_BASE_URL for an "
-        "Ollama or vLLM server, for written answers.",
-        name,
-    )
-    return FakeChat()

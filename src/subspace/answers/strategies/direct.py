@@ -10,12 +10,12 @@ from uuid import UUID
 
 from subspace.answers import prompts
 from subspace.answers import strategy_names as names
-from subspace.answers.chat import Message
 from subspace.answers.evidence import Evidence
 from subspace.answers.replies import answer_from, raise_if_cancelled
 from subspace.answers.sources import run_bullets
 from subspace.answers.strategy import Answer, Job
 from subspace.db.pool import Conn
+from subspace.providers.chat import Message
 from subspace.search import registry
 from subspace.search.request import SearchRequest
 from subspace.search.service import search

@@ -10,7 +10,6 @@ from uuid import UUID
 from subspace.agents.tools import call_tool
 from subspace.answers import prompts
 from subspace.answers import strategy_names as names
-from subspace.answers.chat import Message
 from subspace.answers.evidence import Evidence, ref_regex
 from subspace.answers.extractive import content_words
 from subspace.answers.replies import answer_from, ask_model, not_found, raise_if_cancelled
@@ -18,6 +17,7 @@ from subspace.answers.sources import without_run_bullets
 from subspace.answers.strategy import Answer, Job
 from subspace.context import Context
 from subspace.errors import SubspaceError
+from subspace.providers.chat import Message
 from subspace.search.filters import page_visible
 
 OUTLINE_BULLETS = 8  # top-level bullets shown per page: the outline, not the page

@@ -13,12 +13,12 @@ from typing import Any
 from subspace.agents.tools import call_tool
 from subspace.answers import prompts
 from subspace.answers import strategy_names as names
-from subspace.answers.chat import Message, ToolCall, tool_defs
 from subspace.answers.evidence import Evidence
 from subspace.answers.replies import CLOSEST_COUNT, ask_model, not_found, raise_if_cancelled
 from subspace.answers.sources import without_run_bullets
-from subspace.answers.strategy import Answer, AnswerBullet, Job
+from subspace.answers.strategy import Answer, AnswerBullet, Job, tool_defs
 from subspace.errors import SubspaceError
+from subspace.providers.chat import Message, ToolCall
 
 SUMMARY_CHARS = 120  # of a tool result, in the run's steps
 

@@ -1,4 +1,6 @@
 """The chat protocol the answering strategies speak: messages, tool calls, streamed text.
+Chat models sit beside the embedding models: OpenAI-compatible ones in openai_chat.py; the
+offline answerer that stands in for one quotes the workspace (answers/fake_chat.py).
 
 A provider streams the assistant's text to `on_text` as it arrives and returns the whole
 assistant message, with any tool calls it asked for. Only read-only tools are ever offered.
@@ -9,9 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
-
-from subspace.agents import tools
-from subspace.config import Settings
 
 Role = Literal["system", "user", "assistant", "tool"]
 ChatFailure = Literal["auth", "no_tools", "timeout", "refused", "error"]
@@ -66,13 +65,3 @@ class ChatProvider(Protocol):
         tools: Sequence[ToolDef] = (),
         on_text: Callable[[str], None] | None = None,
     ) -> Message: ...
-
-
-def tool_defs(settings: Settings) -> list[ToolDef]:
-    """The agent tools a model may call: read-only ones only. A tool that writes needs a
-    person's approval, which a run cannot give, so it is never offered."""
-    return [
-        ToolDef(spec.name, spec.description, spec.input_schema(settings))
-        for spec in tools.TOOLS
-        if spec.read_only and not spec.needs_approval
-    ]
