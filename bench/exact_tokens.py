@@ -21,7 +21,7 @@ from bench.corpus import DEFAULT_CORPUS, abstracts, sentences
 from subspace import commands
 from subspace.config import Settings
 from subspace.db.vector_index import defer_vector_index
-from subspace.indexer.consumer import Indexer
+from subspace.indexer.embeddings import EmbeddingsFollower
 from subspace.indexer.reindex import VECTOR_INDEX_SQL
 from subspace.ingest.outline import OutlineItem
 from subspace.providers.fake import FakeProvider
@@ -109,7 +109,7 @@ def main() -> None:
                         (page.id,)))  # fmt: skip
             with db.pool.connection() as conn:
                 defer_vector_index(conn, FakeProvider.model, FakeProvider.dimensions)
-            Indexer(db, settings, FakeProvider()).drain(timeout_s=3600)
+            EmbeddingsFollower(db, settings, FakeProvider()).drain(timeout_s=3600)
             with db.pool.connection() as conn:
                 conn.execute(VECTOR_INDEX_SQL)
                 conn.execute("analyze")

@@ -1,4 +1,4 @@
-"""Indexer figures on a fresh embedded Postgres:
+"""EmbeddingsFollower figures on a fresh embedded Postgres:
 
 - import of N short bullets (nodes/s) and embedding them with the fake provider (nodes/s);
 - time from a committed edit to its vector being stored, with debounce 0 and 1500 ms;
@@ -30,7 +30,7 @@ from bench.corpus import DEFAULT_CORPUS, abstracts, sentences
 from subspace import commands
 from subspace.config import Settings
 from subspace.indexer.chunking import text_hash
-from subspace.indexer.consumer import Indexer
+from subspace.indexer.embeddings import EmbeddingsFollower
 from subspace.indexer.reindex import reembed
 from subspace.ingest.outline import OutlineItem
 from subspace.providers.fake import FakeProvider
@@ -67,7 +67,9 @@ def import_bullets(db: Database, settings: Settings, bullets: list[str]) -> floa
 def edit_latency(db: Database, settings: Settings, debounce_ms: int, edits: int) -> list[float]:
     """Seconds from an edit's commit to its vector being stored, with a running indexer."""
     cx = db.default_context(settings)
-    indexer = Indexer(db, replace(settings, index_debounce_ms=debounce_ms), FakeProvider())
+    indexer = EmbeddingsFollower(
+        db, replace(settings, index_debounce_ms=debounce_ms), FakeProvider()
+    )
     thread = threading.Thread(target=indexer.run, daemon=True)
     thread.start()
     with db.pool.connection() as conn:
@@ -154,7 +156,7 @@ def main() -> None:
             )
             provider = CountingProvider()
             started = time.perf_counter()
-            Indexer(db, settings, provider).drain(timeout_s=3600)
+            EmbeddingsFollower(db, settings, provider).drain(timeout_s=3600)
             took = time.perf_counter() - started
             print(
                 f"embedding them (fake provider, HNSW index live): {took:.1f} s = "

@@ -36,7 +36,7 @@ from subspace import commands
 from subspace.api import create_app
 from subspace.config import Settings
 from subspace.demo import seed_demo
-from subspace.indexer.consumer import Indexer
+from subspace.indexer.embeddings import EmbeddingsFollower
 from subspace.ingest.outline import OutlineItem
 from subspace.ingest.worker import extract_pending
 from subspace.keys import create_key
@@ -116,7 +116,7 @@ def main() -> None:
                 items = [OutlineItem(t) for t in texts[start : start + BULLETS_PER_PAGE]]
                 commands.create_page_from_outline(cx, f"Notes {number}", items)
             extract_pending(db, settings, workers=2)
-            Indexer(db, settings, create_provider(settings)).drain(timeout_s=3600)
+            EmbeddingsFollower(db, settings, create_provider(settings)).drain(timeout_s=3600)
             print(f"demo + {len(texts):,} bullets loaded and embedded: "
                   f"{time.perf_counter() - started:.1f} s")  # fmt: skip
             with db.pool.connection() as conn:

@@ -39,7 +39,7 @@ from subspace.config import Settings
 from subspace.db.vector_index import defer_vector_index
 from subspace.evaluation.beir import load_collection, write_corpus
 from subspace.evaluation.runner import _fresh_database
-from subspace.indexer.consumer import Indexer
+from subspace.indexer.embeddings import EmbeddingsFollower
 from subspace.indexer.reindex import VECTOR_INDEX_SQL
 from subspace.ingest.importer import import_path
 from subspace.providers.fake import FakeProvider
@@ -102,7 +102,7 @@ def main() -> None:
                 doc_of[str(row["node_id"])] = doc
                 doc_of[str(row["page_id"])] = doc
             defer_vector_index(conn, provider.model, provider.dimensions)
-        Indexer(db, settings, provider).drain(timeout_s=24 * 3600)
+        EmbeddingsFollower(db, settings, provider).drain(timeout_s=24 * 3600)
         with db.pool.connection() as conn:
             conn.execute(VECTOR_INDEX_SQL)
             conn.execute("analyze")

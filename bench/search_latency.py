@@ -54,7 +54,7 @@ from subspace.config import Settings
 from subspace.context import Context
 from subspace.db.pool import Conn
 from subspace.db.vector_index import build_vector_indexes, defer_vector_index
-from subspace.indexer.consumer import Indexer
+from subspace.indexer.embeddings import EmbeddingsFollower
 from subspace.indexer.status import indexer_status
 from subspace.ingest.outline import OutlineItem
 from subspace.ingest.worker import extract_pending
@@ -662,7 +662,7 @@ def main() -> None:
                 with db.pool.connection() as conn:
                     defer_vector_index(conn, provider.model, provider.dimensions)
                 started = time.perf_counter()
-                Indexer(db, settings, provider).drain(timeout_s=24 * 3600)
+                EmbeddingsFollower(db, settings, provider).drain(timeout_s=24 * 3600)
                 report.say(
                     f"embedded the chunks without the vector index: "
                     f"{time.perf_counter() - started:.1f} s"

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from subspace import commands
 from subspace.config import Settings
-from subspace.indexer.consumer import Indexer
+from subspace.indexer.embeddings import EmbeddingsFollower
 from subspace.ingest.importer import finish_extraction, import_path
 from subspace.providers.registry import create_provider
 from subspace.runtime import open_database
@@ -56,7 +56,7 @@ def main(folder: Path, query: str) -> None:
         # Every write left an event in the outbox; the indexer embeds what they changed.
         # The server runs it in the background; drain() runs it here until nothing is left.
         provider = create_provider(settings)
-        Indexer(db, settings, provider).drain()
+        EmbeddingsFollower(db, settings, provider).drain()
 
         # One hybrid search (words and meaning, fused), limited to the notes just imported.
         response = search(

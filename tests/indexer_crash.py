@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from subspace.config import Settings
 from subspace.db.pool import open_pool
-from subspace.indexer.consumer import Indexer
+from subspace.indexer.embeddings import EmbeddingsFollower
 from subspace.providers.base import EmbedResult
 from subspace.providers.fake import FakeProvider
 from subspace.runtime import Database
@@ -35,9 +35,9 @@ def main() -> None:
     db = Database(dsn=dsn, pool=open_pool(dsn, max_size=2), embedded=None)
     settings = Settings(database_url=dsn, providers="fake")
     if mode == "after-embed":
-        Indexer(db, settings, DyingProvider()).drain()
+        EmbeddingsFollower(db, settings, DyingProvider()).drain()
     else:
-        Indexer(db, settings, FakeProvider(), on_committed=die).drain()
+        EmbeddingsFollower(db, settings, FakeProvider(), on_committed=die).drain()
     raise SystemExit("the indexer was expected to die")
 
 

@@ -8,7 +8,7 @@ from pgvector import HalfVector
 
 from subspace.context import Context
 from subspace.db.pool import Conn
-from subspace.indexer.consumer import Indexer
+from subspace.indexer.embeddings import EmbeddingsFollower
 from subspace.providers.base import EmbeddingProvider
 from subspace.providers.fake import FakeProvider
 from subspace.runtime import Database
@@ -37,7 +37,7 @@ def index(database: Database, cx: Context, provider: EmbeddingProvider | None = 
 
 def embed(database: Database, cx: Context, provider: EmbeddingProvider | None = None) -> None:
     """Embed everything written so far (as the running indexer would)."""
-    Indexer(database, cx.settings, provider or FakeProvider()).drain()
+    EmbeddingsFollower(database, cx.settings, provider or FakeProvider()).drain()
 
 
 def follow(database: Database, cx: Context) -> None:

@@ -5,7 +5,7 @@ The corpus has a Zipf vocabulary of made-up words (the english stemmer keeps the
 none is a stopword) in page titles, bullets, memories, file chunks, file names, mail and
 subjects across three knowledge bases, with hidden items of every kind. The brute force reads
 each document's lexemes and positions from its tsvector, the workspace's statistics and the
-index's average lengths (the statistics the engine scores with: search/lexical/query.py), and
+index's average lengths (the statistics the engine scores with: search/lexical/engine_query.py), and
 ranks in Python. The engine scores in 32-bit floats: scores agree to SCORE_TOLERANCE, and
 documents whose scores the two sides cannot tell apart may trade places.
 """

@@ -14,7 +14,7 @@ from subspace.config import Settings
 from subspace.context import Context
 from subspace.db.pool import Conn
 from subspace.indexer.chunking import Chunk, text_hash
-from subspace.indexer.consumer import Indexer
+from subspace.indexer.embeddings import EmbeddingsFollower
 from subspace.indexer.queue import backlog, waiting
 from subspace.indexer.status import indexer_status
 from subspace.indexer.store import upsert_embeddings
@@ -54,12 +54,14 @@ def provider() -> CountingProvider:
 
 
 @pytest.fixture
-def indexer(database: Database, settings: Settings, provider: CountingProvider) -> Indexer:
-    return Indexer(database, settings, provider)
+def indexer(
+    database: Database, settings: Settings, provider: CountingProvider
+) -> EmbeddingsFollower:
+    return EmbeddingsFollower(database, settings, provider)
 
 
 def test_pages_files_and_mail_are_embedded_under_their_refs(
-    database: Database, settings: Settings, cx: Context, indexer: Indexer
+    database: Database, settings: Settings, cx: Context, indexer: EmbeddingsFollower
 ) -> None:
     page = commands.create_page(cx, "Lisbon trip")
     tram = commands.add_node(cx, page.id, "Take tram 28 early")
@@ -85,7 +87,7 @@ def test_pages_files_and_mail_are_embedded_under_their_refs(
 
 
 def test_unchanged_text_costs_no_provider_call(
-    cx: Context, indexer: Indexer, provider: CountingProvider, database: Database
+    cx: Context, indexer: EmbeddingsFollower, provider: CountingProvider, database: Database
 ) -> None:
     page = commands.create_page(cx, "Notes")
     node = commands.add_node(cx, page.id, "same text")
@@ -104,7 +106,7 @@ def test_unchanged_text_costs_no_provider_call(
 
 
 def test_deleted_and_emptied_items_are_pruned_and_come_back(
-    database: Database, settings: Settings, cx: Context, indexer: Indexer
+    database: Database, settings: Settings, cx: Context, indexer: EmbeddingsFollower
 ) -> None:
     page = commands.create_page(cx, "P")
     gone = commands.add_node(cx, page.id, "to delete")
@@ -131,13 +133,13 @@ def test_deleted_and_emptied_items_are_pruned_and_come_back(
 
 
 def test_a_changed_model_embeds_again_and_keeps_the_old_vectors_apart(
-    database: Database, settings: Settings, cx: Context, indexer: Indexer
+    database: Database, settings: Settings, cx: Context, indexer: EmbeddingsFollower
 ) -> None:
     page = commands.create_page(cx, "Model change")
     commands.add_node(cx, page.id, "a bullet")
     indexer.drain()
     newer = CountingProvider(model="fake-trigram-256-v2")
-    Indexer(database, settings, newer).sweep()
+    EmbeddingsFollower(database, settings, newer).sweep()
     assert newer.texts == ["Model change", "a bullet"]
     assert set(embeddings(database, "fake-trigram-256-v2")) == set(embeddings(database))
     with database.pool.connection() as conn:
@@ -148,7 +150,7 @@ def test_a_changed_model_embeds_again_and_keeps_the_old_vectors_apart(
 def test_a_burst_of_edits_is_one_call_with_the_final_text(
     database: Database, settings: Settings, cx: Context, provider: CountingProvider
 ) -> None:
-    indexer = Indexer(database, replace(settings, index_debounce_ms=400), provider)
+    indexer = EmbeddingsFollower(database, replace(settings, index_debounce_ms=400), provider)
     page = commands.create_page(cx, "Typing")
     node = commands.add_node(cx, page.id, "d")
     for i in range(50):
@@ -164,7 +166,7 @@ def test_continuous_edits_are_flushed_after_the_maximum_wait(
     database: Database, settings: Settings, cx: Context, provider: CountingProvider
 ) -> None:
     slow = replace(settings, index_debounce_ms=300, index_max_wait_ms=400)
-    indexer = Indexer(database, slow, provider)
+    indexer = EmbeddingsFollower(database, slow, provider)
     page = commands.create_page(cx, "Never still")
     node = commands.add_node(cx, page.id, "v0")
     started = time.monotonic()
@@ -178,7 +180,7 @@ def test_continuous_edits_are_flushed_after_the_maximum_wait(
 
 
 def test_a_crash_inside_the_window_is_healed_by_the_sweep(
-    database: Database, cx: Context, indexer: Indexer, provider: CountingProvider
+    database: Database, cx: Context, indexer: EmbeddingsFollower, provider: CountingProvider
 ) -> None:
     page = commands.create_page(cx, "Crashed")
     node = commands.add_node(cx, page.id, "lost edit")
@@ -198,7 +200,7 @@ def test_a_crash_inside_the_window_is_healed_by_the_sweep(
 
 
 def test_out_of_order_commits_lose_no_event(
-    database: Database, cx: Context, indexer: Indexer
+    database: Database, cx: Context, indexer: EmbeddingsFollower
 ) -> None:
     # Different sources, so the two writers do not wait on the same statistics rows.
     first = database.pool.getconn()
@@ -215,7 +217,7 @@ def test_out_of_order_commits_lose_no_event(
 
 
 def test_redelivery_is_idempotent(
-    database: Database, cx: Context, indexer: Indexer, provider: CountingProvider
+    database: Database, cx: Context, indexer: EmbeddingsFollower, provider: CountingProvider
 ) -> None:
     page = commands.create_page(cx, "Twice")
     commands.add_node(cx, page.id, "delivered twice")
@@ -256,7 +258,7 @@ def test_provider_failures_back_off_then_dead_letter_without_blocking_others(
     database: Database, settings: Settings, cx: Context
 ) -> None:
     provider = FailingProvider(lambda text: "POISON" in text)
-    indexer = Indexer(database, replace(settings, index_max_attempts=3), provider)
+    indexer = EmbeddingsFollower(database, replace(settings, index_max_attempts=3), provider)
     bad = commands.create_page(cx, "POISON page")
     good = commands.create_page(cx, "Healthy page")
     indexer.run_once()
@@ -300,7 +302,7 @@ def test_provider_failures_back_off_then_dead_letter_without_blocking_others(
 def test_malformed_vectors_are_never_stored(
     database: Database, settings: Settings, cx: Context, broken: BrokenVectorsProvider
 ) -> None:
-    indexer = Indexer(database, replace(settings, index_max_attempts=1), broken)
+    indexer = EmbeddingsFollower(database, replace(settings, index_max_attempts=1), broken)
     commands.create_page(cx, "Vectors")
     indexer.run_once()
     assert embeddings(database) == {}
@@ -310,7 +312,9 @@ def test_malformed_vectors_are_never_stored(
     assert "model" in dead["error"]
 
 
-def test_status_and_waiting_count(database: Database, cx: Context, indexer: Indexer) -> None:
+def test_status_and_waiting_count(
+    database: Database, cx: Context, indexer: EmbeddingsFollower
+) -> None:
     page = commands.create_page(cx, "Waiting")
     for i in range(3):
         commands.add_node(cx, page.id, f"n{i}")
@@ -331,7 +335,7 @@ def test_status_and_waiting_count(database: Database, cx: Context, indexer: Inde
 def test_the_running_indexer_wakes_on_notify(
     database: Database, settings: Settings, cx: Context
 ) -> None:
-    indexer = Indexer(database, settings, FakeProvider())
+    indexer = EmbeddingsFollower(database, settings, FakeProvider())
     indexer.poll_s = 60.0  # only a notification can wake it
     thread = threading.Thread(target=indexer.run, daemon=True)
     thread.start()

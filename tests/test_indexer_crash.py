@@ -13,7 +13,7 @@ from subspace import commands
 from subspace.config import Settings
 from subspace.context import Context
 from subspace.indexer.chunking import text_hash
-from subspace.indexer.consumer import Indexer
+from subspace.indexer.embeddings import EmbeddingsFollower
 from subspace.indexer.queue import backlog
 from subspace.runtime import Database
 from tests.providers import CountingProvider
@@ -50,7 +50,7 @@ def test_killed_indexer_resumes_exactly(
         assert pending == 2
 
     provider = CountingProvider()
-    Indexer(database, settings, provider).drain()
+    EmbeddingsFollower(database, settings, provider).drain()
     refs, pending = state(database)
     assert refs == sorted(
         [

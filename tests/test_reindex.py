@@ -15,7 +15,7 @@ from subspace.cli import main
 from subspace.config import Settings
 from subspace.context import Context
 from subspace.db.locks import SERVER_LOCK_KEY
-from subspace.indexer.consumer import Indexer
+from subspace.indexer.embeddings import EmbeddingsFollower
 from subspace.indexer.reindex import reembed
 from subspace.indexer.status import indexer_status
 from subspace.ingest.importer import Importer
@@ -55,7 +55,7 @@ def workspace(database: Database, settings: Settings, cx: Context) -> None:
     assert kb is not None
     Importer(cx, kb["id"]).add_message(make_email("Ferry times", "Nine and noon"), "m.eml")
     extract_pending(database, settings)
-    Indexer(database, settings, FakeProvider()).drain()
+    EmbeddingsFollower(database, settings, FakeProvider()).drain()
 
 
 def test_reindex_rebuilds_the_same_refs_and_reuses_vectors(
@@ -174,5 +174,5 @@ def test_events_written_during_a_reindex_stay_for_the_indexer(
     reembed(database, settings, FakeProvider(), None, progress=write_once)
     assert written
     assert backlog(database) == {"backlog": 1, "waiting_items": 1}
-    Indexer(database, settings, FakeProvider()).drain()
+    EmbeddingsFollower(database, settings, FakeProvider()).drain()
     assert backlog(database) == {"backlog": 0, "waiting_items": 0}

@@ -23,7 +23,7 @@ from subspace.background import Background
 from subspace.config import Settings
 from subspace.context import Context
 from subspace.db import queries
-from subspace.indexer.consumer import Indexer
+from subspace.indexer.embeddings import EmbeddingsFollower
 from subspace.providers.fake import FakeProvider
 from subspace.runtime import Database
 from subspace.search.request import SearchRequest
@@ -359,7 +359,7 @@ def test_answers_are_searchable_once_indexed(
     with runs_client(database, settings, cx) as client:
         run_id = client.post("/api/ask", json={"question": "beta"}).json()["run_id"]
         answer = finished(client, run_id)["answer"]
-    Indexer(database, settings, FakeProvider()).drain()
+    EmbeddingsFollower(database, settings, FakeProvider()).drain()
     searcher = database.searcher(FakeProvider())
     response = search(cx, searcher, SearchRequest(query="reviewers checklist", limit=10))
     found = {row.ref for row in response.rows}
@@ -375,7 +375,7 @@ def test_a_search_for_an_answer_leaves_out_questions_and_answers(
     for _ in range(12):
         runs.enqueue_run(cx, "beta ships", "rag", page_id=notes["page"].id)
     provider = FakeProvider()
-    Indexer(database, settings, provider).drain()
+    EmbeddingsFollower(database, settings, provider).drain()
     # No similarity floor: the vector leg's own order is what is checked.
     request = SearchRequest(query="beta ships", mode=mode, limit=5, min_similarity=-1)
     searcher = database.searcher(provider)

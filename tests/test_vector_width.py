@@ -13,7 +13,7 @@ from subspace import commands
 from subspace.context import Context
 from subspace.db.migrate import migrate
 from subspace.db.pool import Conn
-from subspace.indexer.consumer import Indexer
+from subspace.indexer.embeddings import EmbeddingsFollower
 from subspace.indexer.reconcile import reconcile
 from subspace.indexer.reindex import reembed
 from subspace.ingest.outline import OutlineItem
@@ -99,7 +99,7 @@ def test_the_leg_walks_its_models_index_at_its_width(
     database: Database, cx: Context, provider: EmbeddingProvider, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     write_corpus(cx)
-    Indexer(database, cx.settings, provider).drain()
+    EmbeddingsFollower(database, cx.settings, provider).drain()
     with database.pool.connection() as conn:
         conn.execute("analyze search.embeddings")  # as autovacuum would have by now
     d = provider.dimensions
@@ -150,13 +150,13 @@ def test_a_model_switch_builds_the_new_models_index_and_reindex_keeps_one_each(
 ) -> None:
     write_corpus(cx, bullets=30)
     fake, wide = PROVIDERS
-    Indexer(database, cx.settings, fake).drain()
+    EmbeddingsFollower(database, cx.settings, fake).drain()
     with database.pool.connection() as conn:
         fake_index = index_name(conn, fake.model)
         wide_index = index_name(conn, wide.model)
         assert set(hnsw_indexes(conn)) == {fake_index}
     # The new model's first write builds its index; the old model's stays with its vectors.
-    Indexer(database, cx.settings, wide).sweep()
+    EmbeddingsFollower(database, cx.settings, wide).sweep()
     with database.pool.connection() as conn:
         assert set(hnsw_indexes(conn)) == {fake_index, wide_index}
         widths = conn.execute("select model, dimensions from public.vector_models").fetchall()
@@ -180,7 +180,7 @@ def test_a_model_is_never_narrowed_and_widening_rebuilds_its_index(
     database: Database, cx: Context
 ) -> None:
     write_corpus(cx, bullets=3)
-    Indexer(database, cx.settings, FakeProvider()).drain()
+    EmbeddingsFollower(database, cx.settings, FakeProvider()).drain()
     with database.pool.connection() as conn:
         name = index_name(conn, FakeProvider.model)
         with pytest.raises(psycopg.errors.RaiseException, match="registered with 256"):
@@ -195,7 +195,7 @@ def test_an_existing_database_gets_each_models_index_at_its_inferred_width(
 ) -> None:
     write_corpus(cx, bullets=20)
     for provider in PROVIDERS:
-        Indexer(database, cx.settings, provider).sweep()
+        EmbeddingsFollower(database, cx.settings, provider).sweep()
     with database.pool.connection() as conn:
         # The database as migration 0014 left it: one full-width index, nothing per model.
         for model in (p.model for p in PROVIDERS):

@@ -18,7 +18,7 @@ from typing import Any
 from subspace.answers.runs import RunEngine, RunWorker
 from subspace.answers.step_waker import StepWaker
 from subspace.config import Settings
-from subspace.indexer.consumer import Indexer
+from subspace.indexer.embeddings import EmbeddingsFollower
 from subspace.ingest.worker import ExtractionWorker
 from subspace.loop import Loop
 from subspace.providers.base import EmbeddingProvider
@@ -75,7 +75,7 @@ def start_indexing(db: Database, settings: Settings, provider: EmbeddingProvider
 def _start_indexers(
     background: Background, db: Database, settings: Settings, provider: EmbeddingProvider
 ) -> None:
-    background.start_loop("indexer", Indexer(db, settings, provider))
+    background.start_loop("indexer", EmbeddingsFollower(db, settings, provider))
     background.start_loop("lexical-follower", LexicalFollower(db, settings))
 
 

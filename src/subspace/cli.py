@@ -615,7 +615,7 @@ def indexer(ctx: click.Context) -> None:
             pass
         finally:
             background.stop()
-    click.echo("Indexer stopped.")
+    click.echo("EmbeddingsFollower stopped.")
 
 
 @indexer.command("status")

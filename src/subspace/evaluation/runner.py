@@ -36,7 +36,7 @@ from subspace.evaluation.judged_workspace import (
 from subspace.evaluation.loaded import Loaded
 from subspace.evaluation.metrics import evaluate, rrf
 from subspace.indexer.chunking import text_hash
-from subspace.indexer.consumer import Indexer
+from subspace.indexer.embeddings import EmbeddingsFollower
 from subspace.indexer.reindex import VECTOR_INDEX_SQL
 from subspace.providers.base import EmbeddingProvider, EmbedResult
 from subspace.runtime import Database, resolve_dsn
@@ -254,7 +254,7 @@ def run_eval(
             # Build the vector index once after loading: faster than growing it row by row.
             defer_vector_index(conn, provider.model, provider.dimensions)
         progress("embedding")
-        Indexer(db, settings, provider).drain(timeout_s=24 * 3600)
+        EmbeddingsFollower(db, settings, provider).drain(timeout_s=24 * 3600)
         with db.pool.connection() as conn:
             conn.execute(VECTOR_INDEX_SQL)
             conn.execute("analyze")

@@ -1,1 +1,2 @@
-"""The embeddings indexer: chunking, the outbox consumer, embedding writes, reindex."""
+"""The embeddings: chunking, the follower that keeps them current from the outbox and its
+queue, embedding writes, the sweep, reindex."""

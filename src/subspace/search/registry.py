@@ -13,7 +13,7 @@ write them: the postings name the kind of each row, the source's name unless the
 holds more than one kind). A kind of a new item also needs what writes it: its commands,
 its outbox events (outbox/events.py), its embeddings' chunks (indexer/desired.py,
 indexer/chunking.py), its states (commands/states.py), and, to be grouped or debounced as
-pages are, search/grouping.py and indexer/consumer.py (ARCHITECTURE.md, "Still kind by
+pages are, search/grouping.py and indexer/embeddings.py (ARCHITECTURE.md, "Still kind by
 kind"). A kind is declared so:
 
     register(KindSpec("note", NOTE_ITEM, table="app.notes", alias="t", key="id",

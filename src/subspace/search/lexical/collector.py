@@ -18,6 +18,7 @@ import tantivy
 
 from subspace.search import registry
 from subspace.search.fusion import Hit
+from subspace.search.lexical.engine_query import EngineFilters, every_first, in_base, source_clauses
 from subspace.search.lexical.index.documents import part_column
 from subspace.search.lexical.index.layout import (
     ITEM_HI,
@@ -28,7 +29,6 @@ from subspace.search.lexical.index.layout import (
     TARGET_LO,
 )
 from subspace.search.lexical.index.reader import EngineView
-from subspace.search.lexical.query import EngineFilters, every_first, in_base, source_clauses
 from subspace.search.lexical.sql import source_weight, title_kinds
 from subspace.search.lexical.terms import TsQueries
 

@@ -22,9 +22,9 @@ from subspace.search.fragments import Fragment, bind
 from subspace.search.fusion import Hit
 from subspace.search.lexical.collector import Ranked, as_hits, engine_top, from_rows, merged
 from subspace.search.lexical.delta import Delta, queue_delta
+from subspace.search.lexical.engine_query import EngineFilters
 from subspace.search.lexical.index.integrity import engine_failed
 from subspace.search.lexical.index.reader import EngineView, LexicalReader
-from subspace.search.lexical.query import EngineFilters
 from subspace.search.lexical.sql import bm25_sql, source_names, ts_rank_cd_sql
 from subspace.search.lexical.terms import TsQueries
 from subspace.search.options import RANKERS

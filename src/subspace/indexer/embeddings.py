@@ -48,7 +48,7 @@ class Round:
     next_due_s: float | None = None
 
 
-class Indexer(Loop):
+class EmbeddingsFollower(Loop):
     """Follows the outbox into the embeddings. `run_once` does one round; `run` loops until
     stopped, sweeping every `index_sweep_s`.
 
