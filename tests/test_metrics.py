@@ -77,6 +77,10 @@ def test_requests_and_searches_are_counted_by_route_template(
     assert sample(text, "subspace_search_duration_seconds_count", mode="hybrid") == 1
     assert sample(text, "subspace_search_leg_duration_seconds_count", leg="lexical") == 1
     assert sample(text, "subspace_search_leg_duration_seconds_count", leg="vector") == 1
+    for step in ("validate", "prepare", "scope", "legs", "fuse", "group", "hydrate", "cursor",
+                 "commit"):  # fmt: skip
+        assert sample(text, "subspace_search_step_duration_seconds_count", step=step) == 1, step
+    assert sample(text, "subspace_search_step_duration_seconds_count", step="browse") is None
     assert sample(text, "subspace_search_results_sum") == 1
     assert sample(text, "subspace_indexer_backlog") == 0
     fake = {"provider": "fake", "model": FakeProvider.model}

@@ -22,6 +22,7 @@ from subspace.runtime import Database
 from subspace.search import vector
 from subspace.search.filters import TagFilter
 from subspace.search.query import parse_query
+from subspace.search.steps import SearchStep
 from tests.samples import make_pdf
 from tests.search_helpers import embed, follow, ids, index, run
 
@@ -666,3 +667,17 @@ def test_explain_lists_each_legs_own_rows_beside_the_fused_ones(
     assert spelled_alike in {r.id for r in by_leg["vector"]}  # in a leg's list, not in the rows
     assert all(r.explain is not None and r.explain["terms"] for r in by_leg["vector"])
     assert run(database, cx, "osprey", limit=3).leg_rows == {}
+
+
+def test_every_step_of_a_search_is_named_and_timed(database: Database, cx: Context) -> None:
+    page = commands.create_page(cx, "Steps")
+    commands.add_node(cx, page.id, "a timed step")
+    searched = run(database, cx, "timed step", explain=True)
+    assert list(searched.steps) == [
+        "validate", "prepare", "scope", "legs", "fuse", "group", "hydrate", "explain", "cursor",
+        "commit",
+    ]  # fmt: skip
+    assert all(ms >= 0 for ms in searched.steps.values())
+    assert set(searched.steps) <= {step.value for step in SearchStep}
+    browsed = run(database, cx, "", kinds=["node"])
+    assert list(browsed.steps) == ["validate", "prepare", "scope", "browse"]

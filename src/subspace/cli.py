@@ -358,6 +358,9 @@ def _print_search(response: SearchResponse, query: str, explain: bool) -> None:
     if response.pending_embeddings:
         waiting = _plural(response.pending_embeddings, "item")
         footer.append(f"{waiting} still waiting for embeddings.")
+    if explain and response.steps:
+        timed = ", ".join(f"{step} {ms:.1f}" for step, ms in response.steps.items())
+        footer.append(f"Steps (ms): {timed}.")
     for line in footer:
         click.echo(textwrap.fill(line, width=80, subsequent_indent="  "))
 

@@ -74,6 +74,14 @@ class Metrics:
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
+        self.step_seconds = Histogram(
+            "subspace_search_step_duration_seconds",
+            "Time of one step of a search, by its name (search/steps.py: validate, prepare, "
+            "scope, legs, fuse, group, browse, hydrate, explain, cursor, commit).",
+            ["step"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
         self.degraded = Counter(
             "subspace_search_degraded",
             "Searches answered without one of their legs, by leg and reason.",
@@ -91,6 +99,8 @@ class Metrics:
     def observe_search(self, response: SearchResponse) -> None:
         self.search_seconds.labels(response.mode).observe(response.took_ms / 1000)
         self.results.observe(len(response.rows))
+        for step, ms in response.steps.items():
+            self.step_seconds.labels(step).observe(ms / 1000)
         for name, leg in response.legs.items():
             if leg.ran or leg.error:
                 self.leg_seconds.labels(name).observe(leg.ms / 1000)

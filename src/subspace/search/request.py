@@ -180,3 +180,5 @@ class SearchResponse:
     # run), and how many of its candidates stayed under it.
     min_similarity: float | None = None
     below_floor: int = 0
+    # Each step's milliseconds, by its SearchStep name, in the order they ran.
+    steps: dict[str, float] = field(default_factory=dict)

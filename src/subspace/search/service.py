@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
@@ -42,6 +41,7 @@ from subspace.search.query import ParsedQuery, parse_query
 from subspace.search.request import SearchRequest, SearchResponse
 from subspace.search.searcher import Searcher
 from subspace.search.shared import SEARCH_WAIT_S
+from subspace.search.steps import SearchStep, StepClock
 from subspace.tag_values import MAX_TAG_TEXT_CHARS
 from subspace.text import is_clean
 
@@ -164,9 +164,11 @@ def search(cx: Context, searcher: Searcher, request: SearchRequest) -> SearchRes
 
 
 def _search(cx: Context, searcher: Searcher, request: SearchRequest) -> SearchResponse:
-    """validate → scope → legs (queued together) → fuse → group → hydrate → explain → cursor."""
-    started = time.perf_counter()
+    """validate → scope → legs (queued together) → fuse → group → hydrate → explain → cursor,
+    each step timed (search/steps.py)."""
+    clock = StepClock()
     parsed = validate(request, cx)
+    clock.done(SearchStep.VALIDATE)
     ws = cx.actor.workspace_id
     provider = searcher.provider
     # Three round trips: what the legs need (settings, bases, key, the embedding backlog)
@@ -183,12 +185,15 @@ def _search(cx: Context, searcher: Searcher, request: SearchRequest) -> SearchRe
                 conn, cx, searcher, parsed, mode=request.mode, typos=request.typos,
                 ranker=request.ranker or cx.settings.lexical_ranker,
             )  # fmt: skip
+        clock.done(SearchStep.PREPARE)
         scope = resolve_request_scope(conn, cx, request, bases, sources_only=searcher.sources_only)
         paging = read_cursor(conn, ws, request, secret=secret.result())
+        clock.done(SearchStep.SCOPE)
         if prepared is None:
-            return _browse(conn, scope, request, parsed, started, pending.result())
+            return _browse(conn, scope, request, parsed, clock, pending.result())
         plan = plan_legs(cx, searcher, request, parsed, scope, paging)
         ran = run_legs(conn, cx, plan, prepared)
+        clock.done(SearchStep.LEGS)
         floor = floor_for(provider, cx.settings.min_similarity, request.min_similarity)
         floored = above_floor(fuse_legs(ran), floor)
         candidates = floored.kept
@@ -196,15 +201,21 @@ def _search(cx: Context, searcher: Searcher, request: SearchRequest) -> SearchRe
             candidates = below_sources(candidates, answer_citations(conn, ws, candidates))
         for item in candidates if scope.answers == "only" else ():
             item.answer = True
+        clock.done(SearchStep.FUSE)
         page = group_and_page(conn, scope, candidates, ran.tsq, paging, request)
+        clock.done(SearchStep.GROUP)
         hydrated = hydrate_page(conn, scope, page, ran.tsq)
+        clock.done(SearchStep.HYDRATE)
         explained = Explained()
         if request.explain or request.explain_target:
             explained = explain_page(
                 conn, request, plan, ran, page, hydrated.result(), paging, floor
             )
+            clock.done(SearchStep.EXPLAIN)
         next_page = next_cursor(conn, request, paging, page.targets, more=page.more)
+        clock.done(SearchStep.CURSOR)
     rows = hydrated.result()
+    clock.done(SearchStep.COMMIT)
     corrections = ran.tsq.corrected_words
     vector_ran = any(leg.name == "vector" and leg.ran for leg in ran.legs)
     notes = list(next_page.notes)
@@ -220,12 +231,13 @@ def _search(cx: Context, searcher: Searcher, request: SearchRequest) -> SearchRe
         is_question=parsed.is_question,
         next_cursor=next_page.cursor,
         absent=explained.absent,
-        took_ms=elapsed_ms(started),
+        took_ms=elapsed_ms(clock.started),
         notes=notes,
         corrections=corrections,
         leg_rows=explained.leg_rows,
         min_similarity=floor if vector_ran else None,
         below_floor=floored.below if vector_ran else 0,
+        steps=clock.ms,
     )
 
 
@@ -260,11 +272,12 @@ def _browse(
     scope: Scope,
     request: SearchRequest,
     parsed: ParsedQuery,
-    started: float,
+    clock: StepClock,
     pending: int,
 ) -> SearchResponse:
     """The answer without a query: the items matching the filters, no legs run."""
     rows = browse(conn, scope, request.limit)
+    clock.done(SearchStep.BROWSE)
     return SearchResponse(
         query=parsed.text,
         mode=request.mode,
@@ -273,8 +286,9 @@ def _browse(
         degraded=[],
         pending_embeddings=pending,
         is_question=False,
-        took_ms=elapsed_ms(started),
+        took_ms=elapsed_ms(clock.started),
         notes=["No query: the most recently changed items that match the filters."],
+        steps=clock.ms,
     )
 
 

@@ -1,0 +1,41 @@
+"""The steps of a search, named once and timed: `SearchResponse.steps` holds each one's
+milliseconds, /metrics a histogram per step (`subspace_search_step_duration_seconds`), and
+the bench reads the same names.
+
+The statements of a search go to Postgres in three round trips (db/pipeline.py): a step that
+queues a statement does not wait for it, and the wait is counted in the step that first reads
+its result (`scope` holds the first trip, `legs` the second, `commit` the third).
+"""
+
+from __future__ import annotations
+
+import time
+from enum import StrEnum
+
+
+class SearchStep(StrEnum):
+    VALIDATE = "validate"  # the request's limits; the query parsed
+    PREPARE = "prepare"  # what the legs need queued: bases, key, backlog, the query's terms
+    SCOPE = "scope"  # knowledge bases, kinds, tags and the cursor resolved
+    LEGS = "legs"  # the lexical and vector legs run
+    FUSE = "fuse"  # fused, the similarity floor, answers below their sources
+    GROUP = "group"  # grouped by page and cut to the page asked for
+    BROWSE = "browse"  # without a query: the items matching the filters
+    HYDRATE = "hydrate"  # the rows shown queued: titles, passages, highlights
+    EXPLAIN = "explain"  # with explain: why each row ranked where it did
+    CURSOR = "cursor"  # the next page's cursor
+    COMMIT = "commit"  # the rows read back and the transaction ended
+
+
+class StepClock:
+    """Times the steps of one search, one after another: `done(step)` gives the time since
+    the previous step ended to `step`."""
+
+    def __init__(self) -> None:
+        self.started = self._last = time.perf_counter()
+        self.ms: dict[str, float] = {}
+
+    def done(self, step: SearchStep) -> None:
+        now = time.perf_counter()
+        self.ms[step.value] = round(self.ms.get(step.value, 0.0) + (now - self._last) * 1000, 3)
+        self._last = now
