@@ -252,3 +252,22 @@ def test_a_deleted_page_takes_no_new_bullets(client: TestClient) -> None:
     client.post(f"/api/pages/{page['id']}/restore")
     assert client.post("/api/nodes", json={"page_id": page["id"], "text": "ok"}).status_code == 201
     assert [n["text"] for n in client.get(f"/api/pages/{page['id']}").json()["nodes"]] == ["ok"]
+
+
+def test_the_domain_errors_know_no_http_and_the_edge_gives_each_a_status() -> None:
+    """errors.py says what went wrong; api/errors.py alone says how HTTP answers it."""
+    from subspace import errors
+    from subspace.api.errors import STATUSES, http_status
+    from subspace.commands.retry import WriteContention
+
+    declared = [
+        cls for cls in vars(errors).values()
+        if isinstance(cls, type) and issubclass(cls, errors.SubspaceError)
+    ]  # fmt: skip
+    assert not [cls.__name__ for cls in declared if "status" in vars(cls)]
+    assert "status" not in vars(WriteContention)
+    assert http_status(errors.BadRequest("x")) == 400  # the nearest class wins
+    assert http_status(errors.StalePage("x")) == 409
+    assert http_status(errors.ConfigError("x")) == 500
+    assert http_status(WriteContention("x")) == 503
+    assert set(STATUSES) >= {errors.InvalidInput, errors.NotFound, errors.TooMany}

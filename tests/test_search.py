@@ -12,6 +12,7 @@ import pytest
 from pgvector.psycopg import register_vector
 
 from subspace import commands
+from subspace.api.errors import http_status
 from subspace.context import Context
 from subspace.db.pool import connect
 from subspace.errors import InvalidCursor, InvalidInput, NotFound, TooLarge
@@ -342,7 +343,7 @@ def test_hostile_queries_answer_or_refuse_clearly(
     try:
         response = run(database, cx, query)
     except InvalidInput as exc:
-        assert exc.status == 422
+        assert http_status(exc) == 422
         assert exc.message.endswith(".")
     else:
         assert response.degraded == []

@@ -16,6 +16,7 @@ import uvicorn
 from subspace import commands
 from subspace.answers import runs
 from subspace.api import create_app
+from subspace.api.errors import http_status
 from subspace.commands import retry
 from subspace.config import Settings
 from subspace.context import Context
@@ -118,7 +119,7 @@ def test_a_command_that_loses_a_deadlock_runs_again(
         flaky(cx, 10)
     assert len(calls) == retry.ATTEMPTS
     assert isinstance(refused.value, SubspaceError)
-    assert refused.value.status == 503
+    assert http_status(refused.value) == 503
     calls.clear()
     with cx.transaction() as conn, pytest.raises(psycopg.errors.DeadlockDetected):
         flaky(cx.on(conn), 1)  # bound to a caller's transaction: the caller runs it again

@@ -1,4 +1,6 @@
-"""The exception tree: each class carries an HTTP status and a stable code."""
+"""The exception tree: each class says what went wrong, with a stable code and a message for
+the user. Nothing here knows HTTP: a surface chooses how to answer each (api/errors.py maps
+them to statuses, the command line to exit messages, MCP to tool errors)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,6 @@ import difflib
 class SubspaceError(Exception):
     """Base of every error Subspace raises on purpose. The message is shown to the user."""
 
-    status = 500
     code = "internal"
 
     def __init__(self, message: str) -> None:
@@ -25,14 +26,12 @@ class ConfigError(SubspaceError):
 class DatabaseError(SubspaceError):
     """The database cannot be reached or lacks what Subspace needs."""
 
-    status = 503
     code = "database_unavailable"
 
 
 class InvalidInput(SubspaceError):
     """The request is well-formed but its values are not acceptable."""
 
-    status = 422
     code = "invalid_input"
 
 
@@ -40,21 +39,18 @@ class BadRequest(InvalidInput):
     """The body does not fit the schema of an API that answers such bodies with 400 (the
     Sim-compatible knowledge search)."""
 
-    status = 400
     code = "bad_request"
 
 
 class InvalidCursor(SubspaceError):
     """A paging cursor that this server did not issue, was altered, or is malformed."""
 
-    status = 400
     code = "invalid_cursor"
 
 
 class Busy(SubspaceError):
     """No database connection came free in time; the client should retry shortly."""
 
-    status = 503
     code = "busy"
     retry_after_s = 1
 
@@ -63,7 +59,6 @@ class TooMany(SubspaceError):
     """The caller (a user or a workspace) holds as many of something as it may at once: event
     streams, searches in flight, parsers. Others are not held up by it; it may retry soon."""
 
-    status = 429
     code = "too_many_requests"
 
     def __init__(self, message: str, retry_after_s: int = 1) -> None:
@@ -74,28 +69,24 @@ class TooMany(SubspaceError):
 class TooLarge(SubspaceError):
     """An input is over one of the configured limits."""
 
-    status = 413
     code = "too_large"
 
 
 class Unauthorized(SubspaceError):
     """No API key, or one that is unknown or revoked."""
 
-    status = 401
     code = "unauthorized"
 
 
 class Forbidden(SubspaceError):
     """The key is valid but may not do this (an ordinary key on an operator's route)."""
 
-    status = 403
     code = "forbidden"
 
 
 class NotFound(SubspaceError):
     """The id names nothing in the caller's workspace."""
 
-    status = 404
     code = "not_found"
 
     def __init__(
@@ -112,7 +103,6 @@ class NotFound(SubspaceError):
 class Conflict(SubspaceError):
     """The write would break a uniqueness or tree invariant."""
 
-    status = 409
     code = "conflict"
 
 

@@ -12,7 +12,22 @@ from psycopg_pool import PoolTimeout
 from starlette.exceptions import HTTPException
 
 from subspace.api.bodies import fields_at
-from subspace.errors import Busy, SubspaceError, unknown_field_message
+from subspace.commands.retry import WriteContention
+from subspace.errors import (
+    BadRequest,
+    Busy,
+    Conflict,
+    DatabaseError,
+    Forbidden,
+    InvalidCursor,
+    InvalidInput,
+    NotFound,
+    SubspaceError,
+    TooLarge,
+    TooMany,
+    Unauthorized,
+    unknown_field_message,
+)
 
 log = logging.getLogger(__name__)
 
@@ -20,6 +35,31 @@ log = logging.getLogger(__name__)
 BUSY_POOL = Busy(
     f"The server is busy: every database connection is in use. Retry in {Busy.retry_after_s} s."
 )
+
+
+# The HTTP status of each of Subspace's errors, chosen here at the edge: the domain's errors
+# say what went wrong (errors.py), not how HTTP answers it. The nearest class listed wins
+# (a BadRequest is an InvalidInput answered 400, as the Sim-compatible API answers).
+STATUSES: dict[type[SubspaceError], int] = {
+    SubspaceError: 500,
+    DatabaseError: 503,
+    InvalidInput: 422,
+    BadRequest: 400,
+    InvalidCursor: 400,
+    Busy: 503,
+    WriteContention: 503,
+    TooMany: 429,
+    TooLarge: 413,
+    Unauthorized: 401,
+    Forbidden: 403,
+    NotFound: 404,
+    Conflict: 409,
+}
+
+
+def http_status(exc: SubspaceError) -> int:
+    """The status `exc` is answered with."""
+    return next(STATUSES[cls] for cls in type(exc).__mro__ if cls in STATUSES)
 
 
 def error_response(status: int, code: str, message: str) -> JSONResponse:
@@ -30,7 +70,7 @@ def error_response(status: int, code: str, message: str) -> JSONResponse:
 
 def error_reply(exc: SubspaceError) -> JSONResponse:
     """The answer to one of Subspace's errors, with Retry-After when it says when to retry."""
-    response = error_response(exc.status, exc.code, exc.message)
+    response = error_response(http_status(exc), exc.code, exc.message)
     retry_after = getattr(exc, "retry_after_s", None)
     if retry_after is not None:
         response.headers["Retry-After"] = str(retry_after)

@@ -37,7 +37,6 @@ TRANSIENT = (errors.DeadlockDetected, errors.SerializationFailure)
 class WriteContention(SubspaceError):
     """The write met concurrent writes to the same rows on every attempt; nothing was kept."""
 
-    status = 503
     code = "write_contention"
     retry_after_s = 1
 
@@ -65,7 +64,7 @@ def retried(
     command: Callable[Concatenate[Context, P], T],
 ) -> Callable[Concatenate[Context, P], T]:
     """Run `command` again (up to ATTEMPTS in all) when its transaction fails for a deadlock
-    or a serialisation failure; then answer WriteContention (503 with Retry-After)."""
+    or a serialisation failure; then raise WriteContention (HTTP: 503 with Retry-After)."""
 
     def run(cx: Context, /, *args: P.args, **kwargs: P.kwargs) -> T:
         if not isinstance(cx.db, ConnectionPool):

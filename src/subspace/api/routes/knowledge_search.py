@@ -22,7 +22,7 @@ from starlette.exceptions import HTTPException
 
 from subspace.api.auth import require_context
 from subspace.api.bodies import RequestBody
-from subspace.api.errors import body_model, describe_invalid
+from subspace.api.errors import BUSY_POOL, body_model, describe_invalid, http_status
 from subspace.api.openapi import SimErrorOut, error_responses
 from subspace.api.search_observer import request_searcher
 from subspace.context import Context
@@ -183,7 +183,7 @@ class SimRoute(APIRoute):
             try:
                 return await handler(request)
             except SubspaceError as exc:
-                return failure(exc.status, exc.message)
+                return failure(http_status(exc), exc.message)
             except RequestValidationError as exc:
                 # Sim answers 400 to a body that does not fit its schema.
                 message = describe_invalid(
@@ -195,11 +195,7 @@ class SimRoute(APIRoute):
                     return failure(400, "The request body could not be parsed. Send UTF-8 JSON.")
                 return failure(exc.status_code, str(exc.detail))
             except PoolTimeout:
-                response = failure(
-                    Busy.status,
-                    "The server is busy: every database connection is in use. "
-                    f"Retry in {Busy.retry_after_s} s.",
-                )
+                response = failure(http_status(BUSY_POOL), BUSY_POOL.message)
                 response.headers["Retry-After"] = str(Busy.retry_after_s)
                 return response
 
