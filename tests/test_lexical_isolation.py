@@ -5,10 +5,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from subspace import commands
+from subspace.config import Settings
 from subspace.context import Context
 from subspace.ingest.outline import OutlineItem
 from subspace.runtime import Database
+from subspace.search.lexical.index import follower as follower_module
+from subspace.search.lexical.index.follower import LexicalFollower
 from subspace.workspaces import create_workspace
 from tests.search_helpers import follow, run
 
@@ -45,3 +50,28 @@ def test_another_workspace_writing_a_thousand_documents_moves_no_score(
     assert top_scores(database, cx) == before
     follow(database, cx)
     assert top_scores(database, cx) == before
+
+
+def test_a_running_follower_checks_every_workspace_in_turn(
+    database: Database, settings: Settings, cx: Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A round checks a slice of the workspaces' files, so damage in any one is found within
+    workspaces / CHECK_SLICE rounds, and the index is rebuilt."""
+    monkeypatch.setattr(follower_module, "CHECK_SLICE", 2)
+    tenants = [cx]
+    with database.pool.connection() as conn:
+        tenants += [replace(cx, actor=create_workspace(conn, f"Tenant {n}")) for n in range(4)]
+    for n, tenant in enumerate(tenants):
+        commands.add_node(tenant, commands.create_page(tenant, f"Page {n}").id, f"heron {n}")
+    follower = LexicalFollower(database, settings)
+    try:
+        follower.run_once()  # opens: every file checked
+        generation = follower.writers.generation if follower.writers else None
+        assert generation is not None
+        last = sorted(p for p in generation.iterdir() if p.is_dir())[-1]
+        (meta := last / "node" / "meta.json").write_text("{ not json")
+        assert meta.exists()
+        rounds = [follower.run_once().rebuilt for _ in range(3)]  # five workspaces, two a round
+        assert rounds.count(True) == 1
+    finally:
+        follower.close()

@@ -304,10 +304,10 @@ def test_explain_lists_the_legs_without_rows_under_the_floor_and_says_why_one_is
 @pytest.mark.parametrize(
     ("field", "value", "says"),
     [
-        ("min_similarity", "0.5", "valid number"),
-        ("min_similarity", True, "valid number"),
-        ("min_similarity", 2, "less than or equal to 1"),
-        ("answers", "bogus", "'include', 'exclude' or 'only'"),
+        ("min_similarity", "0.5", "must be a number from -1 to 1, got '0.5'"),
+        ("min_similarity", True, "must be a number from -1 to 1, got True"),
+        ("min_similarity", 2, "must be a number from -1 to 1, got 2"),
+        ("answers", "bogus", "Unknown answers 'bogus'. Use one of: 'include', 'exclude', 'only'"),
     ],
 )
 def test_the_new_options_refuse_what_they_cannot_mean(

@@ -33,7 +33,7 @@ _COLUMNS = {"text": "value_text", "number": "value_number", "date": "value_date"
             "boolean": "value_bool"}  # fmt: skip
 
 
-TagValue = StrictBool | StrictInt | StrictFloat | StrictStr
+TagFilterValue = StrictBool | StrictInt | StrictFloat | StrictStr
 
 
 @pydantic_dataclass(frozen=True, config=ConfigDict(extra="forbid"))
@@ -44,8 +44,8 @@ class TagFilter:
 
     tag: StrictStr
     op: Annotated[StrictStr, Field(json_schema_extra={"enum": list(TAG_OPS)})]
-    value: TagValue
-    value2: TagValue | None = None
+    value: TagFilterValue
+    value2: TagFilterValue | None = None
 
 
 @dataclass(frozen=True)

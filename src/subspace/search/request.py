@@ -31,7 +31,7 @@ from subspace.search.options import (
     Ranker,
 )
 
-Leg = Literal["lexical", "vector"]
+LegName = Literal["lexical", "vector"]
 MAX_SHOWN = 60  # characters of a refused value quoted back
 
 
@@ -84,7 +84,7 @@ class SearchRequest(BaseModel):
     tags: list[TagFilter] | None = None
     mode: Mode = "hybrid"
     limit: StrictInt = DEFAULT_SEARCH_LIMIT  # at most SUBSPACE_MAX_SEARCH_LIMIT
-    weights: dict[Leg, Weight] | None = None
+    weights: dict[LegName, Weight] | None = None
     explain: StrictBool = False
     explain_target: StrictStr | None = Field(
         default=None, description="A ref (node:<id>, file:<id>:2) or an id to explain if absent."
@@ -134,7 +134,9 @@ def refusal(exc: ValidationError) -> str:
     kind = error["type"]
     if field == "weights" and len(where) > 1:
         if kind == "literal_error":
-            return f"Unknown leg {_shown(where[1])} in weights. Use: {', '.join(get_args(Leg))}."
+            return (
+                f"Unknown leg {_shown(where[1])} in weights. Use: {', '.join(get_args(LegName))}."
+            )
         return f"The weight of the {where[1]} leg must be a number >= 0."
     if kind == "literal_error":
         expected = error.get("ctx", {}).get("expected", "")

@@ -218,11 +218,17 @@ def footer_problem(path: Path) -> str:
 
 
 def check_generation(
-    folder: Path, checksums: Checksums, fits: Callable[[State], bool], *, files: bool = True
+    folder: Path,
+    checksums: Checksums,
+    fits: Callable[[State], bool],
+    *,
+    files: bool = True,
+    choose: Callable[[State], Iterable[str]] | None = None,
 ) -> tuple[Path | None, str]:
     """The generation CURRENT names in `folder` and "" when it can serve; else None or the
-    generation, and why not. With `files`, or when a search reported it damaged, every file
-    of every workspace's indexes is checked; else only its record (CURRENT and state)."""
+    generation, and why not. With `files`, the files of the workspaces `choose` picks (every
+    workspace without it) are checked, and every file of every workspace when a search
+    reported the generation damaged; else only its record (CURRENT and state)."""
     name = generation_named(folder)
     reported = reported_damage(folder)
     if name is None or not (folder / name).is_dir():
@@ -241,7 +247,8 @@ def check_generation(
     if suspect:
         checksums.forget(generation)  # a search failed on it: its files are checked afresh
     if files or suspect:
-        held = [generation / workspace for workspace in state.workspaces]
+        picked = state.workspaces if suspect or choose is None else choose(state)
+        held = [generation / workspace for workspace in picked]
         damage = checksums.damage(held, state.kinds)
         if damage is not None:
             return generation, f"a file of the index is damaged ({damage})"
