@@ -9,6 +9,7 @@ import sys
 from uuid import UUID
 
 from subspace.answers import runs
+from subspace.answers.runs import engine as engine_module
 from subspace.answers.strategy import AnswerBullet
 from subspace.config import Settings
 from subspace.db.pool import open_pool
@@ -26,7 +27,7 @@ def main() -> None:
     dsn, run_id = sys.argv[1], UUID(sys.argv[2])
     db = Database(dsn=dsn, pool=open_pool(dsn, max_size=2), embedded=None)
     settings = Settings(database_url=dsn, providers="fake")
-    runs.Recorder = Dying  # type: ignore[misc]
+    engine_module.Recorder = Dying  # type: ignore[misc]  # as the engine finds it
     engine = runs.RunEngine(db, settings, None, {"rag": Quoting()})
     claimed = engine.claim(run_id)
     assert claimed is not None, "the run was not queued"

@@ -3,8 +3,9 @@ the embeddings indexer, the lexical index's follower, the run worker, and the wa
 runs' event streams. `subspace serve` runs all of it (api/app.py's lifespan), `subspace
 indexer` the two indexers alone.
 
-Each is a `loop.Loop`: it wakes on its LISTEN channel, backs off on its own errors, and stops
-when asked; here each runs in a daemon thread of its own, joined on stop.
+Each is a `loop.Loop`: it wakes on its LISTEN channel (extraction, which has none, on an
+upload in this process or its poll), backs off on its own errors, and stops when asked;
+here each runs in a daemon thread of its own, joined on stop.
 """
 
 from __future__ import annotations

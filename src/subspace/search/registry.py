@@ -8,12 +8,11 @@ mail) reads them from its own row; the others reach their item through `item_key
 
 The legs, hydration, grep, read, explain and the lexical index read these declarations:
 for them, adding a kind is one `register(...)` call (and the migration for its table, its
-generated tsvector and its BM25 statistics and postings triggers, as migrations 0005 and 0013
-write them: the postings name the kind of each row, the source's name unless the table
-holds more than one kind). A kind of a new item also needs what writes it: its commands,
-its outbox events (outbox/events.py), its embeddings' chunks (indexer/desired.py,
-indexer/chunking.py), its states (commands/states.py), and, to be grouped or debounced as
-pages are, search/grouping.py and indexer/embeddings.py (ARCHITECTURE.md, "Still kind by
+generated tsvector and its BM25 statistics triggers, as migration 0005 writes them). A kind
+of a new item also needs what writes it: its commands, its outbox events
+(outbox/events.py), its embeddings' chunks (indexer/desired.py, indexer/chunking.py), its
+states (commands/states.py), and, to be grouped or debounced as pages are,
+search/grouping.py and indexer/embeddings.py (ARCHITECTURE.md, "Still kind by
 kind"). A kind is declared so:
 
     register(KindSpec("note", NOTE_ITEM, table="app.notes", alias="t", key="id",
