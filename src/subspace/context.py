@@ -25,6 +25,23 @@ if TYPE_CHECKING:
     from subspace.ingest.isolation import ParserPools
 
 
+class WriteRetries:
+    """How often writes were run again for a lock, and given up, in one Database's life (a
+    Database's own, so two apps or two tests never count each other's)."""
+
+    def __init__(self) -> None:
+        self.retried = 0
+        self.gave_up = 0
+        self._lock = threading.Lock()
+
+    def count(self, *, gave_up: bool) -> None:
+        with self._lock:
+            if gave_up:
+                self.gave_up += 1
+            else:
+                self.retried += 1
+
+
 @dataclass(frozen=True)
 class Context:
     """A pool (each command borrows a connection) or one connection (commands compose).
@@ -41,6 +58,8 @@ class Context:
     connection_shares: Shares | None = None
     # The children that parse mail and extract files (ingest/isolation.py): the Database's.
     parsers: ParserPools | None = None
+    # Where the Database counts the writes run again for a lock (commands/retry.py).
+    write_retries: WriteRetries | None = None
 
     @contextmanager
     def transaction(self) -> Iterator[Conn]:

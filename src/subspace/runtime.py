@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from psycopg_pool import ConnectionPool
 
 from subspace.config import Settings
-from subspace.context import Context
+from subspace.context import Context, WriteRetries
 from subspace.db.embedded import EmbeddedPostgres, start_embedded
 from subspace.db.migrate import migrate
 from subspace.db.pool import Conn, open_pool
@@ -73,6 +73,7 @@ class Database:
     search_runtime: SearchRuntime = field(default_factory=SearchRuntime)
     connection_shares: Shares = field(default_factory=lambda: connection_shares(10))
     parsers: ParserPools = field(default_factory=ParserPools)
+    write_retries: WriteRetries = field(default_factory=WriteRetries)
 
     def close(self) -> None:
         """Stop the searches' threads, close the pools, then stop the embedded server. Safe
@@ -104,6 +105,7 @@ class Database:
             settings=settings,
             connection_shares=self.connection_shares,
             parsers=self.parsers,
+            write_retries=self.write_retries,
         )
 
     def searcher(self, provider: EmbeddingProvider | None) -> Searcher:

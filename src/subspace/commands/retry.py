@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 import logging
 import random
-import threading
 import time
 from collections.abc import Callable
 from typing import Concatenate, ParamSpec, TypeVar
@@ -41,25 +40,6 @@ class WriteContention(SubspaceError):
     retry_after_s = 1
 
 
-class RetryCounts:
-    """How often commands were run again, and given up, since the process started."""
-
-    def __init__(self) -> None:
-        self.retried = 0
-        self.gave_up = 0
-        self._lock = threading.Lock()
-
-    def count(self, *, gave_up: bool) -> None:
-        with self._lock:
-            if gave_up:
-                self.gave_up += 1
-            else:
-                self.retried += 1
-
-
-COUNTS = RetryCounts()
-
-
 def retried(
     command: Callable[Concatenate[Context, P], T],
 ) -> Callable[Concatenate[Context, P], T]:
@@ -75,7 +55,8 @@ def retried(
                 return command(cx, *args, **kwargs)
             except TRANSIENT as exc:
                 gave_up = attempt == ATTEMPTS
-                COUNTS.count(gave_up=gave_up)
+                if cx.write_retries is not None:
+                    cx.write_retries.count(gave_up=gave_up)
                 log.warning(
                     "%s: %s (attempt %d of %d)",
                     command.__name__,

@@ -170,13 +170,7 @@ class RunEngine:
     def execute(self, claimed: Claimed) -> Run:
         """Answer the run; returns it finished (done, failed or cancelled)."""
         run = claimed.run
-        cx = Context(
-            db=self.db.request_pool,
-            actor=Actor(run.workspace_id, run.user_id),
-            settings=self.settings,
-            connection_shares=self.db.connection_shares,
-            parsers=self.db.parsers,
-        )
+        cx = self.db.context(Actor(run.workspace_id, run.user_id), self.settings)
         recorder = Recorder(self, run, cx)
         try:
             strategy = self.strategies.get(run.strategy)
