@@ -14,7 +14,7 @@ from subspace.answers.strategy import AnswerBullet
 from subspace.config import Settings
 from subspace.db.pool import open_pool
 from subspace.runtime import Database
-from tests.test_runs import Quoting
+from tests.answers.test_runs import Quoting
 
 
 class Dying(runs.Recorder):

@@ -203,7 +203,7 @@ def _unprepared(conn: Conn) -> Iterator[None]:
     vector leg's walk too, whose plan must be made for its own values. (psycopg skips
     preparing when the threshold is None, explicit requests included, hence a threshold no
     count reaches.) A statement prepared in a batch that failed is prepared again when next
-    asked: tests/test_round_trips.py holds psycopg to it."""
+    asked: tests/search/test_round_trips.py holds psycopg to it."""
     threshold = conn.prepare_threshold
     conn.prepare_threshold = NEVER
     try:

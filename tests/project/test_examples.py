@@ -13,7 +13,7 @@ from subspace.config import Settings
 from subspace.context import Context
 from subspace.runtime import Database
 
-EXAMPLES = Path(__file__).parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def run_example(settings: Settings, *args: str) -> str:

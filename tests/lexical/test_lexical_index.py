@@ -40,7 +40,7 @@ from subspace.search.lexical.index.status import lexical_status
 from subspace.search.shared import SearchRuntime
 from tests.search_helpers import follow, ids, run
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 REBUILDING = "lexical: ranked in Postgres until the lexical index is rebuilt"
 
 

@@ -31,7 +31,7 @@ from subspace.search.service import search
 from subspace.workspaces import create_workspace
 from tests.conftest import make_client
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class Quoting:

@@ -20,9 +20,9 @@ from subspace.runtime import Database
 from subspace.search.derived import below_sources
 from subspace.search.floor import MODEL_FLOORS
 from subspace.search.fusion import Fused, Hit
+from tests.answers.test_runs import finished
 from tests.conftest import make_client
 from tests.search_helpers import ids, index, run
-from tests.test_runs import finished
 
 GIBBERISH = "xqzvbnm wplkjh"
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench"
 HELP_TIMEOUT_S = 120  # an import of the app on a busy machine takes a few seconds
 RUN_TIMEOUT_S = 600  # each run takes seconds; this only stops one that hangs

@@ -99,7 +99,7 @@ def test_ask_answers_in_process_and_prints_json(
 ) -> None:
     from subspace import commands
     from subspace.answers import runs
-    from tests.test_runs import Quoting
+    from tests.answers.test_runs import Quoting
 
     monkeypatch.setattr(runs, "default_strategies", lambda: {"rag-direct": Quoting()})
     page = commands.create_page(cx, "Launch")
@@ -133,7 +133,7 @@ def test_ask_leaves_the_run_to_a_running_server(
     from subspace import commands
     from subspace.answers import runs
     from subspace.db.locks import SERVER_LOCK_KEY
-    from tests.test_runs import Quoting
+    from tests.answers.test_runs import Quoting
 
     # The command itself has no strategy: only the server's worker can answer.
     monkeypatch.setattr(runs, "default_strategies", dict)
@@ -171,14 +171,14 @@ def test_ctrl_c_cancels_the_question_and_keeps_what_was_written(
     script = (
         "import threading\n"
         "from subspace.answers import runs\n"
-        "from tests.test_runs import Quoting\n"
+        "from tests.answers.test_runs import Quoting\n"
         "runs.default_strategies = lambda: {'rag': Quoting(threading.Event())}\n"
         "from subspace.cli import main\n"
         "main(['ask', 'beta', '--page', 'Launch'])\n"
     )
     env = {**os.environ, "SUBSPACE_DATABASE_URL": settings.database_url,
            "SUBSPACE_HOME": str(settings.home), "PROVIDERS": "fake"}  # fmt: skip
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     # A terminal's Ctrl-C: the child must not inherit an ignored SIGINT (as under `nohup … &`).
     proc = subprocess.Popen(
         [sys.executable, "-c", script], cwd=root, env=env, stdout=subprocess.PIPE,
@@ -218,7 +218,7 @@ def test_ctrl_c_while_a_bullet_prints_cancels_the_question(
 
     from subspace import cli, commands
     from subspace.answers import runs
-    from tests.test_runs import Quoting
+    from tests.answers.test_runs import Quoting
 
     page = commands.create_page(cx, "Launch")
     commands.add_node(cx, page.id, "The beta ships on Friday.")

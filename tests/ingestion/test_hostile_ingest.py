@@ -31,7 +31,7 @@ from subspace.workspaces import create_workspace
 from tests.conftest import make_client
 from tests.samples import make_email, make_mbox
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LIMITS = ExtractLimits(
     max_chars=1_000_000,
     max_pdf_pages=50,

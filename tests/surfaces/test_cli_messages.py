@@ -19,7 +19,7 @@ from subspace.context import Context
 from subspace.keys import create_key
 from subspace.logs import configure_logging
 from subspace.runtime import Database
-from tests.test_mcp import MCP_HEADERS, _rpc
+from tests.surfaces.test_mcp import MCP_HEADERS, _rpc
 
 
 def test_the_search_table_prints_each_rows_ref_within_80_columns(

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from subspace.cli import main
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _command_paths(group: click.Group, prefix: str = "subspace") -> list[str]:

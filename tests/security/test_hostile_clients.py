@@ -23,7 +23,7 @@ from subspace.keys import create_key
 from subspace.runtime import Database
 from subspace.workspaces import create_workspace, list_workspaces
 from tests.conftest import make_client
-from tests.test_lifecycle import Served, busy_request, closed_by_server, home  # noqa: F401
+from tests.surfaces.test_lifecycle import Served, busy_request, closed_by_server, home  # noqa: F401
 
 
 def test_a_workspace_can_be_created_while_a_server_holds_the_database(database: Database) -> None:

@@ -15,7 +15,7 @@ from subspace.evaluation.judged_workspace import (
 from subspace.runtime import Database
 from tests.relevance.documents import FILES, documents
 
-PRODUCT_SET = Path(__file__).resolve().parent / "relevance" / "product"
+PRODUCT_SET = Path(__file__).resolve().parents[1] / "relevance" / "product"
 
 
 def test_the_product_set_loads_and_every_judgment_names_one_item(

@@ -18,7 +18,7 @@ from subspace.indexer.queue import backlog
 from subspace.runtime import Database
 from tests.providers import CountingProvider
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def state(database: Database) -> tuple[list[tuple[str, str]], int]:

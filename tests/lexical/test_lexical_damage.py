@@ -30,13 +30,13 @@ from subspace.search.lexical.index.layout import (
     index_root,
 )
 from tests.conftest import make_client
-from tests.search_helpers import ids, run
-from tests.test_lexical_index import (
+from tests.lexical.test_lexical_index import (
     REBUILDING,
     assert_found_as_written,
     folder_of,
     write_everything,
 )
+from tests.search_helpers import ids, run
 
 # Every kind of file a generation holds: the follower's record (CURRENT, the state) and the
 # engine's (its meta files and each part of a segment; a segment's deletes are checked the same

@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-SRC = Path(__file__).parent.parent / "src"
+SRC = Path(__file__).resolve().parents[2] / "src"
 
 
 def module_names() -> dict[str, Path]:

@@ -8,7 +8,7 @@ import pytest
 from subspace.config import SETTINGS, Settings
 from subspace.errors import ConfigError
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_defaults_without_environment() -> None:
