@@ -33,8 +33,8 @@ from bench.corpus import DEFAULT_CORPUS
 from bench.http_latency import ensure_loaded, percentile, running_server, workspace_name
 from bench.search_latency import existing_workspace
 from subspace.config import Settings
+from subspace.database import open_database
 from subspace.keys import create_key
-from subspace.runtime import open_database
 
 STREAM_TIMEOUT_S = 60.0  # one answer; the fake chat answers in milliseconds
 

@@ -30,9 +30,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from subspace.config import Settings
+from subspace.database import open_database
 from subspace.evaluation.beir import load_collection
 from subspace.evaluation.metrics import evaluate
-from subspace.runtime import open_database
 from subspace.search.lexical.bm25 import K1 as BM25_K1
 from subspace.search.lexical.bm25 import B as BM25_B
 

@@ -20,12 +20,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.corpus import DEFAULT_CORPUS, abstracts, sentences
 from subspace import commands
 from subspace.config import Settings
+from subspace.database import open_database
 from subspace.db.vector_index import defer_vector_index
 from subspace.indexer.embeddings import EmbeddingsFollower
 from subspace.indexer.reindex import VECTOR_INDEX_SQL
 from subspace.ingest.outline import OutlineItem
 from subspace.providers.fake import FakeProvider
-from subspace.runtime import open_database
 from subspace.search.request import SearchRequest
 from subspace.search.service import search
 

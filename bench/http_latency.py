@@ -60,9 +60,9 @@ from bench.search_latency import Queries, existing_workspace, pick_queries
 from subspace.api import create_app
 from subspace.config import Settings
 from subspace.context import Context
+from subspace.database import open_database
 from subspace.keys import create_key
 from subspace.providers.fake import FakeProvider
-from subspace.runtime import open_database
 from subspace.search.request import SearchRequest
 from subspace.search.searcher import Searcher
 from subspace.search.service import search

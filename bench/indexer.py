@@ -29,12 +29,12 @@ from tests.providers import CountingProvider
 from bench.corpus import DEFAULT_CORPUS, abstracts, sentences
 from subspace import commands
 from subspace.config import Settings
+from subspace.database import Database, open_database
 from subspace.indexer.chunking import text_hash
 from subspace.indexer.embeddings import EmbeddingsFollower
 from subspace.indexer.reindex import reembed
 from subspace.ingest.outline import OutlineItem
 from subspace.providers.fake import FakeProvider
-from subspace.runtime import Database, open_database
 
 BULLETS_PER_PAGE = 100
 

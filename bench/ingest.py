@@ -69,9 +69,9 @@ def write_markdown(folder: Path, count: int, corpus: Path = DEFAULT_CORPUS) -> N
 def measure_extraction(home: Path, folder: Path, total_bytes: int, count: int) -> None:
     os.environ["SUBSPACE_HOME"] = str(home)
     from subspace.config import Settings
+    from subspace.database import open_database
     from subspace.db import queries
     from subspace.ingest.importer import finish_extraction, import_path
-    from subspace.runtime import open_database
 
     settings = Settings.from_env()
     db = open_database(settings)

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.search_latency import quantiles
 from subspace import commands
 from subspace.config import Settings
-from subspace.runtime import open_database
+from subspace.database import open_database
 from subspace.search.lexical.index.follower import Followed, LexicalFollower
 
 

@@ -29,10 +29,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from subspace import commands
 from subspace.config import Settings
+from subspace.database import Database, open_database
 from subspace.db.pool import open_pool
 from subspace.ingest.outline import OutlineItem
 from subspace.providers.fake import FakeProvider
-from subspace.runtime import Database, open_database
 from subspace.search.lexical.index.follower import LexicalFollower
 from subspace.search.request import SearchRequest
 from subspace.search.service import search

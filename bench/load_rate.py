@@ -24,9 +24,9 @@ from bench.corpus import DEFAULT_CORPUS
 from bench.search_latency import BULLETS_PER_PAGE, bullets, documents
 from subspace import commands
 from subspace.config import Settings
+from subspace.database import Database, open_database
 from subspace.ingest.outline import OutlineItem
 from subspace.ingest.worker import extract_pending
-from subspace.runtime import Database, open_database
 from subspace.search.lexical.index.follower import LexicalFollower
 from subspace.splitting import split_text
 from subspace.workspaces import create_workspace

@@ -35,13 +35,13 @@ from bench.search_latency import BULLETS_PER_PAGE, bullets, quantiles
 from subspace import commands
 from subspace.api import create_app
 from subspace.config import Settings
+from subspace.database import open_database
 from subspace.demo import seed_demo
 from subspace.indexer.embeddings import EmbeddingsFollower
 from subspace.ingest.outline import OutlineItem
 from subspace.ingest.worker import extract_pending
 from subspace.keys import create_key
 from subspace.providers.registry import create_provider
-from subspace.runtime import open_database
 from subspace.web.routes import STATIC_DIR
 
 # Records, in the page's clock, the last keydown and when the rows of each query were drawn.

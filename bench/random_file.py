@@ -22,9 +22,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from subspace import commands
 from subspace.config import Settings
+from subspace.database import open_database
 from subspace.db.embedded import start_embedded
 from subspace.ingest import worker
-from subspace.runtime import open_database
 from subspace.splitting import split_text
 
 

@@ -52,6 +52,7 @@ from bench.corpus import DEFAULT_CORPUS, abstracts, sentences
 from subspace import commands
 from subspace.config import Settings
 from subspace.context import Context
+from subspace.database import Database, open_database
 from subspace.db.pool import Conn
 from subspace.db.vector_index import build_vector_indexes, defer_vector_index
 from subspace.indexer.embeddings import EmbeddingsFollower
@@ -60,7 +61,6 @@ from subspace.ingest.outline import OutlineItem
 from subspace.ingest.worker import extract_pending
 from subspace.models import Actor
 from subspace.providers.fake import FakeProvider
-from subspace.runtime import Database, open_database
 from subspace.search.lexical.index.follower import LexicalFollower
 from subspace.search.registry import is_memory
 from subspace.search.request import SearchRequest

@@ -29,11 +29,11 @@ from bench.corpus import DEFAULT_CORPUS, abstracts
 from subspace import commands
 from subspace.config import Settings
 from subspace.context import Context
+from subspace.database import Database, open_database
 from subspace.db.pool import Conn
 from subspace.evaluation.beir import add_typos, load_collection
 from subspace.ingest.outline import OutlineItem
 from subspace.providers.fake import FakeProvider
-from subspace.runtime import Database, open_database
 from subspace.search.legs import SEARCH_SETTINGS
 from subspace.search.lexical import terms as lexical
 from subspace.search.query import parse_query

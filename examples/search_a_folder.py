@@ -20,10 +20,10 @@ from pathlib import Path
 
 from subspace import commands
 from subspace.config import Settings
+from subspace.database import open_database
 from subspace.indexer.embeddings import EmbeddingsFollower
 from subspace.ingest.importer import finish_extraction, import_path
 from subspace.providers.registry import create_provider
-from subspace.runtime import open_database
 from subspace.search.service import SearchRequest, search
 
 NOTES = Path(__file__).parent / "notes"

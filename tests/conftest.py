@@ -22,12 +22,12 @@ from fastapi.testclient import TestClient
 from subspace.api import create_app
 from subspace.config import Settings
 from subspace.context import Context
+from subspace.database import Database
 from subspace.db.embedded import start_embedded
 from subspace.db.migrate import migrate
 from subspace.db.pool import open_pool
 from subspace.keys import create_key
 from subspace.models import Actor
-from subspace.runtime import Database
 from tests.databases import Clones, server_folder, with_dbname
 
 # pytest-xdist's workers start with COLUMNS=80 and LINES=24 in their environment, which the

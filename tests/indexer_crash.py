@@ -12,11 +12,11 @@ import sys
 from collections.abc import Sequence
 
 from subspace.config import Settings
+from subspace.database import Database
 from subspace.db.pool import open_pool
 from subspace.indexer.embeddings import EmbeddingsFollower
 from subspace.providers.base import EmbedResult
 from subspace.providers.fake import FakeProvider
-from subspace.runtime import Database
 
 
 def die(*_: object) -> None:

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from subspace.config import Settings
+from subspace.database import Database
 from subspace.db.pool import open_pool
-from subspace.runtime import Database
 from subspace.search.lexical.index.follower import LexicalFollower
 from subspace.search.lexical.index.layout import State
 from subspace.search.lexical.index.writer import Writers

@@ -12,8 +12,8 @@ from subspace.answers import runs
 from subspace.answers.runs import engine as engine_module
 from subspace.answers.strategy import AnswerBullet
 from subspace.config import Settings
+from subspace.database import Database
 from subspace.db.pool import open_pool
-from subspace.runtime import Database
 from tests.answers.test_runs import Quoting
 
 

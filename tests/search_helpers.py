@@ -7,11 +7,11 @@ from typing import Any
 from pgvector import HalfVector
 
 from subspace.context import Context
+from subspace.database import Database
 from subspace.db.pool import Conn
 from subspace.indexer.embeddings import EmbeddingsFollower
 from subspace.providers.base import EmbeddingProvider
 from subspace.providers.fake import FakeProvider
-from subspace.runtime import Database
 from subspace.search import registry
 from subspace.search.filters import Scope
 from subspace.search.fusion import Hit

@@ -19,11 +19,11 @@ from typing import Any
 from subspace.answers.runs import RunEngine, RunWorker
 from subspace.answers.step_waker import StepWaker
 from subspace.config import Settings
+from subspace.database import Database
 from subspace.indexer.embeddings import EmbeddingsFollower
 from subspace.ingest.worker import ExtractionWorker
 from subspace.loop import Loop
 from subspace.providers.base import EmbeddingProvider
-from subspace.runtime import Database
 from subspace.search.lexical.index.follower import LexicalFollower
 
 log = logging.getLogger(__name__)

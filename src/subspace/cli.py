@@ -22,9 +22,9 @@ from subspace.answers.strategy_names import NAMES as STRATEGY_NAMES
 from subspace.answers.strategy_names import RAG
 from subspace.config import Settings
 from subspace.context import Context
+from subspace.database import Database, open_database
 from subspace.errors import SubspaceError
 from subspace.providers.base import EmbeddingProvider, ProviderError
-from subspace.runtime import Database, open_database
 from subspace.search.options import (
     ANSWERS,
     DEFAULT_GREP_LIMIT,
@@ -771,8 +771,8 @@ def eval_command(dataset_dir: Path, provider_name: str | None, typos: bool, swee
 @main.command()
 def migrate() -> None:
     """Apply pending database migrations."""
+    from subspace.database import resolve_dsn
     from subspace.db.migrate import migrate as run_migrations
-    from subspace.runtime import resolve_dsn
 
     settings = _settings()
     try:

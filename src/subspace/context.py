@@ -17,7 +17,7 @@ from subspace.models import Actor
 from subspace.shares import Shares
 
 # How long a request waits for its workspace's turn at a connection (then 429 or 503): as
-# long as it would wait for the pool itself (runtime.REQUEST_CONNECTION_WAIT_S).
+# long as it would wait for the pool itself (database.REQUEST_CONNECTION_WAIT_S).
 CONNECTION_WAIT_S = 2.0
 _turns = threading.local()  # the workspaces whose turn this thread holds
 
@@ -53,7 +53,7 @@ class Context:
     db: ConnectionPool[Conn] | Conn
     actor: Actor
     settings: Settings
-    # The server's request connections, shared fairly among workspaces (runtime.py); None
+    # The server's request connections, shared fairly among workspaces (database.py); None
     # outside a server.
     connection_shares: Shares | None = None
     # The children that parse mail and extract files (ingest/isolation.py): the Database's.

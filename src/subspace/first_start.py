@@ -6,8 +6,8 @@ import logging
 
 from subspace.config import Settings
 from subspace.context import Context
+from subspace.database import Database
 from subspace.demo import seed_demo
-from subspace.runtime import Database
 from subspace.sessions import create_signin_code
 
 log = logging.getLogger(__name__)

@@ -19,10 +19,10 @@ from subspace.answers.fake_chat import FakeChat
 from subspace.answers.strategies import STRATEGIES
 from subspace.answers.strategy import Answer, AnswerBullet, Job
 from subspace.context import Context
+from subspace.database import Database
 from subspace.ingest.worker import extract_pending
 from subspace.providers.chat import Cancelled, Message, ToolCall, ToolDef
 from subspace.providers.fake import FakeProvider
-from subspace.runtime import Database
 from subspace.search.reading import kb_read
 from subspace.workspaces import create_workspace
 from tests.search_helpers import index

@@ -22,10 +22,10 @@ from subspace.answers.strategy import Answer, AnswerBullet, Job
 from subspace.background import Background
 from subspace.config import Settings
 from subspace.context import Context
+from subspace.database import Database
 from subspace.db import queries
 from subspace.indexer.embeddings import EmbeddingsFollower
 from subspace.providers.fake import FakeProvider
-from subspace.runtime import Database
 from subspace.search.request import SearchRequest
 from subspace.search.service import search
 from subspace.workspaces import create_workspace

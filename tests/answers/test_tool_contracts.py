@@ -16,11 +16,11 @@ from subspace.agents.tools import TOOLS, call_tool
 from subspace.cli import main
 from subspace.config import SETTINGS, Settings
 from subspace.context import Context
+from subspace.database import Database
 from subspace.errors import InvalidInput, NotFound
 from subspace.ingest.worker import extract_pending
 from subspace.models import Actor
 from subspace.providers.fake import FakeProvider
-from subspace.runtime import Database
 from subspace.search import filters, options
 from tests.conftest import make_client
 from tests.search_helpers import index

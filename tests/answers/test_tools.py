@@ -18,11 +18,11 @@ from subspace.agents.tools import TOOLS, kb_search
 from subspace.cli import main
 from subspace.config import Settings
 from subspace.context import Context
+from subspace.database import Database
 from subspace.errors import InvalidInput, NotFound
 from subspace.ingest.outline import OutlineItem
 from subspace.ingest.worker import extract_pending
 from subspace.providers.fake import FakeProvider
-from subspace.runtime import Database
 from subspace.search import registry
 from subspace.search.filters import resolve_scope
 from subspace.search.fragments import Fragment

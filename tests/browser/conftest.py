@@ -23,8 +23,8 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 from subspace.api import create_app
 from subspace.api.auth import COOKIE_NAME
 from subspace.config import Settings
+from subspace.database import Database
 from subspace.keys import create_key
-from subspace.runtime import Database
 from subspace.sessions import create_signin_code, start_session
 
 # Generous waits: a test still fails when what it waits for never comes, but a machine busy with

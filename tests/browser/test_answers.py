@@ -16,9 +16,9 @@ from playwright.sync_api import Browser, Locator, Page, Request, Route, expect
 from subspace.answers.strategy import Answer, AnswerBullet, Job
 from subspace.api import create_app
 from subspace.config import Settings
+from subspace.database import Database
 from subspace.keys import create_key
 from subspace.providers.chat import ChatError
-from subspace.runtime import Database
 from tests.browser.conftest import LiveServer, _free_port, signed_in_tab
 
 WAIT_S = 20.0  # longest a scripted answer waits for the test to let it go on

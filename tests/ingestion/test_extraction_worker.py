@@ -12,9 +12,9 @@ from fastapi.testclient import TestClient
 from subspace import commands
 from subspace.config import Settings
 from subspace.context import Context
+from subspace.database import Database
 from subspace.db import queries
 from subspace.ingest.worker import CHUNKS_PER_STATEMENT, extract_pending, store_file_chunks
-from subspace.runtime import Database
 from tests.samples import make_docx, make_encrypted_pdf, make_pdf, make_zip_bomb
 
 

@@ -21,12 +21,12 @@ from fastapi.testclient import TestClient
 from subspace import commands
 from subspace.config import Settings
 from subspace.context import Context
+from subspace.database import Database
 from subspace.db import queries
 from subspace.ingest.extract import ExtractionFailed, ExtractLimits, html_text
 from subspace.ingest.isolation import extract_isolated
 from subspace.ingest.worker import extract_pending
 from subspace.models import Actor
-from subspace.runtime import Database
 from subspace.workspaces import create_workspace
 from tests.conftest import make_client
 from tests.samples import make_email, make_mbox

@@ -13,8 +13,8 @@ from subspace.cli import main
 from subspace.commands.files import upload_file_once
 from subspace.config import Settings
 from subspace.context import Context
+from subspace.database import Database
 from subspace.db import queries
-from subspace.runtime import Database
 from tests.samples import make_docx, make_email, make_mbox, make_pdf
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from fastapi.testclient import TestClient
 
 from subspace.config import Settings
+from subspace.database import Database
 from subspace.ingest.mail import parse_message
 from subspace.ingest.worker import extract_pending
-from subspace.runtime import Database
 from tests.samples import make_docx, make_email, make_mbox
 
 ENCODED = (

@@ -11,7 +11,7 @@ import pytest
 
 from subspace import commands
 from subspace.context import Context
-from subspace.runtime import Database
+from subspace.database import Database
 from subspace.search.filters import resolve_scope
 from subspace.search.lexical.bm25 import K1 as BM25_K1
 from subspace.search.lexical.bm25 import B as BM25_B

@@ -25,9 +25,9 @@ import pytest
 
 from subspace import commands
 from subspace.context import Context
+from subspace.database import Database
 from subspace.db.pool import Conn
 from subspace.outbox.append import append_event
-from subspace.runtime import Database
 from subspace.search.filters import TagFilter, resolve_scope
 from subspace.search.lexical.bm25 import K1 as BM25_K1
 from subspace.search.lexical.bm25 import B as BM25_B

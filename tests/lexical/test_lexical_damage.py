@@ -18,8 +18,8 @@ import pytest
 from subspace import commands
 from subspace.config import Settings
 from subspace.context import Context
+from subspace.database import Database
 from subspace.db.pool import open_pool
-from subspace.runtime import Database
 from subspace.search.lexical.index.follower import LexicalFollower
 from subspace.search.lexical.index.integrity import DAMAGED, footer_problem
 from subspace.search.lexical.index.layout import (

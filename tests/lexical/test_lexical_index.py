@@ -22,10 +22,10 @@ from subspace import commands
 from subspace.background import Background
 from subspace.config import Settings
 from subspace.context import Context
+from subspace.database import Database
 from subspace.db.pool import open_pool
 from subspace.ingest.outline import OutlineItem
 from subspace.ingest.worker import extract_pending
-from subspace.runtime import Database
 from subspace.search.lexical.index.follower import LexicalFollower
 from subspace.search.lexical.index.layout import (
     CURRENT,

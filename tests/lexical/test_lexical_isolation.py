@@ -10,8 +10,8 @@ import pytest
 from subspace import commands
 from subspace.config import Settings
 from subspace.context import Context
+from subspace.database import Database
 from subspace.ingest.outline import OutlineItem
-from subspace.runtime import Database
 from subspace.search.lexical.index import follower as follower_module
 from subspace.search.lexical.index.follower import LexicalFollower
 from subspace.workspaces import create_workspace

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from subspace import commands
 from subspace.context import Context
+from subspace.database import Database
 from subspace.ingest.worker import extract_pending
-from subspace.runtime import Database
 from tests.search_helpers import source_documents_sql
 
 RECOUNT = f"""

@@ -11,7 +11,7 @@ from pathlib import Path
 from subspace import commands
 from subspace.config import Settings
 from subspace.context import Context
-from subspace.runtime import Database
+from subspace.database import Database
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

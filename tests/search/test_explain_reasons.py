@@ -10,12 +10,12 @@ from uuid import UUID, uuid4
 
 from subspace import commands
 from subspace.context import Context
+from subspace.database import Database
 from subspace.db.pool import Conn
 from subspace.ingest.worker import extract_pending
 from subspace.outbox.append import append_event
 from subspace.outbox.events import Event, declared
 from subspace.providers.fake import FakeProvider
-from subspace.runtime import Database
 from subspace.search import registry
 from subspace.search.explaining import ASKED_BY_RUN
 from subspace.search.filters import TagFilter

@@ -17,11 +17,11 @@ from fastapi.testclient import TestClient
 from subspace import commands
 from subspace.config import Settings
 from subspace.context import Context
+from subspace.database import Database, open_database, reserved_connections
 from subspace.db.pool import open_pool
 from subspace.errors import InvalidCursor
 from subspace.ingest.outline import OutlineItem
 from subspace.models import Actor
-from subspace.runtime import Database, open_database, reserved_connections
 from subspace.search import cursors
 from subspace.search.cursors import MAC_BYTES, workspace_secret
 from subspace.search.filters import TagFilter, resolve_scope

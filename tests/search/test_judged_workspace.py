@@ -13,9 +13,9 @@ from click.testing import CliRunner
 from subspace.cli import main
 from subspace.config import Settings
 from subspace.context import Context
+from subspace.database import Database
 from subspace.errors import InvalidInput
 from subspace.evaluation.judged_workspace import import_judged_workspace, read_judged_workspace
-from subspace.runtime import Database
 from tests.samples import make_email, make_pdf
 
 

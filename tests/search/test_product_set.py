@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from subspace.context import Context
+from subspace.database import Database
 from subspace.evaluation.judged_workspace import (
     STYLES,
     TARGET_KINDS,
@@ -12,7 +13,6 @@ from subspace.evaluation.judged_workspace import (
     import_judged_workspace,
     read_judged_workspace,
 )
-from subspace.runtime import Database
 from tests.relevance.documents import FILES, documents
 
 PRODUCT_SET = Path(__file__).resolve().parents[1] / "relevance" / "product"

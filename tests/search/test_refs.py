@@ -9,8 +9,8 @@ import pytest
 from subspace import commands
 from subspace.agents.tools import call_tool
 from subspace.context import Context
+from subspace.database import Database
 from subspace.errors import InvalidInput
-from subspace.runtime import Database
 from subspace.search import registry
 from subspace.search.reading import ref_target
 from subspace.search.refs import kind_named

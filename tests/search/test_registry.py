@@ -16,11 +16,11 @@ from subspace.answers.evidence import Evidence, parse_line
 from subspace.answers.strategy import AnswerBullet
 from subspace.commands.pages import resolve_kb
 from subspace.context import Context
+from subspace.database import Database
 from subspace.errors import InvalidInput, NotFound
 from subspace.ingest.worker import extract_pending
 from subspace.outbox.append import append_event
 from subspace.outbox.events import Event, declared
-from subspace.runtime import Database
 from subspace.search import registry
 from subspace.search.filters import resolve_scope
 from subspace.search.grep import grep

@@ -16,9 +16,9 @@ from psycopg_pool import ConnectionPool
 
 from subspace import commands
 from subspace.context import Context
+from subspace.database import Database
 from subspace.db.pool import _configure
 from subspace.providers.fake import FakeProvider
-from subspace.runtime import Database
 from subspace.search.request import SearchRequest
 from subspace.search.service import search
 from tests.search_helpers import index

@@ -14,12 +14,12 @@ from pgvector.psycopg import register_vector
 from subspace import commands
 from subspace.api.errors import http_status
 from subspace.context import Context
+from subspace.database import Database
 from subspace.db.pool import connect
 from subspace.errors import InvalidCursor, InvalidInput, NotFound, TooLarge
 from subspace.ingest.worker import extract_pending
 from subspace.providers.base import EmbedResult
 from subspace.providers.fake import FakeProvider
-from subspace.runtime import Database
 from subspace.search import vector
 from subspace.search.filters import TagFilter
 from subspace.search.query import parse_query

@@ -12,10 +12,10 @@ from subspace import commands
 from subspace.api import create_app
 from subspace.config import Settings
 from subspace.context import Context
+from subspace.database import Database, open_database
 from subspace.keys import create_key
 from subspace.providers.base import EmbedResult
 from subspace.providers.fake import FakeProvider
-from subspace.runtime import Database, open_database
 from subspace.search import vector
 from subspace.search.request import SearchRequest, SearchResponse
 from subspace.search.searcher import Searcher

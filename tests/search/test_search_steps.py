@@ -10,7 +10,7 @@ import pytest
 
 from subspace import commands
 from subspace.context import Context
-from subspace.runtime import Database
+from subspace.database import Database
 from subspace.search import service, vector
 from subspace.search.cursors import fingerprint, seal, workspace_secret
 from subspace.search.filters import TagFilter, resolve_scope

@@ -17,9 +17,9 @@ from psycopg.rows import dict_row
 
 from subspace import commands
 from subspace.context import Context
+from subspace.database import Database
 from subspace.db.migrate import available_migrations, migrate
 from subspace.ingest.worker import extract_pending
-from subspace.runtime import Database
 from subspace.search.analysis import CJK, FOLD_FROM, FOLD_MULTI, fold, fold_with_offsets
 from subspace.search.hydrate import SHORT_TEXT, unfold_headline
 from tests.search_helpers import ids, run, source_documents_sql

@@ -14,9 +14,9 @@ from subspace.agents.tools import kb_search
 from subspace.cli import main
 from subspace.config import Settings
 from subspace.context import Context
+from subspace.database import Database
 from subspace.ingest.worker import extract_pending
 from subspace.providers.fake import FakeProvider
-from subspace.runtime import Database
 from subspace.search.derived import below_sources
 from subspace.search.floor import MODEL_FLOORS
 from subspace.search.fusion import Fused, Hit

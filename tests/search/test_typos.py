@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from subspace import commands
 from subspace.context import Context
+from subspace.database import Database
 from subspace.ingest.worker import extract_pending, store_file_chunks
-from subspace.runtime import Database
 from tests.search_helpers import ids, run
 
 # Misspellings people make of long words -> the word a bullet holds. Several land outside the

@@ -11,12 +11,12 @@ import pytest
 
 from subspace import commands
 from subspace.context import Context
+from subspace.database import Database
 from subspace.errors import NotFound
 from subspace.ingest.worker import extract_pending
 from subspace.outbox.append import append_event
 from subspace.outbox.events import Event, declared
 from subspace.providers.fake import FakeProvider
-from subspace.runtime import Database
 from subspace.search.filters import resolve_scope
 from subspace.search.fusion import Fused, Hit
 from subspace.search.grep import grep

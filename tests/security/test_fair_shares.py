@@ -13,9 +13,9 @@ from subspace import commands
 from subspace.api import create_app
 from subspace.config import Settings
 from subspace.context import Context
+from subspace.database import Database
 from subspace.errors import TooMany
 from subspace.keys import create_key
-from subspace.runtime import Database
 from subspace.search import service
 from subspace.workspaces import create_workspace
 from tests.search_helpers import index, run

@@ -17,10 +17,10 @@ from subspace import commands
 from subspace.cli import main
 from subspace.config import Settings
 from subspace.context import Context
+from subspace.database import Database
 from subspace.db import queries
 from subspace.db.locks import SERVER_LOCK_KEY
 from subspace.keys import create_key
-from subspace.runtime import Database
 from subspace.workspaces import create_workspace, list_workspaces
 from tests.conftest import make_client
 from tests.surfaces.test_lifecycle import Served, busy_request, closed_by_server, home  # noqa: F401

@@ -9,7 +9,7 @@ from fastapi.testclient import TestClient
 from subspace import commands
 from subspace.answers.runs import enqueue_run
 from subspace.context import Context
-from subspace.runtime import Database
+from subspace.database import Database
 from subspace.sessions import create_signin_code, start_session
 from subspace.workspaces import create_workspace
 from tests.conftest import api_operations, make_client

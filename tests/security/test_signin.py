@@ -18,8 +18,8 @@ from subspace.api.auth import COOKIE_NAME
 from subspace.cli import main
 from subspace.config import Settings
 from subspace.context import Context
+from subspace.database import Database
 from subspace.keys import create_key, revoke_key
-from subspace.runtime import Database
 from subspace.sessions import create_signin_code, list_sessions
 from subspace.web.signin import MAX_FAILURES
 

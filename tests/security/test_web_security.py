@@ -13,9 +13,9 @@ from subspace.api.auth import COOKIE_NAME
 from subspace.api.routes.files import download_name
 from subspace.api.security_headers import APP_CSP
 from subspace.config import Settings
+from subspace.database import Database
 from subspace.keys import create_key
 from subspace.models import Actor
-from subspace.runtime import Database
 from subspace.sessions import create_signin_code, start_session
 
 EVIL = {"origin": "http://evil.example"}

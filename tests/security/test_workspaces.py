@@ -10,8 +10,8 @@ from fastapi.testclient import TestClient
 from subspace import commands
 from subspace.cli import main
 from subspace.context import Context
+from subspace.database import Database
 from subspace.keys import create_key
-from subspace.runtime import Database
 from subspace.workspaces import create_workspace
 from tests.conftest import api_operations
 

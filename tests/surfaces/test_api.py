@@ -5,8 +5,8 @@ from __future__ import annotations
 from fastapi.testclient import TestClient
 
 from subspace.config import Settings
+from subspace.database import Database
 from subspace.db.migrate import available_migrations
-from subspace.runtime import Database
 from tests.conftest import api_operations
 
 

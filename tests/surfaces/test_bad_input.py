@@ -10,9 +10,9 @@ from fastapi.testclient import TestClient
 from subspace import commands
 from subspace.config import Settings
 from subspace.context import Context
+from subspace.database import Database
 from subspace.errors import TooLarge
 from subspace.models import Actor
-from subspace.runtime import Database
 from tests.conftest import make_client
 
 RAW_JSON = {"content-type": "application/json"}

@@ -12,7 +12,7 @@ from subspace.background import Background
 from subspace.cli import main
 from subspace.config import Settings
 from subspace.context import Context
-from subspace.runtime import Database
+from subspace.database import Database
 
 
 def test_keys_create_list_revoke(runner: CliRunner) -> None:

@@ -11,8 +11,8 @@ from click.testing import CliRunner
 from subspace import commands
 from subspace.cli import main
 from subspace.context import Context
+from subspace.database import Database
 from subspace.ingest.worker import extract_pending
-from subspace.runtime import Database
 from subspace.search.grep import grep
 from tests.search_helpers import index
 

@@ -16,9 +16,9 @@ from subspace.api import create_app
 from subspace.cli import main
 from subspace.config import Settings
 from subspace.context import Context
+from subspace.database import Database
 from subspace.keys import create_key
 from subspace.logs import configure_logging
-from subspace.runtime import Database
 from tests.surfaces.test_mcp import MCP_HEADERS, _rpc
 
 

@@ -11,10 +11,10 @@ from fastapi.testclient import TestClient
 from subspace import commands
 from subspace.agents import tools
 from subspace.context import Context
+from subspace.database import Database
 from subspace.errors import InvalidInput
 from subspace.keys import create_key
 from subspace.models import Actor
-from subspace.runtime import Database
 
 UNKNOWN = "zz_not_a_field"
 

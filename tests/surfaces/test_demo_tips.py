@@ -18,12 +18,12 @@ from subspace.answers import runs
 from subspace.cli import main
 from subspace.config import Settings
 from subspace.context import Context
+from subspace.database import Database
 from subspace.db import queries
 from subspace.first_start import initialize_workspace
 from subspace.ingest.worker import extract_pending
 from subspace.models import TreeNode
 from subspace.providers.fake import FakeProvider
-from subspace.runtime import Database
 from subspace.search.request import SearchRequest
 from subspace.search.service import search
 from tests.search_helpers import index

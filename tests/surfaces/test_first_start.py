@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 from subspace.config import Settings
+from subspace.database import Database
 from subspace.db import queries
 from subspace.first_start import initialize_workspace, signin_link, signin_url
 from subspace.ingest.worker import extract_pending
 from subspace.keys import list_keys
 from subspace.providers.fake import FakeProvider
-from subspace.runtime import Database
 from subspace.search.request import SearchRequest
 from subspace.search.service import search
 from subspace.sessions import start_session

@@ -34,11 +34,11 @@ from subspace.api import create_app
 from subspace.cli import main
 from subspace.config import Settings
 from subspace.context import Context
+from subspace.database import Database
 from subspace.keys import create_key, revoke_key
 from subspace.mcp.server import build_server
 from subspace.mcp.stdio import Incoming, serve_until_answered
 from subspace.providers.fake import FakeProvider
-from subspace.runtime import Database
 from subspace.server import GRACEFUL_STOP_S
 from subspace.workspaces import create_workspace
 from tests.browser.conftest import _free_port as free_port

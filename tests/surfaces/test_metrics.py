@@ -15,13 +15,13 @@ from subspace import commands
 from subspace.api.app import create_app
 from subspace.config import Settings
 from subspace.context import Context
+from subspace.database import Database
 from subspace.db.pool import Conn
 from subspace.keys import create_key
 from subspace.logs import JsonFormatter
 from subspace.models import Actor
 from subspace.providers.base import EmbedResult
 from subspace.providers.fake import FakeProvider
-from subspace.runtime import Database
 from tests.search_helpers import follow, index
 
 LOOPBACK = ("127.0.0.1", 50000)

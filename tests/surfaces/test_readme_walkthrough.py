@@ -13,8 +13,8 @@ from subspace import commands
 from subspace.cli import main
 from subspace.config import Settings
 from subspace.context import Context
+from subspace.database import Database
 from subspace.errors import ConfigError
-from subspace.runtime import Database
 from tests.search_helpers import index, run
 
 

@@ -24,8 +24,8 @@ from subspace.agents.tools import TOOLS
 from subspace.api import create_app
 from subspace.config import Settings
 from subspace.context import Context
+from subspace.database import Database
 from subspace.keys import create_key
-from subspace.runtime import Database
 
 # Examples per operation: enough to reach each field's edge cases, few enough that the whole
 # file runs in well under two minutes on a 2-core machine (about 50 operations).

@@ -11,10 +11,10 @@ from fastapi.testclient import TestClient
 
 from subspace import commands
 from subspace.context import Context
+from subspace.database import Database
 from subspace.ingest.worker import extract_pending
 from subspace.keys import create_key, list_keys, revoke_key
 from subspace.providers.fake import FakeProvider
-from subspace.runtime import Database
 from subspace.workspaces import create_workspace
 from tests.search_helpers import index
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from fastapi.testclient import TestClient
 
 from subspace.config import Settings
+from subspace.database import Database
 from subspace.ingest.worker import extract_pending
-from subspace.runtime import Database
 from tests.samples import make_email, make_mbox
 
 

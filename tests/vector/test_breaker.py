@@ -11,6 +11,7 @@ import pytest
 
 from subspace import commands
 from subspace.context import Context
+from subspace.database import Database
 from subspace.providers.base import EmbedResult
 from subspace.providers.breaker import (
     CLOSED,
@@ -22,7 +23,6 @@ from subspace.providers.breaker import (
 )
 from subspace.providers.fake import FakeProvider
 from subspace.providers.registry import create_provider
-from subspace.runtime import Database
 from subspace.search.shared import SearchRuntime
 from subspace.search.vector import EmbeddingUnavailable, embed_query
 from tests.search_helpers import follow, ids, run

@@ -12,6 +12,7 @@ import pytest
 from subspace import commands
 from subspace.config import Settings
 from subspace.context import Context
+from subspace.database import Database
 from subspace.db.pool import Conn
 from subspace.indexer.chunking import Chunk, text_hash
 from subspace.indexer.embeddings import EmbeddingsFollower
@@ -21,7 +22,6 @@ from subspace.indexer.store import upsert_embeddings
 from subspace.ingest.worker import extract_pending
 from subspace.providers.base import checked_vectors
 from subspace.providers.fake import FakeProvider
-from subspace.runtime import Database
 from tests.providers import BrokenVectorsProvider, CountingProvider, FailingProvider
 from tests.samples import make_docx, make_pdf
 

@@ -12,10 +12,10 @@ import pytest
 from subspace import commands
 from subspace.config import Settings
 from subspace.context import Context
+from subspace.database import Database
 from subspace.indexer.chunking import text_hash
 from subspace.indexer.embeddings import EmbeddingsFollower
 from subspace.indexer.queue import backlog
-from subspace.runtime import Database
 from tests.providers import CountingProvider
 
 ROOT = Path(__file__).resolve().parents[2]

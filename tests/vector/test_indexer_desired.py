@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from subspace import commands
 from subspace.context import Context
+from subspace.database import Database
 from subspace.indexer.desired import GONE, ITEM_KINDS, IndexTarget, all_targets, desired_chunks
 from subspace.ingest.worker import extract_pending
-from subspace.runtime import Database
 from subspace.search import registry
 
 

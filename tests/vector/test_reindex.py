@@ -14,6 +14,7 @@ from subspace import commands
 from subspace.cli import main
 from subspace.config import Settings
 from subspace.context import Context
+from subspace.database import Database
 from subspace.db.locks import SERVER_LOCK_KEY
 from subspace.indexer.embeddings import EmbeddingsFollower
 from subspace.indexer.reindex import reembed
@@ -21,7 +22,6 @@ from subspace.indexer.status import indexer_status
 from subspace.ingest.importer import Importer
 from subspace.ingest.worker import extract_pending
 from subspace.providers.fake import FakeProvider
-from subspace.runtime import Database
 from tests.samples import make_docx, make_email, make_pdf
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from subspace import commands
 from subspace.context import Context
+from subspace.database import Database
 from subspace.db.migrate import migrate
 from subspace.db.pool import Conn
 from subspace.indexer.embeddings import EmbeddingsFollower
@@ -19,7 +20,6 @@ from subspace.indexer.reindex import reembed
 from subspace.ingest.outline import OutlineItem
 from subspace.providers.base import EmbeddingProvider, Vectors
 from subspace.providers.fake import FakeProvider, trigram_vector
-from subspace.runtime import Database
 from subspace.search import vector
 from subspace.search.filters import resolve_scope
 from subspace.search.vector import embed_query

@@ -10,9 +10,9 @@ import pytest
 
 from subspace import commands
 from subspace.context import Context
+from subspace.database import Database
 from subspace.db import queries
 from subspace.errors import Conflict, InvalidInput, NotFound
-from subspace.runtime import Database
 
 
 def events(cx: Context) -> list[dict[str, Any]]:

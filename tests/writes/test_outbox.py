@@ -9,10 +9,10 @@ import pytest
 
 from subspace import commands
 from subspace.context import Context
+from subspace.database import Database
 from subspace.outbox.append import append_event
 from subspace.outbox.events import Event, all_events, declared, declared_event
 from subspace.outbox.reading import current_snapshot, items_after
-from subspace.runtime import Database
 from subspace.search import registry
 
 

@@ -20,9 +20,9 @@ from subspace.api.errors import http_status
 from subspace.commands import retry
 from subspace.config import Settings
 from subspace.context import Context
+from subspace.database import Database
 from subspace.errors import SubspaceError
 from subspace.ingest.outline import OutlineItem
-from subspace.runtime import Database
 
 ROUNDS = 12
 

@@ -39,11 +39,11 @@ from subspace.api.routes import (
 from subspace.api.security_headers import SecurityHeaders
 from subspace.background import start_serving
 from subspace.config import Settings
+from subspace.database import Database, open_database
 from subspace.db.locks import SERVER_LOCK_KEY
 from subspace.mcp.http import PATH as MCP_PATH
 from subspace.mcp.http import McpEndpoint, run_mcp
 from subspace.providers.registry import create_provider
-from subspace.runtime import Database, open_database
 from subspace.web import routes as web
 from subspace.web import signin
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import Request
 
-from subspace.runtime import Database
+from subspace.database import Database
 
 
 def database(request: Request) -> Database:

@@ -22,10 +22,10 @@ from uuid import UUID
 
 from subspace import commands
 from subspace.context import Context
+from subspace.database import Database
 from subspace.errors import InvalidInput
 from subspace.evaluation.loaded import Loaded
 from subspace.ingest.importer import finish_extraction, import_path
-from subspace.runtime import Database
 
 JUDGMENTS = "judgments.jsonl"
 MEMORIES = "memories.txt"

@@ -22,6 +22,7 @@ import psycopg
 
 from subspace.config import Settings
 from subspace.context import Context
+from subspace.database import Database, resolve_dsn
 from subspace.db.migrate import migrate
 from subspace.db.pool import open_pool
 from subspace.db.vector_index import defer_vector_index
@@ -39,7 +40,6 @@ from subspace.indexer.chunking import text_hash
 from subspace.indexer.embeddings import EmbeddingsFollower
 from subspace.indexer.reindex import VECTOR_INDEX_SQL
 from subspace.providers.base import EmbeddingProvider, EmbedResult
-from subspace.runtime import Database, resolve_dsn
 from subspace.search import registry
 from subspace.search.lexical.index.follower import LexicalFollower
 from subspace.search.options import RANKERS

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import psycopg
 
 from subspace.config import Settings
+from subspace.database import Database
 from subspace.indexer import queue
 from subspace.indexer.desired import IndexTarget
 from subspace.indexer.queue import Queued
@@ -26,7 +27,6 @@ from subspace.loop import Loop
 from subspace.outbox.append import CHANNEL
 from subspace.providers.base import EmbeddingProvider
 from subspace.providers.registry import index_debounce_ms
-from subspace.runtime import Database
 
 log = logging.getLogger(__name__)
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from uuid import UUID
 
 from subspace.config import Settings
+from subspace.database import Database
 from subspace.db.locks import SERVER_LOCK_KEY
 from subspace.db.pool import Conn
 from subspace.db.vector_index import (
@@ -19,7 +20,6 @@ from subspace.indexer import queue
 from subspace.indexer.desired import IndexTarget, all_targets
 from subspace.indexer.reconcile import Outcome, reconcile
 from subspace.providers.base import EmbeddingProvider
-from subspace.runtime import Database
 
 # Builds every registered model's missing HNSW index (db/vector_index.py); a no-op when none
 # is missing. Bulk loaders defer a model's index (defer_vector_index), write, then run this:

@@ -19,13 +19,13 @@ from subspace.commands.files import check_upload_size
 from subspace.commands.retry import retried
 from subspace.config import Settings
 from subspace.context import Context
+from subspace.database import Database
 from subspace.errors import Conflict, SubspaceError, TooLarge
 from subspace.ingest.extract import HTML_SUFFIXES, MARKDOWN_SUFFIXES, ExtractionFailed, decode_text
 from subspace.ingest.mail import ParsedMail, derived_message_id, parse_message, split_mbox
 from subspace.ingest.outline import parse_outline, parse_plain_text
 from subspace.ingest.worker import extract_pending
 from subspace.models import Mail
-from subspace.runtime import Database
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

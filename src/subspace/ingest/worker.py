@@ -12,12 +12,12 @@ from typing import Any
 from uuid import UUID
 
 from subspace.config import Settings
+from subspace.database import Database
 from subspace.db.pool import Conn
 from subspace.ingest.extract import Extracted, ExtractionFailed, ExtractLimits
 from subspace.ingest.isolation import ParserPool
 from subspace.loop import Loop
 from subspace.outbox.append import append_event
-from subspace.runtime import Database
 from subspace.splitting import split_text
 from subspace.text import clean_text
 

@@ -29,10 +29,10 @@ from mcp_types import (
 
 from subspace.config import Settings
 from subspace.context import Context
+from subspace.database import Database
 from subspace.keys import authenticate
 from subspace.mcp.server import build_server
 from subspace.providers.base import EmbeddingProvider
-from subspace.runtime import Database
 
 log = logging.getLogger(__name__)
 

@@ -22,13 +22,13 @@ from subspace.answers.strategies import STRATEGIES
 from subspace.answers.strategy import AnswerBullet, Job, Strategy
 from subspace.config import Settings
 from subspace.context import Context
+from subspace.database import Database
 from subspace.db.locks import RUN_LOCK_CLASS
 from subspace.db.pool import Conn
 from subspace.errors import SubspaceError
 from subspace.models import Actor
 from subspace.providers.base import EmbeddingProvider
 from subspace.providers.chat import Cancelled, ChatError, ChatProvider
-from subspace.runtime import Database
 
 log = logging.getLogger(__name__)
 

@@ -17,11 +17,11 @@ from subspace import commands
 from subspace.answers.strategy_names import NAMES as STRATEGY_NAMES
 from subspace.commands.retry import retried
 from subspace.context import Context
+from subspace.database import Database
 from subspace.db import queries
 from subspace.db.locks import SERVER_LOCK_KEY
 from subspace.db.pool import Conn
 from subspace.errors import Conflict, InvalidInput, NotFound
-from subspace.runtime import Database
 from subspace.text import is_clean
 
 log = logging.getLogger(__name__)

@@ -16,11 +16,11 @@ from subspace.answers.runs.engine import Claimed, Recorder, RunEngine
 from subspace.answers.runs.queue import CHANNEL, STOPPED, get_run, record_step
 from subspace.config import Settings
 from subspace.context import Context
+from subspace.database import Database
 from subspace.db.locks import RUN_LOCK_CLASS
 from subspace.errors import SubspaceError
 from subspace.loop import Loop
 from subspace.models import Actor
-from subspace.runtime import Database
 
 log = logging.getLogger(__name__)
 

@@ -21,12 +21,12 @@ from pathlib import Path
 from uuid import UUID
 
 from subspace.config import Settings
+from subspace.database import Database
 from subspace.db.pool import Conn
 from subspace.errors import ConfigError
 from subspace.loop import Loop
 from subspace.outbox.append import CHANNEL
 from subspace.outbox.reading import current_snapshot, items_after
-from subspace.runtime import Database
 from subspace.search import registry
 from subspace.search.lexical.index.documents import all_documents, item_documents
 from subspace.search.lexical.index.integrity import (
