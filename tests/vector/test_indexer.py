@@ -16,7 +16,7 @@ from subspace.database import Database
 from subspace.db.pool import Conn
 from subspace.indexer.chunking import Chunk, text_hash
 from subspace.indexer.embeddings import EmbeddingsFollower
-from subspace.indexer.queue import backlog, waiting
+from subspace.indexer.queue import backlog, take_new, waiting
 from subspace.indexer.status import indexer_status
 from subspace.indexer.store import upsert_embeddings
 from subspace.ingest.worker import extract_pending
@@ -368,3 +368,38 @@ def test_file_chunks_are_written_with_the_text(
     assert len(chunks) >= 3
     assert [c["n"] for c in chunks] == list(range(len(chunks)))
     assert all(c["hit"] and c["size"] <= 1500 for c in chunks)
+
+
+def test_followers_taking_at_once_queue_every_item_once(database: Database, cx: Context) -> None:
+    """Two processes' followers take the outbox's new events while pages are written: every
+    page ends up queued exactly once, with every event of it counted, and none is lost when
+    one follower's transaction fails to serialise against the other's."""
+    stop = threading.Event()
+    failures: list[BaseException] = []
+
+    def take() -> None:
+        try:
+            while not stop.is_set():
+                with database.pool.connection() as conn:
+                    take_new(conn)
+        except BaseException as exc:  # every failure is the finding
+            failures.append(exc)
+
+    takers = [threading.Thread(target=take) for _ in range(2)]
+    for taker in takers:
+        taker.start()
+    pages = [commands.create_page(cx, f"Written while taken {n}") for n in range(30)]
+    for page in pages[:10]:
+        commands.rename_page(cx, page.id, f"{page.title}, renamed")
+    stop.set()
+    for taker in takers:
+        taker.join(30)
+    with database.pool.connection() as conn:
+        take_new(conn)  # what came after the takers' last round
+        queued = conn.execute(
+            "select item_id, events from search.embedding_queue where item_kind = 'page'"
+        ).fetchall()
+    assert failures == []
+    assert {row["item_id"]: row["events"] for row in queued} == {
+        page.id: 2 if n < 10 else 1 for n, page in enumerate(pages)
+    }
