@@ -4,7 +4,7 @@ the bench reads the same names.
 
 The statements of a search go to Postgres in three round trips (db/pipeline.py): a step that
 queues a statement does not wait for it, and the wait is counted in the step that first reads
-its result (`scope` holds the first trip, `legs` the second, `commit` the third).
+its result (the first trip's, as the legs' preparation reads the query's terms, in `prepare`).
 """
 
 from __future__ import annotations
