@@ -1,6 +1,6 @@
 """The steps of a search, named once and timed: `SearchResponse.steps` holds each one's
 milliseconds, /metrics a histogram per step (`subspace_search_step_duration_seconds`), and
-the bench reads the same names.
+`subspace search --explain` prints them.
 
 The statements of a search go to Postgres in three round trips (db/pipeline.py): a step that
 queues a statement does not wait for it, and the wait is counted in the step that first reads
