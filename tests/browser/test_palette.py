@@ -211,6 +211,7 @@ def test_a_typo_is_corrected_and_the_explain_toggle_shows_both_legs(
     expect(panel.locator(".explain-lexical li")).to_contain_text("#1 biomaterials for implants")
     expect(panel.locator(".explain-lexical li")).to_contain_text("fused 0.0")
     expect(panel.locator(".explain-fused .terms li").first).to_contain_text("/ (60 + ")
+    expect(panel.locator(".explain-steps")).to_contain_text("legs")  # each step, timed
     expect(page.locator("#palette-input")).to_be_focused()
 
 

@@ -560,7 +560,11 @@ function drawExplain() {
       h("ul", { class: "terms" }, ...(r.explain?.terms || []).map((t) => h("li", {},
         `${LEG_NAMES[t.leg] || t.leg} #${t.rank}: ${t.weight} / (60 + ${t.rank}) = ${t.value.toFixed(4)}`))),
       r.explain?.tie ? h("p", { class: "muted" }, `Tied with ${r.explain.tie.group_size - 1} other(s); decided by ${r.explain.tie.decided_by}.`) : null))));
+  // Each step of the search, timed (search/steps.py), in the order it ran.
+  const steps = Object.entries(response.steps || {})
+    .map(([step, ms]) => `${step} ${ms.toFixed(1)}`).join(" · ");
   clear(p.explainPanel).append(
     h("p", { class: "muted" }, "Each leg's own first rows, and the fused list the palette shows."),
+    ...(steps ? [h("p", { class: "muted explain-steps" }, `Steps (ms): ${steps}.`)] : []),
     h("div", { class: "explain-grid" }, ...columns, fused));
 }
