@@ -176,11 +176,10 @@ def serve(no_demo: bool) -> None:
 def import_(path: Path, kb_name: str | None, as_json: bool) -> None:
     """Import a file or a folder: Markdown and text become pages, PDF, DOCX and HTML become
     files, .eml and .mbox become mail. Importing the same folder again changes nothing."""
-    from rich.progress import Progress
-
     from subspace import commands
     from subspace.db import queries
     from subspace.ingest.importer import finish_extraction, import_path, importable_files
+    from subspace.progress import progress_for
 
     settings = _settings()
     with _database(settings, creates=True) as db:
@@ -192,7 +191,7 @@ def import_(path: Path, kb_name: str | None, as_json: bool) -> None:
             found = commands.find_knowledge_base(cx, kb_name)
             kb_id = (found or commands.create_knowledge_base(cx, kb_name)).id
         total = len(importable_files(path))
-        with Progress(console=err_console, disable=as_json) as progress:
+        with progress_for(err_console, disable=as_json) as progress:
             task = progress.add_task("Importing", total=total)
             report = import_path(cx, path, kb_id=kb_id, on_file=lambda _: progress.advance(task))
             extracting = progress.add_task("Extracting text", total=None)
@@ -654,10 +653,9 @@ def reindex(kb_name: str | None) -> None:
     """Rebuild everything derived: extract every file's text again, drop and re-embed every
     page, node, file and mail chunk, and build the lexical index anew. Refuses while a server
     runs on the database."""
-    from rich.progress import Progress
-
     from subspace.indexer.reindex import reembed, refuse_if_served
     from subspace.ingest.worker import reextract_files
+    from subspace.progress import progress_for
     from subspace.search.lexical.index.follower import LexicalFollower
 
     settings = _settings()
@@ -668,7 +666,7 @@ def reindex(kb_name: str | None) -> None:
         kb_id = None
         if kb_name is not None:
             kb_id = _kb_id(db.default_context(settings), kb_name)
-        with Progress(console=err_console) as progress:
+        with progress_for(err_console) as progress:
             files = progress.add_task("Extracting file text", total=None)
             ready, failed = reextract_files(
                 db, settings, kb_id, lambda n: progress.advance(files, n)
@@ -692,6 +690,7 @@ def reindex(kb_name: str | None) -> None:
                 )  # fmt: skip
             finally:
                 follower.close()
+            progress.update(lexical, total=documents, completed=documents)
     click.echo(
         f"Re-extracted {ready} files ({failed} failed). Re-embedded {count} items with "
         f"{provider.model}: {outcome.embedded} texts sent to the provider, {outcome.reused} "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import psycopg
@@ -70,6 +71,9 @@ def test_reindex_rebuilds_the_same_refs_and_reuses_vectors(
     assert result.exit_code == 0, result.output
     assert "Re-extracted 2 files (0 failed)" in result.stdout
     assert f"0 texts sent to the provider, {len(before)} reused" in result.stdout
+    # Not on a terminal: each task says where it ended, with its rate, as lines.
+    assert re.search(r"^Embedding: 4 of 4 \(100 %\)(, [\d.,]+/s)?, done in", result.stderr, re.M)
+    assert re.search(r"^Building the lexical index: (\d+) of \1 \(100 %\)", result.stderr, re.M)
     assert snapshot(database) == before
     # The vector index was dropped for the bulk load and built again, the same as before.
     assert vector_index(database) == index_before
