@@ -704,7 +704,7 @@ def reindex(kb_name: str | None) -> None:
 @click.option(
     "--provider",
     "provider_name",
-    type=click.Choice(["fake", "local", "openai"]),
+    type=click.Choice(["fake", "local", "onnx", "openai"]),
     default=None,
     help="Embedding provider (default: the configured one).",
 )

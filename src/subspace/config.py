@@ -132,7 +132,7 @@ class Settings:
     providers: str = setting(
         "PROVIDERS",
         "",
-        "Embedding and chat provider: fake, openai or local. Empty picks openai when "
+        "Embedding and chat provider: fake, openai, local or onnx. Empty picks openai when "
         "OPENAI_API_KEY is set, local when the [local] extra is installed, else fake.",
     )
     openai_api_key: str = setting("OPENAI_API_KEY", "", "Key for the openai provider.", secret=True)

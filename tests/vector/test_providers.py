@@ -166,3 +166,25 @@ def test_openai_times_out_and_retries(stub: Stub) -> None:
 def test_openai_needs_a_key() -> None:
     with pytest.raises(ProviderError, match="OPENAI_API_KEY is not set"):
         OpenAIProvider("")
+
+
+def test_the_onnx_model_embeds_by_meaning_offline_and_in_any_order() -> None:
+    """all-MiniLM-L6-v2 on onnxruntime: unit vectors of 384 dimensions, a paraphrase nearer
+    than a stranger, the same vector for a text alone or in a batch of others, and a text
+    longer than the model's window cut rather than refused."""
+    from subspace.providers.onnx import OnnxProvider
+
+    provider = OnnxProvider()
+    texts = [
+        "The ferry leaves the harbour at nine.",
+        "A boat departs from the port at 9 am.",
+        "Quarterly revenue grew by four percent.",
+        "tern " * 2_000,
+    ]
+    vectors = provider.embed(texts)
+    assert vectors.shape == (4, 384) and provider.model == "onnx:all-MiniLM-L6-v2-int8"
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    near, far = float(vectors[0] @ vectors[1]), float(vectors[0] @ vectors[2])
+    assert near > 0.6 > far, (near, far)
+    alone = provider.embed([texts[1]])[0]
+    assert float(alone @ vectors[1]) > 0.9999

@@ -12,7 +12,7 @@ from subspace.providers.local import local_extra_installed
 
 log = logging.getLogger(__name__)
 
-PROVIDER_NAMES = ("fake", "openai", "local")
+PROVIDER_NAMES = ("fake", "openai", "local", "onnx")
 
 
 def provider_name(settings: Settings) -> str:
@@ -74,6 +74,10 @@ def create_provider(settings: Settings, name: str | None = None) -> EmbeddingPro
         from subspace.providers.local import LocalProvider
 
         provider = LocalProvider(settings.local_model)
+    elif name == "onnx":
+        from subspace.providers.onnx import OnnxProvider
+
+        provider = OnnxProvider()
     else:
         provider = FakeProvider()
     log.info("embedding provider: %s (model %s)", provider.name, provider.model)
@@ -90,6 +94,10 @@ def resolve_model(settings: Settings, name: str) -> str:
         from subspace.providers.local import local_model_name
 
         return local_model_name(settings.local_model)
+    if name == "onnx":
+        from subspace.providers.onnx import MODEL as ONNX_MODEL
+
+        return ONNX_MODEL
     from subspace.providers.fake import MODEL as FAKE_MODEL
 
     return FAKE_MODEL
