@@ -27,6 +27,9 @@ MODEL_FLOORS: dict[str, float] = {
     # document passes in 10 % of queries. At 0.35 (91 %, 2 %) the vector arm lost 0.007
     # nDCG@10, at 0.30 0.001.
     "local:all-MiniLM-L6-v2": 0.30,
+    # The same model with int8 weights on onnxruntime: its floor, until
+    # bench/similarity_floor.py --provider onnx measures one of its own.
+    "onnx:all-MiniLM-L6-v2-int8": 0.30,
     # Not measured on this machine (it reaches no API): the model's unrelated texts sit near
     # 0.1 and related ones from 0.3 up; bench/similarity_floor.py --provider openai measures it.
     "text-embedding-3-small": 0.25,

@@ -51,8 +51,8 @@ from subspace.text import is_clean
 # more than 0.01/61), so it only breaks exact ties and fills in what the lexical leg missed.
 # A real model is strong on its own and does best below the lexical leg: MiniLM at 0.5 (0.7198
 # nDCG@10; 0.7160 at 0.7, the best before a repeated query word counted as often as it
-# appears); OpenAI's model, not measured here, takes the same.
-DEFAULT_VECTOR_WEIGHTS = {"fake": 0.01, "local": 0.5, "openai": 0.5}
+# appears); OpenAI's model, not measured here, and the same MiniLM on onnxruntime take the same.
+DEFAULT_VECTOR_WEIGHTS = {"fake": 0.01, "local": 0.5, "onnx": 0.5, "openai": 0.5}
 LEGS = ("lexical", "vector")  # priority order: the lexical leg wins a complete tie
 MIN_WINDOW = 100  # candidates per leg, source and knowledge base for the first 33 rows
 MAX_WINDOW = 1_000
