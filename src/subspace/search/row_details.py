@@ -24,7 +24,7 @@ from subspace.context import Context
 from subspace.db.pool import Conn
 from subspace.search import registry
 from subspace.search.hydrate import Row
-from subspace.search.refs import parse_ref
+from subspace.search.refs import Ref, parse_ref
 from subspace.search.request import SearchResponse
 from subspace.search.searcher import Searcher
 from subspace.search.vector import (
@@ -46,12 +46,13 @@ class RowDetail:
 
 def row_details(cx: Context, searcher: Searcher, found: SearchResponse) -> dict[str, RowDetail]:
     """Each row's whole text, place and similarity to the query, by its ref."""
-    kinds = {row.ref: _kind(row) for row in found.rows}
+    refs = {row.ref: _parsed(row) for row in found.rows}
+    kinds = {text: ref.kind for text, ref in refs.items() if ref.kind is not None}
     vector = _query_vector(cx, searcher, found)
     model = searcher.provider.model if searcher.provider is not None else ""
     with cx.transaction() as conn:
         stored = _stored_similarities(conn, cx.actor.workspace_id, found.rows, vector, model)
-        texts = _whole_texts(conn, cx.actor.workspace_id, found.rows, kinds)
+        texts = _whole_texts(conn, cx.actor.workspace_id, found.rows, refs)
         places = _reading_places(conn, cx.actor.workspace_id, found.rows, kinds)
     content = {row.ref: texts.get(row.ref) or row.passage for row in found.rows}
     tags_only = not found.query.strip()
@@ -60,21 +61,17 @@ def row_details(cx: Context, searcher: Searcher, found: SearchResponse) -> dict[
     details = {}
     for row in found.rows:
         similarity = 1.0 if tags_only else stored.get(row.ref, now.get(content[row.ref], 0.0))
-        place = places.get(row.id, 0) if kinds[row.ref].target_kind == "node" else _part(row)
+        ref = refs[row.ref]
+        place = places.get(row.id, 0) if kinds[row.ref].target_kind == "node" else ref.chunk or 0
         details[row.ref] = RowDetail(content[row.ref], place, similarity)
     return details
 
 
-def _kind(row: Row) -> registry.KindSpec:
+def _parsed(row: Row) -> Ref:
+    """A search row's ref, parsed once: its kind, id and chunk number."""
     ref = parse_ref(row.ref)
     assert ref is not None and ref.kind is not None, f"a search row's ref {row.ref!r}"
-    return ref.kind
-
-
-def _part(row: Row) -> int:
-    """A chunk's number (its ref's part after the id); 0 for a row of one part."""
-    ref = parse_ref(row.ref)
-    return ref.chunk or 0 if ref is not None else 0
+    return ref
 
 
 def _query_vector(cx: Context, searcher: Searcher, found: SearchResponse) -> HalfVector | None:
@@ -111,18 +108,18 @@ def _stored_similarities(
 
 
 def _whole_texts(
-    conn: Conn, workspace: UUID, rows: list[Row], kinds: dict[str, registry.KindSpec]
+    conn: Conn, workspace: UUID, rows: list[Row], refs: dict[str, Ref]
 ) -> dict[str, str]:
     """ref -> the whole text of each row stored apart from its item, read from its kind's
     table by its ref."""
-    refs: dict[registry.KindSpec, list[str]] = defaultdict(list)
+    wanted_by_kind: dict[registry.KindSpec, list[str]] = defaultdict(list)
     for row in rows:
-        spec = kinds[row.ref]
-        if not spec.in_item_table:
-            refs[spec].append(row.ref)
+        spec = refs[row.ref].kind
+        if spec is not None and not spec.in_item_table:
+            wanted_by_kind[spec].append(row.ref)
     found: dict[str, str] = {}
-    for spec, wanted in refs.items():
-        a, keys = spec.alias, [ref.id for ref in map(parse_ref, wanted) if ref is not None]
+    for spec, wanted in wanted_by_kind.items():
+        a, keys = spec.alias, [refs[text].id for text in wanted]
         read = conn.execute(
             f"select {spec.ref_sql(a)} as ref, {a}.{spec.text} as text from {spec.table} {a} "
             f"where {a}.workspace_id = %s and {a}.{spec.key} = any(%s) "
