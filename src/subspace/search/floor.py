@@ -44,37 +44,63 @@ def model_floor(provider: EmbeddingProvider | None) -> float:
     return MODEL_FLOORS.get(provider.model, 0.0)
 
 
+# cosine similarity added to the model's floor when no row matches the query's words: the
+# vector leg then answers alone, and gibberish or a topic the workspace lacks has nothing
+# but vectors to find. On SciFact under MiniLM the floor moving from 0.30 to 0.35 lets
+# gibberish's nearest document through in 2.0 % of queries instead of 9.7 %, and keeps 91 %
+# of relevant pairs instead of 95 %; where words match too, the lower floor stands.
+ALONE_MARGIN = 0.05
+
+
+@dataclass(frozen=True)
+class Floor:
+    """The similarity a vector-only row must reach: `value` beside rows that match the
+    query's words, `value + alone` when none does."""
+
+    value: float
+    alone: float = 0.0
+
+
 def floor_for(
     provider: EmbeddingProvider | None, setting: float | None, requested: float | None
-) -> float:
+) -> Floor:
     """The floor a search applies: the request's, else the setting's
-    (SUBSPACE_MIN_SIMILARITY), else the model's."""
+    (SUBSPACE_MIN_SIMILARITY), else the model's with its margin for vectors alone. A floor
+    someone set is applied as set."""
     if requested is not None:
-        return requested
+        return Floor(requested)
     if setting is not None:
-        return setting
-    return model_floor(provider)
+        return Floor(setting)
+    floor = model_floor(provider)
+    return Floor(floor, ALONE_MARGIN if floor else 0.0)
 
 
 @dataclass(frozen=True)
 class Floored:
-    """The candidates kept, and how many only the vector leg found below the floor."""
+    """The candidates kept, how many only the vector leg found below the floor, and the
+    floor applied."""
 
     kept: list[Fused]
     below: int
+    floor: float
 
 
-def above_floor(candidates: list[Fused], floor: float) -> Floored:
+def above_floor(candidates: list[Fused], floor: Floor) -> Floored:
     """The candidates in order, without those only the vector leg found whose similarity is
-    under `floor`."""
-    kept = [item for item in candidates if passes(item, floor)]
-    return Floored(kept, len(candidates) - len(kept))
+    under the floor (raised by its margin when no candidate matches the query's words)."""
+    alone = all(_vector_only(item) for item in candidates)
+    applied = floor.value + floor.alone if alone else floor.value
+    kept = [item for item in candidates if passes(item, applied)]
+    return Floored(kept, len(candidates) - len(kept), applied)
+
+
+def _vector_only(item: Fused) -> bool:
+    return set(item.hits) == {"vector"}
 
 
 def passes(item: Fused, floor: float) -> bool:
     """Whether a fused row is shown under `floor`: another leg found it, or its vector
     similarity reaches the floor."""
-    found = item.hits.get("vector")
-    if found is None or len(item.hits) > 1:
+    if not _vector_only(item):
         return True
-    return found[1].score >= floor
+    return item.hits["vector"][1].score >= floor

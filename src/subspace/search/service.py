@@ -209,7 +209,7 @@ def _search(cx: Context, searcher: Searcher, request: SearchRequest) -> SearchRe
         explained = Explained()
         if request.explain or request.explain_target:
             explained = explain_page(
-                conn, request, plan, ran, page, hydrated.result(), paging, floor
+                conn, request, plan, ran, page, hydrated.result(), paging, floored.floor
             )
             clock.done(SearchStep.EXPLAIN)
         next_page = next_cursor(conn, request, paging, page.targets, more=page.more)
@@ -220,7 +220,7 @@ def _search(cx: Context, searcher: Searcher, request: SearchRequest) -> SearchRe
     vector_ran = any(leg.name == "vector" and leg.ran for leg in ran.legs)
     notes = list(next_page.notes)
     if not rows and not paging.served:
-        notes.append(_nothing_found(parsed, corrections, ran, floored.below, floor))
+        notes.append(_nothing_found(parsed, corrections, ran, floored.below, floored.floor))
     return SearchResponse(
         query=parsed.text,
         mode=request.mode,
@@ -235,7 +235,7 @@ def _search(cx: Context, searcher: Searcher, request: SearchRequest) -> SearchRe
         notes=notes,
         corrections=corrections,
         leg_rows=explained.leg_rows,
-        min_similarity=floor if vector_ran else None,
+        min_similarity=floored.floor if vector_ran else None,
         below_floor=floored.below if vector_ran else 0,
         steps=clock.ms,
     )
