@@ -18,7 +18,7 @@ from subspace.database import Database
 from subspace.ingest.worker import extract_pending
 from subspace.providers.fake import FakeProvider
 from subspace.search.derived import below_sources
-from subspace.search.floor import MODEL_FLOORS
+from subspace.search.floor import ALONE_MARGIN, MODEL_FLOORS, Floor, above_floor
 from subspace.search.fusion import Fused, Hit
 from tests.answers.test_runs import finished
 from tests.conftest import make_client
@@ -61,7 +61,8 @@ def test_gibberish_finds_nothing_in_every_mode_and_says_so(
     assert response.notes[-1].startswith(f"No matches for \u201c{GIBBERISH}\u201d")
     if mode != "lexical":
         assert response.below_floor > 0
-        assert response.min_similarity == MODEL_FLOORS[FakeProvider.model]
+        # Nothing matches the words, so the vector leg alone must reach its floor + margin.
+        assert response.min_similarity == MODEL_FLOORS[FakeProvider.model] + ALONE_MARGIN
         assert "under the similarity floor" in response.notes[-1]
 
 
@@ -261,12 +262,33 @@ def test_answers_rank_below_their_sources_and_never_cite_answers(
     assert not any(row.answer for row in excluded.rows)
 
 
-def _fused(name: str, score: float) -> Fused:
+def _fused(name: str, score: float, legs: tuple[str, ...] = ("lexical",)) -> Fused:
     from uuid import NAMESPACE_URL, uuid5
 
     target = ("node", uuid5(NAMESPACE_URL, name))
     hit = Hit(target, "node", f"node:{target[1]}", target[1], target[1], score)
-    return Fused(target, score, {"lexical": (1, hit)}, [])
+    return Fused(target, score, {leg: (1, hit) for leg in legs}, [])
+
+
+@pytest.mark.parametrize(
+    ("rows", "kept", "applied"),
+    [
+        # (name, vector similarity, legs that found it)
+        ([("a", 0.32, ("vector",)), ("b", 0.36, ("vector",))], ["b"], 0.35),  # meaning alone
+        ([("a", 0.32, ("vector",)), ("w", 0.10, ("lexical",))], ["a", "w"], 0.30),  # words too
+        ([("a", 0.28, ("vector",)), ("w", 0.10, ("lexical", "vector"))], ["w"], 0.30),
+        ([], [], 0.35),
+    ],
+)
+def test_meaning_alone_must_be_surer_than_beside_matching_words(
+    rows: list[tuple[str, float, tuple[str, ...]]], kept: list[str], applied: float
+) -> None:
+    candidates = [_fused(name, score, legs) for name, score, legs in rows]
+    floored = above_floor(candidates, Floor(0.30, 0.05))
+    by_target = {c.target: name for c, (name, _, _) in zip(candidates, rows, strict=True)}
+    assert [by_target[c.target] for c in floored.kept] == kept
+    assert floored.floor == pytest.approx(applied)
+    assert floored.below == len(rows) - len(kept)
 
 
 def test_an_answer_waits_for_every_source_it_cites() -> None:
@@ -298,7 +320,7 @@ def test_explain_lists_the_legs_without_rows_under_the_floor_and_says_why_one_is
     assert response.leg_rows.get("vector") == []
     assert response.absent is not None
     assert not response.absent["shown"]
-    assert any("under the similarity floor 0.45" in r for r in response.absent["reasons"])
+    assert any("under the similarity floor 0.5" in r for r in response.absent["reasons"])
 
 
 @pytest.mark.parametrize(

@@ -89,7 +89,7 @@ def above_floor(candidates: list[Fused], floor: Floor) -> Floored:
     """The candidates in order, without those only the vector leg found whose similarity is
     under the floor (raised by its margin when no candidate matches the query's words)."""
     alone = all(_vector_only(item) for item in candidates)
-    applied = floor.value + floor.alone if alone else floor.value
+    applied = round(floor.value + floor.alone, 6) if alone else floor.value
     kept = [item for item in candidates if passes(item, applied)]
     return Floored(kept, len(candidates) - len(kept), applied)
 
