@@ -173,7 +173,14 @@ class Settings:
     index_sweep_s: int = setting(
         "SUBSPACE_INDEX_SWEEP_S",
         300,
-        "Seconds between sweeps that re-embed anything stale or missing (0: no sweep).",
+        "Seconds between sweeps that queue anything stale or missing for embedding, such as "
+        "everything after a change of model (0: only when the indexer starts).",
+    )
+    index_keep_other_models: bool = setting(
+        "SUBSPACE_INDEX_KEEP_OTHER_MODELS",
+        False,
+        "Keep the vectors of other embedding models once the active model's are complete, so "
+        "switching back needs no re-embedding. By default they are dropped then.",
     )
     index_max_attempts: int = setting(
         "SUBSPACE_INDEX_MAX_ATTEMPTS",
@@ -383,7 +390,17 @@ def _declared() -> tuple[Setting, ...]:
 SETTINGS: tuple[Setting, ...] = _declared()
 
 
+_BOOLEANS = {"1": True, "true": True, "yes": True, "on": True,
+             "0": False, "false": False, "no": False, "off": False}  # fmt: skip
+
+
 def _parse(setting: Setting, raw: str) -> Any:
+    if setting.type is bool:
+        if raw.strip().lower() not in _BOOLEANS:
+            raise ConfigError(
+                f"{setting.env} must be true or false (1 or 0), got {raw!r}. Fix or unset it."
+            )
+        return _BOOLEANS[raw.strip().lower()]
     if setting.type is int:
         try:
             value = int(raw)

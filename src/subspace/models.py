@@ -31,12 +31,14 @@ class KnowledgeBase:
 @dataclass
 class KnowledgeBaseOverview:
     """What a knowledge base holds, as the start view shows it: live pages, files and mail (not
-    archived or deleted), and the workspace's items still waiting for their embeddings."""
+    archived or deleted), the workspace's items still waiting for their embeddings, and while
+    the workspace's texts lack vectors of the active model (a new model), how far they are."""
 
     pages: int
     files: int
     mail: int
     pending_embeddings: int
+    embedding_progress: str = ""  # EmbeddingProgress.line of the workspace
 
 
 @dataclass

@@ -139,7 +139,8 @@ def test_a_changed_model_embeds_again_and_keeps_the_old_vectors_apart(
     commands.add_node(cx, page.id, "a bullet")
     indexer.drain()
     newer = CountingProvider(model="fake-trigram-256-v2")
-    EmbeddingsFollower(database, settings, newer).sweep()
+    keep = replace(settings, index_keep_other_models=True)  # tests/vector/test_model_change.py
+    EmbeddingsFollower(database, keep, newer).sweep()
     assert newer.texts == ["Model change", "a bullet"]
     assert set(embeddings(database, "fake-trigram-256-v2")) == set(embeddings(database))
     with database.pool.connection() as conn:

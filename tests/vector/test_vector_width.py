@@ -3,6 +3,8 @@ the same neighbours and distances as an exact scan of the full 1,536-wide vector
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from collections.abc import Sequence
 
 import numpy as np
@@ -156,7 +158,8 @@ def test_a_model_switch_builds_the_new_models_index_and_reindex_keeps_one_each(
         wide_index = index_name(conn, wide.model)
         assert set(hnsw_indexes(conn)) == {fake_index}
     # The new model's first write builds its index; the old model's stays with its vectors.
-    EmbeddingsFollower(database, cx.settings, wide).sweep()
+    keep = replace(cx.settings, index_keep_other_models=True)
+    EmbeddingsFollower(database, keep, wide).sweep()
     with database.pool.connection() as conn:
         assert set(hnsw_indexes(conn)) == {fake_index, wide_index}
         widths = conn.execute("select model, dimensions from public.vector_models").fetchall()
@@ -194,8 +197,9 @@ def test_an_existing_database_gets_each_models_index_at_its_inferred_width(
     database: Database, cx: Context, db_dsn: str
 ) -> None:
     write_corpus(cx, bullets=20)
+    keep = replace(cx.settings, index_keep_other_models=True)
     for provider in PROVIDERS:
-        EmbeddingsFollower(database, cx.settings, provider).sweep()
+        EmbeddingsFollower(database, keep, provider).sweep()
     with database.pool.connection() as conn:
         # The database as migration 0014 left it: one full-width index, nothing per model.
         for model in (p.model for p in PROVIDERS):

@@ -111,7 +111,7 @@ def test_0026_names_the_items_of_old_events_and_queues_what_was_waiting(empty_ds
             "attempts) values (%s, %s, 'page.created', '{}', 'provider is down', 5)",
             (ws, ids[0]),
         )
-    assert [m.version for m in migrate(empty_dsn)] == [26]
+    assert [m.version for m in migrate(empty_dsn)][:1] == [26]
     with connect(empty_dsn) as conn:
         named = conn.execute(
             "select event, item_kind, item_id, item_rows from kb.outbox order by id"

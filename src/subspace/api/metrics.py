@@ -197,6 +197,29 @@ class _ScrapeTime(Collector):
             ("indexer_retrying", "Events waiting for a retry after a failure.", status.retrying),
             ("indexer_dead_letters", "Events that failed for good.", status.dead_letters),
             ("indexer_waiting_items", "Items with writes not yet embedded.", status.waiting_items),
+            (
+                "indexer_healing_items",
+                "Items queued because they lack vectors of the active "
+                "model (after a change of model).",
+                status.healing,
+            ),
+            (
+                "indexer_wanted_texts",
+                "Texts that should have a vector of the active model.",
+                status.wanted,
+            ),
+            ("indexer_embedded_texts", "Vectors of the active model stored.", status.embeddings),
+            (
+                "indexer_embed_rate",
+                "Texts embedded a second over the last minute.",
+                status.rate_per_s,
+            ),
+            (
+                "indexer_eta_seconds",
+                "Seconds until every wanted text has a vector of the active "
+                "model, at the current rate (0 when none is missing or nothing is moving).",
+                status.eta_seconds or 0,
+            ),
         ):
             gauge = GaugeMetricFamily(f"subspace_{name}", help_text)
             gauge.add_metric([], value)

@@ -5,6 +5,13 @@ Each round takes what the outbox says changed since its position into the embedd
 state and makes its embeddings match. So an event read twice, or late, or out of order, is
 harmless: the second pass finds nothing to do. An item leaves the queue only after the
 embeddings it caused have committed.
+
+A round gives each workspace with due items one transaction of at most `embed_batch` new
+texts, so a bulk import in one workspace delays another's new bullet by one such transaction.
+The sweep (at start, then every `index_sweep_s`) queues whatever lacks vectors of the active
+model, which after a change of model is everything: the healing runs through the same rounds,
+after the items people change, and when it is complete the other models' vectors are dropped
+(unless SUBSPACE_INDEX_KEEP_OTHER_MODELS).
 """
 
 from __future__ import annotations
@@ -13,16 +20,18 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from uuid import UUID
 
 import psycopg
 
 from subspace.config import Settings
 from subspace.database import Database
+from subspace.db.vector_index import forget_unused_models
 from subspace.indexer import queue
 from subspace.indexer.desired import IndexTarget
 from subspace.indexer.queue import Queued
 from subspace.indexer.reconcile import Outcome, reconcile
-from subspace.indexer.sweep import stale_targets
+from subspace.indexer.sweep import drop_other_models, queue_stale
 from subspace.loop import Loop
 from subspace.outbox.append import CHANNEL
 from subspace.providers.base import EmbeddingProvider
@@ -46,6 +55,7 @@ class Round:
     outcome: Outcome = field(default_factory=Outcome)
     failed: int = 0
     next_due_s: float | None = None
+    more: bool = False  # due items were left for the next round
 
 
 class EmbeddingsFollower(Loop):
@@ -72,7 +82,8 @@ class EmbeddingsFollower(Loop):
         self.provider = provider
         self.debounce_ms = index_debounce_ms(settings, provider)
         self.on_committed = on_committed
-        self._last_sweep = time.monotonic()
+        self._last_sweep: float | None = None  # the first round sweeps
+        self._healing = False
 
     # -- one round ---------------------------------------------------------------------------
 
@@ -91,9 +102,15 @@ class EmbeddingsFollower(Loop):
             else:
                 wait_s = wait_ms / 1000
                 result.next_due_s = min(result.next_due_s or wait_s, wait_s)
-        due.sort(key=lambda entry: entry.target)
-        for start in range(0, len(due), TARGETS_PER_TRANSACTION):
-            self._process(due[start : start + TARGETS_PER_TRANSACTION], result)
+        # One transaction a workspace, in the queue's order (the workspaces in turn).
+        by_workspace: dict[UUID, list[Queued]] = {}
+        for entry in due:
+            by_workspace.setdefault(entry.target.workspace_id, []).append(entry)
+        for entries in by_workspace.values():
+            self._process(entries[:TARGETS_PER_TRANSACTION], result)
+        result.more = result.done < len(due) and bool(result.outcome.embedded or result.done)
+        if result.more:
+            result.next_due_s = 0.0
         return result
 
     def _wait_ms(self, entry: Queued) -> float:
@@ -125,8 +142,9 @@ class EmbeddingsFollower(Loop):
             result.done += queue.embedded(conn, [e for e in entries if e.target in done])
 
     def _reconcile(self, targets: list[IndexTarget]) -> Outcome:
+        batch = self.settings.embed_batch
         with self.db.pool.connection() as conn, conn.transaction():
-            return reconcile(conn, self.provider, targets, batch_size=self.settings.embed_batch)
+            return reconcile(conn, self.provider, targets, batch_size=batch, budget=batch)
 
     def _fail(self, entry: Queued, error: Exception) -> int:
         """Count a failure on the item: retry later, or set it aside; returns its events."""
@@ -155,26 +173,46 @@ class EmbeddingsFollower(Loop):
         while time.monotonic() < deadline:
             done = self.run_once(ignore_debounce=True)
             total.add(done.outcome)
-            if done.due == 0 or (done.done == 0 and done.failed == 0):
+            if done.due == 0 or not (done.done or done.failed or done.outcome.embedded):
                 break
         return total
 
+    def heal(self) -> int:
+        """Queue every item whose vectors under the active model are missing, outdated or
+        orphaned; when there is none and none is still queued by an earlier heal, the active
+        model is complete and the other models' vectors are dropped (unless kept). Returns how
+        many items joined the queue."""
+        model = self.provider.model
+        with self.db.pool.connection() as conn, conn.transaction():
+            queued = queue_stale(conn, model)
+            healing = queue.backlog(conn).healing
+            if queued:
+                log.info("queued %d items to embed with %s", queued, model)
+            elif not healing and not self.settings.index_keep_other_models:
+                dropped = drop_other_models(conn, model)
+                if dropped:
+                    forget_unused_models(conn)  # their indexes only cost writes now
+                    log.info("dropped %d vectors of other models: %s is complete", dropped, model)
+        self._healing = bool(queued or healing)
+        return queued
+
     def sweep(self) -> Outcome:
-        """Reconcile everything that differs from what should be embedded (crash healing)."""
-        with self.db.pool.connection() as conn:
-            targets = stale_targets(conn, self.provider.model)
-        total = Outcome()
-        for start in range(0, len(targets), TARGETS_PER_TRANSACTION):
-            total.add(self._reconcile(targets[start : start + TARGETS_PER_TRANSACTION]))
-        if targets:
-            log.info("sweep reconciled %d stale items", len(targets))
-        return total
+        """Heal, and embed what that queued (crash healing, a new model) before returning."""
+        self.heal()
+        outcome = self.drain(timeout_s=float("inf"))
+        if self._healing:
+            self.heal()  # complete now: drop what the healed model replaced
+        return outcome
 
     def round(self) -> float | None:
-        """One round of `run`, and the sweep when it is due."""
+        """One round of `run`: the heal when it is due (at start, every `index_sweep_s`, and
+        once a heal's items are all embedded), then the queue."""
+        every = self.settings.index_sweep_s
+        now = time.monotonic()
+        if self._last_sweep is None or (every and now - self._last_sweep >= every):
+            self.heal()
+            self._last_sweep = now
         done = self.run_once()
-        sweep_every = self.settings.index_sweep_s
-        if sweep_every and time.monotonic() - self._last_sweep >= sweep_every:
-            self.sweep()
-            self._last_sweep = time.monotonic()
+        if self._healing and done.due == 0:
+            self.heal()
         return done.next_due_s

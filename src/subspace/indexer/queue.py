@@ -30,7 +30,8 @@ select workspace_id, kind, item_id, events, last_event, first_at, last_at from (
 on conflict (workspace_id, item_kind, item_id) do update set
     events = q.events + excluded.events,
     last_event = greatest(q.last_event, excluded.last_event),
-    last_at = greatest(q.last_at, excluded.last_at)
+    last_at = greatest(q.last_at, excluded.last_at),
+    heal_rank = null
 """
 
 
@@ -71,23 +72,35 @@ class Queued:
     newest_age_ms: float  # since the last one
 
 
+# Workspaces take turns: each one's first item, then each one's second, and so on, so one
+# workspace's bulk import holds another's new bullet back by one turn, not by the import.
+# Items someone changed come before items queued by the heal (newest and smallest first).
+_DUE = """
+from (
+    select *, row_number() over (
+        partition by workspace_id, heal_rank is null order by heal_rank, first_at) as turn
+    from search.embedding_queue where retry_at is null or retry_at <= now()) q
+order by heal_rank is not null, turn, first_at limit %s
+"""
+
+
 def due(conn: Conn, limit: int) -> list[Queued]:
-    """Up to `limit` queued items not waiting for a retry, the longest waiting first."""
-    return _read(conn, "where retry_at is null or retry_at <= now() order by first_at limit %s",
-                 (limit,))  # fmt: skip
+    """Up to `limit` queued items not waiting for a retry, in the order they are served: the
+    workspaces in turn, what someone changed before what the heal queued."""
+    return _read(conn, _DUE, (limit,))
 
 
 def queued(conn: Conn) -> list[Queued]:
     """Every queued item, waiting for a retry or not."""
-    return _read(conn, "", ())
+    return _read(conn, "from search.embedding_queue", ())
 
 
-def _read(conn: Conn, rest: str, params: tuple[object, ...]) -> list[Queued]:
+def _read(conn: Conn, source: str, params: tuple[object, ...]) -> list[Queued]:
     rows = conn.execute(
         "select workspace_id, item_kind, item_id, last_event, events, attempts, "
         "extract(epoch from now() - first_at) * 1000 as oldest_ms, "
         "extract(epoch from now() - last_at) * 1000 as newest_ms "
-        f"from search.embedding_queue {rest}",
+        f"{source}",
         params,
     ).fetchall()
     return [
@@ -183,22 +196,25 @@ class Backlog:
     oldest_s: float  # age of the oldest of them
     retrying: int  # events of items waiting for a retry after a failure
     dead_letters: int
+    healing: int  # items queued because their vectors under the active model are missing
 
 
 def backlog(conn: Conn) -> Backlog:
     """Where the queue stands, for `subspace indexer status` and /metrics."""
     row = conn.execute(
         "with w as ("
-        "select workspace_id, item_kind, item_id, events, first_at, attempts "
+        "select workspace_id, item_kind, item_id, events, first_at, attempts, heal_rank "
         "from search.embedding_queue union all "
-        "select o.workspace_id, o.item_kind, o.item_id, 1, o.created_at, 0 from kb.outbox o "
-        f"where o.item_id is not null and {after(_POSITION)}) "
+        "select o.workspace_id, o.item_kind, o.item_id, 1, o.created_at, 0, null "
+        f"from kb.outbox o where o.item_id is not null and {after(_POSITION)}) "
         "select coalesce(sum(events), 0) as events, "
         "count(distinct (workspace_id, item_kind, item_id)) as items, "
-        "coalesce(extract(epoch from now() - min(first_at)), 0) as oldest, "
+        "coalesce(extract(epoch from now() - min(first_at) filter (where events > 0)), 0) "
+        "as oldest, "
         "coalesce(sum(events) filter (where attempts > 0), 0) as retrying, "
+        "count(*) filter (where heal_rank is not null) as healing, "
         "(select count(*) from search.dead_letters) as dead from w"
     ).fetchone()
     assert row is not None
     return Backlog(int(row["events"]), int(row["items"]), float(row["oldest"]),
-                   int(row["retrying"]), int(row["dead"]))  # fmt: skip
+                   int(row["retrying"]), int(row["dead"]), int(row["healing"]))  # fmt: skip

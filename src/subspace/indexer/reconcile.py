@@ -6,6 +6,7 @@ import time
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from uuid import UUID
 
 from subspace.db.pool import Conn
 from subspace.db.vector_index import register_vector_model
@@ -54,15 +55,24 @@ def lock_targets(
     return locked, busy
 
 
+SLICE = 32  # targets whose chunks are read at once: a budget cut wastes at most one slice's reads
+
+
 def reconcile(
     conn: Conn,
     provider: EmbeddingProvider,
     targets: Sequence[IndexTarget],
     *,
     batch_size: int = 128,
+    budget: int | None = None,
     reuse_table: str = "search.embeddings",
 ) -> Outcome:
     """Embed what changed, reuse vectors of texts already embedded, prune what is gone.
+
+    Targets are served in the order given. With a `budget`, no text is sent to the provider
+    once `budget` texts have been: the targets left whole or in part are not in `done`, and
+    the next call takes up where this one stopped (what was written is found unchanged), so
+    one transaction never holds a big import's whole work.
 
     Runs inside the caller's transaction; the caller commits. Raises ProviderError when the
     provider fails, leaving the transaction to be rolled back.
@@ -77,21 +87,28 @@ def reconcile(
     for workspace_targets in by_workspace.values():
         locked, busy = lock_targets(conn, sorted(workspace_targets))
         outcome.busy.extend(busy)
-        if locked:
-            outcome.add(_reconcile_workspace(conn, provider, locked, batch_size, reuse_table))
+        held = set(locked)
+        ordered = [t for t in workspace_targets if t in held]
+        for start in range(0, len(ordered), SLICE):
+            left = None if budget is None else budget - outcome.embedded
+            if left is not None and left <= 0:
+                break
+            batch = ordered[start : start + SLICE]
+            outcome.add(_reconcile_slice(conn, provider, batch, batch_size, left, reuse_table))
     return outcome
 
 
-def _reconcile_workspace(
+def _reconcile_slice(
     conn: Conn,
     provider: EmbeddingProvider,
     targets: list[IndexTarget],
     batch_size: int,
+    budget: int | None,
     reuse_table: str,
 ) -> Outcome:
     ws = targets[0].workspace_id
     model = provider.model
-    outcome = Outcome(done=list(targets))
+    outcome = Outcome()
     desired = desired_chunks(conn, ws, targets)
     stored = store.stored_embeddings(conn, ws, model, [t.item_id for t in targets])
     wanted_refs = {chunk.ref for chunks in desired.values() for chunk in chunks}
@@ -101,8 +118,8 @@ def _reconcile_workspace(
 
     changed: list[Chunk] = []
     moved: list[Chunk] = []
-    for chunks in desired.values():
-        for chunk in chunks:
+    for target in targets:
+        for chunk in desired[target.item_id]:
             previous = stored.get(chunk.ref)
             if previous is None or previous[1].text_hash != chunk.text_hash:
                 changed.append(chunk)
@@ -120,29 +137,38 @@ def _reconcile_workspace(
     store.upsert_embeddings(conn, ws, model, reused, [reusable[c.text_hash] for c in reused])
     outcome.reused = len(reused)
 
-    # One provider call per distinct text: identical bullets share a vector.
+    # One provider call per distinct text: identical bullets share a vector. The groups keep
+    # the targets' order, so a budget cut leaves the later targets waiting.
     fresh: dict[str, list[Chunk]] = defaultdict(list)
     for chunk in changed:
         if chunk.text_hash not in reusable:
             fresh[chunk.text_hash].append(chunk)
     groups = list(fresh.values())
+    if budget is not None:
+        groups, waiting = groups[:budget], groups[budget:]
+        unfinished = {chunk.item_id for group in waiting for chunk in group}
+    else:
+        unfinished = set()
+    outcome.done = [t for t in targets if t.item_id not in unfinished]
     for start in range(0, len(groups), batch_size):
-        batch = groups[start : start + batch_size]
-        stats, started = index_stats_for(provider), time.perf_counter()
-        try:
-            raw = provider.embed([group[0].text for group in batch])
-        except Exception as exc:
-            stats.record(time.perf_counter() - started, failure_reason(exc))
-            raise
-        stats.record(time.perf_counter() - started)
-        vectors = checked_vectors(
-            raw,
-            count=len(batch),
-            model=model,
-            dimensions=provider.dimensions,
-        )
-        chunks = [chunk for group in batch for chunk in group]
-        expanded = [vector for group, vector in zip(batch, vectors, strict=True) for _ in group]
-        store.upsert_embeddings(conn, ws, model, chunks, expanded)
-        outcome.embedded += len(batch)
+        outcome.embedded += _embed_batch(conn, provider, ws, groups[start : start + batch_size])
     return outcome
+
+
+def _embed_batch(
+    conn: Conn, provider: EmbeddingProvider, ws: UUID, batch: list[list[Chunk]]
+) -> int:
+    """Embed one text per group and store it for every chunk of the group; return the texts."""
+    model = provider.model
+    stats, started = index_stats_for(provider), time.perf_counter()
+    try:
+        raw = provider.embed([group[0].text for group in batch])
+    except Exception as exc:
+        stats.record(time.perf_counter() - started, failure_reason(exc))
+        raise
+    stats.record(time.perf_counter() - started)
+    vectors = checked_vectors(raw, count=len(batch), model=model, dimensions=provider.dimensions)
+    chunks = [chunk for group in batch for chunk in group]
+    expanded = [vector for group, vector in zip(batch, vectors, strict=True) for _ in group]
+    store.upsert_embeddings(conn, ws, model, chunks, expanded)
+    return len(batch)

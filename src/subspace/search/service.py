@@ -221,6 +221,8 @@ def _search(cx: Context, searcher: Searcher, request: SearchRequest) -> SearchRe
     notes = list(next_page.notes)
     if not rows and not paging.served:
         notes.append(_nothing_found(parsed, corrections, ran, floored.below, floored.floor))
+    if vector_ran and pending.result():
+        notes.append(_not_embedded_yet(pending.result(), provider))
     return SearchResponse(
         query=parsed.text,
         mode=request.mode,
@@ -264,6 +266,17 @@ def resolve_request_scope(
         # An answer run's searches never see answers: it cites sources (answers/sources.py).
         answers="exclude" if sources_only else request.answers,
         bases=bases,
+    )
+
+
+def _not_embedded_yet(pending: int, provider: EmbeddingProvider | None) -> str:
+    """The note for items the meaning search cannot see yet (new, edited, or all of them
+    while a new model's vectors are made)."""
+    model = f" with {provider.model}" if provider is not None else ""
+    items = "1 item is" if pending == 1 else f"{pending:,} items are"
+    return (
+        f"{items} not embedded{model} yet: search by meaning does not see them until they "
+        "are, search by words does. `subspace indexer status` shows the progress."
     )
 
 

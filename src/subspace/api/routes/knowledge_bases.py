@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request
 from pydantic import ConfigDict
 
 from subspace import commands
@@ -15,6 +15,7 @@ from subspace.api.openapi import KEYED, error_responses
 from subspace.context import Context
 from subspace.db import queries
 from subspace.indexer.queue import waiting
+from subspace.indexer.status import embedding_progress
 from subspace.models import KnowledgeBase, KnowledgeBaseOverview
 
 router = APIRouter(
@@ -43,10 +44,14 @@ def create_knowledge_base(body: KnowledgeBaseIn, cx: CX) -> KnowledgeBase:
 
 
 @router.get("/{kb_id}/overview", responses=error_responses(404))
-def knowledge_base_overview(kb_id: UUID, cx: CX) -> KnowledgeBaseOverview:
-    """What the base holds (live pages, files and mail) and how many of the workspace's items
-    still wait for their embeddings: the start view's summary."""
+def knowledge_base_overview(kb_id: UUID, cx: CX, request: Request) -> KnowledgeBaseOverview:
+    """What the base holds (live pages, files and mail), how many of the workspace's items
+    still wait for their embeddings, and how far its texts are from having vectors of the
+    active model: the start view's summary."""
+    ws = cx.actor.workspace_id
     with cx.transaction() as conn:
-        counts = queries.knowledge_base_counts(conn, cx.actor.workspace_id, kb_id)
-        pending = waiting(conn, cx.actor.workspace_id)
-    return KnowledgeBaseOverview(**counts, pending_embeddings=pending)
+        counts = queries.knowledge_base_counts(conn, ws, kb_id)
+        pending = waiting(conn, ws)
+        model = request.app.state.provider.model
+        progress = embedding_progress(conn, model, ws).line if pending else ""
+    return KnowledgeBaseOverview(**counts, pending_embeddings=pending, embedding_progress=progress)

@@ -49,6 +49,10 @@ export async function render(container, _params, { signal }) {
       stat(overview.files, plural(overview.files, "file", "files"), "/files"),
       stat(overview.mail, plural(overview.mail, "message", "messages"), "/mail"),
       stat(overview.pending_embeddings, "waiting for embeddings")),
+    ...(overview.embedding_progress
+      ? [h("p", { class: "muted", id: "embedding-progress", role: "status" },
+        `Search by meaning is catching up: ${overview.embedding_progress}. Search by words finds everything already.`)]
+      : []),
     empty
       ? h("div", { class: "empty-state" }, h("strong", {}, "This knowledge base is empty"),
         h("p", {}, "Start a page, upload files on Files, or import mail on Mail; everything is searchable as soon as it is saved."),
