@@ -34,6 +34,19 @@ def test_bad_number_names_the_variable(raw: str) -> None:
         Settings.from_env({"SUBSPACE_PORT": raw})
 
 
+@pytest.mark.parametrize(
+    ("raw", "kept"), [("true", True), ("1", True), ("Off", False), ("no", False)]
+)
+def test_a_yes_or_no_setting_reads_the_usual_spellings(raw: str, kept: bool) -> None:
+    settings = Settings.from_env({"SUBSPACE_INDEX_KEEP_OTHER_MODELS": raw})
+    assert settings.index_keep_other_models is kept
+
+
+def test_a_yes_or_no_setting_refuses_anything_else() -> None:
+    with pytest.raises(ConfigError, match="SUBSPACE_INDEX_KEEP_OTHER_MODELS must be true or false"):
+        Settings.from_env({"SUBSPACE_INDEX_KEEP_OTHER_MODELS": "maybe"})
+
+
 def test_every_setting_is_documented_in_the_readme() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     documented = set(re.findall(r"^\| `([A-Z_]+)` \|", readme, flags=re.MULTILINE))
