@@ -121,6 +121,7 @@ def test_the_fake_provider_notice_is_given_once_per_home(
     monkeypatch.delenv("PROVIDERS")
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.setattr("subspace.providers.registry.local_extra_installed", lambda: False)
+    monkeypatch.setattr("subspace.providers.registry.onnx_installed", lambda: False)
 
     def notices() -> int:
         return sum("fake provider" in r.getMessage() for r in caplog.records)

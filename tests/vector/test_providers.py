@@ -72,7 +72,12 @@ def test_registry_resolution(
 ) -> None:
     assert registry.provider_name(Settings(providers="fake", openai_api_key="k")) == "fake"
     assert registry.provider_name(Settings(openai_api_key="sk-x")) == "openai"
+    # A fresh install: the bundled MiniLM on onnxruntime, whether torch is there or not.
+    assert registry.provider_name(Settings()) == "onnx"
     monkeypatch.setattr(registry, "local_extra_installed", lambda: True)
+    assert registry.provider_name(Settings()) == "onnx"
+    assert registry.provider_name(Settings(local_model="/models/e5")) == "local"
+    monkeypatch.setattr(registry, "onnx_installed", lambda: False)
     assert registry.provider_name(Settings()) == "local"
     monkeypatch.setattr(registry, "local_extra_installed", lambda: False)
     monkeypatch.setattr(registry, "_GIVEN", set())  # the notice is given once a process

