@@ -90,8 +90,8 @@ def test_the_heal_serves_small_and_recent_items_first(
     big = commands.create_page(cx, "Changelog")
     for i in range(70):  # over SMALL_ITEM_TEXTS: healed after the small ones
         commands.add_node(cx, big.id, f"release {i}")
-    older = commands.create_page(cx, "Older note")
-    newer = commands.create_page(cx, "Newer note")
+    commands.create_page(cx, "Older note")
+    commands.create_page(cx, "Newer note")
     index(database, cx)
     provider = CountingProvider(model=NEW_MODEL)
     follower = EmbeddingsFollower(database, replace(settings, embed_batch=1), provider)

@@ -3,9 +3,8 @@ the same neighbours and distances as an exact scan of the full 1,536-wide vector
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 import psycopg
