@@ -10,8 +10,9 @@
 - `import`: `subspace import` of a folder of Markdown files, then `subspace indexer` until
   every text has its vector: the time of each.
 
-    python bench/embedding.py throughput [--texts 300]
-    python bench/embedding.py fairness [--bulk-pages 300] [--seconds 20]
+    python bench/embedding.py throughput [--texts 300] [--corpus PATH]
+    python bench/embedding.py fairness [--bulk-pages 300] [--own-pages 200] [--seconds 20]
+                                        [--corpus PATH]
     python bench/embedding.py import [--files 1000] [--from /usr /root ...]
 """
 
@@ -95,7 +96,7 @@ def timed(label: str, make: Callable[[], EmbeddingProvider]) -> EmbeddingProvide
 
 
 def throughput(args: argparse.Namespace) -> None:
-    docs = list(itertools.islice(abstracts(DEFAULT_CORPUS), args.texts))
+    docs = list(itertools.islice(abstracts(args.corpus), args.texts))
     bullets = [s[:200] for _, text in docs for s in sentences(text)][: args.texts]
     chunks = [f"{title} {text}"[:1000] for title, text in docs]
     arms: list[tuple[str, EmbeddingProvider, float]] = [
@@ -172,7 +173,7 @@ def bullet_waits(cx: Context, db: Database, stop: threading.Event, waits: list[f
 
 
 def fairness(args: argparse.Namespace) -> None:
-    docs = list(itertools.islice(abstracts(DEFAULT_CORPUS), args.bulk_pages + args.own_pages))
+    docs = list(itertools.islice(abstracts(args.corpus), args.bulk_pages + args.own_pages))
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings(home=Path(tmp) / "home", providers="onnx", index_sweep_s=0)
         db = open_database(settings)
@@ -280,6 +281,9 @@ def main() -> None:
     three = sub.add_parser("import")
     three.add_argument("--files", type=int, default=1000)
     three.add_argument("--from", dest="roots", nargs="+", default=["/usr", "/root"])
+    for command in (one, two):
+        command.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS,
+                             help="SciFact's corpus.jsonl, or another in its layout")  # fmt: skip
     args = parser.parse_args()
     {"throughput": throughput, "fairness": fairness, "import": import_to_embedded}[args.command](
         args

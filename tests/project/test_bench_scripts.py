@@ -17,6 +17,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,6 +68,10 @@ RUNS: dict[str, Smoke] = {
         "--seconds 1 --clients 1 --bullets 5 --damage-every 0.2 --segments --json",
         # The damager ran (every 0.2 s) beside the searchers and the writer.
         json=lambda r: r["requests"] > 0 and r["writes"] > 0 and sum(r["damages"].values()) > 0,
+    ),
+    "embedding": Smoke(
+        "fairness --bulk-pages 4 --own-pages 4 --seconds 1 --corpus {corpus}",
+        prints=(r"^search alone: \d+ searches", r"^p95 ratio: ", r"texts embedded meanwhile"),
     ),
     "exact_tokens": Smoke(
         "--per-kind 1 --total 200 --corpus {corpus}",
@@ -218,24 +223,30 @@ def run_script(
 ) -> subprocess.CompletedProcess[str]:
     """bench/<name>.py with `args`, as someone would run it from the repository's root, but with
     the fake provider and nothing of the caller's Subspace settings: the home (which
-    bench/similarity_floor.py keeps its vectors in) and, with `own_tmpdir`, the temporary
-    folders (where most scripts start their embedded server, and some leave it) are under
-    `tmp_path`."""
+    bench/similarity_floor.py keeps its vectors in) under `tmp_path` and, with `own_tmpdir`, the
+    temporary folders (where most scripts start their embedded server, and some leave it) in
+    a folder of the run's own, removed after it."""
     env = {
         k: v for k, v in os.environ.items() if not k.startswith("SUBSPACE_") and k != "PROVIDERS"
     }
     env.update(PROVIDERS="fake", SUBSPACE_HOME=str(tmp_path / "subspace-home"))
-    if own_tmpdir:
-        (tmp_path / "tmp").mkdir(exist_ok=True)
-        env["TMPDIR"] = str(tmp_path / "tmp")
-    return subprocess.run(
-        [sys.executable, str(BENCH / f"{name}.py"), *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-    )
+    # A folder of its own, short: multiprocessing's forkserver puts its socket in TMPDIR, and a
+    # socket's path must fit in 107 bytes, which one under a deep tmp_path may not.
+    tmpdir = Path(tempfile.mkdtemp(prefix="bench-")) if own_tmpdir else None
+    if tmpdir is not None:
+        env["TMPDIR"] = str(tmpdir)
+    try:
+        return subprocess.run(
+            [sys.executable, str(BENCH / f"{name}.py"), *args],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
+    finally:
+        if tmpdir is not None:
+            shutil.rmtree(tmpdir, ignore_errors=True)
 
 
 def printed_json(stdout: str) -> Any:

@@ -18,7 +18,7 @@ from subspace.database import Database
 from subspace.ingest.worker import extract_pending
 from subspace.providers.fake import FakeProvider
 from subspace.search.derived import below_sources
-from subspace.search.floor import ALONE_MARGIN, MODEL_FLOORS, Floor, above_floor
+from subspace.search.floor import ALONE_MARGINS, MODEL_FLOORS, Floor, above_floor, floor_for
 from subspace.search.fusion import Fused, Hit
 from tests.answers.test_runs import finished
 from tests.conftest import make_client
@@ -61,8 +61,7 @@ def test_gibberish_finds_nothing_in_every_mode_and_says_so(
     assert response.notes[-1].startswith(f"No matches for \u201c{GIBBERISH}\u201d")
     if mode != "lexical":
         assert response.below_floor > 0
-        # Nothing matches the words, so the vector leg alone must reach its floor + margin.
-        assert response.min_similarity == MODEL_FLOORS[FakeProvider.model] + ALONE_MARGIN
+        assert response.min_similarity == MODEL_FLOORS[FakeProvider.model]
         assert "under the similarity floor" in response.notes[-1]
 
 
@@ -270,6 +269,16 @@ def _fused(name: str, score: float, legs: tuple[str, ...] = ("lexical",)) -> Fus
     return Fused(target, score, {leg: (1, hit) for leg in legs}, [])
 
 
+def test_minilm_alone_gets_a_margin_and_a_floor_someone_set_none() -> None:
+    class MiniLM(FakeProvider):
+        model = "onnx:all-MiniLM-L6-v2-int8"
+
+    assert floor_for(MiniLM(), None, None) == Floor(0.30, ALONE_MARGINS[MiniLM.model])
+    assert floor_for(MiniLM(), 0.2, None) == Floor(0.2)
+    assert floor_for(MiniLM(), 0.2, 0.4) == Floor(0.4)
+    assert floor_for(FakeProvider(), None, None) == Floor(0.45)  # spelling: no margin
+
+
 @pytest.mark.parametrize(
     ("rows", "kept", "applied"),
     [
@@ -320,7 +329,7 @@ def test_explain_lists_the_legs_without_rows_under_the_floor_and_says_why_one_is
     assert response.leg_rows.get("vector") == []
     assert response.absent is not None
     assert not response.absent["shown"]
-    assert any("under the similarity floor 0.5" in r for r in response.absent["reasons"])
+    assert any("under the similarity floor 0.45" in r for r in response.absent["reasons"])
 
 
 @pytest.mark.parametrize(

@@ -48,8 +48,13 @@ def model_floor(provider: EmbeddingProvider | None) -> float:
 # vector leg then answers alone, and gibberish or a topic the workspace lacks has nothing
 # but vectors to find. On SciFact under MiniLM the floor moving from 0.30 to 0.35 lets
 # gibberish's nearest document through in 2.0 % of queries instead of 9.7 %, and keeps 91 %
-# of relevant pairs instead of 95 %; where words match too, the lower floor stands.
-ALONE_MARGIN = 0.05
+# of relevant pairs instead of 95 %; where words match too, the lower floor stands. The
+# trigram floor already stops 99.7 % of gibberish, and a word typed halfway ("oce" for
+# "ocelot") reaches it only by spelling: no margin there.
+ALONE_MARGINS: dict[str, float] = {
+    "local:all-MiniLM-L6-v2": 0.05,
+    "onnx:all-MiniLM-L6-v2-int8": 0.05,
+}
 
 
 @dataclass(frozen=True)
@@ -71,8 +76,8 @@ def floor_for(
         return Floor(requested)
     if setting is not None:
         return Floor(setting)
-    floor = model_floor(provider)
-    return Floor(floor, ALONE_MARGIN if floor else 0.0)
+    margin = ALONE_MARGINS.get(provider.model, 0.0) if provider is not None else 0.0
+    return Floor(model_floor(provider), margin)
 
 
 @dataclass(frozen=True)
