@@ -13,7 +13,7 @@
     python bench/embedding.py throughput [--texts 300] [--corpus PATH]
     python bench/embedding.py fairness [--bulk-pages 300] [--own-pages 200] [--seconds 20]
                                         [--corpus PATH]
-    python bench/embedding.py import [--files 1000] [--from /usr /root ...]
+    python bench/embedding.py import [--files 1000] [--max-kb K] [--from /usr /root ...]
 """
 
 from __future__ import annotations
@@ -220,14 +220,17 @@ def fairness(args: argparse.Namespace) -> None:
 # -- import ------------------------------------------------------------------------------------
 
 
-def gather(roots: Sequence[Path], limit: int, into: Path) -> int:
-    """Copy up to `limit` Markdown files found under `roots` into `into`; return how many."""
+def gather(roots: Sequence[Path], limit: int, into: Path, max_bytes: int | None) -> int:
+    """Copy up to `limit` Markdown files found under `roots` into `into`, none over
+    `max_bytes`; return how many."""
     seen = 0
     for root in roots:
         for path in sorted(root.rglob("*.md")):
             if seen >= limit:
                 return seen
             if not path.is_file() or into in path.parents:
+                continue
+            if max_bytes is not None and path.stat().st_size > max_bytes:
                 continue
             seen += 1
             target = into / f"{seen:04d}-{path.name}"
@@ -239,7 +242,8 @@ def import_to_embedded(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "markdown"
         folder.mkdir()
-        count = gather([Path(r) for r in args.roots], args.files, folder)
+        max_bytes = None if args.max_kb is None else args.max_kb * 1024
+        count = gather([Path(r) for r in args.roots], args.files, folder, max_bytes)
         size = sum(p.stat().st_size for p in folder.iterdir()) / 1e6
         env = {**os.environ, "SUBSPACE_HOME": str(Path(tmp) / "home"), "PROVIDERS": "onnx"}
         cli = [str(ROOT / ".venv/bin/subspace")]
@@ -281,6 +285,7 @@ def main() -> None:
     three = sub.add_parser("import")
     three.add_argument("--files", type=int, default=1000)
     three.add_argument("--from", dest="roots", nargs="+", default=["/usr", "/root"])
+    three.add_argument("--max-kb", type=int, default=None, help="skip files bigger than this")
     for command in (one, two):
         command.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS,
                              help="SciFact's corpus.jsonl, or another in its layout")  # fmt: skip
