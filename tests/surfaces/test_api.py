@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from fastapi.testclient import TestClient
 
 from subspace.config import Settings
@@ -96,6 +98,11 @@ def test_a_knowledge_base_overview_counts_what_is_live_in_it(client: TestClient)
     assert overview["files"] == 1, overview
     assert overview["mail"] == 0, overview
     assert overview["pending_embeddings"] >= 1, overview  # nothing embeds in this test
+    # The workspace's titles are its texts so far: none has a vector yet.
+    assert re.fullmatch(
+        r"0 of [1-9]\d* texts embedded with fake-trigram-256 \(0%\)",
+        overview["embedding_progress"],
+    ), overview
     assert page["kb_id"] == kb["id"]
     unknown = client.get("/api/knowledge-bases/00000000-0000-0000-0000-000000000000/overview")
     assert unknown.status_code == 404

@@ -106,8 +106,8 @@ class EmbeddingsFollower(Loop):
         by_workspace: dict[UUID, list[Queued]] = {}
         for entry in due:
             by_workspace.setdefault(entry.target.workspace_id, []).append(entry)
-        for entries in by_workspace.values():
-            self._process(entries[:TARGETS_PER_TRANSACTION], result)
+        for turn in by_workspace.values():
+            self._process(turn[:TARGETS_PER_TRANSACTION], result)
         result.more = result.done < len(due) and bool(result.outcome.embedded or result.done)
         if result.more:
             result.next_due_s = 0.0
