@@ -349,14 +349,10 @@ def _print_search(response: SearchResponse, query: str, explain: bool) -> None:
             table.add_row("", f"[dim]{escape(terms)}[/dim]", "", "")
     if response.rows:
         console.print(table)
-    for note in response.notes:
-        click.echo(note)
-    footer = [f"{_plural(len(response.rows), 'result')} in {response.took_ms:.0f} ms."]
+    footer = [*response.notes]
+    footer.append(f"{_plural(len(response.rows), 'result')} in {response.took_ms:.0f} ms.")
     if response.degraded:
         footer.append(f"Degraded: {'; '.join(response.degraded)}.")
-    if response.pending_embeddings:
-        waiting = _plural(response.pending_embeddings, "item")
-        footer.append(f"{waiting} still waiting for embeddings.")
     if explain and response.steps:
         timed = ", ".join(f"{step} {ms:.1f}" for step, ms in response.steps.items())
         footer.append(f"Steps (ms): {timed}.")

@@ -221,7 +221,7 @@ def _search(cx: Context, searcher: Searcher, request: SearchRequest) -> SearchRe
     notes = list(next_page.notes)
     if not rows and not paging.served:
         notes.append(_nothing_found(parsed, corrections, ran, floored.below, floored.floor))
-    if vector_ran and pending.result():
+    if pending.result():
         notes.append(_not_embedded_yet(pending.result(), provider))
     return SearchResponse(
         query=parsed.text,
@@ -273,10 +273,13 @@ def _not_embedded_yet(pending: int, provider: EmbeddingProvider | None) -> str:
     """The note for items the meaning search cannot see yet (new, edited, or all of them
     while a new model's vectors are made)."""
     model = f" with {provider.model}" if provider is not None else ""
-    items = "1 item is" if pending == 1 else f"{pending:,} items are"
+    if pending == 1:
+        items, them, are = "1 item is", "it", "it is"
+    else:
+        items, them, are = f"{pending:,} items are", "them", "they are"
     return (
-        f"{items} not embedded{model} yet: search by meaning does not see them until they "
-        "are, search by words does. `subspace indexer status` shows the progress."
+        f"{items} not embedded{model} yet: search by meaning does not see {them} until {are}, "
+        "search by words does. `subspace indexer status` shows the progress."
     )
 
 

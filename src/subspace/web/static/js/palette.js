@@ -232,7 +232,7 @@ function drawResults(response, query) {
   if (response.pending_embeddings > 0) {
     const n = response.pending_embeddings;
     notices.push(h("p", { class: "palette-pending muted" },
-      `${n} recent ${n === 1 ? "change waits" : "changes wait"} for embeddings; meaning-based results may miss ${n === 1 ? "it" : "them"} for now.`));
+      `${n.toLocaleString()} ${n === 1 ? "item waits" : "items wait"} for embeddings: search by meaning may miss ${n === 1 ? "it" : "them"} for now, search by words finds ${n === 1 ? "it" : "them"}.`));
   }
   for (const name of unknownBases(p.input.value)) {
     const names = state.knowledgeBases.map((kb) => kb.name).join(", ");
