@@ -154,6 +154,10 @@ RUNS: dict[str, Smoke] = {
         "{dataset} --json",
         json=lambda r: r["pairs"]["relevant"] == QUERIES and len(r["kept_at_floor"]) == 18,
     ),
+    "static_model": Smoke(
+        "{dataset} --home {tmp}/home",
+        prints=(r"wordllama:l2_supercat-256: [\d,]+ ~1,000-character chunks", r"^hybrid: "),
+    ),
     "tenants": Smoke(
         "--seconds 1 --bullets 5 --only baseline --json",
         json=lambda r: set(r) == {"baseline"} and r["baseline"]["normal"]["requests"] > 0,

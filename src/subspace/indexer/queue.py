@@ -99,8 +99,7 @@ def _read(conn: Conn, source: str, params: tuple[object, ...]) -> list[Queued]:
     rows = conn.execute(
         "select workspace_id, item_kind, item_id, last_event, events, attempts, "
         "extract(epoch from now() - first_at) * 1000 as oldest_ms, "
-        "extract(epoch from now() - last_at) * 1000 as newest_ms "
-        f"{source}",
+        "extract(epoch from now() - last_at) * 1000 as newest_ms " + source,
         params,
     ).fetchall()
     return [
