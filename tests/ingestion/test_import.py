@@ -125,10 +125,12 @@ def test_import_of_a_missing_path_is_a_usage_error(runner: CliRunner) -> None:
     assert "does not exist" in result.output
 
 
-def test_plain_text_keeps_its_lines_and_markdown_its_paragraphs(
+def test_plain_text_keeps_its_short_lines_and_markdown_its_paragraphs(
     runner: CliRunner, tmp_path: Path, database: Database, settings: Settings
 ) -> None:
     (tmp_path / "groceries.txt").write_text("milk\neggs\n\n  bread  \nTODO: call the bakery\n")
+    wrapped = "The keeper trims the wick at dusk and\nwinds the clockwork before the first ship\n"
+    (tmp_path / "keeper.txt").write_text(wrapped + "\nA second paragraph.\n")
     (tmp_path / "prose.md").write_text("one line\nof the same paragraph\n\nanother\n")
     result = runner.invoke(main, ["import", str(tmp_path), "--json"])
     assert result.exit_code == 0, result.output
@@ -137,7 +139,12 @@ def test_plain_text_keeps_its_lines_and_markdown_its_paragraphs(
         pages = {p.title: p for p in queries.list_pages(conn, cx.actor.workspace_id)}
         text = queries.get_page_tree(conn, cx.actor.workspace_id, pages["groceries"].id)
         prose = queries.get_page_tree(conn, cx.actor.workspace_id, pages["prose"].id)
+        keeper = queries.get_page_tree(conn, cx.actor.workspace_id, pages["keeper"].id)
     assert [n.text for n in text.nodes] == ["milk", "eggs", "bread", "TODO: call the bakery"]
+    assert [n.text for n in keeper.nodes] == [
+        "The keeper trims the wick at dusk and winds the clockwork before the first ship",
+        "A second paragraph.",
+    ]
     assert [n.text for n in prose.nodes] == ["one line of the same paragraph", "another"]
 
 

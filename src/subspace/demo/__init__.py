@@ -8,7 +8,7 @@ from subspace import commands
 from subspace.context import Context
 from subspace.db import queries
 from subspace.ingest.importer import CONTENT_TYPES, Importer
-from subspace.ingest.outline import parse_outline
+from subspace.ingest.markdown import parse_markdown
 from subspace.models import PageSummary
 
 # Memory items of the demo: bullets marked to be remembered, under the welcome page's "Memory".
@@ -31,7 +31,7 @@ def seed_demo(cx: Context) -> list[PageSummary]:
         for entry in sorted((demo / "pages").iterdir(), key=lambda e: e.name):
             if not entry.name.endswith(".md"):
                 continue
-            outline = parse_outline(entry.read_text(encoding="utf-8"), fallback_title=entry.name)
+            outline = parse_markdown(entry.read_text(encoding="utf-8"), fallback_title=entry.name)
             pages.append(commands.create_page_from_outline(bound, outline.title, outline.items))
         _add_memories(bound, pages[0])
         kb = queries.default_knowledge_base(conn, cx.actor.workspace_id)

@@ -23,7 +23,8 @@ from subspace.database import Database
 from subspace.errors import Conflict, SubspaceError, TooLarge
 from subspace.ingest.extract import HTML_SUFFIXES, MARKDOWN_SUFFIXES, ExtractionFailed, decode_text
 from subspace.ingest.mail import ParsedMail, derived_message_id, parse_message, split_mbox
-from subspace.ingest.outline import parse_outline, parse_plain_text
+from subspace.ingest.markdown import parse_markdown
+from subspace.ingest.outline import parse_plain_text
 from subspace.ingest.worker import extract_pending
 from subspace.models import Mail
 
@@ -207,8 +208,17 @@ class Importer:
         if commands.find_page_by_source(self.cx, self.kb_id, sha256) is not None:
             self.report.rows.append(ImportRow(label, "page", "duplicate"))
             return
-        parse = parse_outline if path.suffix.lower() in MARKDOWN_SUFFIXES else parse_plain_text
-        outline = parse(decode_text(data), fallback_title=path.stem)
+        parse = parse_markdown if path.suffix.lower() in MARKDOWN_SUFFIXES else parse_plain_text
+        try:
+            # In a parser child: a pathological or huge document meets the parsing budget
+            # (memory, SUBSPACE_EXTRACT_TIMEOUT_S) and fails alone.
+            options = {"fallback_title": path.stem}
+            outline = self._parse(
+                parse, (decode_text(data),), kwargs=options, task="reading the page"
+            )
+        except ExtractionFailed as exc:
+            self.report.rows.append(ImportRow(label, "page", "failed", exc.reason))
+            return
         commands.create_page_from_outline(
             self.cx, outline.title, outline.items, kb_id=self.kb_id, source_sha256=sha256
         )

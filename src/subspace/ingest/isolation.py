@@ -38,6 +38,7 @@ def _context() -> Any:
         [
             "subspace.ingest.extract",
             "subspace.ingest.mail",
+            "subspace.ingest.markdown",
             "pypdf",
             "docx",
             "selectolax.lexbor",

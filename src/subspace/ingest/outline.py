@@ -1,12 +1,11 @@
-"""Parse Markdown or plain text into a page outline: a title and nested bullets."""
+"""A page outline (a title and nested bullets), and plain text read into one (Markdown is
+read by ingest/markdown.py)."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
 
-_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
-_LIST_ITEM = re.compile(r"^(\s*)(?:[-*+]|\d+[.)])\s+(.*)$")
 _TAB_WIDTH = 4
 
 
@@ -22,76 +21,101 @@ class Outline:
     items: list[OutlineItem]
 
 
-def parse_outline(text: str, *, fallback_title: str = "") -> Outline:
-    """Turn Markdown into an outline.
-
-    The first level-1 heading (or `fallback_title`) becomes the title. Later headings become
-    bullets that hold what follows them, nested by heading level; list items nest by their
-    indentation under the nearest heading; other paragraphs become bullets of their own.
-
-    >>> outline = parse_outline("# Trip\\n## Packing\\n- socks\\n  - wool")
-    >>> outline.title, outline.items[0].children[0].children[0].text
-    ('Trip', 'wool')
-    """
-    title = ""
-    root: list[OutlineItem] = []
-    # Stack of (heading level, bullets of that section). Level 0 is the page itself.
-    sections: list[tuple[int, list[OutlineItem]]] = [(0, root)]
-    # Stack of (indent, item) for the list being read in the current section.
-    list_stack: list[tuple[int, OutlineItem]] = []
-    paragraph: list[str] = []
-
-    def flush_paragraph() -> None:
-        if paragraph:
-            sections[-1][1].append(OutlineItem(" ".join(paragraph)))
-            paragraph.clear()
-
-    for raw in text.expandtabs(_TAB_WIDTH).splitlines():
-        line = raw.rstrip()
-        if not line.strip():
-            flush_paragraph()
-            continue
-        heading = _HEADING.match(line)
-        if heading:
-            flush_paragraph()
-            list_stack.clear()
-            level, heading_text = len(heading[1]), heading[2].strip()
-            if level == 1 and not title and not root:
-                title = heading_text
-                continue
-            while sections[-1][0] >= level:
-                sections.pop()
-            item = OutlineItem(heading_text)
-            sections[-1][1].append(item)
-            sections.append((level, item.children))
-            continue
-        bullet = _LIST_ITEM.match(line)
-        if bullet:
-            flush_paragraph()
-            indent, item_text = len(bullet[1]), bullet[2].strip()
-            while list_stack and list_stack[-1][0] >= indent:
-                list_stack.pop()
-            item = OutlineItem(item_text)
-            parent = list_stack[-1][1].children if list_stack else sections[-1][1]
-            parent.append(item)
-            list_stack.append((indent, item))
-            continue
-        if list_stack and line.startswith(" "):
-            # A continuation line of the current list item.
-            list_stack[-1][1].text += " " + line.strip()
-            continue
-        list_stack.clear()
-        paragraph.append(line.strip())
-    flush_paragraph()
-    return Outline(title=title or fallback_title, items=root)
+# Lines this long or longer are taken as prose wrapped by hand (text is wrapped at 70-80
+# characters) and joined into their paragraph; a block of shorter lines (a shopping list,
+# an address) keeps a bullet a line.
+WRAPPED_WIDTH = 40
+_UNDERLINE = re.compile(r"^\s*([=\-~^*#])\1{2,}\s*$")  # a setext underline, or a rule
+_UNDERLINE_LEVELS = {"=": 1, "-": 2}  # any other character underlines a third level
+_INDENTED = re.compile(r"^(?: {4}|\t)")
+_LIST_MARK = re.compile(r"^\s*(?:[*+\-o]|\d{1,3}[.)])\s+(?=\S)")
 
 
 def parse_plain_text(text: str, *, fallback_title: str = "") -> Outline:
-    """Turn plain text into an outline: each non-empty line is a bullet of its own, in order,
-    under `fallback_title` (plain text has no markup to take a title or nesting from).
+    r"""Turn plain text into an outline: a paragraph (lines between blank lines) is one bullet
+    with its hard-wrapped lines joined (a block of short lines keeps a bullet a line); a line underlined with `===`, `---` or the like is a
+    heading holding what follows (the only `===` heading, first, is the title); a block of
+    `*`, `-` or numbered items is a bullet each; a block of lines indented four spaces is one
+    bullet kept verbatim as code; a line of `----` alone is a rule and says nothing.
 
-    >>> [item.text for item in parse_plain_text("milk\n\n  eggs \n").items]
-    ['milk', 'eggs']
+    >>> outline = parse_plain_text("Guide\n=====\n\nSet up\n------\nRun the tool with the "
+    ...     "defaults that it reads\nfrom its file.\n\n    make\n    make install\n")
+    >>> outline.title, outline.items[0].text
+    ('Guide', 'Set up')
+    >>> [c.text for c in outline.items[0].children]  # doctest: +NORMALIZE_WHITESPACE
+    ['Run the tool with the defaults that it reads from its file.',
+     '```\nmake\nmake install\n```']
     """
-    items = [OutlineItem(line.strip()) for line in text.splitlines() if line.strip()]
-    return Outline(title=fallback_title, items=items)
+    pieces = [piece for block in _blocks(text.expandtabs(_TAB_WIDTH)) for piece in _split(block)]
+    titles = sum(1 for level, _ in pieces if level == 1)
+    title = ""
+    root: list[OutlineItem] = []
+    sections: list[tuple[int, list[OutlineItem]]] = [(0, root)]
+    for level, lines in pieces:
+        if level:
+            heading = " ".join(lines[0].split())
+            if level == 1 and titles == 1 and not title and not root:
+                title = heading
+                continue
+            while sections[-1][0] >= level:
+                sections.pop()
+            item = OutlineItem(heading)
+            sections[-1][1].append(item)
+            sections.append((level, item.children))
+        elif _LIST_MARK.match(lines[0]):
+            sections[-1][1].extend(OutlineItem(text) for text in _list_items(lines))
+        elif len(lines) > 1 and all(_INDENTED.match(line) for line in lines):
+            code = "\n".join(line[_TAB_WIDTH:] for line in lines)
+            sections[-1][1].append(OutlineItem(f"```\n{code}\n```"))
+        elif max(len(line.strip()) for line in lines) < WRAPPED_WIDTH:
+            sections[-1][1].extend(OutlineItem(line.strip()) for line in lines)  # a list
+        else:
+            sections[-1][1].append(OutlineItem(" ".join(" ".join(lines).split())))
+    return Outline(title=title or fallback_title, items=root)
+
+
+def _list_items(lines: list[str]) -> list[str]:
+    """A block of list items (`* a`, `- b`, `1. c`), each with its wrapped lines joined."""
+    items: list[list[str]] = []
+    for line in lines:
+        marked = _LIST_MARK.match(line)
+        if marked or not items:
+            items.append([line[marked.end() :] if marked else line])
+        else:
+            items[-1].append(line)
+    return [" ".join(" ".join(item).split()) for item in items]
+
+
+def _split(block: list[str]) -> list[tuple[int, list[str]]]:
+    """A block's headings (a line of text underlined: level 1 for `=`, 2 for `-`, else 3) and
+    the runs of lines between them (level 0); rules on their own are dropped."""
+    pieces: list[tuple[int, list[str]]] = []
+    run: list[str] = []
+    for line in block:
+        underline = _UNDERLINE.match(line)
+        if underline is None:
+            run.append(line)
+            continue
+        if run and not _INDENTED.match(run[-1]):
+            heading = run.pop()
+            if run:
+                pieces.append((0, run))
+            pieces.append((_UNDERLINE_LEVELS.get(underline[1], 3), [heading]))
+        elif run:
+            pieces.append((0, run))
+        run = []
+    if run:
+        pieces.append((0, run))
+    return pieces
+
+
+def _blocks(text: str) -> list[list[str]]:
+    """The runs of non-blank lines, right-stripped."""
+    blocks: list[list[str]] = [[]]
+    for raw in text.splitlines():
+        line = raw.rstrip()
+        if line.strip():
+            blocks[-1].append(line)
+        elif blocks[-1]:
+            blocks.append([])
+    return [block for block in blocks if block]
