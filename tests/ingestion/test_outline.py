@@ -89,7 +89,8 @@ def test_deep_nesting_is_read_without_recursing_into_it() -> None:
 
 def test_plain_text_joins_wrapped_lines_and_reads_underlines_as_headings() -> None:
     outline = parse_plain_text(
-        "Overview\n========\n\nThe tool reads wrapped lines of text like these\nas one paragraph.\n\n"
+        "Overview\n========\n\n"
+        "The tool reads wrapped lines of text like these\nas one paragraph.\n\n"
         "Install\n-------\n\n  * first step,\n    wrapped\n  * second\n\n"
         "    make\n    make install\n\n----------\n\nThe end.\n",
         fallback_title="README",

@@ -33,10 +33,11 @@ _LIST_MARK = re.compile(r"^\s*(?:[*+\-o]|\d{1,3}[.)])\s+(?=\S)")
 
 def parse_plain_text(text: str, *, fallback_title: str = "") -> Outline:
     r"""Turn plain text into an outline: a paragraph (lines between blank lines) is one bullet
-    with its hard-wrapped lines joined (a block of short lines keeps a bullet a line); a line underlined with `===`, `---` or the like is a
-    heading holding what follows (the only `===` heading, first, is the title); a block of
-    `*`, `-` or numbered items is a bullet each; a block of lines indented four spaces is one
-    bullet kept verbatim as code; a line of `----` alone is a rule and says nothing.
+    with its hard-wrapped lines joined (a block of short lines keeps a bullet a line); a line
+    underlined with `===`, `---` or the like is a heading holding what follows (the only `===`
+    heading, first, is the title); a block of `*`, `-` or numbered items is a bullet each; a
+    block of lines indented four spaces is one bullet kept verbatim as code; a line of `----`
+    alone is a rule and says nothing.
 
     >>> outline = parse_plain_text("Guide\n=====\n\nSet up\n------\nRun the tool with the "
     ...     "defaults that it reads\nfrom its file.\n\n    make\n    make install\n")
