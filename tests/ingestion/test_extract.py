@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from subspace.ingest.extract import (
@@ -102,6 +104,33 @@ def test_pdf_page_by_page() -> None:
     assert "Alpha beta" in text
     assert "second (line)" in text
     assert text.index("Alpha") < text.index("Gamma")
+
+
+def test_pdf_contents_pages_leaders_page_numbers_and_line_end_hyphens_go() -> None:
+    text = run(
+        make_pdf(
+            [
+                "ii\nContents\n1 Setup . . . . . . . . 1\n2 Decoding . . . . . . . 4",
+                "4\nThe decoder reads a buffer for manip-\nulation.\nSee also . . . . . . 9",
+            ]
+        ),
+        "manual.pdf",
+    )
+    assert "Contents" not in text and "Setup" not in text
+    assert ". . ." not in text
+    assert text.strip() == "The decoder reads a buffer for manipulation."
+
+
+REAL_PDF = Path("/usr/share/doc/libtasn1-doc/libtasn1.pdf")
+
+
+@pytest.mark.skipif(not REAL_PDF.exists(), reason="libtasn1-doc is not installed")
+def test_a_real_manual_keeps_its_functions_and_loses_its_contents_and_index() -> None:
+    text = run(REAL_PDF.read_bytes(), REAL_PDF.name)
+    assert "asn1_der_decoding" in text  # where the manual describes it
+    assert ". . . ." not in text  # not the contents' or the index's leader lines
+    assert "Table of Contents" not in text
+    assert "manipulation" in text  # "manip-" / "ulation" joined
 
 
 def test_pdf_page_limit_keeps_the_first_pages_and_flags_it() -> None:

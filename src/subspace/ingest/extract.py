@@ -221,6 +221,37 @@ def _tidy_lines(text: str) -> str:
     return "\n".join(line for line in lines if line and line != "-")
 
 
+# A line of a table of contents or an index: words, a leader of dots, a page number.
+_LEADER_LINE = re.compile(r"^.*?\S(?:\s*\.){4,}\s*(?:\d{1,4}|[ivxlc]{1,6})\s*$", re.I)
+_PAGE_NUMBER = re.compile(r"^\s*(?:\d{1,4}|[ivxlc]{1,6})\s*$", re.I)
+_BROKEN_WORD = re.compile(
+    r"([a-z])-\n([a-z])"
+)  # "manip-\nulation": a word hyphenated at a line end
+TOC_SHARE = 0.5  # a page whose lines are mostly leader lines is a contents or index page
+
+
+def clean_pdf_page(text: str) -> str:
+    r"""A PDF page's text without what only a printed page needs: a contents or index page
+    becomes nothing, leader lines ("asn1_der_decoding . . . . 20") and lone page numbers go,
+    and words hyphenated at a line's end are joined.
+
+    >>> clean_pdf_page("3\nThe manip-\nulation of trees.\nSee asn1_create . . . . . 10")
+    'The manipulation of trees.'
+    >>> clean_pdf_page("ii\nContents\n1 Intro . . . . . 1\n2 Use . . . . . . 4")
+    ''
+    """
+    lines = [line for line in text.splitlines() if line.strip()]
+    leaders = sum(1 for line in lines if _LEADER_LINE.match(line))
+    if lines and leaders / len(lines) >= TOC_SHARE:
+        return ""
+    kept = [line for line in lines if not _LEADER_LINE.match(line)]
+    while kept and _PAGE_NUMBER.match(kept[0]):
+        kept.pop(0)
+    while kept and _PAGE_NUMBER.match(kept[-1]):
+        kept.pop()
+    return _BROKEN_WORD.sub(r"\1\2", "\n".join(kept))
+
+
 def _pdf_text(data: bytes, limits: ExtractLimits) -> tuple[str, bool]:
     from pypdf import PdfReader
     from pypdf.errors import FileNotDecryptedError, LimitReachedError, PdfReadError
@@ -243,7 +274,7 @@ def _pdf_text(data: bytes, limits: ExtractLimits) -> tuple[str, bool]:
         pages = []
         chars = 0
         for index in range(min(page_count, limits.max_pdf_pages)):
-            page_text = reader.pages[index].extract_text() or ""
+            page_text = clean_pdf_page(reader.pages[index].extract_text() or "")
             pages.append(page_text)
             chars += len(page_text)
             if chars > limits.max_chars:
