@@ -210,6 +210,8 @@ def import_(path: Path, kb_name: str | None, as_json: bool) -> None:
 
 def _print_import_report(report: ImportReport) -> None:
     details = _table("source", "kind", "outcome", "reason", title="Not imported")
+    for column in (details.columns[0], details.columns[3]):
+        column.overflow = "fold"  # a name or reason is printed whole, over lines if need be
     for row in report.rows:
         if row.outcome != "imported":
             details.add_row(row.source, row.kind, row.outcome, row.detail)

@@ -170,6 +170,7 @@ def test_an_upload_row_follows_the_file_to_its_end_and_types_read_as_words(
         files=[
             {"name": "plan.md", "mimeType": "text/markdown", "buffer": b"# Plan\n\nship it"},
             {"name": "broken.pdf", "mimeType": "application/pdf", "buffer": b"%PDF-1.4 not a pdf"},
+            {"name": "notes.one", "mimeType": "text/x-one", "buffer": b"plain words"},
         ],
     )
     rows = page.locator(".upload-row")
@@ -178,8 +179,9 @@ def test_an_upload_row_follows_the_file_to_its_end_and_types_read_as_words(
     )
     expect(rows.filter(has_text="broken.pdf").locator(".upload-status")).to_contain_text("Failed:")
     types = page.locator(".file-table .type-cell")
-    expect(types).to_have_count(2)
-    assert sorted(types.all_inner_texts()) == ["Markdown", "PDF"]
+    expect(types).to_have_count(3)
+    # Named as a person reads them; a text type without a name of its own is Text.
+    assert sorted(types.all_inner_texts()) == ["Markdown", "PDF", "Text"]
     name = page.locator(".file-table .file-name").first
     assert name.get_attribute("title") == name.inner_text()
 

@@ -57,7 +57,7 @@ def test_detect_kind(name: str, content_type: str, head: bytes, kind: str | None
 
 
 def test_unknown_types_fail_as_unsupported() -> None:
-    with pytest.raises(ExtractionFailed, match="unsupported type"):
+    with pytest.raises(ExtractionFailed, match=r"^unsupported type image/png: Subspace reads PDF"):
         run(b"\x89PNG\r\n", "image.png", "image/png")
 
 

@@ -48,7 +48,9 @@ def test_upload_then_extract_marks_ready_or_failed(
     assert "Quarterly plan" in (file_text(cx, doc.id) or "")
     assert (rows["locked.pdf"].status, rows["photo.jpg"].status) == ("failed", "failed")
     assert "encrypted" in (rows["locked.pdf"].status_reason or "")
-    assert rows["photo.jpg"].status_reason == "unsupported type"
+    assert rows["photo.jpg"].status_reason == (
+        "unsupported type image/jpeg: Subspace reads PDF, Word (.docx), HTML, Markdown and text"
+    )
     assert file_text(cx, locked.id) is None
     assert file_text(cx, odd.id) is None
     # The blob of a failed file is kept, so a later fix can extract it again.

@@ -69,7 +69,7 @@ def test_import_a_mixed_folder_then_again(
     assert outcomes["docs/guide.pdf"] == ("imported", "")
     assert outcomes["docs/broken.pdf"][0] == "failed"
     assert "could not be read" in outcomes["docs/broken.pdf"][1]
-    assert outcomes["docs/photo.png"] == ("skipped", "unsupported type")
+    assert outcomes["docs/photo.png"] == ("skipped", ".png files are not read")
     assert outcomes["mail/box.mbox#2"] == ("failed", "the message has no headers")
     assert not any(source.startswith(".git") for source in outcomes)
     assert report["counts"] == {"imported": 7, "failed": 2, "skipped": 1}
@@ -196,3 +196,24 @@ def test_an_item_the_database_refuses_fails_alone_and_imports_next_time(
     retried = {row["source"]: row["outcome"] for row in json.loads(again.stdout)["rows"]}
     assert retried["mail/one.eml"] == "imported"
     assert retried["notes/trip.md"] == "duplicate"
+
+
+def test_the_report_prints_a_long_name_whole_and_names_what_is_not_read(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    name = "quarterly-report-of-the-payments-team-for-the-board-with-every-appendix-" + "x" * 40
+    (tmp_path / f"{name}.xyz").write_bytes(b"\x00\x01")
+    (tmp_path / "LICENSE").write_text("MIT")
+    result = runner.invoke(main, ["import", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("source "))
+    width = lines[header].index("kind")
+    table = lines[
+        header + 1 : next(i for i, line in enumerate(lines) if line.startswith("Import "))
+    ]
+    # The table folds a long name over lines, in its own column.
+    assert f"{name}.xyz" in "".join(line[:width].strip() for line in table)
+    reasons = " ".join(" ".join(line[width:].split()) for line in table)
+    assert ".xyz files are not read" in reasons
+    assert "files without an extension are not read" in reasons

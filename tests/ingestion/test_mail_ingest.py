@@ -97,3 +97,20 @@ def test_a_single_eml_over_http(client: TestClient) -> None:
     response = client.post("/api/mail/import", files={"file": ("one.eml", ENCODED)})
     assert response.json()["counts"] == {"imported": 1}
     assert client.get("/api/mail").json()[0]["subject"] == "Réunion de l'équipe"
+
+
+def test_an_attachment_without_a_name_is_named_by_its_description_or_type() -> None:
+    from email.message import EmailMessage
+
+    outer = EmailMessage()
+    outer["Subject"] = "Fwd: plans"
+    outer["Message-ID"] = "<fwd@example.org>"
+    outer.set_content("See below.")
+    outer.add_attachment(b"plain words", maintype="text", subtype="x-one")
+    outer.add_attachment(b"%PDF-1.4 x", maintype="application", subtype="pdf")
+    outer.get_payload()[-1]["Content-Description"] = "Signed contract"
+    parsed = parse_message(outer.as_bytes(), max_html_depth=256, max_mime_depth=50)
+    assert [a.name for a in parsed.attachments] == [
+        "attachment-1.txt",
+        "Signed contract.pdf",
+    ]

@@ -99,7 +99,10 @@ def extract(data: bytes, name: str, content_type: str, limits: ExtractLimits) ->
     """Extract the text of one document, cleaned and cut to `limits.max_chars`."""
     kind = detect_kind(data, name, content_type)
     if kind is None:
-        raise ExtractionFailed("unsupported type")
+        raise ExtractionFailed(
+            f"unsupported type {content_type or 'unknown'}: Subspace reads PDF, Word (.docx), "
+            "HTML, Markdown and text"
+        )
     if kind == "pdf":
         text, truncated = _pdf_text(data, limits)
     elif kind == "docx":

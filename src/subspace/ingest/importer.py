@@ -190,7 +190,8 @@ class Importer:
             elif suffix in MAILBOX_SUFFIXES:
                 self.add_mailbox(path.read_bytes(), label)
             else:
-                self.report.rows.append(ImportRow(label, "", "skipped", "unsupported type"))
+                kind = f"{suffix} files" if suffix else "files without an extension"
+                self.report.rows.append(ImportRow(label, "", "skipped", f"{kind} are not read"))
         except SubspaceError as exc:
             self.report.rows.append(ImportRow(label, _kind(suffix), "failed", exc.message))
         except OSError as exc:

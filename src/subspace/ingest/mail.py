@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import mailbox
+import mimetypes
 import re
 import tempfile
 from collections.abc import Iterator
@@ -97,9 +98,20 @@ def _attachments(msg: EmailMessage) -> list[Attachment]:
         data = part.get_payload(decode=True)
         if not isinstance(data, bytes) or not data:
             continue
-        name = clean_text(part.get_filename() or f"attachment-{index}")
-        found.append(Attachment(name=name, content_type=part.get_content_type(), data=data))
+        content_type = part.get_content_type()
+        name = clean_text(part.get_filename() or _unnamed(part, index, content_type))
+        found.append(Attachment(name=name, content_type=content_type, data=data))
     return found
+
+
+def _unnamed(part: EmailMessage, index: int, content_type: str) -> str:
+    """A name for an attachment that has none: its description, else `attachment-N`, with the
+    extension its type has (`.txt` for any text)."""
+    stem = str(part.get("content-description") or "").strip()
+    extension = mimetypes.guess_extension(content_type) or ""
+    if content_type.startswith("text/") and not extension:
+        extension = ".txt"
+    return f"{(stem or f'attachment-{index}')[:150]}{extension}"
 
 
 def derived_message_id(raw: bytes) -> str:

@@ -24,11 +24,16 @@ const TYPE_NAMES = {
   "application/mbox": "Mailbox",
 };
 
-/** "application/pdf" → "PDF"; the full type stays in the element's title. */
+// What a type is in words when it has no name above, by its major type.
+const MAJOR_NAMES = { text: "Text", image: "Image", audio: "Audio", video: "Video", message: "Mail" };
+
+/** "application/pdf" → "PDF", "text/rfc822-headers" → "Text"; the full type stays in the
+ * element's title. */
 export function typeName(contentType) {
   const bare = (contentType || "").split(";")[0].trim().toLowerCase();
-  if (!bare) return "Unknown";
-  return TYPE_NAMES[bare] || bare.split("/").pop().replace(/^x-/, "").toUpperCase();
+  if (!bare || bare === "application/octet-stream") return "File";
+  const [major, minor = ""] = bare.split("/");
+  return TYPE_NAMES[bare] || MAJOR_NAMES[major] || minor.replace(/^x-/, "").toUpperCase() || "File";
 }
 
 /** Human-readable size: 1536 → "1.5 KB". */
