@@ -91,6 +91,40 @@ def test_html_drops_script_and_style_and_keeps_structure() -> None:
     )
 
 
+def test_html_keeps_the_pages_words_and_drops_its_furniture() -> None:
+    markup = (
+        "<html><head><title>Guide</title></head><body>"
+        "<header>Site banner</header><nav><a href='/'>Home</a> Auto - Light - Coal</nav>"
+        "<div role='navigation'>Previous chapter</div><aside>Related posts</aside>"
+        "<main><header><h1>Publishing</h1></header><p>We publish\nwith one\n   command.</p>"
+        "<pre>cargo login\ncargo publish</pre>"
+        "<div hidden>Press Esc to hide this help</div><button>Copy</button>"
+        "<form><input name=q>Search</form></main>"
+        "<footer>Copyright the site</footer></body></html>"
+    )
+    assert run(markup.encode(), "book.html") == (
+        "Publishing\nWe publish with one command.\ncargo login\ncargo publish"
+    )
+    # Without <main>, the page's own header and footer still go, its body's words stay.
+    plain = "<body><header>Banner</header><h2>Notes</h2><p>Kept.</p><footer>Foot</footer></body>"
+    assert run(plain.encode(), "notes.html") == "Notes\nKept."
+
+
+REAL_CHAPTER = next(
+    Path("/root/.rustup/toolchains").glob("*/share/doc/rust/html/book/ch14-02-*.html"), None
+)
+
+
+@pytest.mark.skipif(REAL_CHAPTER is None, reason="the Rust book is not installed")
+def test_a_real_book_chapter_without_its_theme_menu_and_help() -> None:
+    assert REAL_CHAPTER is not None
+    text = run(REAL_CHAPTER.read_bytes(), REAL_CHAPTER.name)
+    assert text.startswith("Publishing a Crate to Crates.io")
+    assert "cargo publish" in text
+    for furniture in ("Coal", "Navy", "Ayu", "hide this help", "Print this book"):
+        assert furniture not in text, furniture
+
+
 def test_html_nested_too_deep_fails_fast() -> None:
     deep = "<div>" * 100_000 + "x" + "</div>" * 100_000
     with pytest.raises(ExtractionFailed, match="SUBSPACE_MAX_HTML_DEPTH"):

@@ -12,6 +12,7 @@ import re
 import zipfile
 from dataclasses import dataclass
 from pathlib import PurePath
+from typing import Any
 
 from charset_normalizer import from_bytes
 
@@ -26,7 +27,17 @@ HTML_SUFFIXES = {".html", ".htm", ".xhtml"}
 DOCX_TYPE = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 
 # Elements whose text is never content, and elements that end a line.
-_SKIPPED_TAGS = {"script", "style", "noscript", "template", "svg", "iframe", "object"}
+_SKIPPED_TAGS = {
+    "script", "style", "noscript", "template", "svg", "iframe", "object",
+    # The page's furniture, not its words: menus, sidebars, controls.
+    "nav", "aside", "form", "button", "select", "menu", "dialog",
+}  # fmt: skip
+# Roles that mark furniture too, whatever the element; and a page's own header and footer
+# (outside its main content: an article's header holds its heading and stays).
+_SKIPPED_ROLES = {"navigation", "banner", "contentinfo", "search", "menu", "menubar", "toolbar",
+                  "dialog", "complementary"}  # fmt: skip
+_PAGE_FURNITURE = {"header", "footer"}
+_SPACES = re.compile(r"\s+")
 _BLOCK_TAGS = {
     "address", "article", "aside", "blockquote", "br", "dd", "div", "dl", "dt", "figcaption",
     "figure", "footer", "form", "h1", "h2", "h3", "h4", "h5", "h6", "header", "hr", "li",
@@ -155,7 +166,7 @@ def html_text(markup: str, max_depth: int) -> str:
     if _nesting_exceeds(markup, max_depth):
         raise _too_deep(max_depth)
     tree = LexborHTMLParser(markup)
-    root = tree.root
+    root = _main_content(tree)
     if root is None:
         return ""
     parts: list[str] = []
@@ -170,9 +181,13 @@ def html_text(markup: str, max_depth: int) -> str:
             raise _too_deep(max_depth)
         tag = node.tag  # type: ignore[attr-defined]
         if tag == "-text":
-            parts.append(node.text_content or "")  # type: ignore[attr-defined]
+            # In HTML a line break in text is a space; only <pre> keeps its lines.
+            parts.append(_SPACES.sub(" ", node.text_content or ""))  # type: ignore[attr-defined]
             continue
-        if tag in _SKIPPED_TAGS or tag == "-comment":
+        if tag == "pre":
+            parts.append("\n" + (node.text(deep=True) or "") + "\n")  # type: ignore[attr-defined]
+            continue
+        if tag in _SKIPPED_TAGS or tag == "-comment" or _is_furniture(node, tag, root):
             continue
         if tag in _BLOCK_TAGS:
             parts.append("\n- " if tag == "li" else "\n")
@@ -186,6 +201,27 @@ def html_text(markup: str, max_depth: int) -> str:
             child = child.next
         stack.extend((c, depth + 1) for c in reversed(children))
     return _tidy_lines("".join(parts))
+
+
+def _main_content(tree: Any) -> Any:
+    """Where a page keeps its words: its `<main>` (or `role=main`, or its only `<article>`),
+    else the whole document."""
+    for selector in ("main", "[role=main]"):
+        found = tree.css_first(selector)
+        if found is not None:
+            return found
+    articles = tree.css("article")
+    return articles[0] if len(articles) == 1 else tree.root
+
+
+def _is_furniture(node: Any, tag: str, root: Any) -> bool:
+    """A menu, a banner, a hidden element, or the page's own header or footer."""
+    attributes = node.attributes
+    if "hidden" in attributes or attributes.get("aria-hidden") == "true":
+        return True
+    if (attributes.get("role") or "").lower() in _SKIPPED_ROLES:
+        return True
+    return tag in _PAGE_FURNITURE and root.tag in ("html", "body", "-document")
 
 
 def _nesting_exceeds(markup: str, max_depth: int) -> bool:
