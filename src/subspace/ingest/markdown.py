@@ -44,22 +44,29 @@ def parse_markdown(text: str, *, fallback_title: str = "") -> Outline:
     >>> outline.title, [i.text for i in outline.items[0].children]
     ('Trip', ['Warm socks.', 'wool'])
     """
-    front_title = ""
+    front_title, front_rest = "", ""
     front = _FRONT_MATTER.match(text)
     if front is not None:
         found = _FRONT_TITLE.search(front[1])
         front_title = found[1].strip("'\"") if found else ""
+        # Its other keys (tags, dates, aliases) stay with the page, as written, first.
+        front_rest = _FRONT_TITLE.sub("", front[1]).strip("\n")
         text = text[front.end() :]
     tokens = _parser().parse(text)
     if _lost_lines(tokens, text.splitlines()):
         # Blocks nested deeper than MAX_NESTING are skipped by the parser; rather than lose
         # their words, read the document as plain text.
-        return parse_plain_text(text, fallback_title=front_title or fallback_title)
+        outline = parse_plain_text(text, fallback_title=front_title or fallback_title)
+        if front_rest.strip():
+            outline.items.insert(0, OutlineItem(f"```yaml\n{front_rest}\n```"))
+        return outline
     # A document of several level-1 headings (a changelog's versions) is titled by its name,
     # each heading a section; one with a single level-1 heading is titled by it.
     titled = sum(t.type == "heading_open" and t.tag == "h1" for t in tokens) == 1
     reader = _Reader(text.splitlines(), titled=titled)
     reader.read(tokens)
+    if front_rest.strip():
+        reader.root.insert(0, OutlineItem(f"```yaml\n{front_rest}\n```"))
     return Outline(title=front_title or reader.title or fallback_title, items=reader.root)
 
 
