@@ -98,12 +98,13 @@ class LineProgress:
             line += f", done in {elapsed:,.0f} s"
             task.ended = True
         elif task.total and rate > 0:
-            line += f", about {_duration((task.total - task.completed) / rate)} left"
+            line += f", about {duration((task.total - task.completed) / rate)} left"
         self.console.print(line, highlight=False, markup=False)
         task.said_at = now
 
 
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
+    """'42 s', '12 min', '3.1 h': how long is left, as a person says it."""
     if seconds < 90:
         return f"{seconds:.0f} s"
     if seconds < 5400:

@@ -185,7 +185,7 @@ class EmbeddingsFollower(Loop):
         model = self.provider.model
         with self.db.pool.connection() as conn, conn.transaction():
             queued = queue_stale(conn, model)
-            healing = queue.backlog(conn).healing
+            healing = queue.healing(conn)
             if queued:
                 log.info("queued %d items to embed with %s", queued, model)
             elif not healing and not self.settings.index_keep_other_models:

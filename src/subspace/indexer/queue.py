@@ -167,6 +167,14 @@ def set_aside(conn: Conn, queued: Queued, error: str) -> None:
     )
 
 
+def healing(conn: Conn) -> int:
+    """How many items the heal queued are still waiting for their embeddings."""
+    row = conn.execute(
+        "select count(*) as n from search.embedding_queue where heal_rank is not null"
+    ).fetchone()
+    return int(row["n"]) if row else 0
+
+
 def queue_waiting(conn: Conn, workspace_id: UUID) -> Later[int]:
     """How many pages, files and mail of the workspace wait for their embeddings, queued or
     not yet taken from the outbox; the statement queued (read at `.result()`)."""

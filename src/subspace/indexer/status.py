@@ -9,22 +9,26 @@ from uuid import UUID
 
 from subspace.db.pool import Conn
 from subspace.indexer.queue import backlog
+from subspace.progress import duration
 
 RATE_WINDOW_S = 60  # the rate is the texts embedded over this many seconds
 
 # The texts the active model should have a vector for, counted as the sweep finds them
 # (indexer/sweep.py): page titles and non-blank bullets of live pages, chunks of ready files,
-# mail with a subject or a body. `{ws}` limits each count to one workspace, or to none.
-_WANTED = r"""
-select (select count(*) from kb.pages p where p.deleted_at is null and p.title ~ '\S' {ws})
+# mail with a subject or a body; of one workspace, or of all when `ws` is null.
+_ONE = "(%(ws)s::uuid is null or {}.workspace_id = %(ws)s)"
+_WANTED = rf"""
+select (select count(*) from kb.pages p
+        where p.deleted_at is null and p.title ~ '\S' and {_ONE.format("p")})
     + (select count(*) from kb.nodes n join kb.pages p
        on p.workspace_id = n.workspace_id and p.id = n.page_id
-       where p.deleted_at is null and n.text ~ '\S' {ws})
+       where p.deleted_at is null and n.text ~ '\S' and {_ONE.format("p")})
     + (select count(*) from kb.files f join search.file_chunks c
        on c.workspace_id = f.workspace_id and c.file_id = f.id
-       where f.deleted_at is null and f.status = 'ready' and c.text ~ '\S' {ws_f})
+       where f.deleted_at is null and f.status = 'ready' and c.text ~ '\S' and {_ONE.format("f")})
     + (select count(*) from kb.mail m
-       where m.deleted_at is null and (m.subject ~ '\S' or m.body_text ~ '\S') {ws_m}) as wanted
+       where m.deleted_at is null and (m.subject ~ '\S' or m.body_text ~ '\S')
+       and {_ONE.format("m")}) as wanted
 """
 
 
@@ -60,18 +64,13 @@ def embedding_progress(
     conn: Conn, model: str, workspace_id: UUID | None = None
 ) -> EmbeddingProgress:
     """Where `model`'s vectors stand, over every workspace or over one."""
-    only = "and workspace_id = %(ws)s" if workspace_id else ""
     stored = conn.execute(
         "select count(*) as n, "
         f"count(*) filter (where updated_at > now() - interval '{RATE_WINDOW_S} seconds') "
-        f"as recent from search.embeddings where model = %(model)s {only}",
+        f"as recent from search.embeddings e where model = %(model)s and {_ONE.format('e')}",
         {"model": model, "ws": workspace_id},
     ).fetchone()
-    scoped = {"ws": "", "ws_f": "", "ws_m": ""}
-    if workspace_id:
-        scoped = {k: f"and {a}.workspace_id = %(ws)s" for k, a in
-                  (("ws", "p"), ("ws_f", "f"), ("ws_m", "m"))}  # fmt: skip
-    counted = conn.execute(_WANTED.format(**scoped), {"ws": workspace_id}).fetchone()
+    counted = conn.execute(_WANTED, {"ws": workspace_id}).fetchone()
     assert stored is not None and counted is not None
     wanted, embedded = int(counted["wanted"]), int(stored["n"])
     rate = int(stored["recent"]) / RATE_WINDOW_S
@@ -103,20 +102,6 @@ class IndexerStatus:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def duration(seconds: float) -> str:
-    """'40 s', '12 min', '3 h 5 min'.
-
-    >>> duration(42.4), duration(725), duration(11_100)
-    ('42 s', '12 min', '3 h 5 min')
-    """
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    minutes = round(seconds / 60)
-    if minutes < 90:
-        return f"{minutes} min"
-    return f"{minutes // 60} h {minutes % 60} min"
 
 
 def indexer_status(conn: Conn, provider_name: str, model: str) -> IndexerStatus:

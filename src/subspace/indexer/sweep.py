@@ -9,7 +9,6 @@ timestamps, for mail) with search.embeddings under the active model.
 from __future__ import annotations
 
 from subspace.db.pool import Conn
-from subspace.indexer.desired import IndexTarget
 
 # Non-blank text, as chunking sees it (a blank node or title is not embedded).
 _HAS_TEXT = r"~ '\S'"
@@ -101,9 +100,3 @@ def drop_other_models(conn: Conn, model: str) -> int:
     """Delete the vectors of every model but `model`; return how many rows went. For when
     `model`'s vectors are complete: the old ones only cost space and writes then."""
     return conn.execute("delete from search.embeddings where model <> %s", (model,)).rowcount
-
-
-def stale_targets(conn: Conn, model: str) -> list[IndexTarget]:
-    """Items with a missing, outdated or orphaned embedding under `model`."""
-    rows = conn.execute(_STALE, {"model": model}).fetchall()
-    return [IndexTarget(r["workspace_id"], r["kind"], r["id"]) for r in rows]
