@@ -175,7 +175,8 @@ def serve(no_demo: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def import_(path: Path, kb_name: str | None, as_json: bool) -> None:
     """Import a file or a folder: Markdown and text become pages, PDF, DOCX and HTML become
-    files, .eml and .mbox become mail. Importing the same folder again changes nothing."""
+    files, .eml and .mbox become mail. Importing again updates what changed in place, follows
+    files moved within the folder, and lists (never archives) pages whose files are gone."""
     from subspace import commands
     from subspace.db import queries
     from subspace.ingest.importer import finish_extraction, import_path, importable_files
@@ -208,16 +209,22 @@ def import_(path: Path, kb_name: str | None, as_json: bool) -> None:
     _print_import_report(report)
 
 
+# The import outcomes in the order the summary shows them, and those worth a line each.
+IMPORT_OUTCOMES = ("added", "updated", "moved", "unchanged", "missing", "failed", "skipped")
+IMPORT_OUTCOMES_LISTED = {"moved", "missing", "failed", "skipped"}
+
+
 def _print_import_report(report: ImportReport) -> None:
-    details = _table("source", "kind", "outcome", "reason", title="Not imported")
+    details = _table("source", "kind", "outcome", "detail", title="To look at")
     for column in (details.columns[0], details.columns[3]):
         column.overflow = "fold"  # a name or reason is printed whole, over lines if need be
     for row in report.rows:
-        if row.outcome != "imported":
+        if row.outcome in IMPORT_OUTCOMES_LISTED:
             details.add_row(row.source, row.kind, row.outcome, row.detail)
     if details.row_count:
         console.print(details)
-    outcomes = ("imported", "duplicate", "failed", "skipped")
+    counts = report.counts()
+    outcomes = [o for o in IMPORT_OUTCOMES if counts.get(o)] or ["added"]
     summary = _table("kind", *outcomes, title="Import")
     for kind in ("page", "file", "mail", ""):
         rows = [r for r in report.rows if r.kind == kind]
@@ -225,7 +232,6 @@ def _print_import_report(report: ImportReport) -> None:
             summary.add_row(
                 kind or "other", *(str(sum(r.outcome == o for r in rows)) for o in outcomes)
             )
-    counts = report.counts()
     summary.add_row("total", *(str(counts.get(o, 0)) for o in outcomes))
     console.print(summary)
 

@@ -81,6 +81,9 @@ class PageSummary:
     created_at: datetime
     updated_at: datetime
     version: int
+    # Where an imported page came from: its path from the imported folder's parent
+    # ("notes/plans/q3.md"); None for a page made in the app.
+    source_path: str | None = None
 
 
 @dataclass
@@ -106,6 +109,11 @@ class File:
     deleted_at: datetime | None
     created_at: datetime
     updated_at: datetime
+    # The document's own title (HTML <title>, PDF metadata, its first heading) once its text
+    # is extracted; None when it has none, and the name shows instead.
+    title: str | None = None
+    # Where an imported file came from (see PageSummary.source_path); an upload's is its name.
+    source_path: str | None = None
     # True when the extracted text was cut at SUBSPACE_MAX_EXTRACTED_CHARS; None before extraction
     text_truncated: bool | None = None
 

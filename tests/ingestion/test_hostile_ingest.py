@@ -123,7 +123,7 @@ def test_a_slow_message_fails_alone_in_its_mailbox(
     response = client.post("/api/mail/import", files={"file": ("inbox.mbox", mbox)})
     assert response.status_code == 200, response.text
     body = response.json()
-    assert body["counts"] == {"imported": 2, "failed": 1}
+    assert body["counts"] == {"added": 2, "failed": 1}
     assert "SUBSPACE_EXTRACT_TIMEOUT_S" in body["rows"][1]["detail"]
     assert {m["subject"] for m in client.get("/api/mail").json()} == {"Before", "After"}
 
@@ -141,12 +141,12 @@ def test_over_deep_mime_nesting_is_refused_naming_the_limit(client: TestClient, 
     # In a mailbox the deep message fails alone.
     mbox = make_mbox([raw, make_email("Fine", "body", message_id="<fine@x>")])
     body = client.post("/api/mail/import", files={"file": ("in.mbox", mbox)}).json()
-    assert body["counts"] == {"failed": 1, "imported": 1}
+    assert body["counts"] == {"failed": 1, "added": 1}
 
 
 def test_nesting_within_the_limit_is_read(client: TestClient) -> None:
     response = client.post("/api/mail/import", files={"file": ("ok.eml", nested_multipart(90))})
-    assert response.json()["counts"] == {"imported": 1}, response.text
+    assert response.json()["counts"] == {"added": 1}, response.text
 
 
 @pytest.mark.parametrize(

@@ -65,14 +65,14 @@ def test_import_a_mixed_folder_then_again(
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     outcomes = {row["source"]: (row["outcome"], row["detail"]) for row in report["rows"]}
-    assert outcomes["notes/trip.md"] == ("imported", "")
-    assert outcomes["docs/guide.pdf"] == ("imported", "")
-    assert outcomes["docs/broken.pdf"][0] == "failed"
-    assert "could not be read" in outcomes["docs/broken.pdf"][1]
-    assert outcomes["docs/photo.png"] == ("skipped", ".png files are not read")
-    assert outcomes["mail/box.mbox#2"] == ("failed", "the message has no headers")
-    assert not any(source.startswith(".git") for source in outcomes)
-    assert report["counts"] == {"imported": 7, "failed": 2, "skipped": 1}
+    assert outcomes["knowledge/notes/trip.md"] == ("added", "")
+    assert outcomes["knowledge/docs/guide.pdf"] == ("added", "")
+    assert outcomes["knowledge/docs/broken.pdf"][0] == "failed"
+    assert "could not be read" in outcomes["knowledge/docs/broken.pdf"][1]
+    assert outcomes["knowledge/docs/photo.png"] == ("skipped", ".png files are not read")
+    assert outcomes["knowledge/mail/box.mbox#2"] == ("failed", "the message has no headers")
+    assert not any(".git" in source for source in outcomes)
+    assert report["counts"] == {"added": 7, "failed": 2, "skipped": 1}
 
     cx = database.default_context(settings)
     with cx.transaction() as conn:
@@ -95,10 +95,10 @@ def test_import_a_mixed_folder_then_again(
     assert again.exit_code == 0, again.output
     second = json.loads(again.stdout)
     # A file stored before whose text still cannot be read is reported failed, not duplicate.
-    assert second["counts"] == {"duplicate": 7, "failed": 2, "skipped": 1}
+    assert second["counts"] == {"unchanged": 7, "failed": 2, "skipped": 1}
     outcomes = {row["source"]: (row["outcome"], row["detail"]) for row in second["rows"]}
-    assert outcomes["docs/broken.pdf"][0] == "failed"
-    assert "could not be read" in outcomes["docs/broken.pdf"][1]
+    assert outcomes["knowledge/docs/broken.pdf"][0] == "failed"
+    assert "could not be read" in outcomes["knowledge/docs/broken.pdf"][1]
     assert counts(database) == before
 
 
@@ -160,9 +160,9 @@ def test_the_same_bytes_are_one_file_whatever_the_name_or_the_way_in(
     renamed.mkdir()
     (renamed / "timetable (copy).docx").write_bytes(data)
     result = runner.invoke(main, ["import", str(renamed), "--json"])
-    assert json.loads(result.output)["counts"]["duplicate"] == 1
-    stored, existed = upload_file_once(cx, "another-name.docx", data)
-    assert existed
+    assert json.loads(result.output)["counts"]["unchanged"] == 1
+    stored, what = upload_file_once(cx, "another-name.docx", data)
+    assert what == "existing"
     assert stored.name == "timetable.docx"
     assert counts(database)["files"] == 1
 
@@ -187,15 +187,15 @@ def test_an_item_the_database_refuses_fails_alone_and_imports_next_time(
     outcomes = {
         row["source"]: (row["outcome"], row["detail"]) for row in json.loads(result.stdout)["rows"]
     }
-    assert outcomes["mail/one.eml"] == (
+    assert outcomes["knowledge/mail/one.eml"] == (
         "failed",
         "the database refused it (LockNotAvailable); import again to retry",
     )
-    assert outcomes["notes/trip.md"] == ("imported", "")
+    assert outcomes["knowledge/notes/trip.md"] == ("added", "")
     again = runner.invoke(main, ["import", str(folder), "--json"])
     retried = {row["source"]: row["outcome"] for row in json.loads(again.stdout)["rows"]}
-    assert retried["mail/one.eml"] == "imported"
-    assert retried["notes/trip.md"] == "duplicate"
+    assert retried["knowledge/mail/one.eml"] == "added"
+    assert retried["knowledge/notes/trip.md"] == "unchanged"
 
 
 def test_the_report_prints_a_long_name_whole_and_names_what_is_not_read(

@@ -96,7 +96,7 @@ def test_a_long_attachment_name_is_cut_and_the_message_kept(client: TestClient) 
     assert imported.status_code == 200, imported.text
     rows = imported.json()["rows"]
     mail = next(row for row in rows if row["kind"] == "mail")
-    assert mail["outcome"] == "imported"
+    assert mail["outcome"] == "added"
     assert mail["detail"] == "an attachment's name was cut to 1,000 characters"
     files = client.get("/api/files").json()
     stored = next(f for f in files if f["name"].startswith("minutes of the harbour board"))

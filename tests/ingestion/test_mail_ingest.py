@@ -77,8 +77,8 @@ def test_mbox_import_over_http_with_attachments_duplicates_and_a_bad_message(
     response = client.post("/api/mail/import", files={"file": ("inbox.mbox", mbox)})
     assert response.status_code == 200, response.text
     body = response.json()
-    assert body["counts"] == {"imported": 3, "failed": 1}
-    assert [r["outcome"] for r in body["rows"]] == ["imported", "imported", "failed", "imported"]
+    assert body["counts"] == {"added": 3, "failed": 1}
+    assert [r["outcome"] for r in body["rows"]] == ["added", "added", "failed", "added"]
     assert body["rows"][2]["detail"] == "the message has no headers"
     mail = {m["subject"]: m for m in client.get("/api/mail").json()}
     assert set(mail) == {"Invoice INV-7", "Lunch"}
@@ -89,13 +89,13 @@ def test_mbox_import_over_http_with_attachments_duplicates_and_a_bad_message(
     extract_pending(database, settings)
     assert client.get(f"/api/files/{files[0]['id']}").json()["status"] == "ready"
     again = client.post("/api/mail/import", files={"file": ("inbox.mbox", mbox)}).json()
-    assert again["counts"] == {"duplicate": 2, "failed": 1}
+    assert again["counts"] == {"unchanged": 2, "failed": 1}
     assert len(client.get("/api/files").json()) == 1
 
 
 def test_a_single_eml_over_http(client: TestClient) -> None:
     response = client.post("/api/mail/import", files={"file": ("one.eml", ENCODED)})
-    assert response.json()["counts"] == {"imported": 1}
+    assert response.json()["counts"] == {"added": 1}
     assert client.get("/api/mail").json()[0]["subject"] == "Réunion de l'équipe"
 
 

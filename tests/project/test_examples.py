@@ -43,7 +43,7 @@ def test_search_a_folder_finds_the_shipped_note(
     settings: Settings, cx: Context, database: Database
 ) -> None:
     output = run_example(settings)
-    assert "{'imported': 3}" in output
+    assert "{'added': 3}" in output
     first = results(output)[0]
     assert first.startswith("1. [node] lisbon-trip › Day two: The ferry card is in the blue wallet")
     # It wrote into the database it was given: the pages are there, and a second run adds none.
@@ -55,7 +55,7 @@ def test_search_a_folder_finds_the_shipped_note(
             (cx.actor.workspace_id, kb.id),
         ).fetchall()
     assert [page["title"] for page in pages] == ["garden", "lisbon-trip", "reading-list"]
-    assert "{'duplicate': 3}" in run_example(settings)
+    assert "{'unchanged': 3}" in run_example(settings)
 
 
 def test_search_a_folder_searches_the_folder_and_query_given(

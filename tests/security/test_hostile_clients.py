@@ -193,7 +193,7 @@ def test_a_mailbox_over_the_message_limit_is_refused_whole(
     assert client.get("/api/mail").json() == []
     taken = client.post("/api/mail/import", files={"file": ("small.mbox", mailbox(3))})
     assert taken.status_code == 200
-    assert taken.json()["counts"] == {"imported": 3}
+    assert taken.json()["counts"] == {"added": 3}
 
 
 def test_the_bullets_of_a_deleted_page_take_no_writes_until_it_is_restored(

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+from typing import Literal
 from uuid import UUID
 
 from subspace.commands.blobs import put_blob
 from subspace.commands.pages import resolve_kb
 from subspace.commands.retry import retried
+from subspace.commands.sources import find_by_path, replace_file_content
 from subspace.commands.states import ARCHIVE, DELETE, RESTORE, set_state
 from subspace.context import Context
 from subspace.db import queries
@@ -18,6 +20,7 @@ from subspace.outbox.append import append_event
 from subspace.text import single_line
 
 MAX_CONTENT_TYPE_CHARS = 255
+UploadOutcome = Literal["added", "updated", "existing"]  # what an upload did
 
 
 def check_upload_size(cx: Context, size: int) -> None:
@@ -39,8 +42,10 @@ def upload_file(
     content_type: str = "application/octet-stream",
     kb_id: UUID | None = None,
     mail_id: UUID | None = None,
+    source_path: str | None = None,
 ) -> File:
-    """Store the file's bytes and a file row in status `processing`.
+    """Store the file's bytes and a file row in status `processing`; `source_path` is where
+    an imported file came from (commands/sources.py).
 
     Text extraction runs later, outside the caller's request, and moves the file to
     `ready` or `failed`.
@@ -68,8 +73,8 @@ def upload_file(
         sha256 = put_blob(conn, cx.actor, data)
         row = conn.execute(
             "insert into kb.files (workspace_id, kb_id, name, content_type, blob_sha256, size, "
-            "mail_id) values (%s, %s, %s, %s, %s, %s, %s) returning id",
-            (ws, kb, name, content_type, sha256, len(data), mail_id),
+            "mail_id, source_path) values (%s, %s, %s, %s, %s, %s, %s, %s) returning id",
+            (ws, kb, name, content_type, sha256, len(data), mail_id, source_path),
         ).fetchone()
         assert row is not None
         append_event(conn, cx.actor.workspace_id, "file.uploaded", file_id=row["id"])
@@ -100,24 +105,41 @@ def upload_file_once(
     *,
     content_type: str = "application/octet-stream",
     kb_id: UUID | None = None,
-) -> tuple[File, bool]:
-    """Store an upload as `upload_file` does, unless the knowledge base already holds a live
-    file with the same bytes: then return that file. The flag says it already existed.
+) -> tuple[File, UploadOutcome]:
+    """Store an upload as `upload_file` does, known by its name as its source path, unless
+    the knowledge base already holds a live file with the same bytes (then that file is
+    returned, "existing"); a live file uploaded before under the same name gets these bytes
+    ("updated", see sources.replace_file_content); otherwise a new file ("added").
 
-    Uploads of the same bytes at the same time wait for each other, so only one is stored.
+    Uploads of the same name or bytes at the same time wait for each other, so only one is
+    stored.
     """
     sha256 = hashlib.sha256(data).hexdigest()
+    ws = cx.actor.workspace_id
     with cx.transaction() as conn:
         kb = resolve_kb(cx, conn, kb_id)
-        conn.execute(
-            "select pg_advisory_xact_lock(hashtextextended(%s, 0))",
-            (f"upload:{cx.actor.workspace_id}:{kb}:{sha256}",),
-        )
-        found = find_stored_file(conn, cx.actor.workspace_id, kb, sha256)
+        # Name first, then bytes: every upload takes the two locks in one order.
+        for key in (f"name:{name}", f"bytes:{sha256}"):
+            conn.execute(
+                "select pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                (f"upload:{ws}:{kb}:{key}",),
+            )
+        found = find_stored_file(conn, ws, kb, sha256)
         if found is not None:
-            return found, True
+            return found, "existing"
         bound = cx.on(conn)
-        return upload_file(bound, name, data, content_type=content_type, kb_id=kb), False
+        named = find_by_path(conn, ws, kb, "file", name)
+        if named is not None and not named.put_away:
+            updated = replace_file_content(
+                bound, named.id, data, content_type=content_type, source_path=name
+            )
+            return updated, "updated"
+        # A name someone archived stays with that file; this upload is a file of its own.
+        path = None if named is not None else name
+        added = upload_file(
+            bound, name, data, content_type=content_type, kb_id=kb, source_path=path
+        )
+        return added, "added"
 
 
 def set_file_enabled(cx: Context, file_id: UUID, enabled: bool) -> File:

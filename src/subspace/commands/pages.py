@@ -16,7 +16,8 @@ from subspace.outbox.append import append_event
 from subspace.text import single_line
 
 
-def _title(cx: Context, title: str) -> str:
+def page_title(cx: Context, title: str) -> str:
+    """A page title cleaned and checked against SUBSPACE_MAX_TITLE_CHARS."""
     return single_line(
         title,
         what="A page title",
@@ -36,7 +37,7 @@ def resolve_kb(cx: Context, conn: Conn, kb_id: UUID | None) -> UUID:
 @retried
 def create_page(cx: Context, title: str, *, kb_id: UUID | None = None) -> PageSummary:
     """Create an empty page in `kb_id` (default: the workspace's default knowledge base)."""
-    title = _title(cx, title)
+    title = page_title(cx, title)
     ws = cx.actor.workspace_id
     with cx.transaction() as conn:
         kb = resolve_kb(cx, conn, kb_id)
@@ -57,13 +58,15 @@ def create_page_from_outline(
     *,
     kb_id: UUID | None = None,
     source_sha256: str | None = None,
+    source_path: str | None = None,
 ) -> PageSummary:
     """Create a page with a whole tree of bullets in one transaction and one event.
 
     Bulk-loads the nodes, so importing a long document costs one round trip, not one per
-    bullet. `source_sha256` records the file the page came from, for re-import checks.
+    bullet. `source_sha256` and `source_path` record the file the page came from, so importing
+    it again updates this page (commands/sources.py).
     """
-    title = _title(cx, title)
+    title = page_title(cx, title)
     ws = cx.actor.workspace_id
     rows: list[tuple[UUID, UUID | None, int, str]] = []
 
@@ -77,9 +80,9 @@ def create_page_from_outline(
     with cx.transaction() as conn:
         kb = resolve_kb(cx, conn, kb_id)
         row = conn.execute(
-            "insert into kb.pages (workspace_id, kb_id, title, source_sha256) "
-            "values (%s, %s, %s, %s) returning id",
-            (ws, kb, title, source_sha256),
+            "insert into kb.pages (workspace_id, kb_id, title, source_sha256, source_path) "
+            "values (%s, %s, %s, %s, %s) returning id",
+            (ws, kb, title, source_sha256, source_path),
         ).fetchone()
         assert row is not None
         page_id = row["id"]
@@ -107,7 +110,7 @@ def find_page_by_source(cx: Context, kb_id: UUID, source_sha256: str) -> PageSum
 def rename_page(
     cx: Context, page_id: UUID, title: str, *, base_version: int | None = None
 ) -> PageSummary:
-    title = _title(cx, title)
+    title = page_title(cx, title)
     ws = cx.actor.workspace_id
     with cx.transaction() as conn:
         check_base_version(queries.get_page(conn, ws, page_id, lock=True), base_version)

@@ -18,11 +18,13 @@ from subspace.models import (
     TreeNode,
 )
 
-PAGE_COLUMNS = "id, kb_id, title, archived_at, deleted_at, created_at, updated_at, version"
+PAGE_COLUMNS = (
+    "id, kb_id, title, archived_at, deleted_at, created_at, updated_at, version, source_path"
+)
 NODE_COLUMNS = "id, page_id, parent_id, position, text, props, created_at, updated_at"
 FILE_COLUMNS = (
-    "id, kb_id, name, content_type, size, blob_sha256 as sha256, status, status_reason, "
-    "enabled, mail_id, archived_at, deleted_at, created_at, updated_at, "
+    "id, kb_id, name, title, content_type, size, blob_sha256 as sha256, status, status_reason, "
+    "enabled, mail_id, archived_at, deleted_at, created_at, updated_at, source_path, "
     "(select t.truncated from search.file_text t where t.workspace_id = kb.files.workspace_id "
     "and t.file_id = kb.files.id) as text_truncated"
 )

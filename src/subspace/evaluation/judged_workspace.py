@@ -144,7 +144,7 @@ def import_judged_workspace(db: Database, cx: Context, judged: JudgedWorkspace) 
     report = import_path(cx, judged.workspace, kb_id=kb.id)
     finish_extraction(db, cx.settings, report)
     failed = [f"{r.source}: {r.outcome} {r.detail}".strip() for r in report.rows
-              if r.outcome != "imported"]  # fmt: skip
+              if r.outcome != "added"]  # fmt: skip
     if failed:
         raise InvalidInput(f"{judged.workspace} did not import cleanly: {'; '.join(failed)}.")
     bullets = [item for item in _items(cx, kb.id) if item.kind == "bullet"]

@@ -15,8 +15,10 @@ from uuid import UUID
 import psycopg
 
 from subspace import commands
+from subspace.commands import sources
 from subspace.commands.files import check_upload_size
 from subspace.commands.retry import retried
+from subspace.commands.sources import Known, SourceKind
 from subspace.config import Settings
 from subspace.context import Context
 from subspace.database import Database
@@ -50,7 +52,7 @@ class ImportRow:
 
     source: str
     kind: str  # page, file, mail, or "" when skipped
-    outcome: str  # imported, duplicate, failed, skipped
+    outcome: str  # added, updated, moved, unchanged, missing, failed, skipped
     detail: str = ""
     file_id: UUID | None = None
 
@@ -163,9 +165,18 @@ class Importer:
     raises TooMany or Busy.
     """
 
-    def __init__(self, cx: Context, kb_id: UUID, *, parser_wait_s: float | None = None) -> None:
+    def __init__(
+        self,
+        cx: Context,
+        kb_id: UUID,
+        *,
+        parser_wait_s: float | None = None,
+        base: Path | None = None,
+    ) -> None:
         self.cx = cx
         self.kb_id = kb_id
+        # Source paths are relative to `base`; a file whose path is gone from under it moved.
+        self.base = base or Path.cwd()
         self.report = ImportReport()
         self.parser_wait_s = parser_wait_s
 
@@ -206,8 +217,8 @@ class Importer:
     def _page(self, path: Path, label: str) -> None:
         data = path.read_bytes()
         sha256 = hashlib.sha256(data).hexdigest()
-        if commands.find_page_by_source(self.cx, self.kb_id, sha256) is not None:
-            self.report.rows.append(ImportRow(label, "page", "duplicate"))
+        found = self._identify("page", label, sha256)
+        if found is None:
             return
         parse = parse_markdown if path.suffix.lower() in MARKDOWN_SUFFIXES else parse_plain_text
         try:
@@ -220,34 +231,95 @@ class Importer:
         except ExtractionFailed as exc:
             self.report.rows.append(ImportRow(label, "page", "failed", exc.reason))
             return
+        if isinstance(found, Known):
+            sources.update_page_from_outline(
+                self.cx, found.id, outline.title, outline.items,
+                source_sha256=sha256, source_path=label,
+            )  # fmt: skip
+            self.report.rows.append(ImportRow(label, "page", "updated"))
+            return
         commands.create_page_from_outline(
-            self.cx, outline.title, outline.items, kb_id=self.kb_id, source_sha256=sha256
+            self.cx,
+            outline.title,
+            outline.items,
+            kb_id=self.kb_id,
+            source_sha256=sha256,
+            source_path=label,
         )
-        self.report.rows.append(ImportRow(label, "page", "imported"))
+        self.report.rows.append(ImportRow(label, "page", "added"))
+
+    def _identify(self, kind: SourceKind, path: str, sha256: str) -> Known | bool | None:
+        """What importing the file at `path` with these bytes does to the knowledge base.
+
+        Reports and returns None when there is nothing to write: the item at `path` holds
+        these bytes already, someone archived or deleted it, the bytes moved here from a path
+        that is gone (the item follows them), or they are a copy of an item imported from a
+        path that is still there. Otherwise returns the item to update, or True for a new one.
+        """
+        ws = self.cx.actor.workspace_id
+        with self.cx.transaction() as conn:
+            at_path = sources.find_by_path(conn, ws, self.kb_id, kind, path)
+            same = [] if at_path else sources.find_by_content(conn, ws, self.kb_id, kind, sha256)
+        if at_path is not None:
+            if at_path.put_away:
+                detail = "archived or deleted in Subspace; restore it to update it from its file"
+                self.report.rows.append(ImportRow(path, kind, "skipped", detail))
+                return None
+            if at_path.sha256 == sha256:
+                # Stored before, but its text still cannot be read: that is what to report.
+                failure = at_path.failure
+                outcome = "unchanged" if failure is None else "failed"
+                self.report.rows.append(ImportRow(path, kind, outcome, failure or ""))
+                return None
+            return at_path
+        for known in same:
+            if known.source_path is None or not (self.base / known.source_path).exists():
+                # Its file is gone from where it was (or was imported before paths were
+                # kept): these bytes are that file, moved here.
+                sources.set_source_path(self.cx, kind, known.id, path)
+                outcome = "unchanged" if known.source_path is None else "moved"
+                detail = "" if known.source_path is None else f"from {known.source_path}"
+                self.report.rows.append(ImportRow(path, kind, outcome, detail))
+                return None
+        if same:
+            detail = f"the same bytes as {same[0].source_path}, imported already"
+            self.report.rows.append(ImportRow(path, kind, "unchanged", detail))
+            return None
+        return True
 
     def _file(self, path: Path, label: str) -> None:
         size = path.stat().st_size
         check_upload_size(self.cx, size)
         data = path.read_bytes()
         sha256 = hashlib.sha256(data).hexdigest()
-        with self.cx.transaction() as conn:
-            existing = commands.find_stored_file(
-                conn, self.cx.actor.workspace_id, self.kb_id, sha256, include_archived=True
-            )
-        if existing is not None and existing.status == "failed":
-            # Stored before, but its text still cannot be read: that is what to report.
-            self.report.rows.append(
-                ImportRow(label, "file", "failed", existing.status_reason or "")
-            )
-            return
-        if existing is not None:
-            self.report.rows.append(ImportRow(label, "file", "duplicate"))
+        found = self._identify("file", label, sha256)
+        if found is None:
             return
         content_type = CONTENT_TYPES.get(path.suffix.lower(), "application/octet-stream")
+        if isinstance(found, Known):
+            stored = sources.replace_file_content(
+                self.cx, found.id, data, content_type=content_type, source_path=label
+            )
+            self.report.rows.append(ImportRow(label, "file", "updated", file_id=stored.id))
+            return
         stored = commands.upload_file(
-            self.cx, path.name, data, content_type=content_type, kb_id=self.kb_id
+            self.cx,
+            path.name,
+            data,
+            content_type=content_type,
+            kb_id=self.kb_id,
+            source_path=label,
         )
-        self.report.rows.append(ImportRow(label, "file", "imported", file_id=stored.id))
+        self.report.rows.append(ImportRow(label, "file", "added", file_id=stored.id))
+
+    def report_missing(self, folder: str) -> None:
+        """Add a row for each live page or file imported from under `folder` before whose file
+        this import did not see: a one-shot import lists them and leaves them be."""
+        seen = [row.source for row in self.report.rows]
+        prefix = folder.rstrip("/") + "/" if folder else ""
+        for kind, path in sources.missing_sources(self.cx, self.kb_id, prefix, seen):
+            detail = "its file is gone from the folder; archive it if it is no longer wanted"
+            self.report.rows.append(ImportRow(path, kind, "missing", detail))
 
     def add_message(self, raw: bytes, label: str) -> None:
         """Import one message (.eml bytes) and its attachments."""
@@ -268,12 +340,12 @@ class Importer:
         try:
             _, attachment_ids, notes = store_mail(self.cx, parsed, self.kb_id)
         except Conflict:
-            self.report.rows.append(ImportRow(label, "mail", "duplicate"))
+            self.report.rows.append(ImportRow(label, "mail", "unchanged"))
             return
-        self.report.rows.append(ImportRow(label, "mail", "imported", "; ".join(notes)))
+        self.report.rows.append(ImportRow(label, "mail", "added", "; ".join(notes)))
         for file_id in attachment_ids:
             self.report.rows.append(
-                ImportRow(f"{label} (attachment)", "file", "imported", file_id=file_id)
+                ImportRow(f"{label} (attachment)", "file", "added", file_id=file_id)
             )
 
     def add_mailbox(self, data: bytes, label: str, *, max_messages: int | None = None) -> None:
@@ -314,13 +386,21 @@ def import_path(
     kb_id: UUID,
     on_file: Callable[[Path], None] | None = None,
 ) -> ImportReport:
-    """Import `root` (a file or a folder, recursively) into knowledge base `kb_id`."""
-    base = root if root.is_dir() else root.parent
-    importer = Importer(cx, kb_id)
+    """Import `root` (a file or a folder, recursively) into knowledge base `kb_id`.
+
+    Each file is known by its path from the folder's parent ("notes/plans/q3.md"; a single
+    file's starts with its folder's name too), so importing again updates what changed,
+    follows what moved, and lists what is gone from an imported folder without archiving it.
+    """
+    root = root.resolve()
+    base = root.parent if root.is_dir() else root.parent.parent
+    importer = Importer(cx, kb_id, base=base)
     for path in importable_files(root):
-        importer.add(path, str(path.relative_to(base)))
+        importer.add(path, path.relative_to(base).as_posix())
         if on_file is not None:
             on_file(path)
+    if root.is_dir():
+        importer.report_missing(root.relative_to(base).as_posix())
     return importer.report
 
 

@@ -44,6 +44,8 @@ class FileChunk(BaseModel):
 class UploadedFile(FileRow):
     # True when the knowledge base already held these bytes: that file is returned instead.
     already_stored: bool = False
+    # True when a file uploaded before under this name got these bytes (same id, new text).
+    updated: bool = False
 
 
 @router.post(
@@ -53,7 +55,8 @@ class UploadedFile(FileRow):
         200: {
             "model": UploadedFile,
             "description": "The knowledge base already held these bytes: the file stored "
-            "before, with `already_stored: true`.",
+            "before, with `already_stored: true`; or a file uploaded before under the same "
+            "name now holds these bytes, with `updated: true`.",
         }
     },
 )
@@ -69,21 +72,24 @@ def upload_file(
     """Store a file; its text is extracted in the background (status `processing`).
 
     Bytes the knowledge base already holds are not stored twice: the answer is 200 with
-    the existing file and `already_stored: true`.
+    the existing file and `already_stored: true`. A file of the same name uploaded before is
+    updated in place (same id, its text extracted again): 200 with `updated: true`.
     """
     if file.size is not None:
         check_upload_size(cx, file.size)
     # Read one byte past the limit so an oversized body is caught without reading it all.
     data = file.file.read(cx.settings.max_upload_bytes + 1)
     check_upload_size(cx, len(data))
-    stored, existed = upload_file_once(
+    stored, what = upload_file_once(
         cx, file.filename or "", data, content_type=file.content_type or "", kb_id=kb_id
     )
-    if existed:
+    if what != "added":
         response.status_code = 200
-    else:
+    if what != "existing":
         wake_extractor(request)
-    return UploadedFile(**asdict(stored), already_stored=existed)
+    return UploadedFile(
+        **asdict(stored), already_stored=what == "existing", updated=what == "updated"
+    )
 
 
 @router.get("")

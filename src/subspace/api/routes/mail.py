@@ -74,7 +74,10 @@ def add_mail(body: MailIn, cx: CX) -> Mail:
 class ImportedItem(BaseModel):
     source: str
     kind: str
-    outcome: str
+    outcome: str = Field(
+        description="added, unchanged (a message with this Message-ID is stored already), "
+        "failed or skipped"
+    )
     detail: str
 
 
@@ -106,7 +109,7 @@ def import_mail(
         importer.add_message(data, name)
     wake_extractor(request)
     outcomes = {r.outcome for r in importer.report.rows}
-    if not outcomes & {"imported", "duplicate"}:
+    if not outcomes & {"added", "unchanged"}:
         raise InvalidInput(_nothing_imported(name, importer.report.rows))
     rows = [
         ImportedItem(source=r.source, kind=r.kind, outcome=r.outcome, detail=r.detail)

@@ -9,7 +9,7 @@ import { installDropUpload, uploadButton } from "../upload.js";
 const IMPORT = "/api/mail/import";
 
 // How each import outcome is said in the one-line summary.
-const OUTCOMES = { imported: "imported", duplicate: "already stored", skipped: "skipped", failed: "failed" };
+const OUTCOMES = { added: "imported", unchanged: "already stored", skipped: "skipped", failed: "failed" };
 
 const NOUNS = { mail: ["message", "messages"], file: ["attachment", "attachments"] };
 
@@ -18,7 +18,7 @@ const NOUNS = { mail: ["message", "messages"], file: ["attachment", "attachments
  * "1 message imported, 1 attachment imported; 1 message already stored".
  */
 export function describeImport(data) {
-  const counts = new Map(); // "imported" → Map(kind → n), in the order they come
+  const counts = new Map(); // "added" → Map(kind → n), in the order they come
   for (const row of data?.rows || []) {
     const kind = row.kind in NOUNS ? row.kind : "mail";
     if (!counts.has(row.outcome)) counts.set(row.outcome, new Map());
@@ -31,7 +31,7 @@ export function describeImport(data) {
 }
 
 function importReport(results) {
-  const rows = results.flatMap((result) => (result.data?.rows || []).filter((r) => r.outcome !== "imported"));
+  const rows = results.flatMap((result) => (result.data?.rows || []).filter((r) => r.outcome !== "added"));
   if (!rows.length) return null;
   return h("details", { class: "import-report", open: true },
     h("summary", {}, "Skipped or failed"),
