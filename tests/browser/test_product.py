@@ -182,8 +182,13 @@ def test_an_upload_row_follows_the_file_to_its_end_and_types_read_as_words(
     expect(types).to_have_count(3)
     # Named as a person reads them; a text type without a name of its own is Text.
     assert sorted(types.all_inner_texts()) == ["Markdown", "PDF", "Text"]
-    name = page.locator(".file-table .file-name").first
-    assert name.get_attribute("title") == name.inner_text()
+    # A document with a title of its own is listed by it, its file name beneath and in its hover.
+    names = page.locator(".file-table .file-name")
+    plan = names.filter(has_text="Plan")
+    expect(plan).to_have_attribute("title", "Plan (plan.md)")
+    expect(page.locator(".file-table .file-source").first).to_have_text("plan.md")
+    for n in range(3):
+        assert names.nth(n).inner_text() in (names.nth(n).get_attribute("title") or "")
 
 
 def test_a_question_puts_the_ask_row_first_and_enter_still_opens_the_best_hit(

@@ -75,8 +75,15 @@ def test_nul_bytes_and_invalid_utf8_in_extracted_text_are_cleaned() -> None:
     assert "gamma" in text
 
 
-def test_markdown_keeps_its_text() -> None:
-    assert run(b"# Title\n\n- item one\n", "a.md") == "# Title\n\n- item one\n"
+def test_markdown_is_read_for_its_words_and_titled_by_its_heading() -> None:
+    assert run(b"# Title\n\n- item [one](https://x.org)\n", "a.md") == "Title\n\nitem one"
+    extracted = extract(b"# Title\n\n## Part\nText.\n", "a.md", "", LIMITS)
+    assert extracted.title == "Title"
+    assert [(b.text, b.headings) for b in extracted.blocks] == [
+        ("Title", ()),
+        ("Part", ("Part",)),
+        ("Text.", ("Part",)),
+    ]
 
 
 def test_html_drops_script_and_style_and_keeps_structure() -> None:
@@ -87,7 +94,7 @@ def test_html_drops_script_and_style_and_keeps_structure() -> None:
         "<table><tr><th>Host</th><td>db-1</td></tr></table><!-- hidden --></body></html>"
     )
     assert run(markup.encode(), "r.html") == (
-        "Runbook\nRestart\nDrain the node first.\n- kubectl cordon\n- kubectl drain\n| Host | db-1"
+        "Restart\n\nDrain the node first.\n\n- kubectl cordon\n\n- kubectl drain\n\n| Host | db-1"
     )
 
 
@@ -103,11 +110,11 @@ def test_html_keeps_the_pages_words_and_drops_its_furniture() -> None:
         "<footer>Copyright the site</footer></body></html>"
     )
     assert run(markup.encode(), "book.html") == (
-        "Publishing\nWe publish with one command.\ncargo login\ncargo publish"
+        "Publishing\n\nWe publish with one command.\n\ncargo login\ncargo publish"
     )
     # Without <main>, the page's own header and footer still go, its body's words stay.
     plain = "<body><header>Banner</header><h2>Notes</h2><p>Kept.</p><footer>Foot</footer></body>"
-    assert run(plain.encode(), "notes.html") == "Notes\nKept."
+    assert run(plain.encode(), "notes.html") == "Notes\n\nKept."
 
 
 REAL_CHAPTER = next(
@@ -118,8 +125,13 @@ REAL_CHAPTER = next(
 @pytest.mark.skipif(REAL_CHAPTER is None, reason="the Rust book is not installed")
 def test_a_real_book_chapter_without_its_theme_menu_and_help() -> None:
     assert REAL_CHAPTER is not None
-    text = run(REAL_CHAPTER.read_bytes(), REAL_CHAPTER.name)
-    assert text.startswith("Publishing a Crate to Crates.io")
+    extracted = extract(REAL_CHAPTER.read_bytes(), REAL_CHAPTER.name, "", LIMITS)
+    text = extracted.text
+    # Its <title> appends the book's name; its only <h1> is the chapter's own.
+    assert extracted.title == "Publishing a Crate to Crates.io"
+    assert "Publishing a Crate to Crates.io" in text
+    headings = {b.headings for b in extracted.blocks}
+    assert ("Publishing a Crate to Crates.io", "Making Useful Documentation Comments") in headings
     assert "cargo publish" in text
     for furniture in ("Coal", "Navy", "Ayu", "hide this help", "Print this book"):
         assert furniture not in text, furniture
@@ -153,6 +165,36 @@ def test_pdf_contents_pages_leaders_page_numbers_and_line_end_hyphens_go() -> No
     assert "Contents" not in text and "Setup" not in text
     assert ". . ." not in text
     assert text.strip() == "The decoder reads a buffer for manipulation."
+
+
+REAL_PAGES = {
+    "texinfo": Path("/usr/share/doc/libffi8/html/Closure-Example.html"),
+    "npm": Path("/usr/lib/node_modules/npm/docs/output/configuring-npm/npm-shrinkwrap-json.html"),
+    "node": Path("/usr/share/doc/nodejs/api/vm.html"),
+}
+
+
+@pytest.mark.parametrize("generator", sorted(REAL_PAGES))
+def test_real_documentation_pages_without_their_navigation(generator: str) -> None:
+    """Texinfo's Next/Previous/Up panel, npm's banner and contents, Node's "copy" buttons
+    and heading marks are navigation (bench/html_extraction.py measures 182 such pages)."""
+    path = REAL_PAGES[generator]
+    if not path.exists():
+        pytest.skip(f"{path} is not installed")
+    extracted = extract(path.read_bytes(), path.name, "", LIMITS)
+    title, text = extracted.title, extracted.text
+    if generator == "texinfo":
+        assert title == "2.6 Closure Example"
+        assert "Next: " not in text and "Previous: " not in text
+        assert "A trivial example that creates a new puts" in text
+    elif generator == "npm":
+        assert title == "npm-shrinkwrap.json"
+        assert "npm-shrinkwrap.json @" in text  # its heading, in a page header, stays
+        assert "Table of contents" not in text
+    else:
+        assert title == "VM (executing JavaScript)"
+        assert "copy\n" not in text and not text.endswith("copy")
+        assert all(not h.endswith("#") for b in extracted.blocks for h in b.headings)
 
 
 REAL_PDF = Path("/usr/share/doc/libtasn1-doc/libtasn1.pdf")
@@ -198,7 +240,50 @@ def test_pdf_compression_bomb_fails_fast() -> None:
 
 def test_docx_paragraphs_and_tables_in_document_order() -> None:
     docx = make_docx(["Intro paragraph"], [["Name", "Owner"], ["Billing", "Finance"]], "Closing")
-    assert run(docx, "a.docx") == "Intro paragraph\nName | Owner\nBilling | Finance\nClosing"
+    assert run(docx, "a.docx") == "Intro paragraph\n\nName | Owner\nBilling | Finance\n\nClosing"
+
+
+def test_docx_keeps_its_title_headings_and_lists() -> None:
+    import io
+
+    import docx
+
+    document = docx.Document()
+    document.add_paragraph("Ferry handbook", style="Title")
+    document.add_heading("Timetable", level=1)
+    document.add_paragraph("Boats leave every hour.")
+    document.add_heading("Winter", level=2)
+    document.add_paragraph("First boat at seven", style="List Bullet")
+    document.add_heading("Fares", level=1)
+    document.add_paragraph("Cash or card.")
+    out = io.BytesIO()
+    document.save(out)
+    extracted = extract(out.getvalue(), "ferry.docx", "", LIMITS)
+    assert extracted.title == "Ferry handbook"
+    assert [(b.text, b.headings, b.is_heading) for b in extracted.blocks] == [
+        ("Timetable", ("Timetable",), True),
+        ("Boats leave every hour.", ("Timetable",), False),
+        ("Winter", ("Timetable", "Winter"), True),
+        ("- First boat at seven", ("Timetable", "Winter"), False),
+        ("Fares", ("Fares",), True),
+        ("Cash or card.", ("Fares",), False),
+    ]
+
+
+REAL_PDF = Path("/usr/share/doc/libtasn1-doc/libtasn1.pdf")
+
+
+@pytest.mark.skipif(not REAL_PDF.exists(), reason="libtasn1-doc is not installed")
+def test_a_real_manual_without_running_headers_each_block_on_its_page_and_chapter() -> None:
+    extracted = extract(REAL_PDF.read_bytes(), REAL_PDF.name, "", LIMITS)
+    text = extracted.text
+    # The running header "Chapter 2: ASN.1 structure handling 4" tops pages 5 and 6.
+    assert "Chapter 2: ASN.1 structure handling" not in text
+    assert "asn1_der_decoding . ." not in text
+    by_page = {b.page: b for b in extracted.blocks}
+    assert by_page[7].headings == ("2 ASN.1 structure handling", "Simple parsing")
+    assert "Simple parsing" in by_page[7].text
+    assert by_page[13].headings[0] == "4 Function reference"
 
 
 def test_docx_zip_bomb_fails_before_inflating() -> None:

@@ -15,6 +15,7 @@ from subspace.context import Context
 from subspace.database import Database
 from subspace.db import queries
 from subspace.ingest.worker import CHUNKS_PER_STATEMENT, extract_pending, store_file_chunks
+from subspace.splitting import Piece
 from tests.samples import make_docx, make_encrypted_pdf, make_pdf, make_zip_bomb
 
 
@@ -152,7 +153,7 @@ def test_chunks_are_written_a_few_hundred_a_statement(database: Database, cx: Co
             "create trigger count_statement after insert on search.file_chunks "
             "for each statement execute function pg_temp.count_statement()"
         )
-        store_file_chunks(conn, ws, stored.id, pieces)
+        store_file_chunks(conn, ws, stored.id, [Piece(p) for p in pieces])
         counted = conn.execute("select count(*) as n from statements").fetchone()
         conn.execute("drop trigger count_statement on search.file_chunks")
     assert counted == {"n": 3}
@@ -169,7 +170,9 @@ def test_chunks_are_written_a_few_hundred_a_statement(database: Database, cx: Co
     assert [(row["n"], row["text"]) for row in rows] == list(enumerate(pieces))
     assert stats == {"ndocs": len(pieces)}
     with database.pool.connection() as conn, conn.transaction():
-        store_file_chunks(conn, ws, stored.id, pieces[:5])  # text again, shorter
+        store_file_chunks(
+            conn, ws, stored.id, [Piece(p) for p in pieces[:5]]
+        )  # text again, shorter
         left = conn.execute(
             "select count(*) as n from search.file_chunks where file_id = %s", (stored.id,)
         ).fetchone()

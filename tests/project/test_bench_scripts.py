@@ -10,6 +10,7 @@ are not timed assertions.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import random
@@ -50,6 +51,8 @@ class Smoke:
     # What the JSON it prints (all of stdout, or else its last line) must satisfy.
     json: Callable[[Any], bool] | None = None
     chromium: bool = False
+    # A module the script measures against, installed only where that is measured.
+    needs: str = ""
 
 
 RUNS: dict[str, Smoke] = {
@@ -103,6 +106,11 @@ RUNS: dict[str, Smoke] = {
             r"^reindex 2: .* reused by hash \d+",
             r"^local model: .*skipped",
         ),
+    ),
+    "html_extraction": Smoke(
+        "--per-generator 1 --json",
+        json=lambda r: r["rows"][-1]["generator"] == "all" and r["rows"][-1]["pages"] > 0,
+        needs="trafilatura",
     ),
     "ingest": Smoke(
         "--files 3 --markdown 3 --corpus {corpus}",
@@ -291,10 +299,16 @@ def test_help(name: str, tmp_path: Path) -> None:
     [
         pytest.param(
             name,
-            marks=pytest.mark.skipif(
-                RUNS[name].chromium and CHROMIUM_MISSING,
-                reason="Chromium is missing: run `apt-get install -y chromium`.",
-            ),
+            marks=[
+                pytest.mark.skipif(
+                    RUNS[name].chromium and CHROMIUM_MISSING,
+                    reason="Chromium is missing: run `apt-get install -y chromium`.",
+                ),
+                pytest.mark.skipif(
+                    bool(RUNS[name].needs) and importlib.util.find_spec(RUNS[name].needs) is None,
+                    reason=f"{RUNS[name].needs} is not installed: pip install it to run this.",
+                ),
+            ],
         )
         for name in sorted(RUNS)
     ],

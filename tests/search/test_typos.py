@@ -7,6 +7,7 @@ from subspace import commands
 from subspace.context import Context
 from subspace.database import Database
 from subspace.ingest.worker import extract_pending, store_file_chunks
+from subspace.splitting import Piece
 from tests.search_helpers import ids, run
 
 # Misspellings people make of long words -> the word a bullet holds. Several land outside the
@@ -153,7 +154,7 @@ def test_the_words_follow_every_kind_of_write(database: Database, cx: Context) -
     commands.add_mail(cx, message_id="<w@x>", subject="Tamarind", body_text="Crates")
     extract_pending(database, cx.settings)
     with database.pool.connection() as conn, conn.transaction():
-        store_file_chunks(conn, ws, upload.id, ["Irrigation notes", "Sluice gates"])
+        store_file_chunks(conn, ws, upload.id, [Piece("Irrigation notes"), Piece("Sluice gates")])
     kept = assert_words_match(database)
     assert {w: kept.get(w) for w in ("hydration", "hydrated", "sluice", "tamarind", "ferry")} == {
         "hydration": "hydrat",
@@ -169,7 +170,9 @@ def test_the_words_follow_every_kind_of_write(database: Database, cx: Context) -
     commands.edit_node(cx, travellers.id, "Tickets sold out")
     commands.rename_page(cx, page.id, "Boat timetable")
     with database.pool.connection() as conn, conn.transaction():
-        store_file_chunks(conn, ws, upload.id, ["Drainage notes"])  # extracted again, shorter
+        store_file_chunks(
+            conn, ws, upload.id, [Piece("Drainage notes")]
+        )  # extracted again, shorter
     kept = assert_words_match(database)
     # A word goes with the last document holding its lexeme; "hydrated" stays while
     # "hydration" holds its lexeme: still a word the workspace wrote.

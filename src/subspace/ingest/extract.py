@@ -10,15 +10,19 @@ import io
 import logging
 import re
 import zipfile
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import PurePath
 from typing import Any
 
 from charset_normalizer import from_bytes
 
+from subspace.ingest.outline import OutlineItem
+from subspace.splitting import Block, document_text
 from subspace.text import clean_text
 
 SNIFF_BYTES = 1024  # PDF allows a little junk before its header
+TITLE_CHARS = 300  # a document's own title, cut: it names the file in lists and results
 ENCODING_SAMPLE_BYTES = 256 * 1024  # enough for charset detection, bounded in time
 
 TEXT_SUFFIXES = {".txt", ".text", ".log", ".csv", ".tsv", ".rst", ".org"}
@@ -26,9 +30,10 @@ MARKDOWN_SUFFIXES = {".md", ".markdown", ".mdown"}
 HTML_SUFFIXES = {".html", ".htm", ".xhtml"}
 DOCX_TYPE = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 
-# Elements whose text is never content, and elements that end a line.
+# Elements whose text is never content (the head: its <title> is the file's title), and elements
+# that end a line.
 _SKIPPED_TAGS = {
-    "script", "style", "noscript", "template", "svg", "iframe", "object",
+    "head", "script", "style", "noscript", "template", "svg", "iframe", "object",
     # The page's furniture, not its words: menus, sidebars, controls.
     "nav", "aside", "form", "button", "select", "menu", "dialog",
 }  # fmt: skip
@@ -37,6 +42,17 @@ _SKIPPED_TAGS = {
 _SKIPPED_ROLES = {"navigation", "banner", "contentinfo", "search", "menu", "menubar", "toolbar",
                   "dialog", "complementary"}  # fmt: skip
 _PAGE_FURNITURE = {"header", "footer"}
+# Class names that documentation generators give their navigation blocks: Texinfo's
+# div.header and div.nav-panel, DocBook's div.navheader, div.navfooter and div.toc, LaTeX2HTML's
+# div.navigation, Texinfo's table.menu and div.contents. Read on container elements only (an
+# mdBook heading's link is a.header). Measured by bench/html_extraction.py.
+_FURNITURE_CLASSES = {
+    "nav", "navbar", "navigation", "navheader", "navfooter", "nav-panel", "breadcrumb",
+    "breadcrumbs", "sidebar", "toc", "menu", "contents", "shortcontents", "header", "footer",
+}  # fmt: skip
+_FURNITURE_IDS = {"banner", "toc", "table_of_contents", "sidebar", "nav", "navbar", "navigation",
+                  "menu", "breadcrumbs"}  # fmt: skip
+_CONTAINERS = {"div", "table", "section", "ul", "ol"}
 _SPACES = re.compile(r"\s+")
 _BLOCK_TAGS = {
     "address", "article", "aside", "blockquote", "br", "dd", "div", "dl", "dt", "figcaption",
@@ -81,9 +97,14 @@ class ExtractLimits:
 
 @dataclass(frozen=True)
 class Extracted:
+    """A document's text (its blocks, a blank line between each), its blocks with the
+    headings above them and their pages, and its own title if it names one."""
+
     text: str
     truncated: bool
     kind: str
+    blocks: list[Block]
+    title: str | None = None
 
 
 def detect_kind(data: bytes, name: str, content_type: str) -> str | None:
@@ -114,18 +135,63 @@ def extract(data: bytes, name: str, content_type: str, limits: ExtractLimits) ->
             f"unsupported type {content_type or 'unknown'}: Subspace reads PDF, Word (.docx), "
             "HTML, Markdown and text"
         )
+    title: str | None = None
+    truncated = False
     if kind == "pdf":
-        text, truncated = _pdf_text(data, limits)
+        title, blocks, truncated = _pdf_document(data, limits)
     elif kind == "docx":
-        text, truncated = _docx_text(data, limits), False
+        title, blocks = _docx_document(data, limits)
     elif kind == "html":
-        text, truncated = html_text(decode_text(data), limits.max_html_depth), False
+        title, blocks = html_document(decode_text(data), limits.max_html_depth)
     else:
-        text, truncated = decode_text(data), False
-    text = clean_text(text)
-    if len(text) > limits.max_chars:
-        text, truncated = text[: limits.max_chars], True
-    return Extracted(text=text, truncated=truncated, kind=kind)
+        from subspace.ingest.markdown import markdown_plain, parse_markdown
+        from subspace.ingest.outline import parse_plain_text
+
+        if kind == "markdown":
+            outline = parse_markdown(decode_text(data))
+            outline.title = markdown_plain(outline.title)
+            _plain_outline(outline.items, markdown_plain)
+        else:
+            outline = parse_plain_text(decode_text(data))
+        title, blocks = outline.title or None, outline_blocks(outline.items)
+        if title is not None:  # the document's first line: its words are searched with it
+            blocks.insert(0, Block(title, is_heading=True))
+    kept: list[Block] = []
+    chars = 0
+    for block in blocks:
+        text = clean_text(block.text)
+        cut = chars + len(text) > limits.max_chars
+        if cut:
+            text = text[: max(0, limits.max_chars - chars)]
+        headings = tuple(clean_text(heading) for heading in block.headings)
+        kept.append(replace(block, text=text, headings=headings))
+        chars += len(text) + 2
+        if cut:
+            truncated = True
+            break
+    if title is not None:
+        title = " ".join(clean_text(title).split())[:TITLE_CHARS] or None
+    return Extracted(document_text(kept), truncated, kind, kept, title)
+
+
+def _plain_outline(items: list[OutlineItem], plain: Callable[[str], str]) -> None:
+    """Each bullet's text as `plain` reads it (a file's text holds words, not markup)."""
+    for item in items:
+        item.text = plain(item.text)
+        _plain_outline(item.children, plain)
+
+
+def outline_blocks(items: list[OutlineItem], headings: tuple[str, ...] = ()) -> list[Block]:
+    """An outline's bullets as blocks: a bullet with bullets under it is a heading."""
+    blocks: list[Block] = []
+    for item in items:
+        if item.children:
+            path = (*headings, item.text)
+            blocks.append(Block(item.text, path, is_heading=True))
+            blocks.extend(outline_blocks(item.children, path))
+        else:
+            blocks.append(Block(item.text, headings))
+    return blocks
 
 
 def decode_text(data: bytes) -> str:
@@ -155,9 +221,23 @@ def decode_text(data: bytes) -> str:
 
 
 def html_text(markup: str, max_depth: int) -> str:
-    """The visible text of an HTML document, one line per block, list items as "- " lines.
+    """The visible text of an HTML document, one line per block, list items as "- " lines
+    (a mail's HTML body; a document's is read by `html_document`)."""
+    return "\n".join(block.text for block in html_document(markup, max_depth)[1])
 
-    Walks the tree without recursion; a document nested deeper than `max_depth` fails.
+
+_HEADING_TAGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
+
+
+def html_document(markup: str, max_depth: int) -> tuple[str | None, list[Block]]:
+    """An HTML document's title and the blocks of its main content: a block per paragraph,
+    item (as "- " text), table row or `<pre>` (its lines kept), and headings that hold what
+    follows them.
+
+    The title is the main content's first heading (or an `<h1>`) that its `<title>` holds too
+    (a site appends its own name to the title: "Publishing a Crate - The Rust Programming
+    Language"), else the `<title>`, else the first `<h1>`. Walks the tree without recursion; a
+    document nested deeper than `max_depth` fails.
     """
     from selectolax.lexbor import LexborHTMLParser
 
@@ -167,40 +247,89 @@ def html_text(markup: str, max_depth: int) -> str:
         raise _too_deep(max_depth)
     tree = LexborHTMLParser(markup)
     root = _main_content(tree)
+    title = _html_title(tree, root)
     if root is None:
-        return ""
-    parts: list[str] = []
+        return title, []
+    blocks: list[Block] = []
+    headings: list[tuple[int, str]] = []  # the open headings: (level, text)
+    line: list[str] = []
+
+    def flush() -> None:
+        text = _tidy_lines("".join(line))
+        line.clear()
+        if text:
+            blocks.append(Block(text, tuple(h for _, h in headings)))
+
     # (node, depth); a None node marks the end of a block element.
-    stack: list[tuple[object, int]] = [(root, 0)]
+    stack: list[tuple[Any, int]] = [(root, 0)]
     while stack:
         node, depth = stack.pop()
         if node is None:
-            parts.append("\n")
+            flush()
             continue
         if depth > max_depth:
             raise _too_deep(max_depth)
-        tag = node.tag  # type: ignore[attr-defined]
+        tag = node.tag
         if tag == "-text":
             # In HTML a line break in text is a space; only <pre> keeps its lines.
-            parts.append(_SPACES.sub(" ", node.text_content or ""))  # type: ignore[attr-defined]
-            continue
-        if tag == "pre":
-            parts.append("\n" + (node.text(deep=True) or "") + "\n")  # type: ignore[attr-defined]
+            line.append(_SPACES.sub(" ", node.text_content or ""))
             continue
         if tag in _SKIPPED_TAGS or tag == "-comment" or _is_furniture(node, tag, root):
             continue
+        if tag == "pre":
+            flush()
+            line.append(_visible_text(node, root))
+            flush()
+            continue
+        if tag in _HEADING_TAGS:
+            flush()
+            text = _heading_text(node, root)
+            if text:
+                level = _HEADING_TAGS[tag]
+                while headings and headings[-1][0] >= level:
+                    headings.pop()
+                headings.append((level, text))
+                blocks.append(Block(text, tuple(h for _, h in headings), is_heading=True))
+            continue
         if tag in _BLOCK_TAGS:
-            parts.append("\n- " if tag == "li" else "\n")
+            flush()
+            if tag == "li":
+                line.append("- ")
             stack.append((None, depth))
         if tag in ("td", "th"):
-            parts.append(" | ")
+            line.append(" | ")
         children = []
-        child = node.child  # type: ignore[attr-defined]
+        child = node.child
         while child is not None:
             children.append(child)
             child = child.next
         stack.extend((c, depth + 1) for c in reversed(children))
-    return _tidy_lines("".join(parts))
+    flush()
+    return title, blocks
+
+
+# A heading's permalink mark ("#" in Node's docs, "¶" in Sphinx's), and its section number.
+_ANCHOR_MARKS = re.compile(r"\s*[#¶§]+$")
+_SECTION_NUMBER = re.compile(r"^(?:\d+\.)*\d+\.?\s+")
+
+
+def _heading_text(node: Any, root: Any) -> str:
+    return _ANCHOR_MARKS.sub("", " ".join(_visible_text(node, root).split()))
+
+
+def _html_title(tree: Any, main: Any) -> str | None:
+    found = tree.css_first("title")
+    titled = " ".join((found.text(deep=True) or "").split()) if found is not None else ""
+    # The main content's headings: a site's menu may have an <h1> of the site's own name.
+    scope = main if main is not None else tree
+    root = scope if main is not None else tree.root
+    first = scope.css_first("h1, h2, h3, h4, h5, h6")
+    h1s = [_heading_text(h, root) for h in scope.css("h1")]
+    leading = _heading_text(first, root) if first is not None else ""
+    for heading in (leading, *h1s):
+        if heading and _SECTION_NUMBER.sub("", heading).lower() in titled.lower():
+            return heading
+    return titled or next((h for h in h1s if h), None)
 
 
 def _main_content(tree: Any) -> Any:
@@ -215,13 +344,44 @@ def _main_content(tree: Any) -> Any:
 
 
 def _is_furniture(node: Any, tag: str, root: Any) -> bool:
-    """A menu, a banner, a hidden element, or the page's own header or footer."""
+    """A menu, a banner, a hidden element, a block a generator marks as navigation, or the
+    page's own header or footer (a header holding the page's first heading stays)."""
     attributes = node.attributes
     if "hidden" in attributes or attributes.get("aria-hidden") == "true":
         return True
     if (attributes.get("role") or "").lower() in _SKIPPED_ROLES:
         return True
-    return tag in _PAGE_FURNITURE and root.tag in ("html", "body", "-document")
+    if tag in _CONTAINERS and node is not root:
+        classes = set((attributes.get("class") or "").lower().split())
+        if classes & _FURNITURE_CLASSES or (attributes.get("id") or "").lower() in _FURNITURE_IDS:
+            return True
+    if tag not in _PAGE_FURNITURE or root.tag not in ("html", "body", "-document"):
+        return False
+    return tag == "footer" or node.css_first("h1") is None
+
+
+def _visible_text(node: Any, root: Any) -> str:
+    """The text of `node` without what the walk skips inside it (a heading's "copy link"
+    button, a code block's "copy" button, hidden parts)."""
+    parts: list[str] = []
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        tag = current.tag
+        if tag == "-text":
+            parts.append(current.text_content or "")
+            continue
+        if current is not node and (
+            tag in _SKIPPED_TAGS or tag == "-comment" or _is_furniture(current, tag, root)
+        ):
+            continue
+        children = []
+        child = current.child
+        while child is not None:
+            children.append(child)
+            child = child.next
+        stack.extend(reversed(children))
+    return "".join(parts)
 
 
 def _nesting_exceeds(markup: str, max_depth: int) -> bool:
@@ -291,7 +451,43 @@ def clean_pdf_page(text: str) -> str:
     return _BROKEN_WORD.sub(r"\1\2", "\n".join(kept))
 
 
-def _pdf_text(data: bytes, limits: ExtractLimits) -> tuple[str, bool]:
+# A first or last line repeated on this many pages is a running header or footer when it holds
+# a page number ("Chapter 2: ASN.1 structure handling 4"); without one, on this share of pages.
+RUNNING_MIN_PAGES = 2
+RUNNING_SHARE = 0.3
+_DIGITS = re.compile(r"\d+")
+_NUMBERED = re.compile(r"^\s*\d{1,4}\b|\b\d{1,4}\s*$")
+
+
+def drop_running_lines(pages: list[str]) -> list[str]:
+    """The pages without their running headers and footers: a first or last line that recurs
+    (numbers aside) on several pages.
+
+    >>> drop_running_lines(["Guide 1\nIntro.", "Guide 2\nSetup.", "Guide 3\nUse."])
+    ['Intro.', 'Setup.', 'Use.']
+    """
+    lines = [page.splitlines() for page in pages]
+    for end in (0, -1):
+        counts: dict[str, int] = {}
+        for page in lines:
+            if page:
+                key = _DIGITS.sub("#", page[end].strip())
+                counts[key] = counts.get(key, 0) + 1
+        share = max(3, int(RUNNING_SHARE * len(pages)))
+        for page in lines:
+            if len(page) < 2:
+                continue
+            line = page[end].strip()
+            count = counts[_DIGITS.sub("#", line)]
+            numbered = bool(_NUMBERED.search(line))
+            if count >= share or (numbered and count >= RUNNING_MIN_PAGES):
+                page.pop(end)
+    return ["\n".join(page) for page in lines]
+
+
+def _pdf_document(data: bytes, limits: ExtractLimits) -> tuple[str | None, list[Block], bool]:
+    """A PDF's title (its metadata's), and a block per page, under the headings its outline
+    (bookmarks) gives that page."""
     from pypdf import PdfReader
     from pypdf.errors import FileNotDecryptedError, LimitReachedError, PdfReadError
 
@@ -313,11 +509,13 @@ def _pdf_text(data: bytes, limits: ExtractLimits) -> tuple[str, bool]:
         pages = []
         chars = 0
         for index in range(min(page_count, limits.max_pdf_pages)):
-            page_text = clean_pdf_page(reader.pages[index].extract_text() or "")
+            page_text = reader.pages[index].extract_text() or ""
             pages.append(page_text)
             chars += len(page_text)
             if chars > limits.max_chars:
-                return "\n\n".join(pages), True
+                break
+        title = _pdf_title(reader)
+        headings = _pdf_headings(reader, len(pages))
     except ExtractionFailed:
         raise
     except LimitReachedError:
@@ -327,13 +525,62 @@ def _pdf_text(data: bytes, limits: ExtractLimits) -> tuple[str, bool]:
         ) from None
     except (PdfReadError, ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
         raise ExtractionFailed(f"the PDF could not be read ({exc})") from None
-    text = "\n\n".join(pages)
-    if not text.strip():
+    cleaned = [clean_pdf_page(page) for page in drop_running_lines(pages)]
+    blocks = [
+        Block(text, headings[n], page=n + 1) for n, text in enumerate(cleaned) if text.strip()
+    ]
+    if not blocks:
         raise ExtractionFailed("the PDF has no extractable text (a scanned PDF needs OCR)")
-    return text, page_count > limits.max_pdf_pages
+    return title, blocks, chars > limits.max_chars or page_count > limits.max_pdf_pages
 
 
-def _docx_text(data: bytes, limits: ExtractLimits) -> str:
+def _pdf_title(reader: Any) -> str | None:
+    metadata = reader.metadata
+    title = str(metadata.title or "").strip() if metadata is not None else ""
+    # Word names an untitled export after its file: that is no title.
+    if not title or re.search(r"\.(?:docx?|pdf|rtf|odt|tex|dvi)$", title, re.I):
+        return None
+    return title
+
+
+MAX_OUTLINE_ENTRIES = 10_000  # a bookmark tree larger than a real book's is read no further
+
+
+def _pdf_headings(reader: Any, pages: int) -> list[tuple[str, ...]]:
+    """For each page, the path of outline entries (chapter, section) open on it."""
+    entries: list[tuple[int, tuple[str, ...]]] = []
+    stack: list[tuple[list[Any], tuple[str, ...]]] = [(list(reader.outline), ())]
+    last: tuple[str, ...] = ()
+    while stack and len(entries) < MAX_OUTLINE_ENTRIES:
+        items, parents = stack.pop()
+        if not items:
+            continue
+        item, rest = items[0], items[1:]
+        stack.append((rest, parents))
+        if isinstance(item, list):
+            stack.append((item, last))  # the children of the entry just read
+            continue
+        page = reader.get_destination_page_number(item)
+        last = (*parents, " ".join(str(item.title).split()))
+        if page is not None and page >= 0:
+            entries.append((page, last))
+    out: list[tuple[str, ...]] = []
+    current: tuple[str, ...] = ()
+    by_page: dict[int, tuple[str, ...]] = {}
+    for page, path in entries:
+        # A page is labelled by the first section starting on it (where its text begins,
+        # usually), and the next page by the last (the one open when the page ends).
+        by_page.setdefault(page, path)
+    last_on: dict[int, tuple[str, ...]] = {page: path for page, path in entries}
+    for page in range(pages):
+        out.append(by_page.get(page, current))
+        current = last_on.get(page, current)
+    return out
+
+
+def _docx_document(data: bytes, limits: ExtractLimits) -> tuple[str | None, list[Block]]:
+    """A DOCX's title (its properties', or its Title paragraph) and its blocks: headings
+    from the Heading styles, list paragraphs as "- " items, a table as one block."""
     buffer = io.BytesIO(data)
     if not zipfile.is_zipfile(buffer):
         raise ExtractionFailed("not a valid DOCX file (it is not a zip archive)")
@@ -359,12 +606,42 @@ def _docx_text(data: bytes, limits: ExtractLimits) -> str:
         document = docx.Document(io.BytesIO(data))
     except (KeyError, ValueError, zipfile.BadZipFile) as exc:
         raise ExtractionFailed(f"the DOCX could not be read ({exc})") from None
-    blocks = []
-    for block in document.iter_inner_content():
-        if isinstance(block, Table):
-            for row in block.rows:
-                cells = [" ".join(cell.text.split()) for cell in row.cells]
-                blocks.append(" | ".join(cells))
+    title = " ".join((document.core_properties.title or "").split()) or None
+    blocks: list[Block] = []
+    headings: list[tuple[int, str]] = []
+    for part in document.iter_inner_content():
+        path = tuple(h for _, h in headings)
+        if isinstance(part, Table):
+            rows = [" | ".join(" ".join(c.text.split()) for c in row.cells) for row in part.rows]
+            blocks.append(Block("\n".join(rows), path))
+            continue
+        text = " ".join(part.text.split())
+        if not text:
+            continue
+        style = (part.style.name if part.style is not None else "") or ""
+        level = _docx_heading_level(style)
+        if style == "Title":
+            title = title or text
+            continue
+        if level is not None:
+            while headings and headings[-1][0] >= level:
+                headings.pop()
+            headings.append((level, text))
+            blocks.append(Block(text, tuple(h for _, h in headings), is_heading=True))
+        elif style.startswith("List") or _is_numbered(part):
+            blocks.append(Block(f"- {text}", path))
         else:
-            blocks.append(block.text)
-    return "\n".join(line for line in blocks if line.strip())
+            blocks.append(Block(text, path))
+    return title, blocks
+
+
+def _is_numbered(paragraph: Any) -> bool:
+    """Whether a paragraph is an item of a bulleted or numbered list by its own numbering."""
+    properties = paragraph._p.pPr
+    return properties is not None and properties.numPr is not None
+
+
+def _docx_heading_level(style: str) -> int | None:
+    """1 for "Heading 1" and so on; None for a style that is no heading."""
+    match = re.fullmatch(r"Heading (\d)", style)
+    return int(match.group(1)) if match else None

@@ -18,7 +18,7 @@ from subspace.ingest.extract import Extracted, ExtractionFailed, ExtractLimits
 from subspace.ingest.isolation import ParserPool
 from subspace.loop import Loop
 from subspace.outbox.append import append_event
-from subspace.splitting import split_text
+from subspace.splitting import Piece, split_blocks
 from subspace.text import clean_text
 
 log = logging.getLogger(__name__)
@@ -230,11 +230,11 @@ def record_extraction(
             "set text = excluded.text, truncated = excluded.truncated, extracted_at = now()",
             (workspace_id, file_id, result.text, result.truncated),
         )
-        store_file_chunks(conn, workspace_id, file_id, split_text(result.text))
+        store_file_chunks(conn, workspace_id, file_id, split_blocks(result.blocks))
         conn.execute(
-            "update kb.files set status = 'ready', status_reason = null, updated_at = now() "
-            "where workspace_id = %s and id = %s",
-            (workspace_id, file_id),
+            "update kb.files set status = 'ready', status_reason = null, title = %s, "
+            "updated_at = now() where workspace_id = %s and id = %s",
+            (result.title, workspace_id, file_id),
         )
     append_event(
         conn, workspace_id, "file.extracted", file_id=file_id, ok=not isinstance(result, str)
@@ -242,6 +242,7 @@ def record_extraction(
 
 
 CHUNKS_PER_STATEMENT = 200
+HEADING_SEPARATOR = "\x1f"  # the unit separator: clean text never holds it
 
 
 def parsers(db: Database, settings: Settings) -> ParserPool:
@@ -249,8 +250,9 @@ def parsers(db: Database, settings: Settings) -> ParserPool:
     return db.parsers.get(settings.extract_memory_mb, settings.parse_memory_mb)
 
 
-def store_file_chunks(conn: Conn, workspace_id: UUID, file_id: UUID, pieces: list[str]) -> None:
-    """Store the file's text pieces as numbered chunks, keeping each chunk's enabled flag.
+def store_file_chunks(conn: Conn, workspace_id: UUID, file_id: UUID, pieces: list[Piece]) -> None:
+    """Store the file's pieces as numbered chunks with their headings and pages, keeping each
+    chunk's enabled flag.
 
     The chunks' generated tsvector makes the text searchable as soon as this commits.
     """
@@ -263,11 +265,25 @@ def store_file_chunks(conn: Conn, workspace_id: UUID, file_id: UUID, pieces: lis
     # random bytes, whose every chunk is words no other chunk holds).
     for start in range(0, len(pieces), CHUNKS_PER_STATEMENT):
         batch = pieces[start : start + CHUNKS_PER_STATEMENT]
+        # Headings travel as one text each (joined by a character no heading holds), since
+        # unnest cannot take an array of arrays of different lengths.
         conn.execute(
-            "insert into search.file_chunks (workspace_id, file_id, n, text) "
-            "select %s, %s, n, text from unnest(%s::int[], %s::text[]) as c (n, text) "
-            "on conflict (workspace_id, file_id, n) do update set text = excluded.text",
-            (workspace_id, file_id, list(range(start, start + len(batch))), batch),
+            "insert into search.file_chunks (workspace_id, file_id, n, text, headings, page) "
+            "select %s, %s, n, text, "
+            "coalesce(string_to_array(nullif(headings, ''), %s), '{}'), page "
+            "from unnest(%s::int[], %s::text[], %s::text[], %s::int[]) "
+            "as c (n, text, headings, page) "
+            "on conflict (workspace_id, file_id, n) do update set text = excluded.text, "
+            "headings = excluded.headings, page = excluded.page",
+            (
+                workspace_id,
+                file_id,
+                HEADING_SEPARATOR,
+                list(range(start, start + len(batch))),
+                [piece.text for piece in batch],
+                [HEADING_SEPARATOR.join(piece.headings) for piece in batch],
+                [piece.page for piece in batch],
+            ),
         )
 
 

@@ -219,6 +219,10 @@ def queue_hydrate(conn: Conn, scope: Scope, fused: list[Fused], tsq: TsQueries) 
         for (kind, ident), d in details.items():
             if kind == "node" and crumbs is not None:
                 d["breadcrumb"] = [d["title"] or "Untitled", *crumbs.result().get(ident, [])]
+            elif d.get("crumbs"):  # a file's chunk: the headings above it in its document
+                # A document's first heading is often its title: said once.
+                headings = d["crumbs"][1:] if d["crumbs"][0] == d["title"] else d["crumbs"]
+                d["breadcrumb"] = [d["title"], *headings]
         return [
             _row(scope, item, details[item.target], tsq.lexemes)
             for item in fused
@@ -252,6 +256,7 @@ def _details_sql(
         f"{i}.{item.kb} as kb_id", f"{i}.{item.key} as item_id", f"{times}.created_at",
         f"{times}.updated_at", *(f"{i}.{column}" for column in item.row_columns),
         *(f"coalesce({k.only(a)}, false) as only_{n}" for n, k in enumerate(sharing) if k.only),
+        *([f"{a}.{spec.crumbs} as crumbs"] if spec.crumbs else []),
     ]  # fmt: skip
     # Each hit names its row by its ref's values (a file's chunk: the file and the number).
     refs = [parse_ref(hit.best_hit.ref) for hit in items]

@@ -168,6 +168,7 @@ class KindSpec:
     weight: float = 1.0
     is_title: bool = False
     part_of: str = ""
+    crumbs: str = ""  # a text[] column of headings a row sits under, shown as its breadcrumb
 
     @property
     def target_kind(self) -> str:
@@ -245,8 +246,9 @@ PAGE_ITEM = ItemSpec(
     "page", "kb.pages", "p", "title", (ARCHIVED, DELETED, excluded_by_user("page")),
     row_id="page_id",
 )  # fmt: skip
+# A file's row is titled by its label: the document's own title, else its name (0029).
 FILE_ITEM = ItemSpec(
-    "file", "kb.files", "f", "name",
+    "file", "kb.files", "f", "label",
     (DISABLED, PROCESSING, ARCHIVED, DELETED, excluded_by_user("file")), row_id="file_id",
 )  # fmt: skip
 MAIL_ITEM = ItemSpec(
@@ -273,7 +275,7 @@ MEMORY = replace(NODE, name="memory", row_type="mem", target="node", only=is_mem
 FILE = KindSpec(
     "file", FILE_ITEM, "search.file_chunks", "c", key="file_id", item_key="file_id",
     text="text", tsv="text_tsv", length="text_len", source="file", row_type="file",
-    ref=("file_id", "n"), row_reasons=(CHUNK_DISABLED,), cursor_key="f",
+    ref=("file_id", "n"), row_reasons=(CHUNK_DISABLED,), cursor_key="f", crumbs="headings",
     embedding=lambda a, e: (
         f"{a}.file_id = {e}.item_id and {a}.n = nullif(split_part({e}.ref, ':', 3), '')::int"
     ),

@@ -42,7 +42,7 @@ export async function render(container, { fileId }, { signal }) {
       get(`/api/files/${fileId}/chunks`, { signal }),
     ]);
     if (signal.aborted) return;
-    document.title = `${file.name} · Subspace`;
+    document.title = `${file.title || file.name} · Subspace`;
     const act = (label, run) => h("button", { type: "button", dataset: { action: label },
       onclick: async () => {
         try {
@@ -82,7 +82,8 @@ export async function render(container, { fileId }, { signal }) {
     // append() from dom.js, not Element.append: it leaves out the parts that are null.
     append(clear(container), [
       h("p", {}, h("a", { href: "/files", "data-link": true }, "← Files")),
-      h("h1", { class: "file-title" }, file.name),
+      h("h1", { class: "file-title" }, file.title || file.name),
+      file.title ? h("p", { class: "muted file-source" }, file.source_path || file.name) : null,
       stateLine(file), actions, meta, tags,
       h("h2", {}, "Text"), text]);
     await renderTagsPanel(tags, { kind: "file", id: file.id, kbId: file.kb_id });

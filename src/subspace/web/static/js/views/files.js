@@ -16,7 +16,9 @@ export function statusCell(file) {
 
 function fileRow(file) {
   return h("tr", { dataset: { fileId: file.id } },
-    h("td", { class: "name-cell" }, h("a", { href: `/files/${file.id}`, "data-link": true, class: "file-name", title: file.name }, file.name)),
+    // A document's own title names it when it has one; its file name stays beneath.
+    h("td", { class: "name-cell" }, h("a", { href: `/files/${file.id}`, "data-link": true, class: "file-name", title: file.title ? `${file.title} (${file.name})` : file.name }, file.title || file.name),
+      file.title ? h("div", { class: "muted file-source" }, file.source_path || file.name) : null),
     h("td", { class: "muted type-cell", title: file.content_type || "" }, typeName(file.content_type)),
     h("td", { class: "num" }, formatSize(file.size)),
     h("td", {}, statusCell(file), file.enabled ? null : h("span", { class: "pill" }, "disabled"),
