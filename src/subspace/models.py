@@ -128,11 +128,13 @@ class Mail:
     recipients: str
     sent_at: datetime | None
     snippet: str
-    body_text: str
+    body_text: str  # what the message says itself: what search reads
     archived_at: datetime | None
     deleted_at: datetime | None
     created_at: datetime
     updated_at: datetime
+    # What it quotes (a reply's "> …" lines, the original below it) and its signature.
+    quoted_text: str = ""
 
 
 @dataclass

@@ -18,7 +18,7 @@ from subspace.db import queries
 from subspace.errors import Conflict, InvalidInput
 from subspace.models import Mail
 from subspace.outbox.append import append_event
-from subspace.text import bounded, single_line
+from subspace.text import bounded, clean_text, single_line
 
 SNIPPET_CHARS = 200  # enough for a one-line preview in a mail list
 UTF8_POLICY = default_policy.clone(utf8=True)
@@ -78,10 +78,13 @@ def add_mail(
     recipients: str = "",
     sent_at: datetime | None = None,
     body_text: str = "",
+    quoted_text: str = "",
     raw: bytes | None = None,
     kb_id: UUID | None = None,
 ) -> Mail:
-    """Store one message. A Message-ID already in the workspace raises Conflict."""
+    """Store one message: `body_text` is what it says (searched), `quoted_text` what it quotes
+    and its signature (kept, not searched). A Message-ID already in the workspace raises
+    Conflict."""
     limit = cx.settings.max_title_chars
     setting = "SUBSPACE_MAX_TITLE_CHARS"
     message_id = single_line(
@@ -99,6 +102,8 @@ def add_mail(
         setting="SUBSPACE_MAX_MAIL_BODY_CHARS",
         fix="Shorten the body or raise the limit.",
     )
+    # Quotes are kept as far as the body's limit allows; they are never a reason to refuse.
+    quoted_text = clean_text(quoted_text)[: cx.settings.max_mail_body_chars]
     if sent_at is not None:
         try:
             # Postgres stores later instants, but they cannot be read back into Python.
@@ -116,8 +121,8 @@ def add_mail(
         sha256 = put_blob(conn, cx.actor, raw)
         row = conn.execute(
             "insert into kb.mail (workspace_id, kb_id, message_id, subject, sender, recipients, "
-            "sent_at, snippet, body_text, raw_sha256) "
-            "values (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+            "sent_at, snippet, body_text, quoted_text, raw_sha256) "
+            "values (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
             "on conflict (workspace_id, message_id) do nothing returning id",
             (
                 ws,
@@ -129,6 +134,7 @@ def add_mail(
                 sent_at,
                 make_snippet(body_text),
                 body_text,
+                quoted_text,
                 sha256,
             ),
         ).fetchone()

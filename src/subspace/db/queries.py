@@ -30,7 +30,7 @@ FILE_COLUMNS = (
 )
 MAIL_COLUMNS = (
     "id, kb_id, message_id, subject, sender, recipients, sent_at, snippet, body_text, "
-    "archived_at, deleted_at, created_at, updated_at"
+    "archived_at, deleted_at, created_at, updated_at, quoted_text"
 )
 KB_COLUMNS = "id, name, is_default, created_at"
 TAG_COLUMNS = "id, kb_id, name, type, created_at"

@@ -20,6 +20,7 @@ from email.utils import parsedate_to_datetime
 from pathlib import Path
 
 from subspace.ingest.extract import ExtractionFailed, decode_text, html_text
+from subspace.ingest.replies import split_reply
 from subspace.text import clean_text
 
 MAX_HTML_DEPTH_FOR_MAIL = 512  # mail bodies get the same protection as HTML files
@@ -48,10 +49,11 @@ class ParsedMail:
     sender: str
     recipients: str
     sent_at: datetime | None
-    body_text: str
+    body_text: str  # what the message says itself
     raw: bytes  # as received, whatever was cut for the parser
     attachments: list[Attachment] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what was cut to keep the message
+    quoted_text: str = ""  # what it quotes, and its signature (ingest/replies.py)
 
 
 class MalformedMessage(ExtractionFailed):
@@ -144,13 +146,15 @@ def parse_message(
     message_id = _header(msg, "Message-ID").strip()
     if not message_id:
         message_id = derived_message_id(raw)
+    body, quoted = split_reply(_body_text(msg, max_html_depth))
     return ParsedMail(
         message_id=message_id,
         subject=_header(msg, "Subject"),
         sender=_header(msg, "From"),
         recipients=_header(msg, "To"),
         sent_at=_sent_at(_header(msg, "Date")),
-        body_text=_body_text(msg, max_html_depth),
+        body_text=body,
+        quoted_text=quoted,
         raw=raw,
         attachments=_attachments(msg),
         notes=[

@@ -31,6 +31,10 @@ export async function render(container, { mailId }, { signal }) {
     headers,
     tags,
     h("div", { class: "mail-body" }, mail.body_text),
+    // What it quotes and its signature: kept with the message, folded, and not searched.
+    mail.quoted_text ? h("details", { class: "mail-quoted" },
+      h("summary", {}, "Quoted text and signature"),
+      h("div", { class: "mail-body" }, mail.quoted_text)) : null,
     files]);
   renderTagsPanel(tags, { kind: "mail", id: mail.id, kbId: mail.kb_id })
     .catch((error) => toast(error.message, { error: true }));
