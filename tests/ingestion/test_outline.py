@@ -4,6 +4,7 @@ nothing (anchors, comments, underlines) vanishes."""
 
 from __future__ import annotations
 
+from datetime import date
 from pathlib import Path
 
 import pytest
@@ -42,7 +43,11 @@ def test_fallback_title_and_continuation_lines() -> None:
 def test_front_matter_keeps_its_keys_and_a_heading_still_titles_the_page() -> None:
     outline = parse_markdown("---\ntags: [ops]\ndate: 2026-01-02\n---\n# Runbook\n\nRestart it.")
     assert outline.title == "Runbook"
-    assert texts(outline.items) == ["```yaml\ntags: [ops]\ndate: 2026-01-02\n```", "Restart it."]
+    assert texts(outline.items) == ["Restart it."]
+    assert outline.properties == {"tags": ["ops"], "date": date(2026, 1, 2)}
+    # Front matter that is not YAML is kept as written.
+    broken = parse_markdown("---\ntitle: Ops\nkey: [unclosed\n---\nText.")
+    assert (broken.title, texts(broken.items)) == ("Ops", ["```yaml\nkey: [unclosed\n```", "Text."])
 
 
 def test_several_level_one_headings_are_sections_under_the_files_name() -> None:
@@ -63,7 +68,6 @@ def test_markup_that_says_nothing_vanishes_and_angle_bracket_words_stay() -> Non
     )
     assert outline.title == "Release notes"
     assert texts(outline.items) == [
-        "```yaml\ntags: [a]\n```",  # kept as written, until front matter becomes tags
         "See the *guide* and [docs](https://example.org/docs). "
         "Set it to <implementations-keywords>, then run `make`.",
         "Done.",

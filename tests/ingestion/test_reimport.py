@@ -207,3 +207,56 @@ def test_a_bullet_kept_from_under_a_deleted_parent_survives(cx: Context) -> None
     update_page_from_outline(cx, page.id, "Plan", [OutlineItem("deep")],
                              source_sha256="y", source_path="p.md")  # fmt: skip
     assert tree(cx, "Plan") == [(deep_id, "deep", 0)]
+
+
+def test_front_matter_becomes_tags_where_the_types_fit(
+    runner: CliRunner, tmp_path: Path, cx: Context
+) -> None:
+    notes = tmp_path / "vault"
+    notes.mkdir()
+    (notes / "trip.md").write_text(
+        "---\ntitle: Lisbon trip\ntags: [travel, '#family']\ndraft: true\nbudget: 1200\n"
+        "starts: 2027-04-02\nowner: Ana\npriority: high\nplaces: [Belem, Sintra]\n---\n"
+        "# Day one\n\nTram 28 to the castle.\n"
+    )
+    with cx.transaction() as conn:
+        kb = queries.default_knowledge_base(conn, cx.actor.workspace_id).id
+    commands.create_tag(cx, "priority", "number", kb_id=kb)  # a text value does not fit it
+    run_import(runner, notes)
+    with cx.transaction() as conn:
+        (page,) = queries.list_pages(conn, cx.actor.workspace_id)
+        tags = queries.list_tag_values(conn, cx.actor.workspace_id, "page", page.id)
+    assert page.title == "Lisbon trip"
+    assert {t["name"]: (t["type"], t["value"]) for t in tags} == {
+        "travel": ("boolean", True),
+        "family": ("boolean", True),
+        "draft": ("boolean", True),
+        "budget": ("number", 1200),
+        "starts": ("date", "2027-04-02"),
+        "owner": ("text", "Ana"),
+    }
+    # What fits no tag stays on the page, as YAML, first.
+    assert (
+        tree(cx, "Lisbon trip")[0][1] == "```yaml\npriority: high\nplaces:\n- Belem\n- Sintra\n```"
+    )
+
+
+def test_wikilinks_link_the_pages_they_name_whichever_is_imported_first(
+    runner: CliRunner, tmp_path: Path, cx: Context
+) -> None:
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (vault / "alpha.md").write_text(
+        "# Alpha\n\nSee [[Zulu notes|the zulu page]] and [[Nowhere]].\n"
+    )
+    (vault / "Zulu notes.md").write_text("Back to [[alpha]].\n")
+    run_import(runner, vault)
+    with cx.transaction() as conn:
+        pages = {p.title: p.id for p in queries.list_pages(conn, cx.actor.workspace_id)}
+    assert set(pages) == {"Alpha", "Zulu notes"}
+    assert tree(cx, "Alpha")[0][1] == (
+        f"See [the zulu page](/p/{pages['Zulu notes']}) and [[Nowhere]]."
+    )
+    assert tree(cx, "Zulu notes")[0][1] == f"Back to [alpha](/p/{pages['Alpha']})."
+    # Importing again finds the pages linked as they are: nothing to update.
+    assert {o for o, _ in run_import(runner, vault).values()} == {"unchanged"}

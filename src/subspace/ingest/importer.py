@@ -22,13 +22,16 @@ from subspace.commands.sources import Known, SourceKind
 from subspace.config import Settings
 from subspace.context import Context
 from subspace.database import Database
+from subspace.db import queries
 from subspace.errors import Conflict, SubspaceError, TooLarge
 from subspace.ingest.extract import HTML_SUFFIXES, MARKDOWN_SUFFIXES, ExtractionFailed, decode_text
+from subspace.ingest.front_matter import FrontMatterTag, fit_tags, front_matter_text
 from subspace.ingest.mail import ParsedMail, derived_message_id, parse_message, split_mbox
 from subspace.ingest.markdown import parse_markdown
-from subspace.ingest.outline import parse_plain_text
+from subspace.ingest.outline import Outline, OutlineItem, parse_plain_text
+from subspace.ingest.wikilinks import link_outline, page_key
 from subspace.ingest.worker import extract_pending
-from subspace.models import Mail
+from subspace.models import Mail, TagDefinition
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -134,6 +137,7 @@ def store_mail(
             recipients=parsed.recipients,
             sent_at=parsed.sent_at,
             body_text=parsed.body_text[: cx.settings.max_mail_body_chars],
+            quoted_text=parsed.quoted_text,
             raw=parsed.raw,
             kb_id=kb_id,
         )
@@ -177,6 +181,9 @@ class Importer:
         self.kb_id = kb_id
         # Source paths are relative to `base`; a file whose path is gone from under it moved.
         self.base = base or Path.cwd()
+        self._pages: dict[str, UUID] | None = None  # page_key → page, read at the first link
+        # Pages whose wikilinks named pages not in yet: (page, outline, sha256, source path).
+        self._unlinked: list[tuple[UUID, Outline, str, str, int]] = []
         self.report = ImportReport()
         self.parser_wait_s = parser_wait_s
 
@@ -231,22 +238,84 @@ class Importer:
         except ExtractionFailed as exc:
             self.report.rows.append(ImportRow(label, "page", "failed", exc.reason))
             return
+        tags = self._fit_front_matter(outline)
+        unlinked = link_outline(outline.items, self._find_page)
         if isinstance(found, Known):
-            sources.update_page_from_outline(
+            page = sources.update_page_from_outline(
                 self.cx, found.id, outline.title, outline.items,
                 source_sha256=sha256, source_path=label,
             )  # fmt: skip
-            self.report.rows.append(ImportRow(label, "page", "updated"))
-            return
-        commands.create_page_from_outline(
-            self.cx,
-            outline.title,
-            outline.items,
-            kb_id=self.kb_id,
-            source_sha256=sha256,
-            source_path=label,
-        )
-        self.report.rows.append(ImportRow(label, "page", "added"))
+            outcome = "updated"
+        else:
+            page = commands.create_page_from_outline(
+                self.cx,
+                outline.title,
+                outline.items,
+                kb_id=self.kb_id,
+                source_sha256=sha256,
+                source_path=label,
+            )
+            outcome = "added"
+        self._set_tags(page.id, tags)
+        self._known_page(page.id, page.title, label)
+        if unlinked:
+            self._unlinked.append((page.id, outline, sha256, label, unlinked))
+        self.report.rows.append(ImportRow(label, "page", outcome))
+
+    def _find_page(self, key: str) -> UUID | None:
+        """The page a wikilink names, by title or file name, among the knowledge base's."""
+        if self._pages is None:
+            self._pages = {}
+            with self.cx.transaction() as conn:
+                for page in queries.list_pages(conn, self.cx.actor.workspace_id, kb_id=self.kb_id):
+                    self._known_page(page.id, page.title, page.source_path)
+        return self._pages.get(key)
+
+    def _known_page(self, page_id: UUID, title: str, path: str | None) -> None:
+        if self._pages is None:
+            return  # read whole at the first link
+        names = [title, Path(path).name] if path else [title]
+        for name in names:
+            self._pages.setdefault(page_key(name), page_id)
+
+    def link_pending(self) -> None:
+        """Link the wikilinks that named pages imported after theirs, now that all are in."""
+        pending, self._unlinked = self._unlinked, []
+        for page_id, outline, sha256, path, unlinked in pending:
+            if link_outline(outline.items, self._find_page) == unlinked:
+                continue  # none of its targets arrived
+            sources.update_page_from_outline(
+                self.cx, page_id, outline.title, outline.items,
+                source_sha256=sha256, source_path=path,
+            )  # fmt: skip
+
+    def _fit_front_matter(self, outline: Outline) -> list[FrontMatterTag]:
+        """The tags the page's front matter fits in this knowledge base; the keys that fit
+        none stay on the page, as YAML, in its first bullet."""
+        if not outline.properties:
+            return []
+        defined = self._defined_tags()
+        tags, rest = fit_tags(outline.properties, {n: tag.type for n, tag in defined.items()})
+        if rest:
+            outline.items.insert(0, OutlineItem(front_matter_text(rest)))
+        return tags
+
+    def _set_tags(self, page_id: UUID, tags: list[FrontMatterTag]) -> None:
+        defined = self._defined_tags() if tags else {}
+        for wanted in tags:
+            tag = defined.get(wanted.name)
+            if tag is None:
+                try:
+                    tag = commands.create_tag(self.cx, wanted.name, wanted.type, kb_id=self.kb_id)
+                except Conflict:  # defined meanwhile by another writer
+                    tag = self._defined_tags()[wanted.name]
+            if tag.type == wanted.type:
+                commands.set_tag(self.cx, tag.id, "page", page_id, wanted.value)
+
+    def _defined_tags(self) -> dict[str, TagDefinition]:
+        with self.cx.transaction() as conn:
+            tags = queries.list_tags(conn, self.cx.actor.workspace_id, kb_id=self.kb_id)
+        return {tag.name: tag for tag in tags}
 
     def _identify(self, kind: SourceKind, path: str, sha256: str) -> Known | bool | None:
         """What importing the file at `path` with these bytes does to the knowledge base.
@@ -399,6 +468,7 @@ def import_path(
         importer.add(path, path.relative_to(base).as_posix())
         if on_file is not None:
             on_file(path)
+    importer.link_pending()
     if root.is_dir():
         importer.report_missing(root.relative_to(base).as_posix())
     return importer.report

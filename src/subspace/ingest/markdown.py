@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
+from subspace.ingest.front_matter import split_front_matter
 from subspace.ingest.outline import Outline, OutlineItem, parse_plain_text
 
 MAX_NESTING = 20  # CommonMark's preset: deeper blocks are read as text, never recursed into
@@ -29,8 +30,6 @@ _HTML_ELEMENTS = frozenset(
 )
 _TAG = re.compile(r"^</?([A-Za-z][A-Za-z0-9-]*)(?:\s[^>]*)?/?>$", re.S)
 _ANY_TAG = re.compile(r"<!--.*?-->|</?[A-Za-z][A-Za-z0-9-]*(?:\s[^>]*)?/?>", re.S)
-_FRONT_MATTER = re.compile(r"\A---[ \t]*\n(.*?)\n(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.S)
-_FRONT_TITLE = re.compile(r"^title:[ \t]*(.+?)[ \t]*$", re.M)
 
 
 def _parser() -> MarkdownIt:
@@ -44,14 +43,8 @@ def parse_markdown(text: str, *, fallback_title: str = "") -> Outline:
     >>> outline.title, [i.text for i in outline.items[0].children]
     ('Trip', ['Warm socks.', 'wool'])
     """
-    front_title, front_rest = "", ""
-    front = _FRONT_MATTER.match(text)
-    if front is not None:
-        found = _FRONT_TITLE.search(front[1])
-        front_title = found[1].strip("'\"") if found else ""
-        # Its other keys (tags, dates, aliases) stay with the page, as written, first.
-        front_rest = _FRONT_TITLE.sub("", front[1]).strip("\n")
-        text = text[front.end() :]
+    front, text = split_front_matter(text)
+    front_title, front_rest = front.title, front.raw
     tokens = _parser().parse(text)
     if _lost_lines(tokens, text.splitlines()):
         # Blocks nested deeper than MAX_NESTING are skipped by the parser; rather than lose
@@ -59,15 +52,17 @@ def parse_markdown(text: str, *, fallback_title: str = "") -> Outline:
         outline = parse_plain_text(text, fallback_title=front_title or fallback_title)
         if front_rest.strip():
             outline.items.insert(0, OutlineItem(f"```yaml\n{front_rest}\n```"))
+        outline.properties = front.properties
         return outline
     # A document of several level-1 headings (a changelog's versions) is titled by its name,
     # each heading a section; one with a single level-1 heading is titled by it.
     titled = sum(t.type == "heading_open" and t.tag == "h1" for t in tokens) == 1
     reader = _Reader(text.splitlines(), titled=titled)
     reader.read(tokens)
-    if front_rest.strip():
+    if front_rest.strip():  # front matter that is not YAML stays with the page, as written
         reader.root.insert(0, OutlineItem(f"```yaml\n{front_rest}\n```"))
-    return Outline(title=front_title or reader.title or fallback_title, items=reader.root)
+    title = front_title or reader.title or fallback_title
+    return Outline(title=title, items=reader.root, properties=front.properties)
 
 
 class _Reader:
@@ -232,3 +227,50 @@ def inline_markdown(children: Sequence[Token]) -> str:
                 continue
             out.append(token.content)
     return " ".join("".join(out).split())
+
+
+_FENCED = re.compile(r"\A(`{3,}|~{3,})[^\n]*\n(.*)\n\1\Z", re.S)
+
+
+def markdown_plain(text: str) -> str:
+    """The words of a bullet held as Markdown, as a reader sees them: a link is its text (its
+    URL only when it has no text), emphasis and code marks go, an image is its alt text, and a
+    fenced code block is its code.
+
+    >>> markdown_plain("See *the* [guide](https://x.org/g) or <https://y.org>, `make`.")
+    'See the guide or https://y.org, make.'
+    >>> markdown_plain("[](https://x.org/only)")
+    'https://x.org/only'
+    >>> markdown_plain("```sh\\nmake install\\n```")
+    'make install'
+    """
+    fenced = _FENCED.match(text)
+    if fenced is not None:
+        return fenced[2]
+    if "\n" in text:  # a table or other block kept as written
+        return text
+    out: list[str] = []
+    links: list[tuple[int, str]] = []  # the open links: where their text starts, their URL
+    for token in _inline_parser().parseInline(text)[0].children or []:
+        kind = token.type
+        if kind in ("text", "code_inline"):
+            out.append(token.content)
+        elif kind == "link_open":
+            links.append((len(out), str(token.attrGet("href") or "")))
+        elif kind == "link_close" and links:
+            start, href = links.pop()
+            if not "".join(out[start:]).strip():
+                out.append(href)
+        elif kind in ("softbreak", "hardbreak"):
+            out.append(" ")
+        elif kind == "image":
+            out.append("".join(child.content for child in token.children or []))
+        elif kind == "html_inline":
+            tag = _TAG.match(token.content)
+            if not (token.content.startswith("<!--") or (tag and tag[1].lower() in _HTML_ELEMENTS)):
+                out.append(token.content)
+    return " ".join("".join(out).split())
+
+
+def _inline_parser() -> MarkdownIt:
+    return MarkdownIt("commonmark", {"html": True})

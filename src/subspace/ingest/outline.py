@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 _TAB_WIDTH = 4
 
@@ -19,6 +20,8 @@ class OutlineItem:
 class Outline:
     title: str
     items: list[OutlineItem]
+    # Front matter's keys other than its title, as parsed (ingest/front_matter.py).
+    properties: dict[str, Any] = field(default_factory=dict)
 
 
 # Lines this long or longer are taken as prose wrapped by hand (text is wrapped at 70-80
