@@ -193,6 +193,58 @@ def test_hostile_text_renders_as_text(page: Page, live: LiveServer) -> None:
     assert page.evaluate("window.__pwned") is None
 
 
+def test_markdown_reads_rendered_and_safely_and_edits_as_written(
+    page: Page, live: LiveServer
+) -> None:
+    hostile = [
+        "Read [the guide](https://example.org/guide) and run `cargo publish` *today*.",
+        "[click](javascript:alert(1)) [data](data:text/html,<script>alert(1)</script>) "
+        "[file](file:///etc/passwd) <script>window.__pwned=1</script>",
+        "![tracker](https://example.org/pixel.png) <img src=x onerror=window.__pwned=1> "
+        "[**mail** us](mailto:team@example.org)",
+        "```sh\ncargo login\ncargo publish\n```",
+    ]
+    pid, _ = _seed(live, "Rendered", hostile)
+    page.on("dialog", lambda dialog: dialog.dismiss())
+    page.goto(f"/p/{pid}")
+    views = page.locator(".outline .bullet-view")
+    expect(views.nth(0)).to_be_visible()
+    expect(views.nth(0)).to_have_text("Read the guide and run cargo publish today.")
+    link = views.nth(0).locator("a")
+    expect(link).to_have_attribute("href", "https://example.org/guide")
+    expect(link).to_have_attribute("rel", "noopener noreferrer nofollow")
+    expect(views.nth(0).locator("code")).to_have_text("cargo publish")
+    expect(views.nth(0).locator("em")).to_have_text("today")
+    # Only http, https and mailto links are links; a tag is shown as the text it is.
+    hrefs = page.locator(".bullet-view a").evaluate_all("els => els.map(e => e.href)")
+    assert hrefs == ["https://example.org/guide", "mailto:team@example.org"]
+    expect(views.nth(1)).to_contain_text("<script>window.__pwned=1</script>")
+    expect(views.nth(2)).to_contain_text("tracker <img src=x onerror=window.__pwned=1> mail us")
+    expect(views.nth(2).locator("a strong")).to_have_text("mail")
+    expect(views.nth(3).locator("pre code")).to_have_text("cargo login\ncargo publish")
+    assert page.locator("#view img, #view script").count() == 0
+    assert page.evaluate("window.__pwned") is None
+    # A click on the text (not on its link) edits the Markdown as written; leaving shows it again.
+    views.nth(0).click(position={"x": 2, "y": 5})
+    expect(page.locator(TEXTS).nth(0)).to_be_focused()
+    expect(views.nth(0)).to_be_hidden()
+    expect(page.locator(TEXTS).nth(0)).to_have_value(hostile[0])
+    page.keyboard.press("ArrowDown")
+    expect(page.locator(TEXTS).nth(1)).to_be_focused()  # the arrows reach a rendered bullet
+    expect(views.nth(0)).to_be_visible()
+
+
+def test_a_linked_wikilink_opens_its_page_in_the_app(page: Page, live: LiveServer) -> None:
+    target, _ = _seed(live, "Zulu notes", ["The other page"])
+    pid, _ = _seed(live, "Alpha", [f"See [the zulu page](/p/{target})."])
+    page.goto(f"/p/{pid}")
+    link = page.locator(".bullet-view a")
+    expect(link).to_have_attribute("href", f"/p/{target}")
+    expect(link).not_to_have_attribute("target", "_blank")
+    link.click()
+    expect(page.locator(".page-title")).to_have_value("Zulu notes")
+
+
 def test_a_link_to_a_bullet_opens_its_ancestors_and_highlights_it(
     page: Page, live: LiveServer
 ) -> None:

@@ -347,3 +347,26 @@ def test_statistics_follow_writes_of_analysed_text(database: Database, cx: Conte
     assert check is not None
     assert (check["stale_terms"], check["stale_lengths"], check["wrong_lengths"]) == (0, 0, 0)
     assert check["lexemes"] == ["1234", "cafe", "resum", "v1"]  # 会议 left with the edit
+
+
+def test_a_bullet_is_searched_by_the_words_its_markdown_shows(
+    database: Database, cx: Context
+) -> None:
+    """A link is its text; its URL is a word only when the link has no text. Highlights are
+    offsets into the text as stored, Markdown and all."""
+    page = commands.create_page(cx, "Links")
+    guide = commands.add_node(cx, page.id, "Read [the ferry guide](https://github.com/port/x).")
+    bare = commands.add_node(cx, page.id, "Mirror: [](https://mirror.example.org/dl)")
+    image = commands.add_node(cx, page.id, "![harbour map](https://img.example.org/lighthouse.png)")
+
+    def found(query: str) -> list[Any]:
+        return ids(run(database, cx, query, mode="lexical", typos=False))
+
+    assert found("ferry guide") == [guide.id]
+    assert found("github") == []
+    assert found("lighthouse") == []
+    assert found("harbour map") == [image.id]
+    assert found("mirror.example.org") == [bare.id]
+    (row,) = run(database, cx, "ferry", mode="lexical", typos=False).rows
+    start, end = row.highlights[0]
+    assert row.passage[start:end] == "ferry"

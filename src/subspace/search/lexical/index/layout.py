@@ -46,7 +46,8 @@ from subspace.config import Settings
 from subspace.db.pool import Conn
 from subspace.search import registry
 
-FORMAT = 4  # the layout and analysis of the documents; another format is rebuilt
+FORMAT = 5  # the layout and analysis of the documents; another format is rebuilt (5: a
+# bullet's words are its Markdown's plain text, migration 0031)
 TEXT = "text"  # the lexemes, at their positions
 ITEM = "item"  # the page, file or mail the row belongs to (its id's hex)
 TARGET = "target"  # what the row is found as (a bullet's id, a file's...): its id's hex

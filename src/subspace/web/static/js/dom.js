@@ -31,11 +31,11 @@ export function append(el, children) {
   return el;
 }
 
-/** Same-origin paths and http(s) links only. */
+/** Same-origin paths, http(s) and mailto links only. */
 export function isSafeHref(href) {
   if (href.startsWith("/") || href.startsWith("#")) return !href.startsWith("//");
   try {
-    return ["http:", "https:"].includes(new URL(href).protocol);
+    return ["http:", "https:", "mailto:"].includes(new URL(href).protocol);
   } catch {
     return false;
   }

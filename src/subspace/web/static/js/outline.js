@@ -3,7 +3,8 @@
 
 import { citationLinks, parseCommand } from "./answers.js";
 import { del, patch, post } from "./api.js";
-import { h } from "./dom.js";
+import { append, clear, h } from "./dom.js";
+import { hasMarkdown, renderMarkdown } from "./markdown.js";
 import { navigate } from "./router.js";
 
 const TYPING_PAUSE_MS = 400; // a text edit is saved once typing stops this long
@@ -77,6 +78,13 @@ export class Outline {
     });
     node.input.value = node.text;
     node.input.addEventListener("input", () => this.onInput(node));
+    // A bullet holding Markdown (a link, code, emphasis) reads rendered until it is edited:
+    // its field stays in place, focusable, behind the rendered text, and shows on focus.
+    node.view = h("div", { class: "bullet-view", hidden: true, onclick: (event) => {
+      if (!event.target.closest("a")) node.input.focus();
+    } });
+    node.input.addEventListener("focus", () => this.showRendered(node, false));
+    node.input.addEventListener("blur", () => this.showRendered(node, true));
     node.toggle = h("button", {
       type: "button",
       class: "bullet-toggle",
@@ -96,11 +104,25 @@ export class Outline {
     node.runEl = h("div", { class: "run-status", hidden: true });
     node.el = h("li", { class: Array.isArray(node.props.refs) ? "bullet is-answer" : "bullet" },
       h("div", { class: "bullet-row" }, node.toggle, h("span", { class: "bullet-dot", "aria-hidden": "true" }),
-        node.input, citations, node.memory),
+        node.input, node.view, citations, node.memory),
       node.runEl,
       node.childrenEl);
     node.el.bullet = node;
     this.paint(node);
+    this.showRendered(node, true);
+  }
+
+  /**
+   * Show the bullet's Markdown rendered (when it holds any and `rendered`), or its field. An
+   * answer's text stays plain: a model's links are not offered as links to click.
+   */
+  showRendered(node, rendered) {
+    const show = rendered && !Array.isArray(node.props.refs) && hasMarkdown(node.text) &&
+      document.activeElement !== node.input;
+    if (show) append(clear(node.view), renderMarkdown(node.text));
+    node.view.hidden = !show;
+    node.input.classList.toggle("is-behind", show);
+    if (!show) requestAnimationFrame(() => fit(node.input));
   }
 
   /** Bring a bullet's classes, ids and buttons in line with its state. */
