@@ -152,7 +152,8 @@ def test_the_search_button_opens_it_and_a_kind_chip_filters(page: Page, live: Li
     expect(options).to_have_count(1)
     page.locator("#palette-input").focus()
     page.keyboard.press("Enter")
-    assert page.url.endswith(f"/files/{file_id}#c0")
+    # The address changes when the router has opened the row: wait for it, not for a time.
+    expect(page).to_have_url(re.compile(rf"/files/{file_id}#c0$"))
 
 
 def test_an_xss_title_and_bullet_render_as_text(page: Page, live: LiveServer) -> None:
