@@ -219,7 +219,7 @@ def _print_import_report(report: ImportReport) -> None:
     for column in (details.columns[0], details.columns[3]):
         column.overflow = "fold"  # a name or reason is printed whole, over lines if need be
     for row in report.rows:
-        if row.outcome in IMPORT_OUTCOMES_LISTED:
+        if row.outcome in IMPORT_OUTCOMES_LISTED or row.detail:  # a cut text, a long header
             details.add_row(row.source, row.kind, row.outcome, row.detail)
     if details.row_count:
         console.print(details)

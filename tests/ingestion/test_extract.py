@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -32,8 +33,6 @@ LIMITS = ExtractLimits(
 
 
 def run(data: bytes, name: str, content_type: str = "", **limits: int) -> str:
-    from dataclasses import replace
-
     return extract(data, name, content_type, replace(LIMITS, **limits)).text
 
 
@@ -135,6 +134,17 @@ def test_a_real_book_chapter_without_its_theme_menu_and_help() -> None:
     assert "cargo publish" in text
     for furniture in ("Coal", "Navy", "Ayu", "hide this help", "Print this book"):
         assert furniture not in text, furniture
+
+
+def test_a_huge_page_is_read_up_to_the_text_kept_and_says_it_was_cut() -> None:
+    """The walk stops at what extraction keeps: a 50 MB page (measured: 2.2 s in process,
+    7 s through `subspace import`) costs its parse, not a walk of all of it."""
+    paragraph = "<p>" + "word " * 200 + "</p>"
+    markup = ("<main>" + paragraph * 20_000 + "</main>").encode()  # 20 MB
+    extracted = extract(markup, "big.html", "", replace(LIMITS, max_chars=50_000))
+    assert extracted.truncated
+    assert len(extracted.text) == 50_000
+    assert len(extracted.blocks) < 60
 
 
 def test_html_nested_too_deep_fails_fast() -> None:

@@ -74,6 +74,17 @@ def test_markup_that_says_nothing_vanishes_and_angle_bracket_words_stay() -> Non
     ]
 
 
+def test_an_html_block_says_its_images_alt_text() -> None:
+    """Rust's README opens with a banner image whose alt text is its tagline."""
+    outline = parse_markdown(
+        '<div align="center">\n  <picture>\n    <img alt="The Rust Programming Language: A '
+        'language empowering everyone" src="logo.svg" width="50%">\n  </picture>\n</div>\n'
+    )
+    assert [i.text for i in outline.items] == [
+        "The Rust Programming Language: A language empowering everyone"
+    ]
+
+
 def test_code_and_tables_are_one_bullet_each_kept_verbatim() -> None:
     outline = parse_markdown(
         "## Use\n\n```sh\nmake serve\nmake test\n```\n\n    indented\n    code\n\n"

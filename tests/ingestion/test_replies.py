@@ -8,10 +8,12 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from subspace.ingest.extract import ExtractLimits, extract
 from subspace.ingest.mail import parse_message
 from subspace.ingest.replies import split_reply
 from tests.samples import make_email
 
+LIMITS = ExtractLimits(5_000_000, 2_000, 200 << 20, 5_000, 512)
 REPLIES = sorted((Path(__file__).parent / "fixtures" / "replies").glob("*.eml"))
 
 
@@ -63,3 +65,21 @@ def test_search_reads_what_a_message_says_and_the_view_keeps_the_quote(
 
     assert found("ferry") == ["mail"]
     assert found("lighthouse") == []
+
+
+def test_a_bounced_message_and_its_report_are_attachments_with_their_text() -> None:
+    """CPython's msg_16: a delivery failure report (message/delivery-status) carrying the
+    message it returns (message/rfc822); both were dropped before."""
+    bounce = Path(__file__).parents[1] / "relevance" / "real" / "workspace" / "mail" / "msg_16.eml"
+    parsed = parse_message(bounce.read_bytes())
+    by_type = {a.content_type: a for a in parsed.attachments}
+    returned = by_type["message/rfc822"]
+    assert returned.name == "[scr] yeah for Ians!!.eml"
+    text = extract(returned.data, returned.name, returned.content_type, LIMITS)
+    assert text.title == "[scr] yeah for Ians!!"
+    assert "I always love to find more Ian's" in text.text
+    report = by_type["message/delivery-status"]
+    assert (
+        "Reporting-MTA: dns; cougar.noc.ucla.edu"
+        in extract(report.data, report.name, report.content_type, LIMITS).text
+    )

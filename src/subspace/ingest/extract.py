@@ -122,7 +122,10 @@ def detect_kind(data: bytes, name: str, content_type: str) -> str | None:
         return "html"
     if suffix in MARKDOWN_SUFFIXES or ctype in ("text/markdown", "text/x-markdown"):
         return "markdown"
-    if suffix in TEXT_SUFFIXES or ctype.startswith("text/"):
+    if suffix == ".eml" or ctype == "message/rfc822":
+        return "mail"
+    # A delivery report's fields and other message/* parts are header blocks: text.
+    if suffix in TEXT_SUFFIXES or ctype.startswith(("text/", "message/")):
         return "text"
     return None
 
@@ -142,7 +145,9 @@ def extract(data: bytes, name: str, content_type: str, limits: ExtractLimits) ->
     elif kind == "docx":
         title, blocks = _docx_document(data, limits)
     elif kind == "html":
-        title, blocks = html_document(decode_text(data), limits.max_html_depth)
+        title, blocks = html_document(decode_text(data), limits.max_html_depth, limits.max_chars)
+    elif kind == "mail":
+        title, blocks = _mail_document(data, limits)
     else:
         from subspace.ingest.markdown import markdown_plain, parse_markdown
         from subspace.ingest.outline import parse_plain_text
@@ -179,6 +184,20 @@ def _plain_outline(items: list[OutlineItem], plain: Callable[[str], str]) -> Non
     for item in items:
         item.text = plain(item.text)
         _plain_outline(item.children, plain)
+
+
+def _mail_document(data: bytes, limits: ExtractLimits) -> tuple[str | None, list[Block]]:
+    """A message attached to another (a forward, a bounce): titled by its subject, its
+    headers, what it says, then what it quotes."""
+    from subspace.ingest.mail import parse_message
+
+    parsed = parse_message(data, max_html_depth=limits.max_html_depth)
+    headers = [f"{name}: {value}" for name, value in (
+        ("From", parsed.sender), ("To", parsed.recipients), ("Subject", parsed.subject),
+        ("Date", parsed.sent_at.isoformat() if parsed.sent_at else ""),
+    ) if value]  # fmt: skip
+    parts = ["\n".join(headers), parsed.body_text, parsed.quoted_text]
+    return parsed.subject or None, [Block(part) for part in parts if part.strip()]
 
 
 def outline_blocks(items: list[OutlineItem], headings: tuple[str, ...] = ()) -> list[Block]:
@@ -229,7 +248,9 @@ def html_text(markup: str, max_depth: int) -> str:
 _HEADING_TAGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
 
 
-def html_document(markup: str, max_depth: int) -> tuple[str | None, list[Block]]:
+def html_document(
+    markup: str, max_depth: int, max_chars: int | None = None
+) -> tuple[str | None, list[Block]]:
     """An HTML document's title and the blocks of its main content: a block per paragraph,
     item (as "- " text), table row or `<pre>` (its lines kept), and headings that hold what
     follows them.
@@ -237,7 +258,8 @@ def html_document(markup: str, max_depth: int) -> tuple[str | None, list[Block]]
     The title is the main content's first heading (or an `<h1>`) that its `<title>` holds too
     (a site appends its own name to the title: "Publishing a Crate - The Rust Programming
     Language"), else the `<title>`, else the first `<h1>`. Walks the tree without recursion; a
-    document nested deeper than `max_depth` fails.
+    document nested deeper than `max_depth` fails. The walk stops once its blocks hold more than
+    `max_chars` (what extraction keeps), so a huge page costs its parse, not a walk of all of it.
     """
     from selectolax.lexbor import LexborHTMLParser
 
@@ -253,16 +275,22 @@ def html_document(markup: str, max_depth: int) -> tuple[str | None, list[Block]]
     blocks: list[Block] = []
     headings: list[tuple[int, str]] = []  # the open headings: (level, text)
     line: list[str] = []
+    kept = 0  # characters in `blocks`
+
+    def add(text: str, is_heading: bool = False) -> None:
+        nonlocal kept
+        blocks.append(Block(text, tuple(h for _, h in headings), is_heading=is_heading))
+        kept += len(text)
 
     def flush() -> None:
         text = _tidy_lines("".join(line))
         line.clear()
         if text:
-            blocks.append(Block(text, tuple(h for _, h in headings)))
+            add(text)
 
     # (node, depth); a None node marks the end of a block element.
     stack: list[tuple[Any, int]] = [(root, 0)]
-    while stack:
+    while stack and (max_chars is None or kept <= max_chars):
         node, depth = stack.pop()
         if node is None:
             flush()
@@ -278,8 +306,10 @@ def html_document(markup: str, max_depth: int) -> tuple[str | None, list[Block]]
             continue
         if tag == "pre":
             flush()
-            line.append(_visible_text(node, root))
-            flush()
+            # Code keeps its lines and their indentation; only blank edges and line ends go.
+            code = "\n".join(row.rstrip() for row in _visible_text(node, root).splitlines())
+            if code.strip("\n"):
+                add(code.strip("\n"))
             continue
         if tag in _HEADING_TAGS:
             flush()
@@ -289,7 +319,7 @@ def html_document(markup: str, max_depth: int) -> tuple[str | None, list[Block]]
                 while headings and headings[-1][0] >= level:
                     headings.pop()
                 headings.append((level, text))
-                blocks.append(Block(text, tuple(h for _, h in headings), is_heading=True))
+                add(text, is_heading=True)
             continue
         if tag in _BLOCK_TAGS:
             flush()
@@ -308,13 +338,14 @@ def html_document(markup: str, max_depth: int) -> tuple[str | None, list[Block]]
     return title, blocks
 
 
-# A heading's permalink mark ("#" in Node's docs, "¶" in Sphinx's), and its section number.
-_ANCHOR_MARKS = re.compile(r"\s*[#¶§]+$")
+# A permalink beside a heading or a definition is a link whose whole text is a mark ("#" in
+# Node's docs, "¶" in Sphinx's and Texinfo's): furniture.
+_PERMALINK_MARKS = {"#", "¶", "§", "🔗"}
 _SECTION_NUMBER = re.compile(r"^(?:\d+\.)*\d+\.?\s+")
 
 
 def _heading_text(node: Any, root: Any) -> str:
-    return _ANCHOR_MARKS.sub("", " ".join(_visible_text(node, root).split()))
+    return " ".join(_visible_text(node, root).split())
 
 
 def _html_title(tree: Any, main: Any) -> str | None:
@@ -350,6 +381,8 @@ def _is_furniture(node: Any, tag: str, root: Any) -> bool:
     if "hidden" in attributes or attributes.get("aria-hidden") == "true":
         return True
     if (attributes.get("role") or "").lower() in _SKIPPED_ROLES:
+        return True
+    if tag == "a" and (node.text(deep=True) or "").strip() in _PERMALINK_MARKS:
         return True
     if tag in _CONTAINERS and node is not root:
         classes = set((attributes.get("class") or "").lower().split())
@@ -460,7 +493,7 @@ _NUMBERED = re.compile(r"^\s*\d{1,4}\b|\b\d{1,4}\s*$")
 
 
 def drop_running_lines(pages: list[str]) -> list[str]:
-    """The pages without their running headers and footers: a first or last line that recurs
+    r"""The pages without their running headers and footers: a first or last line that recurs
     (numbers aside) on several pages.
 
     >>> drop_running_lines(["Guide 1\nIntro.", "Guide 2\nSetup.", "Guide 3\nUse."])
@@ -485,9 +518,43 @@ def drop_running_lines(pages: list[str]) -> list[str]:
     return ["\n".join(page) for page in lines]
 
 
+def running_title(pages: list[str]) -> str | None:
+    r"""The running header that names the document: a first line without numbers repeated on
+    most pages ("Shared MIME-info Database"), for a PDF whose metadata has no title.
+
+    >>> running_title(["Guide\nIntro.", "Guide\nSetup.", "Guide\nUse.", "Other\nEnd."])
+    'Guide'
+    """
+    firsts = [page.splitlines()[0].strip() for page in pages if page.strip()]
+    counts: dict[str, int] = {}
+    for line in firsts:
+        if line and not _DIGITS.search(line):
+            counts[line] = counts.get(line, 0) + 1
+    best = max(counts, key=lambda line: counts[line], default=None)
+    if best is None or counts[best] < max(3, len(firsts) // 2):
+        return None
+    return best
+
+
+TITLE_PAGE_LINES = 12  # a first page this short is a title page: its first line is the title
+
+
+def title_page_title(pages: list[str]) -> str | None:
+    r"""The first line of a title page (a first page of a few short lines), if the PDF has one.
+
+    >>> title_page_title(["Libtasn1\nASN.1 library for the GNU system\nSimon Josefsson", "1 Intro"])
+    'Libtasn1'
+    """
+    first = next((page for page in pages if page.strip()), "")
+    lines = [line.strip() for line in first.splitlines() if line.strip()]
+    if not lines or len(lines) > TITLE_PAGE_LINES or len(lines[0]) > 100:
+        return None
+    return lines[0] if re.search(r"[^\W\d_]", lines[0]) else None
+
+
 def _pdf_document(data: bytes, limits: ExtractLimits) -> tuple[str | None, list[Block], bool]:
-    """A PDF's title (its metadata's), and a block per page, under the headings its outline
-    (bookmarks) gives that page."""
+    """A PDF's title (its metadata's, else its running header's, else its title page's first
+    line), and a block per page, under the headings its outline (bookmarks) gives that page."""
     from pypdf import PdfReader
     from pypdf.errors import FileNotDecryptedError, LimitReachedError, PdfReadError
 
@@ -514,7 +581,7 @@ def _pdf_document(data: bytes, limits: ExtractLimits) -> tuple[str | None, list[
             chars += len(page_text)
             if chars > limits.max_chars:
                 break
-        title = _pdf_title(reader)
+        title = _pdf_title(reader) or running_title(pages) or title_page_title(pages)
         headings = _pdf_headings(reader, len(pages))
     except ExtractionFailed:
         raise

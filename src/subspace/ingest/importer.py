@@ -482,9 +482,17 @@ def finish_extraction(db: Database, settings: Settings, report: ImportReport) ->
     extract_pending(db, settings, only=list(by_id), workers=os.cpu_count() or 1)
     with db.pool.connection() as conn:
         rows = conn.execute(
-            "select id, status, status_reason from kb.files where id = any(%s)", (list(by_id),)
+            "select f.id, f.status, f.status_reason, t.truncated from kb.files f "
+            "left join search.file_text t on t.workspace_id = f.workspace_id and t.file_id = f.id "
+            "where f.id = any(%s)",
+            (list(by_id),),
         ).fetchall()
     for row in rows:
         if row["status"] == "failed":
             by_id[row["id"]].outcome = "failed"
             by_id[row["id"]].detail = row["status_reason"]
+        elif row["truncated"]:
+            by_id[row["id"]].detail = (
+                f"its text was cut at {settings.max_extracted_chars:,} characters "
+                f"(SUBSPACE_MAX_EXTRACTED_CHARS, or SUBSPACE_MAX_PDF_PAGES for a PDF)"
+            )

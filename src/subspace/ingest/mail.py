@@ -97,8 +97,8 @@ def _body_text(msg: EmailMessage, max_html_depth: int) -> str:
 def _attachments(msg: EmailMessage) -> list[Attachment]:
     found = []
     for index, part in enumerate(msg.iter_attachments(), start=1):
-        data = part.get_payload(decode=True)
-        if not isinstance(data, bytes) or not data:
+        data = _part_bytes(part)
+        if not data:
             continue
         content_type = part.get_content_type()
         name = clean_text(part.get_filename() or _unnamed(part, index, content_type))
@@ -106,12 +106,29 @@ def _attachments(msg: EmailMessage) -> list[Attachment]:
     return found
 
 
+def _part_bytes(part: EmailMessage) -> bytes:
+    """An attachment's bytes. A forwarded or bounced message (message/rfc822) is the message
+    itself, an .eml of its own; a delivery report's fields (message/delivery-status) are its
+    header blocks, as text."""
+    if part.get_content_maintype() != "message":
+        data = part.get_payload(decode=True)
+        return data if isinstance(data, bytes) else b""
+    inner = part.get_payload()
+    blocks = inner if isinstance(inner, list) else [inner]
+    return b"\n".join(block.as_bytes() for block in blocks if isinstance(block, Message))
+
+
 def _unnamed(part: EmailMessage, index: int, content_type: str) -> str:
     """A name for an attachment that has none: its description, else `attachment-N`, with the
     extension its type has (`.txt` for any text)."""
     stem = str(part.get("content-description") or "").strip()
+    if content_type == "message/rfc822":
+        inner = part.get_payload()
+        first = inner[0] if isinstance(inner, list) and inner else inner
+        subject = str(first.get("subject") or "") if isinstance(first, Message) else ""
+        return f"{(stem or subject or f'message-{index}')[:150]}.eml"
     extension = mimetypes.guess_extension(content_type) or ""
-    if content_type.startswith("text/") and not extension:
+    if content_type.startswith(("text/", "message/")) and not extension:
         extension = ".txt"
     return f"{(stem or f'attachment-{index}')[:150]}{extension}"
 

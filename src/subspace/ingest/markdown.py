@@ -29,6 +29,7 @@ _HTML_ELEMENTS = frozenset(
     "summary sup table tbody td th thead tr tt u ul var video wbr".split()
 )
 _TAG = re.compile(r"^</?([A-Za-z][A-Za-z0-9-]*)(?:\s[^>]*)?/?>$", re.S)
+_IMAGE_ALT = re.compile(r"""<img\b[^>]*?\balt\s*=\s*(?:"([^"]*)"|'([^']*)')[^>]*>""", re.I)
 _ANY_TAG = re.compile(r"<!--.*?-->|</?[A-Za-z][A-Za-z0-9-]*(?:\s[^>]*)?/?>", re.S)
 
 
@@ -101,7 +102,10 @@ class _Reader:
                 self._add(self._source(token))
                 self.skip_until = _closing(tokens, index, "table_close")
             elif kind == "html_block":
-                self._add(" ".join(_ANY_TAG.sub(" ", token.content).split()))
+                # An image says its alt text (a README's banner: "The Rust Programming
+                # Language: A language empowering everyone…"); other tags say nothing.
+                text = _IMAGE_ALT.sub(lambda m: f" {m[1] or m[2] or ''} ", token.content)
+                self._add(" ".join(_ANY_TAG.sub(" ", text).split()))
 
     def _container(self) -> list[OutlineItem]:
         return self.items[-1].children if self.items else self.sections[-1][1]
