@@ -429,8 +429,11 @@ def _lancedb_hybrid(
                     pa.array(vectors.reshape(-1)), vectors.shape[1]),
             }),
         )  # fmt: skip
+        # Positions, so a quoted phrase is a phrase query there too (without them LanceDB
+        # refuses one: "position is not found but required for phrase queries").
         table.create_index(
-            "text", config=FTS(language="English", stem=True, remove_stop_words=True)
+            "text",
+            config=FTS(language="English", stem=True, remove_stop_words=True, with_position=True),
         )
         reranker = RRFReranker()
         found = {}
