@@ -537,14 +537,20 @@ def running_title(pages: list[str]) -> str | None:
 
 
 TITLE_PAGE_LINES = 12  # a first page this short is a title page: its first line is the title
+TITLE_PAGE_MIN_PAGES = 3  # a document this long may open with a title page; a note does not
 
 
 def title_page_title(pages: list[str]) -> str | None:
-    r"""The first line of a title page (a first page of a few short lines), if the PDF has one.
+    r"""The first line of a title page (a first page of a few short lines in a document of
+    several pages), if the PDF has one.
 
-    >>> title_page_title(["Libtasn1\nASN.1 library for the GNU system\nSimon Josefsson", "1 Intro"])
+    >>> title_page_title(["Libtasn1\nASN.1 library for the GNU system", "1 Intro", "2 Use"])
     'Libtasn1'
+    >>> title_page_title(["Ferry times: every 20 minutes"]) is None
+    True
     """
+    if len(pages) < TITLE_PAGE_MIN_PAGES:
+        return None
     first = next((page for page in pages if page.strip()), "")
     lines = [line.strip() for line in first.splitlines() if line.strip()]
     if not lines or len(lines) > TITLE_PAGE_LINES or len(lines[0]) > 100:
