@@ -39,6 +39,8 @@ class ParsedQuery:
     clauses: tuple[Clause, ...] = ()
     negated: tuple[str, ...] = ()
     words: tuple[str, ...] = field(default=())
+    # Phrases of several words typed in quotes: every row must hold each, its words in order.
+    quoted: tuple[str, ...] = ()
 
     @property
     def is_empty(self) -> bool:
@@ -75,6 +77,7 @@ def parse_query(text: str) -> ParsedQuery:
     clauses: list[list[str]] = []
     negated: list[str] = []
     words: list[str] = []
+    quoted: list[str] = []
     join_next = False
     for match in _TOKEN.finditer(text):
         minus, phrase, word = match.groups()
@@ -102,10 +105,14 @@ def parse_query(text: str) -> ParsedQuery:
             clauses[-1].append(term)
         else:
             clauses.append([term])
+            if phrase is not None and len(term.split()) > 1:
+                quoted.append(term)
         join_next = False
     return ParsedQuery(
         text=text,
         clauses=tuple(Clause(tuple(c)) for c in clauses),
         negated=tuple(negated),
         words=tuple(words),
+        # A quoted phrase OR-ed with another term limits nothing on its own.
+        quoted=tuple(c[0] for c in clauses if len(c) == 1 and c[0] in quoted),
     )

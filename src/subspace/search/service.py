@@ -37,6 +37,7 @@ from subspace.search.legs import (
     run_legs,
 )
 from subspace.search.lexical.terms import TsQueries
+from subspace.search.phrases import holding_phrases
 from subspace.search.query import ParsedQuery, parse_query
 from subspace.search.request import SearchRequest, SearchResponse
 from subspace.search.searcher import Searcher
@@ -196,7 +197,8 @@ def _search(cx: Context, searcher: Searcher, request: SearchRequest) -> SearchRe
         clock.done(SearchStep.LEGS)
         floor = floor_for(provider, cx.settings.min_similarity, request.min_similarity)
         floored = above_floor(fuse_legs(ran), floor)
-        candidates = floored.kept
+        candidates = holding_phrases(conn, ws, floored.kept, parsed.quoted)
+        apart = len(floored.kept) - len(candidates)
         if scope.answers == "include" and asked.result():
             candidates = below_sources(candidates, answer_citations(conn, ws, candidates))
         for item in candidates if scope.answers == "only" else ():
@@ -219,7 +221,9 @@ def _search(cx: Context, searcher: Searcher, request: SearchRequest) -> SearchRe
     corrections = ran.tsq.corrected_words
     vector_ran = any(leg.name == "vector" and leg.ran for leg in ran.legs)
     notes = list(next_page.notes)
-    if not rows and not paging.served:
+    if not rows and not paging.served and apart:
+        notes.append(_phrase_apart(parsed, apart))
+    elif not rows and not paging.served:
         notes.append(_nothing_found(parsed, corrections, ran, floored.below, floored.floor))
     if pending.result():
         notes.append(_not_embedded_yet(pending.result(), provider))
@@ -432,6 +436,15 @@ def explain_page(
 
 
 # -- helpers ----------------------------------------------------------------------------------
+
+
+def _phrase_apart(parsed: ParsedQuery, apart: int) -> str:
+    phrases = " and ".join(f"“{phrase}”" for phrase in parsed.quoted)
+    items = "item holds" if apart == 1 else "items hold"
+    return (
+        f"No item holds {phrases} word for word; {apart} {items} the words apart or in "
+        "another order. Search without the quotes to see them."
+    )
 
 
 def _nothing_found(

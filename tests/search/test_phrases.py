@@ -1,0 +1,64 @@
+"""Quoted phrases mean phrases, in every mode: on real Rust book chapters, "fearless
+concurrency" finds the chapter holding those words in that order, and nothing that holds
+"concurrency" alone, whatever the vector leg finds near it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from subspace import commands
+from subspace.context import Context
+from subspace.database import Database
+from subspace.ingest.worker import extract_pending
+from subspace.search.query import parse_query
+from tests.search_helpers import index, run
+
+BOOK = Path(__file__).parents[1] / "relevance" / "real" / "workspace" / "files"
+CHAPTERS = ("ch16-00-concurrency.html", "ch16-01-threads.html", "ch04-01-what-is-ownership.html",
+            "ch14-02-publishing-to-crates-io.html")  # fmt: skip
+
+
+@pytest.fixture
+def book(database: Database, cx: Context) -> dict[str, object]:
+    ids = {
+        name: commands.upload_file(
+            cx, name, (BOOK / name).read_bytes(), content_type="text/html"
+        ).id
+        for name in CHAPTERS
+    }
+    page = commands.create_page(cx, "Reading notes")
+    commands.add_node(cx, page.id, "Concurrency in Rust is fearless, the book says.")
+    extract_pending(database, cx.settings)
+    index(database, cx)
+    return dict(ids)
+
+
+def test_a_quoted_phrase_is_parsed_as_one_that_limits_the_rows() -> None:
+    assert parse_query('"fearless concurrency" rust').quoted == ("fearless concurrency",)
+    assert parse_query('"fearless concurrency" OR threads').quoted == ()  # an OR limits nothing
+    assert parse_query('"single"').quoted == ()
+    assert parse_query("fearless concurrency").quoted == ()
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "vector", "lexical"])
+def test_every_row_holds_the_phrase_in_every_mode(
+    book: dict[str, object], database: Database, cx: Context, mode: str
+) -> None:
+    # No floor: the fake provider's trigram vectors put a long chapter far from two words.
+    quoted = run(database, cx, '"fearless concurrency"', mode=mode, min_similarity=0.0)
+    assert [row.id for row in quoted.rows] == [book["ch16-00-concurrency.html"]], [
+        (r.type, r.title, r.passage[:80]) for r in quoted.rows
+    ]
+    loose = run(database, cx, "fearless concurrency", mode=mode, min_similarity=0.0)
+    assert len(loose.rows) > 1  # without quotes the words apart count too
+
+
+def test_a_phrase_no_item_holds_says_so(book: dict[str, object], database: Database,
+                                        cx: Context) -> None:  # fmt: skip
+    # Near enough by meaning to be shown (no floor), but holding the words apart.
+    response = run(database, cx, '"fearless threads"', mode="vector", min_similarity=0.0)
+    assert response.rows == []
+    (note,) = response.notes
+    assert note.startswith("No item holds “fearless threads” word for word;")
