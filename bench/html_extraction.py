@@ -59,7 +59,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from selectolax.lexbor import LexborHTMLParser
 
-from subspace.ingest.extract import ExtractionFailed, decode_text, html_document
+from subspace.ingest.encoding import decode_text
+from subspace.ingest.failures import ExtractionFailed
+from subspace.ingest.html import html_document
 
 MAX_DEPTH = 512
 PER_GENERATOR = 24

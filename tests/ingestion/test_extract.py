@@ -7,14 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from subspace.ingest.extract import (
-    ExtractionFailed,
-    ExtractLimits,
-    decode_text,
-    detect_kind,
-    extract,
-    html_text,
-)
+from subspace.ingest.encoding import decode_text
+from subspace.ingest.extract import ExtractLimits, detect_kind, extract
+from subspace.ingest.failures import ExtractionFailed
+from subspace.ingest.html import html_text
 from tests.samples import (
     make_docx,
     make_encrypted_pdf,

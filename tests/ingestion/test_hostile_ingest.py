@@ -23,7 +23,9 @@ from subspace.config import Settings
 from subspace.context import Context
 from subspace.database import Database
 from subspace.db import queries
-from subspace.ingest.extract import ExtractionFailed, ExtractLimits, html_text
+from subspace.ingest.extract import ExtractLimits
+from subspace.ingest.failures import ExtractionFailed
+from subspace.ingest.html import html_text
 from subspace.ingest.isolation import extract_isolated
 from subspace.ingest.worker import extract_pending
 from subspace.models import Actor

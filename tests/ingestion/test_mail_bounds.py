@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 
 from subspace.errors import Busy, TooMany
 from subspace.ingest import isolation
-from subspace.ingest.extract import ExtractionFailed
+from subspace.ingest.failures import ExtractionFailed
 from subspace.ingest.importer import cut_name
 from subspace.ingest.isolation import IsolatedExtractor, ParserPool
 from subspace.ingest.mail import MAX_HEADER_BYTES, parse_message, scan_message

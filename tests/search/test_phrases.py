@@ -62,3 +62,20 @@ def test_a_phrase_no_item_holds_says_so(book: dict[str, object], database: Datab
     assert response.rows == []
     (note,) = response.notes
     assert note.startswith("No item holds “fearless threads” word for word;")
+
+
+def test_gibberish_finds_nothing_and_a_real_typo_is_still_corrected(
+    book: dict[str, object], database: Database, cx: Context
+) -> None:
+    """A correction is applied only when every word no document holds has one."""
+    typo = run(database, cx, "ownrship", mode="lexical")
+    assert typo.corrections == {"ownrship": "ownership"}
+    assert [row.id for row in typo.rows][:1] == [book["ch04-01-what-is-ownership.html"]]
+    for gibberish, said in (
+        ("zqxwv ownrship", "“zqxwv” is like"),
+        ("zqxwv flurbo", "“zqxwv” and “flurbo” are like"),
+    ):
+        response = run(database, cx, gibberish, mode="lexical")
+        assert (response.rows, response.corrections) == ([], {}), gibberish
+        (note,) = response.notes
+        assert f"{said} no word here, so no spelling was corrected" in note

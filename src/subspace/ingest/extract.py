@@ -15,73 +15,21 @@ from dataclasses import dataclass, replace
 from pathlib import PurePath
 from typing import Any
 
-from charset_normalizer import from_bytes
-
+from subspace.ingest.encoding import decode_text
+from subspace.ingest.failures import ExtractionFailed
+from subspace.ingest.html import html_document
+from subspace.ingest.mail import parse_message
 from subspace.ingest.outline import OutlineItem
 from subspace.splitting import Block, document_text
 from subspace.text import clean_text
 
 SNIFF_BYTES = 1024  # PDF allows a little junk before its header
 TITLE_CHARS = 300  # a document's own title, cut: it names the file in lists and results
-ENCODING_SAMPLE_BYTES = 256 * 1024  # enough for charset detection, bounded in time
 
 TEXT_SUFFIXES = {".txt", ".text", ".log", ".csv", ".tsv", ".rst", ".org"}
 MARKDOWN_SUFFIXES = {".md", ".markdown", ".mdown"}
 HTML_SUFFIXES = {".html", ".htm", ".xhtml"}
 DOCX_TYPE = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
-
-# Elements whose text is never content (the head: its <title> is the file's title), and elements
-# that end a line.
-_SKIPPED_TAGS = {
-    "head", "script", "style", "noscript", "template", "svg", "iframe", "object",
-    # The page's furniture, not its words: menus, sidebars, controls.
-    "nav", "aside", "form", "button", "select", "menu", "dialog",
-}  # fmt: skip
-# Roles that mark furniture too, whatever the element; and a page's own header and footer
-# (outside its main content: an article's header holds its heading and stays).
-_SKIPPED_ROLES = {"navigation", "banner", "contentinfo", "search", "menu", "menubar", "toolbar",
-                  "dialog", "complementary"}  # fmt: skip
-_PAGE_FURNITURE = {"header", "footer"}
-# Class names that documentation generators give their navigation blocks: Texinfo's
-# div.header and div.nav-panel, DocBook's div.navheader, div.navfooter and div.toc, LaTeX2HTML's
-# div.navigation, Texinfo's table.menu and div.contents. Read on container elements only (an
-# mdBook heading's link is a.header). Measured by bench/html_extraction.py.
-_FURNITURE_CLASSES = {
-    "nav", "navbar", "navigation", "navheader", "navfooter", "nav-panel", "breadcrumb",
-    "breadcrumbs", "sidebar", "toc", "menu", "contents", "shortcontents", "header", "footer",
-}  # fmt: skip
-_FURNITURE_IDS = {"banner", "toc", "table_of_contents", "sidebar", "nav", "navbar", "navigation",
-                  "menu", "breadcrumbs"}  # fmt: skip
-_CONTAINERS = {"div", "table", "section", "ul", "ol"}
-_SPACES = re.compile(r"\s+")
-_BLOCK_TAGS = {
-    "address", "article", "aside", "blockquote", "br", "dd", "div", "dl", "dt", "figcaption",
-    "figure", "footer", "form", "h1", "h2", "h3", "h4", "h5", "h6", "header", "hr", "li",
-    "main", "nav", "ol", "p", "pre", "section", "table", "tr", "ul", "title",
-}  # fmt: skip
-
-
-# Tags that never need a closing tag (void) or may omit it; the nesting pre-scan skips them.
-_UNCLOSED_TAGS = {
-    "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source",
-    "track", "wbr", "p", "li", "dt", "dd", "tr", "td", "th", "thead", "tbody", "tfoot",
-    "option", "optgroup", "colgroup", "caption", "rb", "rt", "rp", "html", "head", "body",
-}  # fmt: skip
-_LATIN_CODE_PAGES = {
-    "cp1250", "cp1252", "cp1254", "cp1257", "latin_1", "iso8859_2", "iso8859_3", "iso8859_4",
-    "iso8859_9", "iso8859_10", "iso8859_13", "iso8859_14", "iso8859_15", "iso8859_16",
-    "mac_latin2", "mac_roman", "mac_iceland", "mac_turkish", "cp437", "cp850",
-}  # fmt: skip
-# The start of a tag; its end is the next ">" (found with str.find, see _nesting_exceeds).
-_TAG_START = re.compile(r"<(/?)([a-zA-Z][a-zA-Z0-9-]*)")
-
-
-class ExtractionFailed(Exception):
-    """The document's text cannot be extracted; `reason` is shown on the file."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -189,8 +137,6 @@ def _plain_outline(items: list[OutlineItem], plain: Callable[[str], str]) -> Non
 def _mail_document(data: bytes, limits: ExtractLimits) -> tuple[str | None, list[Block]]:
     """A message attached to another (a forward, a bounce): titled by its subject, its
     headers, what it says, then what it quotes."""
-    from subspace.ingest.mail import parse_message
-
     parsed = parse_message(data, max_html_depth=limits.max_html_depth)
     headers = [f"{name}: {value}" for name, value in (
         ("From", parsed.sender), ("To", parsed.recipients), ("Subject", parsed.subject),
@@ -211,246 +157,6 @@ def outline_blocks(items: list[OutlineItem], headings: tuple[str, ...] = ()) -> 
         else:
             blocks.append(Block(item.text, headings))
     return blocks
-
-
-def decode_text(data: bytes) -> str:
-    """Decode text of unknown encoding: BOMs, then UTF-8, then a detected encoding."""
-    for bom, encoding in (
-        (b"\xef\xbb\xbf", "utf-8-sig"),
-        (b"\xff\xfe", "utf-16"),
-        (b"\xfe\xff", "utf-16"),
-    ):
-        if data.startswith(bom):
-            return data.decode(encoding, errors="replace")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        pass
-    matches = from_bytes(data[:ENCODING_SAMPLE_BYTES])
-    best = matches.best()
-    encoding = best.encoding if best is not None else "cp1252"
-    # The detector cannot tell the Latin code pages apart on short text (it reads French
-    # Latin-1 as Baltic cp1257); Windows-1252 is by far the most common of them.
-    if encoding in _LATIN_CODE_PAGES and any(m.encoding == "cp1252" for m in matches):
-        encoding = "cp1252"
-    try:
-        return data.decode(encoding, errors="replace")
-    except LookupError:
-        return data.decode("cp1252", errors="replace")
-
-
-def html_text(markup: str, max_depth: int) -> str:
-    """The visible text of an HTML document, one line per block, list items as "- " lines
-    (a mail's HTML body; a document's is read by `html_document`)."""
-    return "\n".join(block.text for block in html_document(markup, max_depth)[1])
-
-
-_HEADING_TAGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
-
-
-def html_document(
-    markup: str, max_depth: int, max_chars: int | None = None
-) -> tuple[str | None, list[Block]]:
-    """An HTML document's title and the blocks of its main content: a block per paragraph,
-    item (as "- " text), table row or `<pre>` (its lines kept), and headings that hold what
-    follows them.
-
-    The title is the main content's first heading (or an `<h1>`) that its `<title>` holds too
-    (a site appends its own name to the title: "Publishing a Crate - The Rust Programming
-    Language"), else the `<title>`, else the first `<h1>`. Walks the tree without recursion; a
-    document nested deeper than `max_depth` fails. The walk stops once its blocks hold more than
-    `max_chars` (what extraction keeps), so a huge page costs its parse, not a walk of all of it.
-    """
-    from selectolax.lexbor import LexborHTMLParser
-
-    # The parser's time grows with the square of the nesting depth (8 s for 100,000 nested
-    # divs), so an over-deep document is refused by a linear scan before it is parsed.
-    if _nesting_exceeds(markup, max_depth):
-        raise _too_deep(max_depth)
-    tree = LexborHTMLParser(markup)
-    root = _main_content(tree)
-    title = _html_title(tree, root)
-    if root is None:
-        return title, []
-    blocks: list[Block] = []
-    headings: list[tuple[int, str]] = []  # the open headings: (level, text)
-    line: list[str] = []
-    kept = 0  # characters in `blocks`
-
-    def add(text: str, is_heading: bool = False) -> None:
-        nonlocal kept
-        blocks.append(Block(text, tuple(h for _, h in headings), is_heading=is_heading))
-        kept += len(text)
-
-    def flush() -> None:
-        text = _tidy_lines("".join(line))
-        line.clear()
-        if text:
-            add(text)
-
-    # (node, depth); a None node marks the end of a block element.
-    stack: list[tuple[Any, int]] = [(root, 0)]
-    while stack and (max_chars is None or kept <= max_chars):
-        node, depth = stack.pop()
-        if node is None:
-            flush()
-            continue
-        if depth > max_depth:
-            raise _too_deep(max_depth)
-        tag = node.tag
-        if tag == "-text":
-            # In HTML a line break in text is a space; only <pre> keeps its lines.
-            line.append(_SPACES.sub(" ", node.text_content or ""))
-            continue
-        if tag in _SKIPPED_TAGS or tag == "-comment" or _is_furniture(node, tag, root):
-            continue
-        if tag == "pre":
-            flush()
-            # Code keeps its lines and their indentation; only blank edges and line ends go.
-            code = "\n".join(row.rstrip() for row in _visible_text(node, root).splitlines())
-            if code.strip("\n"):
-                add(code.strip("\n"))
-            continue
-        if tag in _HEADING_TAGS:
-            flush()
-            text = _heading_text(node, root)
-            if text:
-                level = _HEADING_TAGS[tag]
-                while headings and headings[-1][0] >= level:
-                    headings.pop()
-                headings.append((level, text))
-                add(text, is_heading=True)
-            continue
-        if tag in _BLOCK_TAGS:
-            flush()
-            if tag == "li":
-                line.append("- ")
-            stack.append((None, depth))
-        if tag in ("td", "th"):
-            line.append(" | ")
-        children = []
-        child = node.child
-        while child is not None:
-            children.append(child)
-            child = child.next
-        stack.extend((c, depth + 1) for c in reversed(children))
-    flush()
-    return title, blocks
-
-
-# A permalink beside a heading or a definition is a link whose whole text is a mark ("#" in
-# Node's docs, "¶" in Sphinx's and Texinfo's): furniture.
-_PERMALINK_MARKS = {"#", "¶", "§", "🔗"}
-_SECTION_NUMBER = re.compile(r"^(?:\d+\.)*\d+\.?\s+")
-
-
-def _heading_text(node: Any, root: Any) -> str:
-    return " ".join(_visible_text(node, root).split())
-
-
-def _html_title(tree: Any, main: Any) -> str | None:
-    found = tree.css_first("title")
-    titled = " ".join((found.text(deep=True) or "").split()) if found is not None else ""
-    # The main content's headings: a site's menu may have an <h1> of the site's own name.
-    scope = main if main is not None else tree
-    root = scope if main is not None else tree.root
-    first = scope.css_first("h1, h2, h3, h4, h5, h6")
-    h1s = [_heading_text(h, root) for h in scope.css("h1")]
-    leading = _heading_text(first, root) if first is not None else ""
-    for heading in (leading, *h1s):
-        if heading and _SECTION_NUMBER.sub("", heading).lower() in titled.lower():
-            return heading
-    return titled or next((h for h in h1s if h), None)
-
-
-def _main_content(tree: Any) -> Any:
-    """Where a page keeps its words: its `<main>` (or `role=main`, or its only `<article>`),
-    else the whole document."""
-    for selector in ("main", "[role=main]"):
-        found = tree.css_first(selector)
-        if found is not None:
-            return found
-    articles = tree.css("article")
-    return articles[0] if len(articles) == 1 else tree.root
-
-
-def _is_furniture(node: Any, tag: str, root: Any) -> bool:
-    """A menu, a banner, a hidden element, a block a generator marks as navigation, or the
-    page's own header or footer (a header holding the page's first heading stays)."""
-    attributes = node.attributes
-    if "hidden" in attributes or attributes.get("aria-hidden") == "true":
-        return True
-    if (attributes.get("role") or "").lower() in _SKIPPED_ROLES:
-        return True
-    if tag == "a" and (node.text(deep=True) or "").strip() in _PERMALINK_MARKS:
-        return True
-    if tag in _CONTAINERS and node is not root:
-        classes = set((attributes.get("class") or "").lower().split())
-        if classes & _FURNITURE_CLASSES or (attributes.get("id") or "").lower() in _FURNITURE_IDS:
-            return True
-    if tag not in _PAGE_FURNITURE or root.tag not in ("html", "body", "-document"):
-        return False
-    return tag == "footer" or node.css_first("h1") is None
-
-
-def _visible_text(node: Any, root: Any) -> str:
-    """The text of `node` without what the walk skips inside it (a heading's "copy link"
-    button, a code block's "copy" button, hidden parts)."""
-    parts: list[str] = []
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        tag = current.tag
-        if tag == "-text":
-            parts.append(current.text_content or "")
-            continue
-        if current is not node and (
-            tag in _SKIPPED_TAGS or tag == "-comment" or _is_furniture(current, tag, root)
-        ):
-            continue
-        children = []
-        child = current.child
-        while child is not None:
-            children.append(child)
-            child = child.next
-        stack.extend(reversed(children))
-    return "".join(parts)
-
-
-def _nesting_exceeds(markup: str, max_depth: int) -> bool:
-    # One pass: a tag runs from "<name" to the next ">". A pattern that looked for that ">"
-    # itself rescanned the rest of the document from every "<" when there was none ("<a"
-    # repeated 40,000 times took 49 s); once no ">" is left, no later tag can end either.
-    depth = 0
-    position = 0
-    while True:
-        start = _TAG_START.search(markup, position)
-        if start is None:
-            return False
-        end = markup.find(">", start.end())
-        if end == -1:
-            return False
-        position = end + 1
-        closing, name = start.group(1), start.group(2)
-        if markup[end - 1] == "/" or name.lower() in _UNCLOSED_TAGS:
-            continue
-        if closing:
-            depth = max(0, depth - 1)
-        else:
-            depth += 1
-            if depth > max_depth:
-                return True
-
-
-def _too_deep(max_depth: int) -> ExtractionFailed:
-    return ExtractionFailed(
-        f"the HTML is nested more than {max_depth} levels deep (SUBSPACE_MAX_HTML_DEPTH)"
-    )
-
-
-def _tidy_lines(text: str) -> str:
-    lines = (" ".join(line.split()) for line in text.splitlines())
-    return "\n".join(line for line in lines if line and line != "-")
 
 
 # A line of a table of contents or an index: words, a leader of dots, a page number.

@@ -24,7 +24,9 @@ from subspace.context import Context
 from subspace.database import Database
 from subspace.db import queries
 from subspace.errors import Conflict, SubspaceError, TooLarge
-from subspace.ingest.extract import HTML_SUFFIXES, MARKDOWN_SUFFIXES, ExtractionFailed, decode_text
+from subspace.ingest.encoding import decode_text
+from subspace.ingest.extract import HTML_SUFFIXES, MARKDOWN_SUFFIXES
+from subspace.ingest.failures import ExtractionFailed
 from subspace.ingest.front_matter import FrontMatterTag, fit_tags, front_matter_text
 from subspace.ingest.mail import ParsedMail, derived_message_id, parse_message, split_mbox
 from subspace.ingest.markdown import parse_markdown

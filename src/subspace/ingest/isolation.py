@@ -15,7 +15,8 @@ from collections.abc import Callable, Hashable, Iterator
 from multiprocessing.connection import Connection
 from typing import Any, TypeVar, cast
 
-from subspace.ingest.extract import Extracted, ExtractionFailed, ExtractLimits, extract
+from subspace.ingest.extract import Extracted, ExtractLimits, extract
+from subspace.ingest.failures import ExtractionFailed
 from subspace.shares import Shares
 
 T = TypeVar("T")

@@ -19,7 +19,9 @@ from email.message import EmailMessage, Message
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 
-from subspace.ingest.extract import ExtractionFailed, decode_text, html_text
+from subspace.ingest.encoding import decode_text
+from subspace.ingest.failures import ExtractionFailed
+from subspace.ingest.html import html_text
 from subspace.ingest.replies import split_reply
 from subspace.text import clean_text
 

@@ -14,7 +14,8 @@ from uuid import UUID
 from subspace.config import Settings
 from subspace.database import Database
 from subspace.db.pool import Conn
-from subspace.ingest.extract import Extracted, ExtractionFailed, ExtractLimits
+from subspace.ingest.extract import Extracted, ExtractLimits
+from subspace.ingest.failures import ExtractionFailed
 from subspace.ingest.isolation import ParserPool
 from subspace.loop import Loop
 from subspace.outbox.append import append_event

@@ -224,7 +224,9 @@ def _search(cx: Context, searcher: Searcher, request: SearchRequest) -> SearchRe
     if not rows and not paging.served and apart:
         notes.append(_phrase_apart(parsed, apart))
     elif not rows and not paging.served:
-        notes.append(_nothing_found(parsed, corrections, ran, floored.below, floored.floor))
+        notes.append(
+            _nothing_found(parsed, corrections, ran, floored.below, floored.floor, ran.tsq.unknown)
+        )
     if pending.result():
         notes.append(_not_embedded_yet(pending.result(), provider))
     return SearchResponse(
@@ -448,7 +450,12 @@ def _phrase_apart(parsed: ParsedQuery, apart: int) -> str:
 
 
 def _nothing_found(
-    parsed: ParsedQuery, corrections: dict[str, str], ran: LegsRun, below: int, floor: float
+    parsed: ParsedQuery,
+    corrections: dict[str, str],
+    ran: LegsRun,
+    below: int,
+    floor: float,
+    unknown: tuple[str, ...] = (),
 ) -> str:
     """Why a search found no row, as every surface says it."""
     line = f"No matches for “{parsed.text}”"
@@ -456,6 +463,10 @@ def _nothing_found(
         searched = " ".join(corrections.get(word, word) for word in parsed.text.split())
         line += f" (searched as “{searched}”)"
     why = []
+    if unknown:
+        words = " and ".join(f"“{word}”" for word in unknown)
+        verb = "is" if len(unknown) == 1 else "are"
+        why.append(f"{words} {verb} like no word here, so no spelling was corrected")
     if any(leg.name == "lexical" and leg.ran for leg in ran.legs):
         why.append("no item holds its words")
     if below:

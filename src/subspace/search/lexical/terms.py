@@ -69,6 +69,9 @@ class TsQueries:
     lexemes: tuple[str, ...] = ()
     corrections: dict[str, str] = field(default_factory=dict)
     corrected_words: dict[str, str] = field(default_factory=dict)
+    # Words no document holds and no workspace word is close to: while one is left, the query
+    # is not one a correction makes plausible, and none is applied (gibberish finds nothing).
+    unknown: tuple[str, ...] = ()
     clauses: tuple[tuple[Phrase, ...], ...] = ()
     negated: tuple[Phrase, ...] = ()
     repeats: tuple[int, ...] = ()
@@ -192,6 +195,15 @@ def _tsqueries(
     frequencies = {w: dict(f) for r in rows for w, f in zip(r["l"], r["df"], strict=True)}
     sequence_of = {r["t"]: tuple(zip(r["seq_p"], r["seq_w"], strict=True)) for r in rows}
     corrections, corrected_words, corrected_frequencies = _corrections(rows)
+    # A correction is applied only when every word no document holds has one: "zqxwv flurbo"
+    # is not "zqxwv flurry", it is gibberish (the relevance issue's rule).
+    unknown = tuple(
+        t.strip() for t in parsed.alternatives
+        if lexemes_of[t] and not any(frequencies.get(w) for w in lexemes_of[t])
+        and not (len(lexemes_of[t]) == 1 and lexemes_of[t][0] in corrections)
+    )  # fmt: skip
+    if unknown:
+        corrections, corrected_words, corrected_frequencies = {}, {}, {}
     frequencies |= corrected_frequencies
 
     def correction_of(text: str) -> str | None:
@@ -243,6 +255,7 @@ def _tsqueries(
         lexemes=lexemes,
         corrections=corrections,
         corrected_words=corrected_words,
+        unknown=unknown,
         clauses=clauses,
         negated=tuple(phrase(t) for t in parsed.negated if tsquery_of[t]),
         repeats=tuple(repeats[w] for w in lexemes),
