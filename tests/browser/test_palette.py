@@ -289,6 +289,7 @@ def test_memory_and_mail_rows_are_marked_and_open_where_they_live(
     expect(memory.locator(".row-passage mark")).to_have_text("wombat")
     letter = page.locator(".row-mail")
     expect(letter.locator(".row-title")).to_have_text("Wombat feeding rota")
+    expect(letter.locator(".row-title mark")).to_have_text("Wombat")  # a subject's words marked
     expect(letter.locator(".row-sender")).to_contain_text("ada@example.com")
     chips = page.locator(".palette-filters .chip")
     chips.filter(has_text="Memories").click()  # the focus stays in the input

@@ -682,3 +682,15 @@ def test_every_step_of_a_search_is_named_and_timed(database: Database, cx: Conte
     assert set(searched.steps) <= {step.value for step in SearchStep}
     browsed = run(database, cx, "", kinds=["node"])
     assert list(browsed.steps) == ["validate", "prepare", "scope", "browse"]
+
+
+def test_a_commands_option_is_a_word_not_an_exclusion(database: Database, cx: Context) -> None:
+    """From the real set: adduser's README says "adduser --system is idempotent"."""
+    page = commands.create_page(cx, "adduser")
+    said = commands.add_node(
+        cx, page.id, "The most important thing: adduser --system is idempotent"
+    )
+    index(database, cx)
+    assert parse_query("adduser --system is idempotent").negated == ()
+    found = ids(run(database, cx, "adduser --system is idempotent", mode="lexical"))
+    assert found[0] == said.id  # holding every word, "system" too, it comes first

@@ -62,6 +62,8 @@ class Row:
     created_at: datetime
     updated_at: datetime
     breadcrumb: list[str] = field(default_factory=list)
+    # [start, end) offsets of matched words in `title` (a file's, a mail's subject, a page's)
+    title_highlights: list[tuple[int, int]] = field(default_factory=list)
     page_id: UUID | None = None
     file_id: UUID | None = None
     mail_id: UUID | None = None
@@ -251,8 +253,13 @@ def _details_sql(
     times = i if spec.key == spec.item_key else a
     sharing = [k for k in registry.registered() if k.target_kind == spec.target_kind]
     marked = _headline(f"{a}.{spec.text}", tsq.any_words)
+    # A title is short: marked whole, every word that matched (a subject's, "Re:" and all).
+    title_marked = (
+        f"ts_headline('english', search.fold({i}.{item.title}), %(hq)s::tsquery, '{_WHOLE}')"
+    )
     columns = [
         f"{a}.{spec.key} as id", f"{marked.sql} as marked", f"{i}.{item.title} as title",
+        f"{title_marked} as title_marked",
         f"{i}.{item.kb} as kb_id", f"{i}.{item.key} as item_id", f"{times}.created_at",
         f"{times}.updated_at", *(f"{i}.{column}" for column in item.row_columns),
         *(f"coalesce({k.only(a)}, false) as only_{n}" for n, k in enumerate(sharing) if k.only),
@@ -289,13 +296,16 @@ def _row(scope: Scope, item: Fused, d: dict[str, Any], lexemes: Collection[str])
     sharing = [k for k in registry.registered() if k.target_kind == kind]
     shown = next((k for n, k in enumerate(sharing) if k.only is None or d.get(f"only_{n}")), spec)
     passage, spans = unfold_headline(d.get("original") or "", d.get("marked") or "", lexemes)
+    title = d.get("title") or ""
+    shown_title, title_spans = unfold_headline(title, d.get("title_marked") or "", lexemes)
     row = Row(
         type=shown.row_type,
         id=ident,
         ref=item.best_hit.ref,
-        title=d.get("title") or "",
+        title=title,
         passage=passage,
         highlights=spans,
+        title_highlights=title_spans if shown_title == title else [],
         kb_id=d["kb_id"],
         knowledge_base=scope.kb_names.get(d["kb_id"], ""),
         score=item.score,

@@ -71,6 +71,8 @@ def parse_query(text: str) -> ParsedQuery:
     >>> q = parse_query('deploy "staging cluster" -prod kafka OR redis')
     >>> [c.alternatives for c in q.clauses], q.negated
     ([('deploy',), ('staging cluster',), ('kafka', 'redis')], ('prod',))
+    >>> parse_query("adduser --system").negated
+    ()
     """
     text = " ".join(clean_text(text).split())
     prose = len(text.split()) > PROSE_WORDS
@@ -85,7 +87,9 @@ def parse_query(text: str) -> ParsedQuery:
             if word == "OR":
                 join_next = bool(clauses)
                 continue
-            if word.startswith("-") and len(word) > 1 and not word[1].isdigit() and not prose:
+            # "-word" excludes; "-5" is a number and "--system" a command's option, words both.
+            excluding = len(word) > 1 and not word[1].isdigit() and word[1] != "-"
+            if word.startswith("-") and excluding and not prose:
                 negated.append(word[1:])
                 words.append(word[1:])
                 join_next = False

@@ -464,7 +464,8 @@ def _nothing_found(
         line += f" (searched as “{searched}”)"
     why = []
     if unknown:
-        words = " and ".join(f"“{word}”" for word in unknown)
+        quoted = [f"“{word}”" for word in unknown]
+        words = " and ".join([", ".join(quoted[:-1]), quoted[-1]] if len(quoted) > 1 else quoted)
         verb = "is" if len(unknown) == 1 else "are"
         why.append(f"{words} {verb} like no word here, so no spelling was corrected")
     if any(leg.name == "lexical" and leg.ran for leg in ran.legs):

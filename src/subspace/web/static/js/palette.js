@@ -333,6 +333,12 @@ function degradedNotices(response) {
   return lines;
 }
 
+/** A row's title with the words that matched marked (a file's name, a mail's subject). */
+function titleOf(row, fallback) {
+  if (!row.title) return [fallback];
+  return highlighted(row.title, row.title_highlights || []);
+}
+
 function rowOption(row, index, sub = false) {
   const type = row.type in BADGES ? row.type : "node";
   const parts = [row.answer
@@ -344,14 +350,14 @@ function rowOption(row, index, sub = false) {
   } else if (type === "node" || type === "mem") {
     const crumb = row.breadcrumb && row.breadcrumb.length ? row.breadcrumb : [row.title || "Untitled"];
     body.append(
-      h("span", { class: "row-crumb" }, h("span", { class: "row-page" }, crumb[0]),
+      h("span", { class: "row-crumb" }, h("span", { class: "row-page" }, ...titleOf(row, crumb[0])),
         ...crumb.slice(1).flatMap((c) => [h("span", { class: "crumb-sep", "aria-hidden": "true" }, " › "), c])),
       h("span", { class: "row-passage" }, ...highlighted(row.passage, row.highlights)));
   } else if (type === "file") {
-    body.append(h("span", { class: "row-title" }, row.title || "Untitled file"),
+    body.append(h("span", { class: "row-title" }, ...titleOf(row, "Untitled file")),
       h("span", { class: "row-passage" }, ...highlighted(row.passage, row.highlights)));
   } else {
-    body.append(h("span", { class: "row-title" }, row.title || "(no subject)"),
+    body.append(h("span", { class: "row-title" }, ...titleOf(row, "(no subject)")),
       h("span", { class: "row-sender muted" }, row.sender || ""),
       h("span", { class: "row-passage" }, ...highlighted(row.passage, row.highlights)));
   }
