@@ -43,7 +43,10 @@ def test_kb_search_renders_hits_with_refs(database: Database, cx: Context) -> No
         f"1. [node] Runbook — Drain the node before the upgrade (node:{step.id})"
     )
     nothing = kb_search(cx, database.searcher(FakeProvider()), "zzzqqq", kinds=["mail"])
-    assert nothing.startswith("No matches for “zzzqqq”: no item holds its words")
+    assert nothing.startswith(
+        "No matches for “zzzqqq”: “zzzqqq” is like no word here, so no spelling was corrected, "
+        "and no item holds its words"
+    )
 
 
 def test_kb_read_and_node_read(cx: Context) -> None:

@@ -136,7 +136,7 @@ def test_tools_see_only_the_callers_workspace(database: Database, cx: Context) -
             assert read.is_error
             assert _text(read) == f"No page with id {corpus['page'].id} in this workspace."
             found = await client.call_tool("kb.search", {"query": "zeppelin"})
-            assert _text(found).startswith("No matches for “zeppelin”: no item holds")
+            assert _text(found).startswith("No matches for “zeppelin”: “zeppelin” is like no word")
 
     _run(session)
 
