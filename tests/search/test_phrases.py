@@ -12,6 +12,8 @@ from subspace import commands
 from subspace.context import Context
 from subspace.database import Database
 from subspace.ingest.worker import extract_pending
+from subspace.search.fusion import Fused
+from subspace.search.phrases import identifiers_first
 from subspace.search.query import parse_query
 from tests.search_helpers import index, run
 
@@ -79,3 +81,38 @@ def test_gibberish_finds_nothing_and_a_real_typo_is_still_corrected(
         assert (response.rows, response.corrections) == ([], {}), gibberish
         (note,) = response.notes
         assert f"{said} no word here, so no spelling was corrected" in note
+
+
+def test_rows_holding_the_identifier_come_before_its_near_meanings(
+    book: dict[str, object], database: Database, cx: Context
+) -> None:
+    """The issue's case: "E0382 borrow of moved value" put a release note ("Borrowed pointer
+    functions moved…") above the chapter that prints error[E0382]."""
+    page = commands.create_page(cx, "Release notes")
+    # Near the query in words and meaning alike, but without the identifier.
+    note = commands.add_node(cx, page.id, "Borrow of moved value")
+    index(database, cx)
+    assert parse_query("E0382 borrow of moved value").identifiers == ("E0382",)
+    for mode in ("hybrid", "lexical"):
+        rows = run(database, cx, "E0382 borrow of moved value", mode=mode, min_similarity=0.0).rows
+        ids = [row.id for row in rows]
+        assert ids[0] == book["ch04-01-what-is-ownership.html"], mode
+        if note.id in ids:
+            assert ids.index(note.id) > ids.index(book["ch04-01-what-is-ownership.html"])
+
+
+def test_identifiers_first_moves_the_rows_holding_the_identifier_whole_up(
+    database: Database, cx: Context
+) -> None:
+    """Whatever the legs voted: a row holding only the identifier's parts ("CVE", "2022") or
+    its meaning goes after every row holding it whole."""
+    page = commands.create_page(cx, "Security notes")
+    parts = commands.add_node(cx, page.id, "CVE-2022-0001 and CVE 2022 21658 in other words")
+    whole = commands.add_node(cx, page.id, "Fixed CVE-2022-21658 in the file system walker")
+    near = commands.add_node(cx, page.id, "A race in removing a directory tree")
+    fused = [
+        Fused(("node", i), 1.0 / n, {}, []) for n, i in enumerate((parts.id, near.id, whole.id), 1)
+    ]
+    with database.pool.connection() as conn:
+        ordered = identifiers_first(conn, cx.actor.workspace_id, fused, ("CVE-2022-21658",))
+    assert [f.target[1] for f in ordered] == [whole.id, parts.id, near.id]

@@ -1,7 +1,8 @@
-"""Quoted phrases mean phrases: a row of any leg (the vector leg's too) is kept only when its
-target holds every quoted phrase, its words in that order, as the lexical leg matches them
-(stemmed, accents folded). A target holds a phrase in any of its searched texts: a page in its
-title, a bullet in its text, a file in its name or any chunk, a mail in its subject or body."""
+"""Quoted phrases mean phrases, identifiers are exact first: a row of any leg (the vector leg's
+too) is kept only when its target holds every quoted phrase, its words in that order, as the
+lexical leg matches them (stemmed, accents folded); rows holding the query's identifiers whole
+come first. A target holds a phrase in any of its searched texts: a page in its title, a bullet
+in its text, a file in its name or any chunk, a mail in its subject or body."""
 
 from __future__ import annotations
 
@@ -46,3 +47,16 @@ def holding_phrases(
         ).fetchall()
         held.update((spec.target_kind, row["id"]) for row in rows)
     return [item for item in fused if item.target in held]
+
+
+def identifiers_first(
+    conn: Conn, workspace_id: UUID, fused: list[Fused], identifiers: tuple[str, ...]
+) -> list[Fused]:
+    """The rows whose targets hold every identifier of the query whole (ParsedQuery.identifiers:
+    CVE-2022-21658, E0382) first, then the rest, each group in its order: a row holding the exact
+    identifier is not out-voted by rows holding only its parts or only a near meaning."""
+    if not identifiers:
+        return fused
+    holding = holding_phrases(conn, workspace_id, fused, identifiers)
+    held = {item.target for item in holding}
+    return holding + [item for item in fused if item.target not in held]

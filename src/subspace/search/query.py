@@ -13,6 +13,10 @@ from dataclasses import dataclass, field
 from subspace.text import clean_text
 
 _TOKEN = re.compile(r'(-?)"([^"]*)"?|(\S+)')
+# An identifier mixes letters with digits or joins its parts with - _ . @ (CVE-2022-21658,
+# E0382, asn1_der_decoding, PAY-4471, 0x80070005, user@example.com): rows holding it whole
+# come before rows holding only its parts or only its meaning.
+_IDENTIFIER = re.compile(r"^(?=[^\s]*[^\W\d_])(?:[^\W_]+(?:[-_.@][^\W_]+)+|(?=[^\s]*\d)[^\W_]+)$")
 _QUESTION_WORDS = {
     "who", "what", "when", "where", "why", "how", "which", "whose", "whom", "can", "could",
     "does", "do", "did", "is", "are", "was", "were", "should", "would", "will", "has", "have",
@@ -41,6 +45,18 @@ class ParsedQuery:
     words: tuple[str, ...] = field(default=())
     # Phrases of several words typed in quotes: every row must hold each, its words in order.
     quoted: tuple[str, ...] = ()
+
+    @property
+    def identifiers(self) -> tuple[str, ...]:
+        """The query's identifiers (not excluded): "E0382" of "E0382 borrow of moved value".
+
+        >>> parse_query("E0382 borrow of moved value OR asn1_der_decoding -v2").identifiers
+        ('E0382', 'asn1_der_decoding')
+        """
+        return tuple(
+            alt.strip(".,;:!?()[]") for alt in self.alternatives
+            if " " not in alt and _IDENTIFIER.match(alt.strip(".,;:!?()[]"))
+        )  # fmt: skip
 
     @property
     def is_empty(self) -> bool:

@@ -37,7 +37,7 @@ from subspace.search.legs import (
     run_legs,
 )
 from subspace.search.lexical.terms import TsQueries
-from subspace.search.phrases import holding_phrases
+from subspace.search.phrases import holding_phrases, identifiers_first
 from subspace.search.query import ParsedQuery, parse_query
 from subspace.search.request import SearchRequest, SearchResponse
 from subspace.search.searcher import Searcher
@@ -199,6 +199,7 @@ def _search(cx: Context, searcher: Searcher, request: SearchRequest) -> SearchRe
         floored = above_floor(fuse_legs(ran), floor)
         candidates = holding_phrases(conn, ws, floored.kept, parsed.quoted)
         apart = len(floored.kept) - len(candidates)
+        candidates = identifiers_first(conn, ws, candidates, parsed.identifiers)
         if scope.answers == "include" and asked.result():
             candidates = below_sources(candidates, answer_citations(conn, ws, candidates))
         for item in candidates if scope.answers == "only" else ():
