@@ -352,8 +352,8 @@ def test_statistics_follow_writes_of_analysed_text(database: Database, cx: Conte
 def test_a_bullet_is_searched_by_the_words_its_markdown_shows(
     database: Database, cx: Context
 ) -> None:
-    """A link is its text; its URL is a word only when the link has no text. Highlights are
-    offsets into the text as stored, Markdown and all."""
+    """A link is its text; its URL is a word only when the link has no text. A row's passage
+    reads as the bullet shows, and its highlights are offsets into that passage."""
     page = commands.create_page(cx, "Links")
     guide = commands.add_node(cx, page.id, "Read [the ferry guide](https://github.com/port/x).")
     bare = commands.add_node(cx, page.id, "Mirror: [](https://mirror.example.org/dl)")
@@ -368,5 +368,10 @@ def test_a_bullet_is_searched_by_the_words_its_markdown_shows(
     assert found("harbour map") == [image.id]
     assert found("mirror.example.org") == [bare.id]
     (row,) = run(database, cx, "ferry", mode="lexical", typos=False).rows
+    # The passage reads as the bullet shows: the link as its text; highlights are offsets in it.
+    assert row.passage == "Read the ferry guide."
     start, end = row.highlights[0]
     assert row.passage[start:end] == "ferry"
+    code = commands.add_node(cx, page.id, "```sh\ncargo publish --dry-run\n```")
+    (row,) = run(database, cx, "cargo", mode="lexical", typos=False).rows
+    assert (row.id, row.passage.strip()) == (code.id, "cargo publish --dry-run")

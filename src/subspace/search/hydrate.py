@@ -252,7 +252,8 @@ def _details_sql(
     # The times of what a hit stands for: a bullet's own, a file's rather than its chunk's.
     times = i if spec.key == spec.item_key else a
     sharing = [k for k in registry.registered() if k.target_kind == spec.target_kind]
-    marked = _headline(f"{a}.{spec.text}", tsq.any_words)
+    text = f"{a}.{spec.text}"
+    marked = _headline(f"search.passage_text({text})" if spec.markdown else text, tsq.any_words)
     # A title is short: marked whole, every word that matched (a subject's, "Re:" and all).
     title_marked = (
         f"ts_headline('english', search.fold({i}.{item.title}), %(hq)s::tsquery, '{_WHOLE}')"

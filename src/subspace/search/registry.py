@@ -169,6 +169,9 @@ class KindSpec:
     is_title: bool = False
     part_of: str = ""
     crumbs: str = ""  # a text[] column of headings a row sits under, shown as its breadcrumb
+    # The text holds inline Markdown (a bullet's): its passage is read through
+    # search.passage_text (migration 0032), links as their text, code marks dropped.
+    markdown: bool = False
 
     @property
     def target_kind(self) -> str:
@@ -268,6 +271,7 @@ PAGE = KindSpec(
 NODE = KindSpec(
     "node", PAGE_ITEM, "kb.nodes", "n", key="id", item_key="page_id", text="text",
     tsv="text_tsv", length="text_len", source="node", row_type="node", cursor_key="n",
+    markdown=True,
     only=lambda a: f"not coalesce({is_memory(a)}, false)",
     asked_by_run=lambda a: f"{a}.props ? 'run'",
 )  # fmt: skip
