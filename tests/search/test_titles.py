@@ -24,3 +24,18 @@ def test_a_subject_with_a_reply_prefix_comes_first_with_its_words_marked(
     assert (first["type"], first["title"]) == ("mail", "Re: Limiting Perl CPU Utilization...")
     marked = [first["title"][a:b] for a, b in first["title_highlights"]]
     assert marked == ["Limiting", "Perl", "CPU", "Utilization"]
+
+
+def test_a_mail_without_a_body_shows_its_subject_as_its_passage(client: TestClient) -> None:
+    """A message of attachments only has no body: its row still says something."""
+    from tests.samples import make_email
+
+    raw = make_email(
+        "Quarterly harbour dues", "", message_id="<dues@x>",
+        attachments=[("dues.txt", "text/plain", b"Dues are forty euros.")],
+    )  # fmt: skip
+    assert client.post("/api/mail/import", files={"file": ("dues.eml", raw)}).status_code == 200
+    rows = client.post("/api/search", json={"query": "harbour dues", "mode": "lexical"})
+    (mail,) = [row for row in rows.json()["rows"] if row["type"] == "mail"]
+    assert mail["passage"] == "Quarterly harbour dues"
+    assert [mail["passage"][a:b] for a, b in mail["highlights"]] == ["harbour", "dues"]

@@ -299,6 +299,8 @@ def _row(scope: Scope, item: Fused, d: dict[str, Any], lexemes: Collection[str])
     passage, spans = unfold_headline(d.get("original") or "", d.get("marked") or "", lexemes)
     title = d.get("title") or ""
     shown_title, title_spans = unfold_headline(title, d.get("title_marked") or "", lexemes)
+    if not passage.strip():  # a mail of attachments only, say: its subject says what it is
+        passage, spans = shown_title, title_spans
     row = Row(
         type=shown.row_type,
         id=ident,
