@@ -471,3 +471,17 @@ def test_a_job_searches_for_sources_whatever_searcher_it_is_handed(
 ) -> None:
     job = Job(cx, database.searcher(FakeProvider()), FakeChat(), "?", cx.settings, Collected())
     assert job.searcher.sources_only
+
+
+def test_pageindex_never_offers_the_workspaces_own_questions(cx: Context) -> None:
+    """The real set's question put the Questions page first among its closest pages."""
+    from subspace.answers.strategies.pageindex import visible_outlines
+
+    notes = commands.create_page(cx, "Crates")
+    commands.add_node(cx, notes.id, "Publish a crate with cargo publish.")
+    commands.add_node(cx, notes.id, "/rag how do I publish a crate?", props={"run": "r1"})
+    questions = commands.create_page(cx, "Questions")
+    commands.add_node(cx, questions.id, "/rag how do I publish a crate?", props={"run": "r2"})
+    listed = {o.title: o.bullets for o in visible_outlines(cx)}
+    assert "Questions" not in listed
+    assert listed["Crates"] == ["Publish a crate with cargo publish."]

@@ -121,7 +121,8 @@ def _closest(question: str, outlines: list[PageOutline]) -> list[tuple[str, str]
 
 def visible_outlines(cx: Context) -> list[PageOutline]:
     """Every page the actor may see, most recently edited first, with its first top-level
-    bullets (cut to OUTLINE_BULLET_CHARS): the tree pageindex reasons over."""
+    bullets (cut to OUTLINE_BULLET_CHARS): the tree pageindex reasons over. Questions asked of
+    the workspace are not listed, nor a page that holds nothing else."""
     params: dict[str, Any] = {
         "ws": cx.actor.workspace_id,
         "user": cx.actor.user_id,
@@ -135,8 +136,15 @@ def visible_outlines(cx: Context) -> list[PageOutline]:
             "left join lateral (select array_agg(left(n.text, %(chars)s) order by n.position) "
             "as texts from (select text, position from kb.nodes n where n.workspace_id = "
             "p.workspace_id and n.page_id = p.id and n.parent_id is null and n.text <> '' "
+            "and not n.props ? 'run' "
             "order by n.position limit %(bullets)s) n) b on true "
             f"where p.workspace_id = %(ws)s and {page_visible('p')} "
+            # The workspace's own questions are no source: a page of nothing but questions
+            # asked of it (the Questions page) is left out, and so are asked bullets.
+            "and (not exists (select 1 from kb.nodes q where q.workspace_id = p.workspace_id "
+            "and q.page_id = p.id and q.parent_id is null and q.props ? 'run') "
+            "or exists (select 1 from kb.nodes o where o.workspace_id = p.workspace_id "
+            "and o.page_id = p.id and o.parent_id is null and not o.props ? 'run')) "
             "order by p.updated_at desc, p.id limit %(pages)s",
             params,
         ).fetchall()
