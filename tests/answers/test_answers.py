@@ -485,3 +485,25 @@ def test_pageindex_never_offers_the_workspaces_own_questions(cx: Context) -> Non
     listed = {o.title: o.bullets for o in visible_outlines(cx)}
     assert "Questions" not in listed
     assert listed["Crates"] == ["Publish a crate with cargo publish."]
+
+
+def test_rag_direct_quotes_whole_sentences_of_a_real_chapter(
+    database: Database, cx: Context
+) -> None:
+    """It quoted the search passages before, so its answer held fragments ("If you publish
+    the crates in the workspace"); it quotes each hit's whole chunk now."""
+    from pathlib import Path
+
+    book = Path(__file__).parents[1] / "relevance" / "real" / "workspace" / "files"
+    for name in ("ch14-02-publishing-to-crates-io.html", "ch14-03-cargo-workspaces.html"):
+        data = (book / name).read_bytes()
+        commands.upload_file(cx, name, data, content_type="text/html")
+    extract_pending(database, cx.settings)
+    index(database, cx)
+    answer, _ = ask(database, cx, "rag-direct", "how do I publish a crate to crates.io?")
+    texts = [bullet.text for bullet in answer.bullets]
+    assert texts, answer
+    for text in texts:
+        assert "…" not in text, text
+        assert text[0].isupper() and text.rstrip()[-1] in ".!?", text  # whole sentences
+    assert any("crates.io" in text.lower() for text in texts)

@@ -12,7 +12,7 @@ from subspace.answers import prompts
 from subspace.answers import strategy_names as names
 from subspace.answers.evidence import Evidence
 from subspace.answers.replies import answer_from, raise_if_cancelled
-from subspace.answers.sources import run_bullets
+from subspace.answers.sources import hit_texts, run_bullets
 from subspace.answers.strategy import Answer, Job
 from subspace.db.pool import Conn
 from subspace.providers.chat import Message
@@ -38,6 +38,9 @@ class DirectStrategy:
             rows = [row for row in response.rows if row.ref not in asked][:PASSAGES]
             bullets = [row.id for row in rows if row.ref.startswith("node:")]
             under = children(conn, job.cx.actor.workspace_id, bullets)
+            # Each hit quoted whole (its bullet, chunk or message), not its search passage:
+            # a passage is fragments, and an answer quotes whole sentences.
+            whole = hit_texts(conn, job.cx.actor.workspace_id, [row.ref for row in rows])
         job.progress.step(
             "tool",
             f"kb.search {_short(job.question)}: {len(rows)} hits",
@@ -50,7 +53,12 @@ class DirectStrategy:
             # A bullet under another that was found is quoted once, as a hit of its own.
             lines = {f"node:{ident}": f"  - {text} (node:{ident})"
                      for ident, text in under.get(row.id, []) if ident not in bullets}  # fmt: skip
-            text = evidence.take("\n".join([row.passage, *lines.values()]))
+            # A paragraph a line: headings and paragraphs stay apart, each sentence whole.
+            found = "\n".join(
+                " ".join(line.split()) for line in whole.get(row.ref, row.passage).splitlines()
+                if line.strip()
+            )  # fmt: skip
+            text = evidence.take("\n".join([found, *lines.values()]))
             if not text:
                 break
             evidence.add(row.ref, row.title)
