@@ -133,7 +133,8 @@ class Settings:
         "PROVIDERS",
         "",
         "Embedding and chat provider: fake, openai, local or onnx. Empty picks openai when "
-        "OPENAI_API_KEY is set, local when the [local] extra is installed, else fake.",
+        "OPENAI_API_KEY is set, local when SUBSPACE_LOCAL_MODEL names a model, else onnx (the "
+        "bundled all-MiniLM-L6-v2).",
     )
     openai_api_key: str = setting("OPENAI_API_KEY", "", "Key for the openai provider.", secret=True)
     openai_base_url: str = setting(
