@@ -142,6 +142,12 @@ class Settings:
         "",
         "Base URL of an OpenAI-compatible server (Ollama, vLLM). Empty uses OpenAI.",
     )
+    chat_url: str = setting(
+        "SUBSPACE_CHAT_URL",
+        "",
+        "Base URL of an OpenAI-compatible chat server for answers alone (a local Ollama: "
+        "http://localhost:11434/v1), whatever embeds; its key is OPENAI_API_KEY if it needs one.",
+    )
     chat_model: str = setting(
         "SUBSPACE_CHAT_MODEL",
         "gpt-4o-mini",

@@ -288,3 +288,19 @@ def test_a_local_server_needs_no_key(stub: ChatStub) -> None:
 def test_openai_itself_needs_a_key() -> None:
     with pytest.raises(ConfigError, match="OPENAI_API_KEY is not set"):
         OpenAIChat(Settings(openai_api_key="", openai_base_url=""))
+
+
+def test_a_chat_server_of_its_own_answers_while_the_bundled_model_embeds(stub: ChatStub) -> None:
+    """SUBSPACE_CHAT_URL (a local Ollama, say) writes the answers; embeddings stay with the
+    provider PROVIDERS or the default picks, and no key is needed."""
+    from subspace.answers.answerer import create_chat_provider
+    from subspace.providers.registry import provider_name
+
+    settings = Settings(providers="fake", chat_url=stub.url, chat_model="llama3.2")
+    chat = create_chat_provider(settings)
+    assert isinstance(chat, OpenAIChat)
+    assert (chat.base_url, chat.model) == (stub.url, "llama3.2")
+    assert provider_name(settings) == "fake"
+    stub.script = [{"kind": "text", "pieces": ["Ada wrote it."]}]
+    assert chat.complete(QUESTION).content == "Ada wrote it."
+    assert stub.requests[0]["model"] == "llama3.2"

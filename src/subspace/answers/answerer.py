@@ -14,11 +14,12 @@ log = logging.getLogger(__name__)
 
 
 def create_chat_provider(settings: Settings) -> ChatProvider:
-    """The chat model answers come from: PROVIDERS=openai (or unset with OPENAI_API_KEY) the
+    """The chat model answers come from: the server at SUBSPACE_CHAT_URL when set (embeddings
+    stay with their provider), or with PROVIDERS=openai (or unset with OPENAI_API_KEY) the
     OpenAI-compatible one; otherwise FakeChat, which answers by quoting, since no local chat
     model ships. Build it once per process: it logs which one is active."""
     name = provider_name(settings)
-    if name == "openai":
+    if settings.chat_url or name == "openai":
         from subspace.providers.openai_chat import OpenAIChat
 
         chat: ChatProvider = OpenAIChat(settings)
@@ -26,8 +27,9 @@ def create_chat_provider(settings: Settings) -> ChatProvider:
         return chat
     log.warning(
         "No chat model configured (PROVIDERS=%s): answers quote the workspace's own sentences "
-        "(extractive). Set PROVIDERS=openai with OPENAI_API_KEY, or OPENAI_BASE_URL for an "
-        "Ollama or vLLM server, for written answers.",
+        "(extractive). Set SUBSPACE_CHAT_URL to an OpenAI-compatible server (a local Ollama: "
+        "http://localhost:11434/v1) and SUBSPACE_CHAT_MODEL, or PROVIDERS=openai with "
+        "OPENAI_API_KEY, for written answers.",
         name,
     )
     return FakeChat()

@@ -96,14 +96,15 @@ class OpenAIChat:
         from openai import OpenAI
 
         key = settings.openai_api_key
-        if not key and not settings.openai_base_url:
+        base_url = settings.chat_url or settings.openai_base_url
+        if not key and not base_url:
             raise ConfigError(
                 "OPENAI_API_KEY is not set. Set it, point OPENAI_BASE_URL at a compatible "
                 "server such as Ollama, or run with PROVIDERS=fake."
             )
         self.model = settings.chat_model
         self.timeout_s = settings.chat_timeout_s
-        self.base_url = settings.openai_base_url or "https://api.openai.com/v1"
+        self.base_url = base_url or "https://api.openai.com/v1"
         # 0 waits without limit; otherwise the limit applies to connecting and to each read,
         # so a long answer that keeps streaming is never cut off.
         timeout = float(settings.chat_timeout_s) if settings.chat_timeout_s else None
@@ -111,7 +112,7 @@ class OpenAIChat:
         # text are handled in one place.
         self._client = OpenAI(
             api_key=key or PLACEHOLDER_KEY,
-            base_url=settings.openai_base_url or None,
+            base_url=base_url or None,
             timeout=timeout,
             max_retries=0,
         )
