@@ -467,8 +467,8 @@ def _ambiguous_title(item: str, rows: list[dict[str, Any]]) -> None:
     type=click.Choice(STRATEGY_NAMES),
     default=RAG,
     show_default=True,
-    help="rag: an agent that searches and reads; rag-pageindex: chooses pages from their "
-    "titles and outlines; rag-direct: one hybrid search, then the answer.",
+    help="rag: an agent that searches and reads; rag-pageindex: chooses pages, files and mail "
+    "from their titles and outlines; rag-direct: one hybrid search, then the answer.",
 )
 @click.option("--page", default=None, help="File the question on this page (title or id).")
 @click.option(

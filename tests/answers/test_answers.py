@@ -507,3 +507,28 @@ def test_rag_direct_quotes_whole_sentences_of_a_real_chapter(
         assert "…" not in text, text
         assert text[0].isupper() and text.rstrip()[-1] in ".!?", text  # whole sentences
     assert any("crates.io" in text.lower() for text in texts)
+
+
+def test_pageindex_reads_files_and_mail_as_it_reads_pages(database: Database, cx: Context) -> None:
+    """It listed pages only: asked how to publish a crate, it found nothing in the real set,
+    whose answer is a Rust book chapter (a file)."""
+    from pathlib import Path
+
+    from subspace.answers.strategies.pageindex import visible_outlines
+
+    book = Path(__file__).parents[1] / "relevance" / "real" / "workspace"
+    chapter = commands.upload_file(
+        cx, "ch14-02.html",
+        (book / "files" / "ch14-02-publishing-to-crates-io.html").read_bytes(),
+        content_type="text/html",
+    )  # fmt: skip
+    commands.create_page(cx, "Groceries")
+    extract_pending(database, cx.settings)
+    index(database, cx)
+    outlines = {o.ref: o for o in visible_outlines(cx)}
+    listed = outlines[f"file:{chapter.id}"]
+    assert listed.title == "Publishing a Crate to Crates.io"
+    assert "Publishing a Crate to Crates.io › Setting Up a Crates.io Account" in listed.bullets
+    answer, _ = ask(database, cx, "rag-pageindex", "how do I publish a crate to crates.io?")
+    assert answer.found
+    assert cited(answer) == {f"file:{chapter.id}"}

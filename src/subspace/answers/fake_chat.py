@@ -156,14 +156,15 @@ def _extract(question: str, lines: list[Sentence]) -> str:
 
 
 def _choose_pages(question: str, messages: Sequence[Message]) -> str:
-    """The refs of the pages whose title and outline share the most words with the question."""
+    """The refs of the pages, files and mail whose title and outline share the most words with
+    the question."""
     wanted = content_words(question)
     scores: list[tuple[int, int, str]] = []
     for message in messages:
         if message.role != "user":
             continue
         for match in _QUOTED.finditer(message.content):
-            if match.group(1).startswith("page:"):
+            if match.group(1).split(":")[0] in ("page", "file", "mail"):
                 outline = f"{match.group(2)}\n{match.group(3)}"
                 shared = len(wanted & content_words(outline))
                 if shared:

@@ -18,6 +18,7 @@ from subspace.answers.strategy import Answer, Job
 from subspace.context import Context
 from subspace.errors import SubspaceError
 from subspace.providers.chat import Message
+from subspace.search import registry
 from subspace.search.filters import page_visible
 
 OUTLINE_BULLETS = 8  # top-level bullets shown per page: the outline, not the page
@@ -28,13 +29,17 @@ PAGES_READ = 3
 
 @dataclass
 class PageOutline:
+    """What pageindex reasons over for one item: a page's title and first bullets, a file's
+    title and the headings of its first chunks, a mail's subject and its first lines."""
+
     id: UUID
     title: str
     bullets: list[str]
+    kind: str = "page"  # page, file or mail: the ref it is read by
 
     @property
     def ref(self) -> str:
-        return f"page:{self.id}"
+        return f"{self.kind}:{self.id}"
 
 
 class PageIndexStrategy:
@@ -120,9 +125,10 @@ def _closest(question: str, outlines: list[PageOutline]) -> list[tuple[str, str]
 
 
 def visible_outlines(cx: Context) -> list[PageOutline]:
-    """Every page the actor may see, most recently edited first, with its first top-level
-    bullets (cut to OUTLINE_BULLET_CHARS): the tree pageindex reasons over. Questions asked of
-    the workspace are not listed, nor a page that holds nothing else."""
+    """Every page, file and mail the actor may see, most recently changed first, each with its
+    first lines (cut to OUTLINE_BULLET_CHARS): a page's top-level bullets, a file's headings, a
+    mail's first lines. The tree pageindex reasons over. Questions asked of the workspace are not
+    listed, nor a page that holds nothing else."""
     params: dict[str, Any] = {
         "ws": cx.actor.workspace_id,
         "user": cx.actor.user_id,
@@ -130,9 +136,12 @@ def visible_outlines(cx: Context) -> list[PageOutline]:
         "bullets": OUTLINE_BULLETS,
         "chars": OUTLINE_BULLET_CHARS,
     }
+    files, mail = registry.get("file").item, registry.get("mail").item
     with cx.transaction() as conn:
         rows = conn.execute(
-            "select p.id, p.title, coalesce(b.texts, '{}') as texts from kb.pages p "
+            "select * from ("
+            "select 'page' as kind, p.id, p.title, p.updated_at, coalesce(b.texts, '{}') as texts "
+            "from kb.pages p "
             "left join lateral (select array_agg(left(n.text, %(chars)s) order by n.position) "
             "as texts from (select text, position from kb.nodes n where n.workspace_id = "
             "p.workspace_id and n.page_id = p.id and n.parent_id is null and n.text <> '' "
@@ -145,8 +154,23 @@ def visible_outlines(cx: Context) -> list[PageOutline]:
             "and q.page_id = p.id and q.parent_id is null and q.props ? 'run') "
             "or exists (select 1 from kb.nodes o where o.workspace_id = p.workspace_id "
             "and o.page_id = p.id and o.parent_id is null and not o.props ? 'run')) "
-            "order by p.updated_at desc, p.id limit %(pages)s",
+            # A file by its title and the headings its chunks start under, a mail by its
+            # subject and its first lines: documents and mail are read as pages are.
+            "union all select 'file', f.id, f.label, f.updated_at, coalesce(h.texts, '{}') "
+            "from kb.files f left join lateral (select array_agg(left(t, %(chars)s)) as texts "
+            "from (select distinct on (t) t, n from (select array_to_string(c.headings, ' › ') "
+            "as t, c.n from search.file_chunks c where c.workspace_id = f.workspace_id and "
+            "c.file_id = f.id and cardinality(c.headings) > 0) x order by t, n) d "
+            "where d.n < 64 limit %(bullets)s) h on true "
+            f"where f.workspace_id = %(ws)s and {files.visible('f')} "
+            "union all select 'mail', m.id, m.subject, m.updated_at, "
+            "array_remove(array[left(m.snippet, %(chars)s)], '') from kb.mail m "
+            f"where m.workspace_id = %(ws)s and {mail.visible('m')}"
+            ") o order by updated_at desc, id limit %(pages)s",
             params,
         ).fetchall()
-    return [PageOutline(r["id"], r["title"] or "", [" ".join(t.split()) for t in r["texts"]])
-            for r in rows]  # fmt: skip
+    return [
+        PageOutline(r["id"], r["title"] or "", [" ".join(t.split()) for t in r["texts"]],
+                    r["kind"])
+        for r in rows
+    ]  # fmt: skip
