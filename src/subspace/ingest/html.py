@@ -140,12 +140,7 @@ def html_document(
             stack.append((None, depth))
         if tag in ("td", "th"):
             line.append(" | ")
-        children = []
-        child = node.child
-        while child is not None:
-            children.append(child)
-            child = child.next
-        stack.extend((c, depth + 1) for c in reversed(children))
+        stack.extend((c, depth + 1) for c in reversed(_children(node)))
     flush()
     return title, blocks
 
@@ -220,13 +215,18 @@ def _visible_text(node: Any, root: Any) -> str:
             tag in _SKIPPED_TAGS or tag == "-comment" or _is_furniture(current, tag, root)
         ):
             continue
-        children = []
-        child = current.child
-        while child is not None:
-            children.append(child)
-            child = child.next
-        stack.extend(reversed(children))
+        stack.extend(reversed(_children(current)))
     return "".join(parts)
+
+
+def _children(node: Any) -> list[Any]:
+    """A node's children in document order (lexbor links them as a list, not an array)."""
+    children = []
+    child = node.child
+    while child is not None:
+        children.append(child)
+        child = child.next
+    return children
 
 
 def _nesting_exceeds(markup: str, max_depth: int) -> bool:

@@ -36,10 +36,14 @@ def holding_phrases(
         kind, ident = item.target
         wanted.setdefault(kind, set()).add(ident)
     held: set[tuple[str, UUID]] = set()
+    # Kinds sharing a table, key and tsvector (a bullet and a memory) are read once.
+    asked: set[tuple[str, str, str, str]] = set()
     for spec in registry.registered():
         ids = wanted.get(spec.target_kind)
-        if not ids:
+        shape = (spec.target_kind, spec.table, spec.key, spec.tsv)
+        if not ids or shape in asked:
             continue
+        asked.add(shape)
         rows = conn.execute(
             f"select distinct {spec.key} as id from {spec.table} "
             f"where workspace_id = %s and {spec.key} = any(%s) and {spec.tsv} @@ %s::tsquery",
