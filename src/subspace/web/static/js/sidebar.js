@@ -8,6 +8,7 @@ import { BASE_VIEWS, navigate } from "./router.js";
 import { on, state } from "./state.js";
 
 let pages = [];
+let loading = 0; // the latest request for the list; an older answer arriving later is dropped
 
 export async function installSidebar() {
   document.getElementById("kb-select").addEventListener("change", (event) => switchTo(event.target.value));
@@ -39,7 +40,10 @@ export async function loadKnowledgeBases() {
 
 async function loadPages() {
   const hidden = document.getElementById("show-hidden-pages").checked;
-  pages = await get(`/api/pages${query({ kb_id: state.kbId, include_hidden: hidden || null })}`);
+  const request = ++loading;
+  const listed = await get(`/api/pages${query({ kb_id: state.kbId, include_hidden: hidden || null })}`);
+  if (request !== loading) return;
+  pages = listed;
   drawPages();
 }
 
