@@ -25,9 +25,7 @@ import json
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -37,6 +35,7 @@ from subspace.answers.strategies import STRATEGIES
 from subspace.answers.strategy import Answer, AnswerBullet, Job
 from subspace.config import Settings
 from subspace.db.vector_index import defer_vector_index
+from subspace.evaluation.answers import Quiet
 from subspace.evaluation.beir import load_collection, write_corpus
 from subspace.evaluation.runner import _fresh_database
 from subspace.indexer.embeddings import EmbeddingsFollower
@@ -45,22 +44,6 @@ from subspace.ingest.importer import import_path
 from subspace.providers.fake import FakeProvider
 
 DEFAULT_COLLECTION = Path(__file__).resolve().parents[2] / "shared/datasets/scifact"
-
-
-@dataclass
-class Quiet:
-    """A Progress that keeps nothing: the bench reads the returned Answer."""
-
-    bullets: list[AnswerBullet] = field(default_factory=list)
-
-    def step(self, kind: str, summary: str, data: dict[str, Any]) -> None:
-        pass
-
-    def bullet(self, bullet: AnswerBullet) -> None:
-        self.bullets.append(bullet)
-
-    def cancelled(self) -> bool:
-        return False
 
 
 def cited_docs(bullets: list[AnswerBullet], doc_of: dict[str, str]) -> list[str]:

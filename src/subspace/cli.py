@@ -740,6 +740,7 @@ def eval_command(dataset_dir: Path, provider_name: str | None, typos: bool, swee
     DATASET_DIR is a BEIR collection (nDCG@10, Recall@100, MRR@10 on bullets) or a judged
     workspace with judgments.jsonl (success@1, nDCG@10, and whether each query that should
     find nothing does, over every kind, as the palette searches)."""
+    from subspace.evaluation.answers import ANSWER_LABELS, ANSWER_METRICS
     from subspace.evaluation.runner import METRIC_LABELS, CachingProvider, read_dataset, run_eval
     from subspace.providers.registry import create_provider
 
@@ -767,6 +768,13 @@ def eval_command(dataset_dir: Path, provider_name: str | None, typos: bool, swee
     console.print(table)
     if report.expect_empty:
         click.echo(f"{report.expect_empty} of the queries are judged to have no answer.")
+    if report.answers:
+        answers = _table("strategy", *(ANSWER_LABELS[m] for m in ANSWER_METRICS), "not cited",
+                         title=report.answers_summary())  # fmt: skip
+        for name, scores in report.answers.items():
+            answers.add_row(name, *(f"{scores[m]:.3f}" for m in ANSWER_METRICS),
+                            ", ".join(report.unanswered[name]) or "–")  # fmt: skip
+        console.print(answers)
     for note in report.notes():
         click.echo(note)
 

@@ -10,11 +10,14 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from subspace import commands
+from subspace.answers.strategy import Answer, AnswerBullet
 from subspace.cli import main
 from subspace.config import Settings
 from subspace.context import Context
 from subspace.database import Database
 from subspace.errors import InvalidInput
+from subspace.evaluation.answers import Graded, grade, stated
 from subspace.evaluation.judged_workspace import import_judged_workspace, read_judged_workspace
 from tests.samples import make_email, make_pdf
 
@@ -82,6 +85,9 @@ def test_a_memory_that_names_no_bullet_fails_the_load(
         (json.dumps(judgment("q1", "kestrels")), "a title query needs a relevant item"),
         (json.dumps(judgment("q1", "x", {"page": "A", "file": "b"})), "a target is one of"),
         (json.dumps(judgment("q1", "x", {"page": "A", "grade": 0})), "a grade is a whole"),
+        (json.dumps({**judgment("q1", "x", {"page": "A"}), "fact": "cargo"}), "a fact is a list"),
+        (json.dumps({**judgment("q1", "x", {"page": "A"}), "fact": [" "]}), "a fact is a list"),
+        (json.dumps({**judgment("q1", "zz", style="absent"), "fact": ["a"]}), "has no answer"),
         (json.dumps(judgment("q1", "x", {"page": "A"})) + "\n" + json.dumps(judgment(
             "q1", "y", {"page": "A"})), "query ids ['q1'] appear more than once"),
     ],
@@ -130,6 +136,49 @@ def test_eval_scores_a_judged_workspace_over_every_kind(
     assert table.exit_code == 0, table.output
     assert "success@1" in table.stdout
     assert "1 of the queries are judged to have no answer" in table.stdout
+
+
+def test_eval_grades_each_strategys_answers_by_the_fact_and_its_citation(
+    tmp_path: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SUBSPACE_DATABASE_URL", settings.database_url)
+    monkeypatch.setenv("SUBSPACE_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("SUBSPACE_CHAT_URL", raising=False)
+    folder = write_set(tmp_path / "tiny", [
+        {**judgment("q1", "when does the ferry leave?", {"mail": "Ferry timetable"},
+                    style="question"), "fact": ["at 07:10", "7:10 am"]},
+        # No document says what sparrows eat: no answer can hold it.
+        {**judgment("q2", "what do sparrows eat?", {"bullet": "Sparrows nest"},
+                    style="question"), "fact": ["seeds"]},
+        judgment("q3", "kestrels", {"page": "Kestrels"}),
+    ])  # fmt: skip
+    result = CliRunner().invoke(main, ["eval", str(folder), "--provider", "fake", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["questions"] == 2
+    assert report["chat"] == "fake/fake-extractive"
+    assert set(report["answers"]) == {"rag", "rag-direct", "rag-pageindex"}
+    for strategy, scores in report["answers"].items():
+        assert scores == {"holds_fact": 0.5, "cites_fact": 0.5}, strategy
+        assert report["unanswered"][strategy] == ["q2"]
+    table = CliRunner().invoke(main, ["eval", str(folder), "--provider", "fake"])
+    assert "cites a source holding it" in table.stdout
+
+
+def test_an_answer_that_states_the_fact_without_a_source_holding_it_is_not_cited(
+    database: Database, cx: Context
+) -> None:
+    page = commands.create_page(cx, "Ferries")
+    node = commands.add_node(cx, page.id, "The ferry runs on weekdays.")
+    ref = f"node:{node.id}"
+    stating = AnswerBullet("The ferry leaves at 07:10.", [ref])
+    assert grade(cx, Answer(True, [stating]), ("at 07:10",)) == Graded(True, False)
+    commands.edit_node(cx, node.id, "The ferry leaves at 07:10 on weekdays.")
+    assert grade(cx, Answer(True, [stating]), ("at 07:10",)) == Graded(True, True)
+    # An answer that found nothing holds nothing, whatever its closest hits say.
+    assert grade(cx, Answer(False, [stating]), ("at 07:10",)) == Graded(False, False)
+    assert stated(["seeds", "oats"], "they eat linseeds and oats") == ["oats"]
+    assert stated(["cargo  publish"], "run cargo\n  PUBLISH") == ["cargo  publish"]
 
 
 def test_eval_says_what_a_collection_folder_holds(tmp_path: Path) -> None:

@@ -1,14 +1,16 @@
 """A judged workspace: a folder of pages, files and mail, the bullets to mark as memories, and
 queries whose relevant items are named as a person would name them.
 
-    judgments.jsonl   one query a line: {"id", "style", "query", "relevant": [target, ...]}
+    judgments.jsonl   one query a line: {"id", "style", "query", "relevant": [target, ...]},
+                      and for a question the "fact" its answer must state: [phrasing, ...]
     memories.txt      one fragment a line: the bullet holding it becomes a memory
     workspace/        imported as `subspace import` imports a folder
 
 A target names one item: {"page": title}, {"bullet": fragment}, {"memory": fragment},
 {"file": name} or {"mail": subject}, with an optional "grade" (default 1). A fragment is part
 of the text of exactly one bullet (case aside). Names are resolved to ids after the import; an
-empty "relevant" list says that nothing should come back.
+empty "relevant" list says that nothing should come back. A fact is one or more alternative
+phrasings (`evaluation.answers` says how an answer is checked against them).
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ class JudgedQuery:
     style: str
     text: str
     relevant: tuple[Target, ...]  # empty: nothing should come back
+    fact: tuple[str, ...] = ()  # phrasings an answer to it must hold one of; () for no check
 
 
 @dataclass(frozen=True)
@@ -108,7 +111,12 @@ def _query(raw: Any, where: str) -> JudgedQuery:
             f"{where}: a {style} query "
             + ("must have an empty relevant list." if relevant else "needs a relevant item.")
         )
-    return JudgedQuery(str(raw["id"]), style, str(raw["query"]), relevant)
+    fact = raw.get("fact", [])
+    if not isinstance(fact, list) or not all(isinstance(f, str) and f.strip() for f in fact):
+        raise InvalidInput(f"{where}: a fact is a list of phrasings; got {fact!r}.")
+    if fact and not relevant:
+        raise InvalidInput(f"{where}: a {style} query has no answer, so no fact.")
+    return JudgedQuery(str(raw["id"]), style, str(raw["query"]), relevant, tuple(fact))
 
 
 def _target(raw: Any, where: str) -> Target:
@@ -176,6 +184,7 @@ def import_judged_workspace(db: Database, cx: Context, judged: JudgedWorkspace) 
         kinds=None,
         depth=DEPTH,
         metrics=METRICS,
+        facts={q.id: q.fact for q in judged.queries if q.fact},
     )
 
 

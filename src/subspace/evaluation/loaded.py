@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from uuid import UUID
 
 
@@ -18,3 +18,6 @@ class Loaded:
     depth: int  # rows kept per query
     metrics: tuple[str, ...]  # the report's columns, names from metrics.METRICS
     cut_documents: int = 0  # documents longer than a bullet may be, searched by their start
+    # query id -> the phrasings its answer must hold one of, for the queries whose answers
+    # are judged (evaluation.answers)
+    facts: dict[str, tuple[str, ...]] = field(default_factory=dict)

@@ -20,6 +20,7 @@ from uuid import UUID
 import numpy as np
 import psycopg
 
+from subspace.answers.answerer import create_chat_provider
 from subspace.config import Settings
 from subspace.context import Context
 from subspace.database import Database, resolve_dsn
@@ -27,6 +28,7 @@ from subspace.db.migrate import migrate
 from subspace.db.pool import open_pool
 from subspace.db.vector_index import defer_vector_index
 from subspace.errors import InvalidInput
+from subspace.evaluation.answers import ANSWER_LABELS, ANSWER_METRICS, answer_all, shares
 from subspace.evaluation.beir import Collection, add_typos, import_collection, load_collection
 from subspace.evaluation.judged_workspace import (
     JudgedWorkspace,
@@ -114,13 +116,20 @@ class EvalReport:
     cut_documents: int = 0
     max_node_chars: int = 0
     titled: bool = False  # titles as page titles, texts as bullets, both searched
+    # The questions with a judged fact, answered by every strategy (evaluation.answers).
+    chat: str = ""  # the chat model that wrote the answers, as provider/model
+    questions: int = 0
+    answers: dict[str, dict[str, float]] = field(default_factory=dict)  # strategy -> shares
+    unanswered: dict[str, list[str]] = field(default_factory=dict)  # strategy -> query ids
+    # that do not cite their fact
 
     def as_json(self) -> dict[str, Any]:
         return {"dataset": self.dataset, "provider": self.provider, "model": self.model,
                 "queries": self.queries, "expect_empty": self.expect_empty, "typos": self.typos,
                 "metrics": list(self.metrics), "arms": self.arms,
                 "long_queries": self.long_queries, "cut_documents": self.cut_documents,
-                "titled": self.titled}  # fmt: skip
+                "titled": self.titled, "chat": self.chat, "questions": self.questions,
+                "answers": self.answers, "unanswered": self.unanswered}  # fmt: skip
 
     def summary(self) -> str:
         """The provider and the queries, in one sentence."""
@@ -165,7 +174,23 @@ class EvalReport:
             lines.append(
                 f"| {arm} | " + " | ".join(f"{scores[m]:.3f}" for m in self.metrics) + " |"
             )
+        if self.answers:
+            lines += ["", self.answers_summary(), "",
+                      "| strategy | " + " | ".join(ANSWER_LABELS[m] for m in ANSWER_METRICS)
+                      + " | not cited |", "|---" * (len(ANSWER_METRICS) + 2) + "|"]  # fmt: skip
+            for name, scores in self.answers.items():
+                lines.append(
+                    f"| {name} | "
+                    + " | ".join(f"{scores[m]:.3f}" for m in ANSWER_METRICS)
+                    + f" | {', '.join(self.unanswered[name]) or '–'} |"
+                )
         return "\n".join(lines) + "\n"
+
+    def answers_summary(self) -> str:
+        return (
+            f"Answers to the {self.questions} questions with a judged fact, written by "
+            f"`{self.chat}`: the share that states the fact, and that cites a source stating it."
+        )
 
 
 def _fresh_database(settings: Settings) -> tuple[Database, Callable[[], None]]:
@@ -289,6 +314,15 @@ def run_eval(
         for arm, run in runs.items():
             report.arms[arm] = evaluate(run, loaded.qrels, loaded.metrics,
                                         expect_empty=loaded.expect_empty)  # fmt: skip
+        if loaded.facts:
+            chat = create_chat_provider(cx.settings)
+            graded = answer_all(cx, db.searcher(provider), chat,
+                                {q: queries[q] for q in loaded.facts}, loaded.facts,
+                                progress=progress)  # fmt: skip
+            report.chat, report.questions = f"{chat.name}/{chat.model}", len(loaded.facts)
+            for name, answers in graded.items():
+                report.answers[name] = shares(answers)
+                report.unanswered[name] = [q for q, g in answers.items() if not g.cites_fact]
         provider.save()
         return report
     finally:
