@@ -768,6 +768,8 @@ def eval_command(dataset_dir: Path, provider_name: str | None, typos: bool, swee
     console.print(table)
     if report.expect_empty:
         click.echo(f"{report.expect_empty} of the queries are judged to have no answer.")
+    for line in report.missed_lines():
+        click.echo(line)
     if report.answers:
         answers = _table("strategy", *(ANSWER_LABELS[m] for m in ANSWER_METRICS), "not cited",
                          title=report.answers_summary())  # fmt: skip

@@ -132,10 +132,14 @@ def test_eval_scores_a_judged_workspace_over_every_kind(
     assert report["arms"]["lexical"] == everything
     assert report["arms"]["bm25s"] == everything  # no word of q6 in any text: no row
     assert report["arms"]["hybrid"]["success@1"] == 1.0
+    assert report["missed"]["lexical"] == report["missed"]["hybrid"] == []
     table = CliRunner().invoke(main, ["eval", str(folder), "--provider", "fake"])
     assert table.exit_code == 0, table.output
     assert "success@1" in table.stdout
     assert "1 of the queries are judged to have no answer" in table.stdout
+    assert "Missed by hybrid (a wrong first row, or a row where none should be): none." in (
+        table.stdout
+    )
 
 
 def test_eval_grades_each_strategys_answers_by_the_fact_and_its_citation(

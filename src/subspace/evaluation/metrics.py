@@ -82,6 +82,20 @@ def evaluate(
     return scores
 
 
+def misses(
+    runs: Mapping[str, Sequence[str]], qrels: Qrels, *, expect_empty: Collection[str] = ()
+) -> list[str]:
+    """The queries a person would call missed: a first row that is not relevant (or no row)
+    where there is an answer, any row where there is none.
+
+    >>> misses({"a": ["x"], "b": ["y"], "c": ["z"]}, {"a": {"x": 1}, "b": {"x": 2}},
+    ...        expect_empty={"c"})
+    ['b', 'c']
+    """
+    missed = [q for q in qrels if not success_at(runs.get(q, []), qrels[q], k=1)]
+    return sorted([*missed, *(q for q in expect_empty if runs.get(q))])
+
+
 def rrf(rankings: Sequence[Sequence[str]], k: int = 60, depth: int = 100) -> list[str]:
     """Plain reciprocal-rank fusion of document rankings (for reference arms)."""
     scores: dict[str, float] = {}

@@ -37,7 +37,7 @@ from subspace.evaluation.judged_workspace import (
     read_judged_workspace,
 )
 from subspace.evaluation.loaded import Loaded
-from subspace.evaluation.metrics import evaluate, rrf
+from subspace.evaluation.metrics import evaluate, misses, rrf
 from subspace.indexer.chunking import text_hash
 from subspace.indexer.embeddings import EmbeddingsFollower
 from subspace.indexer.reindex import VECTOR_INDEX_SQL
@@ -108,6 +108,8 @@ class EvalReport:
     typos: bool
     metrics: tuple[str, ...]  # the columns, names from metrics.METRICS
     arms: dict[str, dict[str, float]] = field(default_factory=dict)
+    # On a judged workspace, our arms' missed queries (metrics.misses), by arm.
+    missed: dict[str, list[str]] = field(default_factory=dict)
     expect_empty: int = 0  # queries judged to have no answer
     # Queries over SUBSPACE_MAX_QUERY_CHARS, run with the limit raised to the longest.
     long_queries: int = 0
@@ -126,7 +128,7 @@ class EvalReport:
     def as_json(self) -> dict[str, Any]:
         return {"dataset": self.dataset, "provider": self.provider, "model": self.model,
                 "queries": self.queries, "expect_empty": self.expect_empty, "typos": self.typos,
-                "metrics": list(self.metrics), "arms": self.arms,
+                "metrics": list(self.metrics), "arms": self.arms, "missed": self.missed,
                 "long_queries": self.long_queries, "cut_documents": self.cut_documents,
                 "titled": self.titled, "chat": self.chat, "questions": self.questions,
                 "answers": self.answers, "unanswered": self.unanswered}  # fmt: skip
@@ -174,6 +176,7 @@ class EvalReport:
             lines.append(
                 f"| {arm} | " + " | ".join(f"{scores[m]:.3f}" for m in self.metrics) + " |"
             )
+        lines += ["", *self.missed_lines()] if self.missed else []
         if self.answers:
             lines += ["", self.answers_summary(), "",
                       "| strategy | " + " | ".join(ANSWER_LABELS[m] for m in ANSWER_METRICS)
@@ -185,6 +188,14 @@ class EvalReport:
                     + f" | {', '.join(self.unanswered[name]) or '–'} |"
                 )
         return "\n".join(lines) + "\n"
+
+    def missed_lines(self) -> list[str]:
+        """One sentence per arm naming the queries it missed."""
+        return [
+            f"Missed by {arm} (a wrong first row, or a row where none should be): "
+            f"{', '.join(queries) or 'none'}."
+            for arm, queries in self.missed.items()
+        ]
 
     def answers_summary(self) -> str:
         return (
@@ -314,6 +325,10 @@ def run_eval(
         for arm, run in runs.items():
             report.arms[arm] = evaluate(run, loaded.qrels, loaded.metrics,
                                         expect_empty=loaded.expect_empty)  # fmt: skip
+        if "success@1" in loaded.metrics:
+            report.missed = {arm: misses(runs[arm], loaded.qrels,
+                                         expect_empty=loaded.expect_empty)
+                             for arm in ("lexical", "vector", "hybrid")}  # fmt: skip
         if loaded.facts:
             chat = create_chat_provider(cx.settings)
             graded = answer_all(cx, db.searcher(provider), chat,
