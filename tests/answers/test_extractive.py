@@ -138,6 +138,8 @@ def test_the_kind_asked_for_comes_first_and_alone() -> None:
         ("How many retries were there?", "number"),
         ("What caused the checkout outage?", "cause"),
         ("Why did checkout fail?", "cause"),
+        ("How do I publish a crate?", "method"),
+        ("how to publish an npm package", "method"),
         # A statement asks for nothing, whatever words it holds further on.
         ("Smoking causes lung cancer when started young", None),
         ("What is the checkout outage?", None),
@@ -147,3 +149,37 @@ def test_what_a_question_asks_for_is_read_from_its_first_words(
     text: str, wants: str | None
 ) -> None:
     assert read_question(text).wants == wants
+
+
+def test_a_how_question_is_answered_by_what_to_do() -> None:
+    """Asked how to publish a crate, it quoted what publishing does; the chapter's "Run the
+    cargo publish command" is the answer (and "To X, we call Y" is one too)."""
+    chapter = ("Publishing a Crate to Crates.io",)
+    sentences = [
+        Sentence(
+            "Publishing a crate uploads a specific version to crates.io.", ref("what"), chapter
+        ),
+        Sentence("Run the cargo publish command again.", ref("run"), chapter),
+        Sentence("To publish a crate, we call the upload function.", ref("to"), chapter),
+    ]
+    assert set(answering("How do I publish a crate?", sentences)) == set(sentences[1:])
+    # Asked what it is, the sentence saying what it does comes first.
+    assert answering("What does publishing a crate do?", sentences)[0] == sentences[0]
+
+
+def test_an_answer_is_prose_never_a_name_or_a_list_of_links() -> None:
+    sentences = [
+        Sentence("ch14-03-cargo-workspaces.html", ref("name"), ("Cargo Workspaces",)),
+        Sentence("See Also - cargo workspaces - cargo publish - cargo login", ref("links"), ()),
+        Sentence("A cargo workspace shares one Cargo.lock between packages.", ref("prose"), ()),
+    ]
+    assert answering("what is a cargo workspace", sentences) == sentences[2:]
+
+
+def test_a_question_mark_inside_a_sentence_does_not_cut_it() -> None:
+    chapter = outline(
+        "Recoverable Errors with Result",
+        (0, "try", "The ? operator returns early with the error. It works in a function."),
+    )
+    answer = ask("what does the ? operator do with a Result", chapter)
+    assert answer[0].startswith("- The ? operator returns early with the error. [node:"), answer

@@ -170,7 +170,7 @@ def test_eval_grades_each_strategys_answers_by_the_fact_and_its_citation(
 
 
 def test_an_answer_that_states_the_fact_without_a_source_holding_it_is_not_cited(
-    database: Database, cx: Context
+    tmp_path: Path, database: Database, cx: Context
 ) -> None:
     page = commands.create_page(cx, "Ferries")
     node = commands.add_node(cx, page.id, "The ferry runs on weekdays.")
@@ -179,6 +179,11 @@ def test_an_answer_that_states_the_fact_without_a_source_holding_it_is_not_cited
     assert grade(cx, Answer(True, [stating]), ("at 07:10",)) == Graded(True, False)
     commands.edit_node(cx, node.id, "The ferry leaves at 07:10 on weekdays.")
     assert grade(cx, Answer(True, [stating]), ("at 07:10",)) == Graded(True, True)
+    # A whole file cited is read whole (its text extracted on import).
+    folder = write_set(tmp_path / "set", [judgment("q1", "fees", {"file": "fees.pdf"})])
+    (fees,) = import_judged_workspace(database, cx, read_judged_workspace(folder)).qrels["q1"]
+    citing_file = AnswerBullet("Interchange fees for 2027 are listed.", [f"file:{fees}"])
+    assert grade(cx, Answer(True, [citing_file]), ("fees for 2027",)) == Graded(True, True)
     # An answer that found nothing holds nothing, whatever its closest hits say.
     assert grade(cx, Answer(False, [stating]), ("at 07:10",)) == Graded(False, False)
     assert stated(["seeds", "oats"], "they eat linseeds and oats") == ["oats"]

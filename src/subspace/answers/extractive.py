@@ -5,8 +5,10 @@ are in the sentence, or in its page's title and the bullets above it), hold at l
 them there, and say something they do not: a sentence made only of the question's words
 restates it, and one that asks or quotes a question (a tip suggesting it) is not its answer.
 When the question asks for a duration ("how long…"), a time ("when…"), a number ("how
-many…") or a cause ("what caused…", "why…"), the sentences that give one come first and the
-others are left out, if any gives one.
+many…"), a cause ("what caused…", "why…") or a way to do something ("how do I…", "how to…":
+a sentence that says what to run, use or call), the sentences that give one come first and the
+others are left out, if any gives one. An answer is prose: a heading, a file name or a list of
+links is not quoted as one.
 
 >>> [s.text for s in answering("How long was checkout down?", [
 ...     Sentence("How long was checkout down?", "node:1"),
@@ -31,7 +33,7 @@ _STOPWORDS = frozenset(
     "there".split()
 )
 
-AnswerKind = Literal["duration", "time", "number", "cause"]
+AnswerKind = Literal["duration", "time", "number", "cause", "method"]
 
 # What a question asks for, read from its first words: a question is asked at its start, and
 # a statement (a claim to check) that says "when" or "causes" further on asks for nothing.
@@ -45,6 +47,10 @@ _ASKS: tuple[tuple[re.Pattern[str], AnswerKind], ...] = (
             r"what (?:is|was|were|are) the (?:root )?(?:causes?|reasons?))\b"
         ),
         "cause",
+    ),
+    (
+        re.compile(r"how (?:do|can|could|should|would|shall|may) (?:i|you|we|one)\b|how to\b"),
+        "method",
     ),
 )
 _NUMBER_WORDS = (
@@ -71,6 +77,19 @@ _GIVES: dict[AnswerKind, re.Pattern[str]] = {
     "cause": re.compile(
         r"\b(?:because|caused|causes|cause|due to|owing to|led to|leads to|results? in|"
         r"resulted in|result of|reasons?)\b",
+        re.IGNORECASE,
+    ),
+    # An instruction ("Run the cargo publish command"), a purpose and its means ("To create a
+    # thread, we call thread::spawn"), or a sentence saying what one must do ("you can" says what
+    # is possible, too often not how).
+    "method": re.compile(
+        r"^(?:to \w+\b[^,.]*,|(?:run|use|call|add|put|install|set|type|enter|create|open|"
+        r"edit|pass|execute|change|make|copy|move|download|select|click|write|specify|"
+        r"configure|start|restart|remove|delete|update|build|publish|import|define|declare|"
+        r"replace|invoke|launch|append|insert|choose|include|visit|upload|register)\b)"
+        r"|\byou (?:need to|must|have to)\b"
+        r"|\bby (?:running|using|calling|typing|adding|setting|passing)\b"
+        r"|\bwe (?:call|use|run|add|pass)\b",
         re.IGNORECASE,
     ),
 }
@@ -102,7 +121,21 @@ _KIND_WORDS: dict[AnswerKind, frozenset[str]] = {
     "time": frozenset(content_words("time day date year")),
     "number": frozenset(content_words("many much number count")),
     "cause": frozenset(content_words("cause causes caused reason reasons root because why")),
+    "method": frozenset(),
 }
+_LIST_SEPARATOR = re.compile(r"\s[-•|·]\s")
+MIN_ANSWER_WORDS = 3  # fewer is a heading, a name or a label, not a sentence that answers
+
+
+def is_prose(text: str) -> bool:
+    """Whether `text` reads as a sentence: MIN_ANSWER_WORDS words or more, not a run of list
+    items ("See Also - package spec - npm registry - npm scope").
+
+    >>> is_prose("ch14-03-cargo-workspaces.html"), is_prose("Run cargo publish.")
+    (False, True)
+    """
+    words = [w for w in text.split() if _WORD.search(w)]
+    return len(words) >= MIN_ANSWER_WORDS and len(_LIST_SEPARATOR.findall(text)) < 2
 
 
 def enough(shared: int, wanted: int) -> bool:
@@ -153,7 +186,8 @@ class _Fit:
 
 def _fit(question: Question, sentence: Sentence) -> _Fit | None:
     """How `sentence` fits `question`, or None when it cannot be the answer (or lead to it)."""
-    if "?" in sentence.text or _quotes_question(question, sentence.text):
+    # A sentence that asks ends with its question mark; "The ? operator returns early" does not.
+    if sentence.text.rstrip(" \"”’')").endswith("?") or _quotes_question(question, sentence.text):
         return None
     own = content_words(sentence.text)
     around = question.words & content_words(" ".join(sentence.context))
@@ -189,7 +223,7 @@ def _ranked(question: Question, sentences: Iterable[Sentence], *, adding: bool) 
     fits = []
     for position, sentence in enumerate(sentences):
         fit = _fit(question, sentence)
-        if fit is not None and (fit.adds or not adding):
+        if fit is not None and (not adding or (fit.adds and is_prose(sentence.text))):
             fits.append((fit, -position, sentence))
     if any(fit.gives for fit, _, _ in fits):
         fits = [f for f in fits if f[0].gives]

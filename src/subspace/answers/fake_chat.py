@@ -24,7 +24,9 @@ from subspace.providers.chat import Message, ToolCall, ToolDef
 MAX_BULLETS = 3
 MAX_PAGES = 3
 CRUMB = " › "  # between the parts of a breadcrumb, as kb.search prints it
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+# A sentence ends at a stop after a word (and its closing quote or bracket), before a word that
+# is not lower case: "The ? operator returns early" and "e.g. a file" are one sentence each.
+_SENTENCE_END = re.compile(r"(?:(?<=\w[.!?])|(?<=\w[.!?][\"”’')\]]))\s+(?![a-z])")
 _QUOTED = re.compile(
     re.escape(prompts.QUOTE_OPEN)
     + r' source="([^"]*)" title="([^"]*)">>>\n(.*?)\n'

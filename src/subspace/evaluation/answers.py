@@ -18,6 +18,7 @@ from subspace.answers.sources import hit_texts
 from subspace.answers.strategies import STRATEGIES
 from subspace.answers.strategy import Answer, AnswerBullet, Job
 from subspace.context import Context
+from subspace.db.pool import Conn
 from subspace.providers.chat import ChatProvider
 from subspace.search.searcher import Searcher
 
@@ -74,9 +75,21 @@ def grade(cx: Context, answer: Answer, facts: tuple[str, ...]) -> Graded:
     holding = [(b, said) for b, said in holding if said]
     refs = [ref for b, _ in holding for ref in b.refs]
     with cx.transaction() as conn:
-        texts = hit_texts(conn, cx.actor.workspace_id, refs)
+        texts = hit_texts(conn, cx.actor.workspace_id, refs) | _whole_files(conn, cx, refs)
     cites = any(stated(said, texts[ref]) for b, said in holding for ref in b.refs if ref in texts)
     return Graded(bool(holding), cites)
+
+
+def _whole_files(conn: Conn, cx: Context, refs: list[str]) -> dict[str, str]:
+    """The text of each whole file that `refs` cite as file:<id> (hit_texts reads chunks)."""
+    ids = [ref.removeprefix("file:") for ref in refs if ref.count(":") == 1 and
+           ref.startswith("file:")]  # fmt: skip
+    rows = conn.execute(
+        "select 'file:' || file_id as ref, text from search.file_text "
+        "where workspace_id = %s and file_id::text = any(%s)",
+        (cx.actor.workspace_id, ids),
+    ).fetchall()
+    return {row["ref"]: row["text"] for row in rows}
 
 
 def answer_all(
