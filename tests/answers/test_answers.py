@@ -325,7 +325,8 @@ def test_plain_text_and_the_line_parser() -> None:
         "* Tram at eight [NODE:11111111-1111-4111-8111-111111111111, "
         "file:22222222-2222-4222-8222-222222222222:3].\n"
         "2. Quoted [node:33333333-3333-4333-8333-333333333333]\n"
-        "NOTHING_FOUND"
+        "NOTHING_FOUND\n"
+        "- Use the ? operator [node:11111111-1111-4111-8111-111111111111]\n"
     )
     assert parse_answer(text, evidence) == [
         AnswerBullet(
@@ -334,7 +335,9 @@ def test_plain_text_and_the_line_parser() -> None:
                 "node:11111111-1111-4111-8111-111111111111",
                 "file:22222222-2222-4222-8222-222222222222:3",
             ],
-        )
+        ),
+        # Only a citation's space goes before a stop; the sentence's own marks keep theirs.
+        AnswerBullet("Use the ? operator", ["node:11111111-1111-4111-8111-111111111111"]),
     ]
     emitted: list[AnswerBullet] = []
     reader = LineReader(evidence, emitted.append)

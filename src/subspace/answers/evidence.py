@@ -127,6 +127,9 @@ def _title_of(line: str, ref_start: int) -> str:
     return head if len(head) <= 120 else head[:119] + "…"
 
 
+_CITED = "\x00"  # where a citation stood, while a line is cleaned
+
+
 def parse_line(line: str, evidence: Evidence) -> AnswerBullet | None:
     """The answer bullet one line of a model's answer holds, or None: not a claim, or no ref
     the run retrieved is left on it.
@@ -142,12 +145,14 @@ def parse_line(line: str, evidence: Evidence) -> AnswerBullet | None:
             ref = ref.lower()
             if evidence.has(ref) and ref not in refs:
                 refs.append(ref)
-        return " "
+        return _CITED
 
     text = patterns.citation.sub(keep, line)
+    # A stop after a citation closes the sentence: "six [node:…]." is "six." But a mark the
+    # sentence holds keeps its space: "the ? operator".
+    text = re.sub(rf"\s*{_CITED}\s*(?=[.,;:!?])", "", text).replace(_CITED, " ")
     text = " ".join(plain_text(text).split())
     text = _BULLET_MARK.sub("", text).strip()
-    text = re.sub(r"\s+([.,;:!?])", r"\1", text)
     if not refs or not text or text == NOTHING_FOUND:
         return None
     if len(text) > MAX_BULLET_CHARS:
