@@ -117,7 +117,7 @@ def test_a_search_hits_breadcrumb_counts_as_near() -> None:
     ]
     # The heading holds no answer, but it is the one to read.
     assert answering("What caused the checkout outage?", sentences) == []
-    assert leading("What caused the checkout outage?", sentences) == sentences[1]
+    assert leading("What caused the checkout outage?", sentences)[0] == sentences[1]
 
 
 def test_the_kind_asked_for_comes_first_and_alone() -> None:
@@ -165,6 +165,14 @@ def test_a_how_question_is_answered_by_what_to_do() -> None:
     assert set(answering("How do I publish a crate?", sentences)) == set(sentences[1:])
     # Asked what it is, the sentence saying what it does comes first.
     assert answering("What does publishing a crate do?", sentences)[0] == sentences[0]
+
+
+def test_a_sentence_read_whole_and_seen_in_a_passage_is_quoted_once() -> None:
+    sentences = [
+        Sentence("Use the form `npm_config_x` for any option.", ref("read"), ()),
+        Sentence("Use the form npm_config_x for any option.", ref("passage"), ()),
+    ]
+    assert answering("how do I set an npm option?", sentences) == sentences[:1]
 
 
 def test_an_answer_is_prose_never_a_name_or_a_list_of_links() -> None:

@@ -127,13 +127,19 @@ _LIST_SEPARATOR = re.compile(r"\s[-•|·]\s")
 MIN_ANSWER_WORDS = 3  # fewer is a heading, a name or a label, not a sentence that answers
 
 
+ELISION = "…"  # where a search passage leaves words out: what holds it is cut, not quoted
+
+
 def is_prose(text: str) -> bool:
-    """Whether `text` reads as a sentence: MIN_ANSWER_WORDS words or more, not a run of list
-    items ("See Also - package spec - npm registry - npm scope").
+    """Whether `text` reads as a whole sentence: MIN_ANSWER_WORDS words or more, not a run of
+    list items ("See Also - package spec - npm registry - npm scope"), not a search passage's
+    cut ("returns … Option"), which reading the item gives whole.
 
     >>> is_prose("ch14-03-cargo-workspaces.html"), is_prose("Run cargo publish.")
     (False, True)
     """
+    if ELISION in text:
+        return False
     words = [w for w in text.split() if _WORD.search(w)]
     return len(words) >= MIN_ANSWER_WORDS and len(_LIST_SEPARATOR.findall(text)) < 2
 
@@ -233,20 +239,20 @@ def _ranked(question: Question, sentences: Iterable[Sentence], *, adding: bool) 
 
 def answering(question: str, sentences: Iterable[Sentence], count: int = 3) -> list[Sentence]:
     """The (at most `count`) sentences that answer `question`, best first; [] when none does.
-    The same sentence text quoted twice counts once."""
+    The same sentence quoted twice counts once, whether or not it kept its Markdown (a bullet
+    read whole has it, its search passage does not)."""
     seen: set[str] = set()
     chosen: list[Sentence] = []
     for sentence in _ranked(read_question(question), sentences, adding=True):
-        key = sentence.text.lower()
+        key = " ".join(sentence.text.replace("`", "").replace("**", "").lower().split())
         if key not in seen and len(chosen) < count:
             seen.add(key)
             chosen.append(sentence)
     return chosen
 
 
-def leading(question: str, sentences: Iterable[Sentence]) -> Sentence | None:
-    """The sentence most likely to lead to the answer when read with what is around it: as
-    `answering` ranks them, but a bullet that only names the answer's kind ("Root cause")
-    counts, since what is under it may answer."""
-    ranked = _ranked(read_question(question), sentences, adding=False)
-    return ranked[0] if ranked else None
+def leading(question: str, sentences: Iterable[Sentence]) -> list[Sentence]:
+    """The sentences most likely to lead to the answer when read with what is around them,
+    best first: as `answering` ranks them, but a bullet that only names the answer's kind
+    ("Root cause") counts, since what is under it may answer."""
+    return _ranked(read_question(question), sentences, adding=False)

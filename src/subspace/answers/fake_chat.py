@@ -23,6 +23,7 @@ from subspace.providers.chat import Message, ToolCall, ToolDef
 
 MAX_BULLETS = 3
 MAX_PAGES = 3
+MAX_READS = 3  # of the hits an agent's search led to, before it answers
 CRUMB = " › "  # between the parts of a breadcrumb, as kb.search prints it
 # A sentence ends at a stop after a word (and its closing quote or bracket), before a word that
 # is not lower case: "The ? operator returns early" and "e.g. a file" are one sentence each.
@@ -66,24 +67,28 @@ def _question(messages: Sequence[Message]) -> str:
 
 
 def _next_call(question: str, messages: Sequence[Message], offered: set[str]) -> ToolCall | None:
-    """kb.search first; after it, a read of the hit that leads to the answer; then None
-    (time to answer)."""
+    """kb.search first; after it, reads of the hits that lead to the answer, best first, up to
+    MAX_READS (a passage is a window: the answer is often a sentence or a chunk away); then
+    None (time to answer)."""
     calls = [call for m in messages for call in m.tool_calls]
     number = len(calls) + 1
     if not calls:
         if "kb.search" not in offered:
             return None
         return ToolCall(f"call_{number}", "kb.search", {"query": question})
-    if len(calls) > 1 or calls[-1].name != "kb.search":
+    if calls[0].name != "kb.search" or len(calls) > MAX_READS:
         return None
-    results = [m.content for m in messages if m.tool_call_id == calls[-1].id]
-    best = leading(question, _sentences(_lines("", "", results[-1] if results else "")))
-    if best is None:
+    results = [m.content for m in messages if m.tool_call_id == calls[0].id]
+    read = {str(call.arguments.get("ref")) for call in calls[1:]}
+    leads = leading(question, _sentences(_lines("", "", results[-1] if results else "")))
+    for ref in dict.fromkeys(lead.ref for lead in leads):
+        if ref in read:
+            continue
+        if ref.startswith("node:") and "kb.node.read" in offered:
+            return ToolCall(f"call_{number}", "kb.node.read", {"ref": ref})
+        if "kb.read" in offered:
+            return ToolCall(f"call_{number}", "kb.read", {"ref": ref})
         return None
-    if best.ref.startswith("node:") and "kb.node.read" in offered:
-        return ToolCall(f"call_{number}", "kb.node.read", {"ref": best.ref})
-    if "kb.read" in offered:
-        return ToolCall(f"call_{number}", "kb.read", {"ref": best.ref})
     return None
 
 
