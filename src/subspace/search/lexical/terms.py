@@ -10,6 +10,7 @@ the documents of each source holding each lexeme, and the typo candidates of an 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +22,10 @@ from subspace.search.query import ParsedQuery
 from subspace.search.typos import CANDIDATES_SQL, best_correction
 
 CONFIG = "english"
+# What joins an identifier's parts (search.identifier_parts splits documents' tokens at them):
+# "draft-ietf-mboned-mix" is also the phrase of its parts, so it finds the document holding
+# "draft-ietf-mboned-mix-00.txt", which Postgres reads as one token.
+IDENTIFIER_SEPARATORS = "[-./@:_\\\\]+"
 
 Frequencies = dict[str, int]  # BM25 source -> documents holding a lexeme
 
@@ -134,6 +139,9 @@ def queue_tsqueries(
         "select t, coalesce(v.l, '{}') as l, coalesce(v.n, '{}') as n, "
         "coalesce(v.df, '{}') as df, coalesce(seq.w, '{}') as seq_w, "
         "coalesce(seq.p, '{}') as seq_p, "
+        "coalesce(parts.w, '{}') as parts_w, coalesce(parts.p, '{}') as parts_p, "
+        "coalesce(parts.l, '{}') as parts_l, coalesce(parts.df, '{}') as parts_df, "
+        f"case when pf <> f then phraseto_tsquery('{CONFIG}', pf)::text else '' end as pq, "
         f"phraseto_tsquery('{CONFIG}', f)::text as q, typo.w, typo.candidates, "
         "typo.candidate_lexemes, typo.candidate_ndocs, typo.candidate_frequencies "
         "from unnest(%(texts)s::text[], %(single)s::boolean[]) with ordinality u(t, single, i) "
@@ -145,6 +153,17 @@ def queue_tsqueries(
         "cross join lateral (select array_agg(w.lexeme order by p) as w, "
         "array_agg(p order by p) as p "
         f"from unnest(to_tsvector('{CONFIG}', f)) w, unnest(w.positions) p) seq "
+        f"cross join lateral (select regexp_replace(f, '{IDENTIFIER_SEPARATORS}', ' ', 'g') "
+        "as pf offset 0) parted "
+        "left join lateral (select array_agg(w.lexeme order by p) as w, "
+        "array_agg(p order by p) as p, (select array_agg(n.lexeme order by n.lexeme) "
+        f"from unnest(to_tsvector('{CONFIG}', pf)) n "
+        "where not n.lexeme = any(coalesce(v.l, '{}'))) as l, "
+        f"(select array_agg({frequencies.replace('LEXEME', 'n.lexeme')} order by n.lexeme) "
+        f"from unnest(to_tsvector('{CONFIG}', pf)) n "
+        "where not n.lexeme = any(coalesce(v.l, '{}'))) as df "
+        f"from unnest(to_tsvector('{CONFIG}', pf)) w, unnest(w.positions) p "
+        "where pf <> f) parts on true "
         "left join lateral (select * from (select v.l[1] as typed, (select min(s) from "
         "unnest(tsvector_to_array(to_tsvector('simple', f))) s having count(*) = 1) as w "
         "where u.single and cardinality(v.l) = 1 offset 0) word, lateral "
@@ -194,12 +213,20 @@ def _tsqueries(
     tsquery_of: dict[str, str] = {r["t"]: r["q"] for r in rows}
     frequencies = {w: dict(f) for r in rows for w, f in zip(r["l"], r["df"], strict=True)}
     sequence_of = {r["t"]: tuple(zip(r["seq_p"], r["seq_w"], strict=True)) for r in rows}
+    # An identifier's parts, as a phrase of their own, and the lexemes only they hold (the
+    # parts of "asn1_der_decoding", which Postgres keeps as one lexeme).
+    parts_of = {r["t"]: tuple(zip(r["parts_p"], r["parts_w"], strict=True)) for r in rows}
+    part_lexemes_of = {r["t"]: list(r["parts_l"]) for r in rows}
+    frequencies |= {w: dict(f) for r in rows for w, f in zip(r["parts_l"], r["parts_df"],
+                                                              strict=True)}  # fmt: skip
+    parts_tsquery_of: dict[str, str] = {r["t"]: r["pq"] for r in rows}
     corrections, corrected_words, corrected_frequencies = _corrections(rows)
     # A correction is applied only when every word no document holds has one: "zqxwv flurbo"
     # is not "zqxwv flurry", it is gibberish (the relevance issue's rule).
     unknown = tuple(
         t.strip() for t in parsed.alternatives
-        if lexemes_of[t] and not any(frequencies.get(w) for w in lexemes_of[t])
+        if lexemes_of[t]
+        and not any(frequencies.get(w) for w in [*lexemes_of[t], *part_lexemes_of[t]])
         and not (len(lexemes_of[t]) == 1 and lexemes_of[t][0] in corrections)
     )  # fmt: skip
     if unknown:
@@ -210,21 +237,38 @@ def _tsqueries(
         words = lexemes_of[text]
         return corrections.get(words[0]) if len(words) == 1 else None
 
+    def by_parts(text: str) -> bool:
+        """Whether the identifier `text` is also searched by its parts: when no document holds
+        it whole, they are all the query has ("ffi_prep_closure" in "ffi_prep_closure_loc",
+        "draft-ietf-mboned-mix" in "draft-ietf-mboned-mix-00.txt"). Held whole ("crates.io"),
+        it is searched as typed, and its parts in a file name do not outrank it."""
+        whole = [w for _, w in sequence_of[text] if re.search(IDENTIFIER_SEPARATORS, w)]
+        return bool(parts_of[text]) and not all(frequencies.get(w) for w in whole)
+
     def term(text: str) -> str:
         correction = correction_of(text)
         query = tsquery_of[text]
-        if correction is None or not query:
+        if not query:
+            return query
+        if by_parts(text) and parts_tsquery_of[text] != query:
+            return f"( {query} ) | ( {parts_tsquery_of[text]} )"
+        if correction is None:
             return query
         return f"( {query} ) | {tsquery_literal(correction)}"
 
     def phrase(text: str, correction: str | None = None) -> Phrase:
-        sequence = sequence_of[text]
-        first = sequence[0][0]
-        return Phrase(tuple((p - first, w) for p, w in sequence), correction)
+        return _phrase(sequence_of[text], correction)
+
+    def phrases(text: str) -> tuple[Phrase, ...]:
+        """The term as the engine matches it: its phrase, or for an identifier that phrase or
+        the phrase of its parts."""
+        whole = phrase(text, correction_of(text))
+        parts = _phrase(parts_of[text]) if by_parts(text) else whole
+        return (whole,) if parts == whole else (whole, parts)
 
     def matched_by(text: str) -> tuple[str, ...]:
         correction = correction_of(text)
-        return (*lexemes_of[text], *([correction] if correction else []))
+        return (*lexemes_of[text], *part_lexemes_of[text], *([correction] if correction else []))
 
     # Every occurrence of an alternative counts, with each of its lexemes as often as its
     # text has it; a typo's correction counts as often as the word it corrects.
@@ -236,15 +280,18 @@ def _tsqueries(
         if term(text):
             for lexeme, count in counts_of[text].items():
                 repeats[lexeme] = repeats.get(lexeme, 0) + count
+            if by_parts(text):
+                for lexeme in part_lexemes_of[text]:
+                    repeats[lexeme] = repeats.get(lexeme, 0) + 1
             if correction := correction_of(text):
                 repeats[correction] = (
                     repeats.get(correction, 0) + counts_of[text][lexemes_of[text][0]]
                 )
     lexemes = tuple(sorted(repeats))
     clauses = tuple(
-        phrases
+        matched
         for c in parsed.clauses
-        if (phrases := tuple(phrase(t, correction_of(t)) for t in c.alternatives if term(t)))
+        if (matched := tuple(p for t in c.alternatives if term(t) for p in phrases(t)))
     )
     return TsQueries(
         any_words=either(term(t) for t in parsed.alternatives),
@@ -265,6 +312,12 @@ def _tsqueries(
         sizes=sizes,
         spelled=tuple(spelled[w] for w in lexemes),
     )
+
+
+def _phrase(sequence: tuple[tuple[int, str], ...], correction: str | None = None) -> Phrase:
+    """A term's lexemes at their positions as a Phrase, its first at 0."""
+    first = sequence[0][0]
+    return Phrase(tuple((p - first, w) for p, w in sequence), correction)
 
 
 def either(tsqueries: Iterable[str]) -> str:
