@@ -9,9 +9,9 @@ from uuid import UUID, uuid5
 import pytest
 
 from subspace.answers import prompts
-from subspace.answers.extractive import Sentence, answering, leading, read_question
+from subspace.answers.extractive import Sentence, answering, is_whole, leading, read_question
 from subspace.answers.fake_chat import FakeChat
-from subspace.providers.chat import Message
+from subspace.providers.chat import Message, ToolCall, ToolDef
 
 _NS = UUID("8d6f7f0e-2b1a-4c3d-9e8f-0a1b2c3d4e5f")
 
@@ -191,3 +191,44 @@ def test_a_question_mark_inside_a_sentence_does_not_cut_it() -> None:
     )
     answer = ask("what does the ? operator do with a Result", chapter)
     assert answer[0].startswith("- The ? operator returns early with the error. [node:"), answer
+
+
+@pytest.mark.parametrize(
+    ("text", "ref", "whole"),
+    [
+        ("If the install", "file:1:2", False),  # a chunk's end cuts it
+        ("operator won't convert a Result.", "file:1:2", False),  # a chunk's start cuts it
+        ("Installing rustup on Linux", "file:1:2", False),  # a heading
+        ("Rustup installs Rust on Linux.", "file:1:2", True),
+        ("“Done.”", "mail:1", True),
+        ("Install rustup with the script", "node:1", True),  # a bullet is whole as written
+    ],
+)
+def test_a_files_text_is_quoted_by_whole_sentences_only(text: str, ref: str, whole: bool) -> None:
+    assert is_whole(Sentence(text, ref)) is whole
+
+
+def test_a_heading_of_a_file_is_not_an_answer() -> None:
+    sentences = [
+        Sentence("Rustup on Linux and macOS systems", "file:1:2", ("Installation",)),
+        Sentence("Rustup installs Rust on Linux.", "file:1:2", ("Installation",)),
+    ]
+    assert answering("what is rustup on linux", sentences) == sentences[1:]
+
+
+def test_the_agent_reads_a_file_it_found_whole() -> None:
+    """A search hit shows a file's best chunk; the answer is often a chunk away."""
+    chunk = "file:9b2f4b4e-1c1e-4e55-8a55-0c7b1d9e2f11:3"
+    messages = [
+        Message("system", prompts.AGENT_SYSTEM),
+        Message("user", prompts.question_message("how do I spawn a thread?", [])),
+        Message("assistant", "", tool_calls=(ToolCall("call_1", "kb.search", {"q": "x"}),)),
+        Message(
+            "tool",
+            f"1. [file] Using Threads — Note that a spawned thread stops when main ends. ({chunk})",
+            tool_call_id="call_1",
+        ),
+    ]
+    tools = [ToolDef(name, "", {}) for name in ("kb.search", "kb.read", "kb.node.read")]
+    (call,) = FakeChat().complete(messages, tools=tools).tool_calls
+    assert (call.name, call.arguments) == ("kb.read", {"ref": chunk.rsplit(":", 1)[0]})

@@ -130,6 +130,23 @@ MIN_ANSWER_WORDS = 3  # fewer is a heading, a name or a label, not a sentence th
 ELISION = "…"  # where a search passage leaves words out: what holds it is cut, not quoted
 
 
+_WHOLE_SENTENCE = re.compile(r"^[^a-z].*[.!?][\"”’')\]]?$", re.DOTALL)
+
+
+def is_whole(sentence: Sentence) -> bool:
+    """Whether the sentence is whole. A bullet is, as written; a file's or a mail's text is
+    prose, whose sentences start with a capital (or a mark, a digit) and end with a stop: a line
+    without one is a heading or a caption, and a chunk's edge cuts a sentence ("If the
+    install", "operator won't convert…").
+
+    >>> is_whole(Sentence("If the install", "file:1:2")), is_whole(Sentence("Kept", "node:1"))
+    (False, True)
+    """
+    if not sentence.ref.startswith(("file:", "mail:")):
+        return True
+    return bool(_WHOLE_SENTENCE.match(sentence.text))
+
+
 def is_prose(text: str) -> bool:
     """Whether `text` reads as a whole sentence: MIN_ANSWER_WORDS words or more, not a run of
     list items ("See Also - package spec - npm registry - npm scope"), not a search passage's
@@ -229,7 +246,9 @@ def _ranked(question: Question, sentences: Iterable[Sentence], *, adding: bool) 
     fits = []
     for position, sentence in enumerate(sentences):
         fit = _fit(question, sentence)
-        if fit is not None and (not adding or (fit.adds and is_prose(sentence.text))):
+        if fit is not None and (
+            not adding or (fit.adds and is_prose(sentence.text) and is_whole(sentence))
+        ):
             fits.append((fit, -position, sentence))
     if any(fit.gives for fit, _, _ in fits):
         fits = [f for f in fits if f[0].gives]

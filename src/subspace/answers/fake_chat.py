@@ -81,7 +81,9 @@ def _next_call(question: str, messages: Sequence[Message], offered: set[str]) ->
     results = [m.content for m in messages if m.tool_call_id == calls[0].id]
     read = {str(call.arguments.get("ref")) for call in calls[1:]}
     leads = leading(question, _sentences(_lines("", "", results[-1] if results else "")))
-    for ref in dict.fromkeys(lead.ref for lead in leads):
+    # A file is read whole (within the answer's budget): a hit shows its best chunk, and the
+    # answer is often a chunk away ("To create a new thread, we call thread::spawn").
+    for ref in dict.fromkeys(_whole_file(lead.ref) for lead in leads):
         if ref in read:
             continue
         if ref.startswith("node:") and "kb.node.read" in offered:
@@ -90,6 +92,13 @@ def _next_call(question: str, messages: Sequence[Message], offered: set[str]) ->
             return ToolCall(f"call_{number}", "kb.read", {"ref": ref})
         return None
     return None
+
+
+def _whole_file(ref: str) -> str:
+    """The ref of the whole file a chunk's ref names (file:<id>:<n> -> file:<id>); others as
+    they are."""
+    kind, _, rest = ref.partition(":")
+    return f"file:{rest.split(':')[0]}" if kind == "file" else ref
 
 
 def _quoted_lines(messages: Sequence[Message]) -> list[Sentence]:
