@@ -13,7 +13,7 @@ and prints their percentiles and, for a range of floors, the share of each kept.
 cached in SUBSPACE_HOME/eval-cache as `subspace eval` caches them, so a second run (and an
 eval after it) embeds nothing.
 
-    python bench/similarity_floor.py DATASET_DIR [--provider fake|local|openai] [--json]
+    python bench/similarity_floor.py DATASET_DIR [--provider fake|local|onnx|openai] [--json]
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ def measure(dataset: Path, provider_name: str | None) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("dataset", type=Path)
-    parser.add_argument("--provider", choices=("fake", "local", "openai"), default=None)
+    parser.add_argument("--provider", choices=("fake", "local", "onnx", "openai"), default=None)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     report = measure(args.dataset, args.provider)

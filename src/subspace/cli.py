@@ -717,7 +717,9 @@ def reindex(kb_name: str | None) -> None:
     is_flag=True,
     help="Swap two inner letters in about half the long words of each query, deterministically.",
 )
-@click.option("--sweep", is_flag=True, help="Also try several vector-leg weights.")
+@click.option(
+    "--sweep", is_flag=True, help="Also try several vector-leg weights and similarity floors."
+)
 @click.option(
     "--titled",
     is_flag=True,

@@ -241,6 +241,7 @@ SWEEP_WEIGHTS = (
     1.0,
     1.5,
 )  # vector-leg weights tried by --sweep
+SWEEP_FLOORS = (0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5)  # similarity floors tried by --sweep
 
 
 def read_dataset(folder: Path) -> Collection | JudgedWorkspace:
@@ -390,6 +391,8 @@ def _run_arms(
             runs[f"hybrid_vector_weight_{weight}"] = ours(
                 "hybrid", weights={"lexical": 1.0, "vector": weight}
             )
+        for floor in SWEEP_FLOORS:
+            runs[f"hybrid_floor_{floor}"] = ours("hybrid", min_similarity=floor)
     if loaded.kinds == ["node"]:  # the seed's statement reads bullets only
         runs["seed_lexical"] = _seed_lexical(db, cx.actor.workspace_id, queries, loaded)
     runs["bm25s"] = _bm25s(loaded.texts, queries, loaded.depth)
