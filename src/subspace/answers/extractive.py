@@ -209,8 +209,7 @@ class _Fit:
 
 def _fit(question: Question, sentence: Sentence) -> _Fit | None:
     """How `sentence` fits `question`, or None when it cannot be the answer (or lead to it)."""
-    # A sentence that asks ends with its question mark; "The ? operator returns early" does not.
-    if sentence.text.rstrip(" \"”’')").endswith("?") or _quotes_question(question, sentence.text):
+    if _quotes_question(question, sentence.text):
         return None
     own = content_words(sentence.text)
     around = question.words & content_words(" ".join(sentence.context))
@@ -240,15 +239,26 @@ def _quotes_question(question: Question, text: str) -> bool:
     return bool(shared) and shared <= quoted
 
 
+def asks(text: str) -> bool:
+    """Whether `text` asks: it ends with its question mark ("The ? operator returns early"
+    does not)."""
+    return text.rstrip(" \"”’')").endswith("?")
+
+
+def answers(fit: _Fit, sentence: Sentence) -> bool:
+    """Whether a sentence that fits may be quoted as an answer: it adds to the question, reads
+    as a whole sentence, and does not ask. (One that asks may still lead to the answer: the
+    FAQ's "Is npm an acronym?" has it under it.)"""
+    return fit.adds and is_prose(sentence.text) and is_whole(sentence) and not asks(sentence.text)
+
+
 def _ranked(question: Question, sentences: Iterable[Sentence], *, adding: bool) -> list[Sentence]:
     """The sentences that fit `question` (and add to it, when `adding`), best first; those
     giving the kind of answer asked for only, when any does."""
     fits = []
     for position, sentence in enumerate(sentences):
         fit = _fit(question, sentence)
-        if fit is not None and (
-            not adding or (fit.adds and is_prose(sentence.text) and is_whole(sentence))
-        ):
+        if fit is not None and (not adding or answers(fit, sentence)):
             fits.append((fit, -position, sentence))
     if any(fit.gives for fit, _, _ in fits):
         fits = [f for f in fits if f[0].gives]
@@ -273,5 +283,5 @@ def answering(question: str, sentences: Iterable[Sentence], count: int = 3) -> l
 def leading(question: str, sentences: Iterable[Sentence]) -> list[Sentence]:
     """The sentences most likely to lead to the answer when read with what is around them,
     best first: as `answering` ranks them, but a bullet that only names the answer's kind
-    ("Root cause") counts, since what is under it may answer."""
+    ("Root cause") or asks the question its children answer counts."""
     return _ranked(read_question(question), sentences, adding=False)

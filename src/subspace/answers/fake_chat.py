@@ -67,9 +67,9 @@ def _question(messages: Sequence[Message]) -> str:
 
 
 def _next_call(question: str, messages: Sequence[Message], offered: set[str]) -> ToolCall | None:
-    """kb.search first; after it, reads of the hits that lead to the answer, best first, up to
-    MAX_READS (a passage is a window: the answer is often a sentence or a chunk away); then
-    None (time to answer)."""
+    """kb.search first; after it, reads of the hits that lead to the answer, best first, then
+    of the others in the search's order, up to MAX_READS (a passage is a window: the answer is
+    often a sentence or a chunk away); then None (time to answer)."""
     calls = [call for m in messages for call in m.tool_calls]
     number = len(calls) + 1
     if not calls:
@@ -80,10 +80,11 @@ def _next_call(question: str, messages: Sequence[Message], offered: set[str]) ->
         return None
     results = [m.content for m in messages if m.tool_call_id == calls[0].id]
     read = {str(call.arguments.get("ref")) for call in calls[1:]}
-    leads = leading(question, _sentences(_lines("", "", results[-1] if results else "")))
+    found = _lines("", "", results[-1] if results else "")
+    leads = leading(question, _sentences(found))
     # A file is read whole (within the answer's budget): a hit shows its best chunk, and the
     # answer is often a chunk away ("To create a new thread, we call thread::spawn").
-    for ref in dict.fromkeys(_whole_file(lead.ref) for lead in leads):
+    for ref in dict.fromkeys(_whole_file(hit.ref) for hit in [*leads, *found]):
         if ref in read:
             continue
         if ref.startswith("node:") and "kb.node.read" in offered:
