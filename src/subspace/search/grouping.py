@@ -1,4 +1,5 @@
-"""Grouping fused results by page: the best row of each page, with an exact count of the rest."""
+"""Grouping fused results: the best row of each page, with an exact count of the rest, and a
+mail's attachment folded into its mail when both were found."""
 
 from __future__ import annotations
 
@@ -77,3 +78,27 @@ def _matches_on_pages(scope: Scope) -> str:
         " union all ".join(parts)
         or "select null::text as kind, null::uuid as id, null::uuid as page_id where false"
     )
+
+
+def fold_attachments(conn: Conn, workspace_id: UUID, fused: list[Fused]) -> list[Fused]:
+    """The rows without the attachments whose mail is among them, the mail taking the better
+    place of the two: a message and the delivery report attached to it are one message to
+    its reader ("recipient reached disk quota" found the report first, then its mail)."""
+    files = [item.target[1] for item in fused if item.target[0] == "file"]
+    if not files or not any(item.target[0] == "mail" for item in fused):
+        return fused
+    rows = conn.execute(
+        "select id, mail_id from kb.files where workspace_id = %s and id = any(%s) "
+        "and mail_id is not null",
+        (workspace_id, files),
+    ).fetchall()
+    mail_of = {("file", r["id"]): ("mail", r["mail_id"]) for r in rows}
+    found = {item.target: item for item in fused}
+    folded: list[Fused] = []
+    placed: set[TargetKey] = set()
+    for item in fused:
+        shown = found.get(mail_of.get(item.target, item.target), item)
+        if shown.target not in placed:
+            placed.add(shown.target)
+            folded.append(shown)
+    return folded

@@ -26,7 +26,7 @@ from subspace.search.derived import answer_citations, below_sources, queue_has_a
 from subspace.search.filters import Scope, TagFilter, queue_knowledge_bases, resolve_scope
 from subspace.search.floor import above_floor, floor_for
 from subspace.search.fusion import RRF_K, Fused, TargetKey, fuse
-from subspace.search.grouping import group_by_page
+from subspace.search.grouping import fold_attachments, group_by_page
 from subspace.search.hydrate import Row, queue_hydrate
 from subspace.search.legs import (
     SEARCH_SETTINGS,
@@ -200,6 +200,7 @@ def _search(cx: Context, searcher: Searcher, request: SearchRequest) -> SearchRe
         candidates = holding_phrases(conn, ws, floored.kept, parsed.quoted)
         apart = len(floored.kept) - len(candidates)
         candidates = identifiers_first(conn, ws, candidates, parsed.identifiers)
+        candidates = fold_attachments(conn, ws, candidates)
         if scope.answers == "include" and asked.result():
             candidates = below_sources(candidates, answer_citations(conn, ws, candidates))
         for item in candidates if scope.answers == "only" else ():
