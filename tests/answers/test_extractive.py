@@ -232,3 +232,22 @@ def test_the_agent_reads_a_file_it_found_whole() -> None:
     tools = [ToolDef(name, "", {}) for name in ("kb.search", "kb.read", "kb.node.read")]
     (call,) = FakeChat().complete(messages, tools=tools).tool_calls
     assert (call.name, call.arguments) == ("kb.read", {"ref": chunk.rsplit(":", 1)[0]})
+
+
+def test_a_sentence_that_says_the_question_words_besides_quoting_them_may_answer() -> None:
+    """The npm README's answer quotes "npm is not an acronym" and says npm outside the quotes
+    too: it is an answer, not a tip that quotes the question."""
+    said = Sentence('npm is a backronym for "npm is not an acronym", a joke.', ref("npm"))
+    tip = Sentence('Try subspace ask "what does npm stand for" here.', ref("tip"))
+    assert answering("what does npm stand for?", [tip, said]) == [said]
+
+
+def test_an_instruction_is_read_with_the_command_under_it() -> None:
+    page = prompts.fence(
+        "file:9b2f4b4e-1c1e-4e55-8a55-0c7b1d9e2f11",
+        "npm-publish",
+        "Publish the package in the current directory:\nnpm publish\nBy default npm will "
+        "publish to the public registry.",
+    )
+    answer = ask("how to publish an npm package", page)
+    assert answer[0].startswith("- Publish the package in the current directory: npm publish ")

@@ -130,14 +130,16 @@ MIN_ANSWER_WORDS = 3  # fewer is a heading, a name or a label, not a sentence th
 ELISION = "…"  # where a search passage leaves words out: what holds it is cut, not quoted
 
 
-_WHOLE_SENTENCE = re.compile(r"^[^a-z].*[.!?][\"”’')\]]?$", re.DOTALL)
+# A sentence ending with a stop, or a statement of a label and its value ("Recipient address:
+# jangel1@…", "Publish the package in the current directory: npm publish").
+_WHOLE_SENTENCE = re.compile(r"^[^a-z](?:.*[.!?][\"”’')\]]?|[^:]*\w: \S.*)$", re.DOTALL)
 
 
 def is_whole(sentence: Sentence) -> bool:
     """Whether the sentence is whole. A bullet is, as written; a file's or a mail's text is
-    prose, whose sentences start with a capital (or a mark, a digit) and end with a stop: a line
-    without one is a heading or a caption, and a chunk's edge cuts a sentence ("If the
-    install", "operator won't convert…").
+    prose, whose sentences start with a capital (or a mark, a digit) and end with a stop, or
+    state a label's value: a line without one is a heading or a caption, and a chunk's edge cuts
+    a sentence ("If the install", "operator won't convert…").
 
     >>> is_whole(Sentence("If the install", "file:1:2")), is_whole(Sentence("Kept", "node:1"))
     (False, True)
@@ -232,11 +234,12 @@ def _gives(kind: AnswerKind, sentence: Sentence) -> bool:
 
 
 def _quotes_question(question: Question, text: str) -> bool:
-    """Whether the question's words in `text` are all inside quotation marks: a sentence that
-    suggests searching or asking them ('subspace search "checkout outage"') quotes them."""
+    """Whether the question's words in `text` are only inside quotation marks: a sentence that
+    suggests searching or asking them ('subspace search "checkout outage"') quotes them; one
+    that also says them ('npm is not an abbreviation for "Node Package Manager"') does not."""
     shared = question.words & content_words(text)
-    quoted = content_words(" ".join(_QUOTATION.findall(text)))
-    return bool(shared) and shared <= quoted
+    said = content_words(_QUOTATION.sub(" ", text))
+    return bool(shared) and not shared & said
 
 
 def asks(text: str) -> bool:

@@ -155,10 +155,19 @@ def _lines(source: str, title: str, text: str) -> list[Sentence]:
 
 
 def _sentences(lines: list[Sentence]) -> list[Sentence]:
-    """Each line cut into its sentences, each keeping the line's ref and context."""
+    """Each line cut into its sentences, each keeping the line's ref and context; a line that
+    introduces the next with a colon is read with it ("Publish the package in the current
+    directory:" and the command under it, "npm publish")."""
+    joined: list[Sentence] = []
+    for line in lines:
+        last = joined[-1] if joined else None
+        if last is not None and last.ref == line.ref and last.text.endswith(":"):
+            joined[-1] = Sentence(f"{last.text} {line.text}", line.ref, last.context)
+        else:
+            joined.append(line)
     return [
         Sentence(" ".join(part.split()), line.ref, line.context)
-        for line in lines
+        for line in joined
         for part in _SENTENCE_END.split(line.text)
         if part.strip()
     ]
