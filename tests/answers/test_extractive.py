@@ -9,7 +9,14 @@ from uuid import UUID, uuid5
 import pytest
 
 from subspace.answers import prompts
-from subspace.answers.extractive import Sentence, answering, is_whole, leading, read_question
+from subspace.answers.extractive import (
+    Sentence,
+    answering,
+    is_giving,
+    is_whole,
+    leading,
+    read_question,
+)
 from subspace.answers.fake_chat import FakeChat
 from subspace.providers.chat import Message, ToolCall, ToolDef
 
@@ -251,3 +258,38 @@ def test_an_instruction_is_read_with_the_command_under_it() -> None:
     )
     answer = ask("how to publish an npm package", page)
     assert answer[0].startswith("- Publish the package in the current directory: npm publish ")
+
+
+def test_a_rare_question_word_outweighs_common_ones() -> None:
+    """In a chapter on paths every sentence says "path"; the one about the extension answers."""
+    chapter = ("Path",)
+    common = [Sentence(f"The path module joins a path {n} and a file.", ref(f"p{n}"), chapter)
+              for n in range(5)]  # fmt: skip
+    rare = Sentence("The extname method returns the extension of the path.", ref("x"), chapter)
+    assert answering("what is the file extension of a path", [*common, rare])[0] == rare
+    assert "get" not in read_question("how do I get the file extension?").words
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "After installing this file, the application MUST run the update-mime-database command.",
+        "The path.extname() method returns the extension of the path.",
+        "To create a new thread, we call the thread::spawn function.",
+    ],
+)
+def test_what_to_do_is_said_in_many_ways(text: str) -> None:
+    assert is_giving("method", Sentence(text, ref("x")))
+
+
+def test_a_wrapped_paragraph_of_a_file_is_read_as_its_sentences() -> None:
+    spec = prompts.fence(
+        "file:9b2f4b4e-1c1e-4e55-8a55-0c7b1d9e2f11",
+        "Shared MIME-info Database",
+        "Each application installs one XML file (where the user\nrequested it be installed). "
+        "After installing this file, the application\nMUST run the update-mime-database command.",
+    )
+    answer = ask("what do I run after installing a new mime type xml file?", spec)
+    assert answer[0].startswith(
+        "- After installing this file, the application MUST run the update-mime-database command. ["
+    ), answer

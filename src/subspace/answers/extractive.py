@@ -19,7 +19,9 @@ links is not quoted as one.
 
 from __future__ import annotations
 
+import math
 import re
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
@@ -49,7 +51,10 @@ _ASKS: tuple[tuple[re.Pattern[str], AnswerKind], ...] = (
         "cause",
     ),
     (
-        re.compile(r"how (?:do|can|could|should|would|shall|may) (?:i|you|we|one)\b|how to\b"),
+        re.compile(
+            r"how (?:do|can|could|should|would|shall|may) (?:i|you|we|one)\b|how to\b|"
+            r"what (?:do|should|must|can) (?:i|you|we) (?:run|type|use|call)\b"
+        ),
         "method",
     ),
 )
@@ -88,6 +93,9 @@ _GIVES: dict[AnswerKind, re.Pattern[str]] = {
         r"configure|start|restart|remove|delete|update|build|publish|import|define|declare|"
         r"replace|invoke|launch|append|insert|choose|include|visit|upload|register)\b)"
         r"|\byou (?:need to|must|have to)\b"
+        r"|\b(?:must|should|needs? to|has to|have to) (?:run|use|call|type|execute)\b"
+        # the function that does it: "The path.extname() method returns the extension"
+        r"|\b\w+(?:\.\w+)+\(\)"
         r"|\bby (?:running|using|calling|typing|adding|setting|passing)\b"
         r"|\bwe (?:call|use|run|add|pass)\b",
         re.IGNORECASE,
@@ -123,6 +131,9 @@ _KIND_WORDS: dict[AnswerKind, frozenset[str]] = {
     "cause": frozenset(content_words("cause causes caused reason reasons root because why")),
     "method": frozenset(),
 }
+# Words that only ask, in a question of that kind: "how do I get the file extension" is after
+# the extension, not after getting.
+_ASKING_WORDS: dict[AnswerKind, set[str]] = {"method": content_words("get make use find have")}
 _LIST_SEPARATOR = re.compile(r"\s[-•|·]\s")
 MIN_ANSWER_WORDS = 3  # fewer is a heading, a name or a label, not a sentence that answers
 
@@ -187,7 +198,7 @@ def read_question(text: str) -> Question:
         asked = pattern.match(lowered)
         if asked is not None:
             words = content_words(lowered) - content_words(asked.group(0))
-            return Question(frozenset(words), kind)
+            return Question(frozenset(words - _ASKING_WORDS.get(kind, set())), kind)
     return Question(frozenset(content_words(lowered)), None)
 
 
@@ -203,29 +214,34 @@ class _Fit:
     """How well a sentence answers, best first when sorted in reverse (see _fit)."""
 
     gives: bool  # it gives the kind of answer asked for
+    rare: float  # the question words in it or around it, each by how few sentences hold it
     covered: int  # question words in the sentence or around it
     around: int  # question words in its title and the bullets above it
     shared: int  # question words in the sentence itself
     adds: bool  # it says something besides the question's words
 
 
-def _fit(question: Question, sentence: Sentence) -> _Fit | None:
-    """How `sentence` fits `question`, or None when it cannot be the answer (or lead to it)."""
+def _fit(
+    question: Question, sentence: Sentence, rarity: dict[str, float] | None = None
+) -> _Fit | None:
+    """How `sentence` fits `question`, or None when it cannot be the answer (or lead to it).
+    `rarity` weighs each question word (1 each without it)."""
     if _quotes_question(question, sentence.text):
         return None
     own = content_words(sentence.text)
     around = question.words & content_words(" ".join(sentence.context))
     shared = question.words & own
     covered = shared | around
-    gives = question.wants is not None and _gives(question.wants, sentence)
+    gives = question.wants is not None and is_giving(question.wants, sentence)
     if not (shared or gives) or not enough(len(covered), len(question.words)):
         return None
     kind_words = _KIND_WORDS[question.wants] if question.wants is not None else frozenset()
     adds = bool(own - question.words - kind_words)
-    return _Fit(gives, len(covered), len(around), len(shared), adds)
+    rare = sum((rarity or {}).get(word, 1.0) for word in covered)
+    return _Fit(gives, round(rare, 6), len(covered), len(around), len(shared), adds)
 
 
-def _gives(kind: AnswerKind, sentence: Sentence) -> bool:
+def is_giving(kind: AnswerKind, sentence: Sentence) -> bool:
     """Whether the sentence gives a `kind`: it says one, or sits under a bullet naming it."""
     if _GIVES[kind].search(sentence.text):
         return True
@@ -240,6 +256,14 @@ def _quotes_question(question: Question, text: str) -> bool:
     shared = question.words & content_words(text)
     said = content_words(_QUOTATION.sub(" ", text))
     return bool(shared) and not shared & said
+
+
+def _rarity(question: Question, sentences: list[Sentence]) -> dict[str, float]:
+    """Each question word's weight among `sentences`: log(1 + n / sentences holding it), so a
+    word few of them hold ("extension" in a chapter on paths) counts for more than one most of
+    them hold ("path")."""
+    holding = Counter(w for s in sentences for w in question.words & content_words(s.text))
+    return {w: math.log(1 + len(sentences) / (holding[w] + 1)) for w in question.words}
 
 
 def asks(text: str) -> bool:
@@ -258,9 +282,11 @@ def answers(fit: _Fit, sentence: Sentence) -> bool:
 def _ranked(question: Question, sentences: Iterable[Sentence], *, adding: bool) -> list[Sentence]:
     """The sentences that fit `question` (and add to it, when `adding`), best first; those
     giving the kind of answer asked for only, when any does."""
+    sentences = list(sentences)
+    rarity = _rarity(question, sentences)
     fits = []
     for position, sentence in enumerate(sentences):
-        fit = _fit(question, sentence)
+        fit = _fit(question, sentence, rarity)
         if fit is not None and (not adding or answers(fit, sentence)):
             fits.append((fit, -position, sentence))
     if any(fit.gives for fit, _, _ in fits):

@@ -25,9 +25,12 @@ MAX_BULLETS = 3
 MAX_PAGES = 3
 MAX_READS = 3  # of the hits an agent's search led to, before it answers
 CRUMB = " › "  # between the parts of a breadcrumb, as kb.search prints it
-# A sentence ends at a stop after a word (and its closing quote or bracket), before a word that
-# is not lower case: "The ? operator returns early" and "e.g. a file" are one sentence each.
-_SENTENCE_END = re.compile(r"(?:(?<=\w[.!?])|(?<=\w[.!?][\"”’')\]]))\s+(?![a-z])")
+# A sentence ends at a stop after a word or a closing bracket or quote (or before one), before
+# a word that is not lower case: "The ? operator returns early" and "e.g. a file" are one
+# sentence each.
+_SENTENCE_END = re.compile(
+    r"(?:(?<=[\w)\]\"”’'][.!?])|(?<=\w[.!?][\"”’')\]]))\s+(?![a-z])"
+)  # "(… installed). After installing" ends one sentence too
 _QUOTED = re.compile(
     re.escape(prompts.QUOTE_OPEN)
     + r' source="([^"]*)" title="([^"]*)">>>\n(.*?)\n'
@@ -67,9 +70,10 @@ def _question(messages: Sequence[Message]) -> str:
 
 
 def _next_call(question: str, messages: Sequence[Message], offered: set[str]) -> ToolCall | None:
-    """kb.search first; after it, reads of the hits that lead to the answer, best first, then
-    of the others in the search's order, up to MAX_READS (a passage is a window: the answer is
-    often a sentence or a chunk away); then None (time to answer)."""
+    """kb.search first; after it, reads of its first hit and of the hits that lead to the
+    answer, best first, then of the others in the search's order, up to MAX_READS (a passage
+    is a window: the answer is often a sentence or a chunk away); then None (time to
+    answer)."""
     calls = [call for m in messages for call in m.tool_calls]
     number = len(calls) + 1
     if not calls:
@@ -82,9 +86,11 @@ def _next_call(question: str, messages: Sequence[Message], offered: set[str]) ->
     read = {str(call.arguments.get("ref")) for call in calls[1:]}
     found = _lines("", "", results[-1] if results else "")
     leads = leading(question, _sentences(found))
-    # A file is read whole (within the answer's budget): a hit shows its best chunk, and the
-    # answer is often a chunk away ("To create a new thread, we call thread::spawn").
-    for ref in dict.fromkeys(_whole_file(hit.ref) for hit in [*leads, *found]):
+    # The search's first hit is read first (it ranked it by words and meaning both), then the
+    # hits whose passages lead, then the rest. A file is read whole (within the answer's
+    # budget): a hit shows its best chunk, and the answer is often a chunk away ("To create a
+    # new thread, we call thread::spawn").
+    for ref in dict.fromkeys(_whole_file(hit.ref) for hit in [*found[:1], *leads, *found]):
         if ref in read:
             continue
         if ref.startswith("node:") and "kb.node.read" in offered:
@@ -129,6 +135,8 @@ def _lines(source: str, title: str, text: str) -> list[Sentence]:
     # A block quoting one item is titled by its place; one holding a tool's output, by the tool.
     root: tuple[str, ...] = tuple(title.split(CRUMB)) if own and title else ()
     above: list[tuple[int, str]] = []  # (depth, text) of the bullets over the next line
+    if own.startswith(("file:", "mail:")):
+        text = _paragraphs(text)
     for line in text.splitlines():
         ref, context = own, root
         if (found := trailing.search(line)) is not None:
@@ -152,6 +160,28 @@ def _lines(source: str, title: str, text: str) -> list[Sentence]:
         if ref and line.strip():
             lines.append(Sentence(line.strip(), ref, context))
     return lines
+
+
+def _paragraphs(text: str) -> str:
+    """A file's or a mail's text with the lines of each paragraph joined: a PDF or a mail wraps
+    its lines ("the application", "MUST run the update-mime-database command"), and a blank line
+    ends a paragraph; the heading of a read item stays a line of its own.
+
+    >>> _paragraphs("# Spec\\nthe application\\nMUST run it.\\n\\nNext one.")
+    '# Spec\\nthe application MUST run it.\\nNext one.'
+    """
+    paragraphs: list[str] = []
+    wrapped: list[str] = []
+    for line in [*text.splitlines(), ""]:
+        if line.strip() and not line.startswith("# "):
+            wrapped.append(line.strip())
+            continue
+        if wrapped:
+            paragraphs.append(" ".join(wrapped))
+            wrapped = []
+        if line.strip():
+            paragraphs.append(line)
+    return "\n".join(paragraphs)
 
 
 def _sentences(lines: list[Sentence]) -> list[Sentence]:
