@@ -276,6 +276,7 @@ def test_a_rare_question_word_outweighs_common_ones() -> None:
         "After installing this file, the application MUST run the update-mime-database command.",
         "The path.extname() method returns the extension of the path.",
         "To create a new thread, we call the thread::spawn function.",
+        "If you're using Linux or macOS, open a terminal and enter the following command.",
     ],
 )
 def test_what_to_do_is_said_in_many_ways(text: str) -> None:

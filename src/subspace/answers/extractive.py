@@ -85,10 +85,12 @@ _GIVES: dict[AnswerKind, re.Pattern[str]] = {
         re.IGNORECASE,
     ),
     # An instruction ("Run the cargo publish command"), a purpose and its means ("To create a
-    # thread, we call thread::spawn"), or a sentence saying what one must do ("you can" says what
+    # thread, we call thread::spawn"), a case and what to do in it ("If you're using Linux,
+    # open a terminal and enter…"), or a sentence saying what one must do ("you can" says what
     # is possible, too often not how).
     "method": re.compile(
-        r"^(?:to \w+\b[^,.]*,|(?:run|use|call|add|put|install|set|type|enter|create|open|"
+        r"^(?:to \w+\b[^,.]*,|if [^,.]+, (?:then )?(?:open|run|use|call|enter|type|install|add|"
+        r"set|create|put|pass)\b|(?:run|use|call|add|put|install|set|type|enter|create|open|"
         r"edit|pass|execute|change|make|copy|move|download|select|click|write|specify|"
         r"configure|start|restart|remove|delete|update|build|publish|import|define|declare|"
         r"replace|invoke|launch|append|insert|choose|include|visit|upload|register)\b)"
