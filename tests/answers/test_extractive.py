@@ -294,3 +294,23 @@ def test_a_wrapped_paragraph_of_a_file_is_read_as_its_sentences() -> None:
     assert answer[0].startswith(
         "- After installing this file, the application MUST run the update-mime-database command. ["
     ), answer
+
+
+def test_an_operator_in_the_question_is_a_word_of_it() -> None:
+    """Asked what the ? operator does, a sentence holding it beats one that only says
+    "operation" and "result" (five-letter stems take "operation" for "operator")."""
+    chapter = ("Recoverable Errors with Result",)
+    other = Sentence("The ErrorKind lists what might result from an io operation.", ref("a"),
+                     chapter)  # fmt: skip
+    answer = Sentence("The ? operator returns the error early from the function.", ref("b"),
+                      chapter)  # fmt: skip
+    assert answering("what does the ? operator do with a Result", [other, answer])[0] == answer
+    assert "?" not in read_question("what is a crate ?").words  # its own stop is no word
+
+
+def test_an_instruction_is_the_first_answer_to_a_how_question() -> None:
+    chapter = ("Publishing a Crate to Crates.io",)
+    step = Sentence("Before you can publish crates, you need to create an account on crates.io.",
+                    ref("step"), chapter)  # fmt: skip
+    run = Sentence("Run the cargo publish command again.", ref("run"), chapter)
+    assert answering("how do I publish a crate to crates.io?", [step, run])[0] == run

@@ -64,6 +64,13 @@ _NUMBER_WORDS = (
 )
 _NUMBER = rf"(?:\d+(?:[.,]\d+)?|{_NUMBER_WORDS})"
 _AMOUNT = rf"(?:{_NUMBER}|a few|several|half an?|an?)"  # of a duration: "an hour", "a week"
+# A sentence that starts by saying what to do: "Run the cargo publish command again."
+_IMPERATIVE = (
+    r"(?:run|use|call|add|put|install|set|type|enter|create|open|edit|pass|execute|change|make|"
+    r"copy|move|download|select|click|write|specify|configure|start|restart|remove|delete|"
+    r"update|build|publish|import|define|declare|replace|invoke|launch|append|insert|choose|"
+    r"include|visit|upload|register)\b"
+)
 _GIVES: dict[AnswerKind, re.Pattern[str]] = {
     "duration": re.compile(
         rf"\b{_AMOUNT}[\s-]+(?:seconds?|minutes?|hours?|days?|weeks?|months?|years?)\b"
@@ -90,10 +97,7 @@ _GIVES: dict[AnswerKind, re.Pattern[str]] = {
     # is possible, too often not how).
     "method": re.compile(
         r"^(?:to \w+\b[^,.]*,|if [^,.]+, (?:then )?(?:open|run|use|call|enter|type|install|add|"
-        r"set|create|put|pass)\b|(?:run|use|call|add|put|install|set|type|enter|create|open|"
-        r"edit|pass|execute|change|make|copy|move|download|select|click|write|specify|"
-        r"configure|start|restart|remove|delete|update|build|publish|import|define|declare|"
-        r"replace|invoke|launch|append|insert|choose|include|visit|upload|register)\b)"
+        r"set|create|put|pass)\b|" + _IMPERATIVE + ")"
         r"|\byou (?:need to|must|have to)\b"
         r"|\b(?:must|should|needs? to|has to|have to) (?:run|use|call|type|execute)\b"
         # the function that does it: "The path.extname() method returns the extension"
@@ -119,10 +123,15 @@ def content_words(text: str) -> set[str]:
     >>> sorted(content_words("When does the tram leave?"))
     ['leave', 'tram']
     """
-    return {
+    words = {
         w[:STEM_CHARS] for w in (m.group(0).lower() for m in _WORD.finditer(text))
         if len(w) > 1 and w not in _STOPWORDS
     }  # fmt: skip
+    # An operator standing alone is a word of its own: "the ? operator", "=>", "::".
+    return words | {token for token in text.split() if _SYMBOL.fullmatch(token)}
+
+
+_SYMBOL = re.compile(r"[^\w\s\"“”'‘’(),.;:!…\-–—•|·]{1,3}|::|\?\?|\?")
 
 
 # Words that only say what kind of answer is wanted: "Root cause" names causes, gives none.
@@ -195,7 +204,7 @@ def read_question(text: str) -> Question:
     >>> sorted(question.words), question.wants
     (['check', 'down'], 'duration')
     """
-    lowered = " ".join(text.lower().split())
+    lowered = " ".join(text.lower().split()).rstrip(" ?!.")  # its own stop is not a word
     for pattern, kind in _ASKS:
         asked = pattern.match(lowered)
         if asked is not None:
@@ -215,8 +224,8 @@ class Sentence:
 class _Fit:
     """How well a sentence answers, best first when sorted in reverse (see _fit)."""
 
-    gives: bool  # it gives the kind of answer asked for
-    rare: float  # the question words in it or around it, each by how few sentences hold it
+    gives: int  # it gives the kind of answer asked for: 2 by an instruction, 1 otherwise
+    rare: float  # the question words in it (around it, half), each by how few sentences hold it
     covered: int  # question words in the sentence or around it
     around: int  # question words in its title and the bullets above it
     shared: int  # question words in the sentence itself
@@ -234,13 +243,29 @@ def _fit(
     around = question.words & content_words(" ".join(sentence.context))
     shared = question.words & own
     covered = shared | around
-    gives = question.wants is not None and is_giving(question.wants, sentence)
+    gives = _giving(question.wants, sentence)
     if not (shared or gives) or not enough(len(covered), len(question.words)):
         return None
     kind_words = _KIND_WORDS[question.wants] if question.wants is not None else frozenset()
     adds = bool(own - question.words - kind_words)
-    rare = sum((rarity or {}).get(word, 1.0) for word in covered)
+    # Words around a sentence (its title, the bullets above) count half: every sentence of a
+    # chapter has its title around it.
+    weight = rarity or {}
+    rare = sum(weight.get(w, 1.0) for w in shared) + sum(
+        weight.get(w, 1.0) / 2 for w in around - shared
+    )
     return _Fit(gives, round(rare, 6), len(covered), len(around), len(shared), adds)
+
+
+def _giving(kind: AnswerKind | None, sentence: Sentence) -> int:
+    """How the sentence gives what the question asks for: 2 for an instruction answering a
+    how-question ("Run the cargo publish command"), 1 for another way of giving it, 0 for
+    none. The instruction is the direct answer; "Before you can publish, you need to create
+    an account" is a step before it."""
+    if kind is None or not is_giving(kind, sentence):
+        return 0
+    instruction = kind == "method" and re.match(_IMPERATIVE, sentence.text, re.IGNORECASE)
+    return 2 if instruction else 1
 
 
 def is_giving(kind: AnswerKind, sentence: Sentence) -> bool:
