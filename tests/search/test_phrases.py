@@ -126,9 +126,7 @@ def test_identifiers_first_moves_the_rows_holding_the_identifier_whole_up(
     """Whatever the legs voted: a row holding only the identifier's parts ("CVE", "2022") or
     its meaning goes after every row holding it whole."""
     page = commands.create_page(cx, "Security notes")
-    # Its parts apart; in order they would spell it ("CVE 2022 21658" holds it, as
-    # "draft-ietf-mboned-mix-00.txt" holds "draft-ietf-mboned-mix").
-    parts = commands.add_node(cx, page.id, "CVE-2022-0001 and bug 21658, found in 2022")
+    parts = commands.add_node(cx, page.id, "CVE-2022-0001 and CVE 2022 21658 in other words")
     whole = commands.add_node(cx, page.id, "Fixed CVE-2022-21658 in the file system walker")
     near = commands.add_node(cx, page.id, "A race in removing a directory tree")
     fused = [

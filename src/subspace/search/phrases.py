@@ -11,7 +11,7 @@ from uuid import UUID
 from subspace.db.pool import Conn
 from subspace.search import registry
 from subspace.search.fusion import Fused
-from subspace.search.lexical.terms import CONFIG, IDENTIFIER_SEPARATORS
+from subspace.search.lexical.terms import CONFIG
 
 
 def holding_phrases(
@@ -22,15 +22,11 @@ def holding_phrases(
     analyses a term (search.fold, then phraseto_tsquery), whichever legs ran."""
     if not phrases or not fused:
         return fused
-    # An identifier is held whole when its parts are, in order: "draft-ietf-mboned-mix" by
-    # "draft-ietf-mboned-mix-00.txt" (one token to Postgres, its parts indexed after it).
     row = conn.execute(
         "select string_agg(format('( %%s )', q), ' & ') as q from (select "
-        "(phraseto_tsquery(%(config)s::regconfig, f) || phraseto_tsquery(%(config)s::regconfig, "
-        "regexp_replace(f, %(separators)s, ' ', 'g')))::text as q "
-        "from unnest(%(phrases)s::text[]) p, lateral (select search.fold(p) as f) folded) t "
-        "where q <> ''",
-        {"config": CONFIG, "separators": IDENTIFIER_SEPARATORS, "phrases": list(phrases)},
+        "phraseto_tsquery(%s::regconfig, search.fold(p))::text as q "
+        "from unnest(%s::text[]) p) t where q <> ''",
+        (CONFIG, list(phrases)),
     ).fetchone()
     tsquery = row["q"] if row is not None else None
     if not tsquery:

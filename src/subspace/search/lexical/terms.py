@@ -243,7 +243,9 @@ def _tsqueries(
         "draft-ietf-mboned-mix" in "draft-ietf-mboned-mix-00.txt"). Held whole ("crates.io"),
         it is searched as typed, and its parts in a file name do not outrank it."""
         whole = [w for _, w in sequence_of[text] if re.search(IDENTIFIER_SEPARATORS, w)]
-        return bool(parts_of[text]) and not all(frequencies.get(w) for w in whole)
+        # A number ("0.87", "1.5") is no identifier: its parts would score digits.
+        named = any(re.search(r"[^\W\d_]", w) for w in whole)
+        return bool(parts_of[text]) and named and not all(frequencies.get(w) for w in whole)
 
     def term(text: str) -> str:
         correction = correction_of(text)
