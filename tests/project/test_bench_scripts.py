@@ -60,6 +60,10 @@ RUNS: dict[str, Smoke] = {
         "--home {tmp}/home --size 200 --queries 2 --corpus {corpus} --json",
         json=lambda r: r["questions"] == 2 and r["done"]["p50_ms"] > 0,
     ),
+    # Converting needs the collections' repositories; checking reads any BEIR folder.
+    "beir_collections": Smoke(
+        "check {dataset}", prints=(rf"^\w+: 60 documents, {QUERIES} queries, \d+ judgements",)
+    ),
     "bm25s_arms": Smoke(
         "{dataset} --json",
         json=lambda r: (
