@@ -17,6 +17,8 @@ _TOKEN = re.compile(r'(-?)"([^"]*)"?|(\S+)')
 # E0382, asn1_der_decoding, PAY-4471, 0x80070005, user@example.com): rows holding it whole
 # come before rows holding only its parts or only its meaning.
 _IDENTIFIER = re.compile(r"^(?=[^\s]*[^\W\d_])(?:[^\W_]+(?:[-_.@][^\W_]+)+|(?=[^\s]*\d)[^\W_]+)$")
+# A word joined by dashes alone is a compound of English ("birth-weight"), not an identifier.
+_CODE_LIKE = re.compile(r"\d|\w[_.@]\w")
 _QUESTION_WORDS = {
     "who", "what", "when", "where", "why", "how", "which", "whose", "whom", "can", "could",
     "does", "do", "did", "is", "are", "was", "were", "should", "would", "will", "has", "have",
@@ -52,10 +54,13 @@ class ParsedQuery:
 
         >>> parse_query("E0382 borrow of moved value OR asn1_der_decoding -v2").identifiers
         ('E0382', 'asn1_der_decoding')
+        >>> parse_query("Birth-weight is associated with PAY-4471").identifiers
+        ('PAY-4471',)
         """
         return tuple(
-            alt.strip(".,;:!?()[]") for alt in self.alternatives
-            if " " not in alt and _IDENTIFIER.match(alt.strip(".,;:!?()[]"))
+            word for alt in self.alternatives
+            if " " not in alt and _IDENTIFIER.match(word := alt.strip(".,;:!?()[]"))
+            and _CODE_LIKE.search(word)
         )  # fmt: skip
 
     @property
