@@ -104,9 +104,9 @@ def test_rows_holding_the_identifier_come_before_its_near_meanings(
 def test_an_identifier_finds_the_longer_identifier_it_begins(
     database: Database, cx: Context
 ) -> None:
-    """The query "draft-ietf-mboned-mix" found nothing by its words in the real set: the mail's subject
-    holds "draft-ietf-mboned-mix-00.txt", which Postgres reads as one token (its parts are
-    indexed after it), and the query asked for the hyphenated word whole."""
+    """The query "draft-ietf-mboned-mix" found nothing by its words in the real set: the
+    mail's subject holds "draft-ietf-mboned-mix-00.txt", which Postgres reads as one token (its
+    parts are indexed after it), and the query asked for the hyphenated word whole."""
     page = commands.create_page(cx, "Drafts")
     draft = commands.add_node(cx, page.id, "I-D ACTION:draft-ietf-mboned-mix-00.txt")
     closure = commands.add_node(cx, page.id, "ffi_status ffi_prep_closure_loc (ffi_closure *)")
