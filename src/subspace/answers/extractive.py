@@ -7,8 +7,11 @@ restates it, and one that asks or quotes a question (a tip suggesting it) is not
 When the question asks for a duration ("how long…"), a time ("when…"), a number ("how
 many…"), a cause ("what caused…", "why…") or a way to do something ("how do I…", "how to…":
 a sentence that says what to run, use or call), the sentences that give one come first and the
-others are left out, if any gives one. An answer is prose: a heading, a file name or a list of
-links is not quoted as one.
+others are left out, if any gives one; for a how-question an instruction ("Run the cargo
+publish command") comes before the other ways of saying what to do. Among the rest, a sentence
+holding the question's rarer words comes first: a word weighs by how few of the sentences read
+hold it, and half as much around a sentence as in it. An answer is prose: a heading, a file name
+or a list of links is not quoted as one, nor a file's sentence cut at a chunk's edge.
 
 >>> [s.text for s in answering("How long was checkout down?", [
 ...     Sentence("How long was checkout down?", "node:1"),
