@@ -350,6 +350,11 @@ def test_plain_text_and_the_line_parser() -> None:
     reader.finish()
     assert [b.text for b in emitted] == ["Tram at eight", "second"]
     assert plain_text("<script>x</script>[a](mailto:me@evil.example)") == "xa"
+    # A placeholder in angle brackets is the document's text, not a tag.
+    assert plain_text("npm publish --workspace=<workspace-name>") == (
+        "npm publish --workspace=<workspace-name>"
+    )
+    assert plain_text("<!-- hidden --><IFRAME src=x></iframe>shown") == "shown"
     assert prompts.fence('a"b', "t<<<", "<<<<x>>>>") == (
         '<<<quoted source="a\'b" title="t‹‹‹">>>\n‹‹‹<x›››>\n<<<end quoted>>>'
     )

@@ -56,7 +56,16 @@ def ref_regex() -> re.Pattern[str]:
 _IMAGE = re.compile(r"!\[([^\]]*)\]\(([^)]*)\)")
 _LINK = re.compile(r"\[([^\]]+)\]\(([^)\s]*)[^)]*\)")
 _AUTOLINK = re.compile(r"<((?:https?|ftp|mailto):[^>\s]*)>", re.IGNORECASE)
-_TAG = re.compile(r"</?[A-Za-z!][^>]*>")
+# A tag of HTML (or a comment, a doctype) in a model's line is markup, dropped; anything else
+# in angle brackets is text a document holds: `npm publish --workspace=<workspace-name>`.
+_HTML_ELEMENTS = (
+    "a|abbr|b|big|blockquote|body|br|button|center|code|dd|del|details|div|dl|dt|em|embed|font|"
+    "form|h[1-6]|head|hr|html|i|iframe|img|input|ins|kbd|li|link|meta|object|ol|p|picture|pre|s|"
+    "samp|script|section|small|source|span|strike|strong|style|sub|summary|sup|svg|table|tbody|"
+    "td|th|thead|title|tr|tt|u|ul|var|video|wbr"
+)
+_TAG = re.compile(rf"<!--.*?-->|<![A-Za-z][^>]*>|</?(?:{_HTML_ELEMENTS})(?:\s[^>]*)?/?>",
+                  re.IGNORECASE | re.DOTALL)  # fmt: skip
 _BULLET_MARK = re.compile(r"^\s*(?:[-*•+]|\d{1,3}[.)])\s+")
 MAX_BULLET_CHARS = 2_000  # a claim, not an essay: longer lines are cut
 
@@ -168,10 +177,13 @@ def parse_answer(text: str, evidence: Evidence) -> list[AnswerBullet]:
 
 def plain_text(text: str) -> str:
     """`text` as plain text: an image becomes its alt text, a link to another host
-    "label (host)", a link to this site its label, and HTML tags are removed.
+    "label (host)", a link to this site its label, and HTML tags are removed (other words in
+    angle brackets stay).
 
     >>> plain_text("see ![map](http://x.example/m.png) and [docs](https://evil.example/a)")
     'see map and docs (evil.example)'
+    >>> plain_text("<b>run</b> npm publish --workspace=<workspace-name>")
+    'run npm publish --workspace=<workspace-name>'
     """
     text = _IMAGE.sub(lambda m: m.group(1), text)
     text = _LINK.sub(_link_text, text)
