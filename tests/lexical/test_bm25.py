@@ -200,3 +200,29 @@ def test_one_parameter_name_cannot_carry_two_values() -> None:
     assert same == {"a": 1, "b": 2}
     with pytest.raises(ValueError, match="'a' bound to 1 and 2"):
         bind(Fragment("%(a)s", {"a": 1}), Fragment("%(a)s", {"a": 2}))
+
+
+def test_a_paragraph_long_query_is_ranked_by_cover_density_of_its_rarest_words(
+    database: Database, cx: Context
+) -> None:
+    from subspace.search.lexical import sql
+
+    # Fillers every document holds, and two words one document holds: a pasted paragraph.
+    fillers = [f"qu{a}{b}" for a in "bcdfghjk" for b in "lmnprstvz"][: sql.COVER_LEXEMES + 6]
+    page = commands.create_page(cx, "")
+    for _ in range(3):
+        commands.add_node(cx, page.id, " ".join(fillers))
+    target = commands.add_node(cx, page.id, "a quokka and a wombat " + " ".join(fillers[:4]))
+    text = " ".join([*fillers, *fillers[:10], "quokka wombat"])
+    with database.pool.connection() as conn:
+        tsq = build_tsqueries(conn, parse_query(text), cx.actor.workspace_id)
+        short = build_tsqueries(conn, parse_query("quokka wombat quokka"), cx.actor.workspace_id)
+    ranked = sql.cover_words(tsq)
+    assert ranked.count("|") == sql.COVER_LEXEMES - 1
+    assert "'quokka'" in ranked and "'wombat'" in ranked
+    # A word the query repeats is matched once; a short query is ranked by all of it.
+    assert tsq.any_words.count("'qubl'") == 1
+    assert sql.cover_words(short) == short.any_words == "( 'quokka' ) | ( 'wombat' )"
+    # Every word still matches: the documents holding only fillers are found too.
+    response = run(database, cx, text, mode="lexical", ranker="ts_rank_cd")
+    assert set(ids(response)) >= {target.id} and len(response.rows) == 4

@@ -323,9 +323,10 @@ def _phrase(sequence: tuple[tuple[int, str], ...], correction: str | None = None
 
 
 def either(tsqueries: Iterable[str]) -> str:
-    """tsquery texts (as Postgres printed them) joined by OR, empty ones skipped; empty when
+    """tsquery texts (as Postgres printed them) joined by OR, empty and repeated ones skipped
+    (a paragraph repeats its words, and Postgres would match and rank each copy); empty when
     there are none."""
-    return " | ".join(f"( {q} )" for q in tsqueries if q)
+    return " | ".join(f"( {q} )" for q in dict.fromkeys(tsqueries) if q)
 
 
 def tsquery_literal(lexeme: str) -> str:
