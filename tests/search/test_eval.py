@@ -196,6 +196,25 @@ def test_eval_runs_queries_over_the_query_limit(
     assert "1 of the queries are longer than SUBSPACE_MAX_QUERY_CHARS (2,000)" in table.stdout
 
 
+def test_a_query_that_is_a_document_is_not_answered_by_itself(
+    tmp_path: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SUBSPACE_DATABASE_URL", settings.database_url)
+    monkeypatch.setenv("SUBSPACE_HOME", str(tmp_path / "home"))
+    dataset = write_collection(tmp_path / "tiny")
+    # As in ArguAna: the query is an argument of the corpus, under the query's id.
+    with (dataset / "corpus.jsonl").open("a") as f:
+        f.write(json.dumps({"_id": "q2", "text": "Vitamin D and bone density."}) + "\n")
+    result = CliRunner().invoke(main, ["eval", str(dataset), "--provider", "fake", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["own_documents"] == 1
+    for arm in ("lexical", "hybrid", "bm25s", "lancedb_hybrid"):
+        assert report["arms"][arm]["mrr@10"] == 1.0, arm  # its own text would be first
+    table = CliRunner().invoke(main, ["eval", str(dataset), "--provider", "fake"])
+    assert "1 of the queries are documents of the corpus" in table.stdout
+
+
 def test_eval_titled_finds_a_document_by_its_title_and_tries_title_weights(
     tmp_path: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -196,6 +196,7 @@ def import_collection(cx: Context, collection: Collection, titled: bool = False)
         depth=DEPTH,
         metrics=BEIR_METRICS,
         cut_documents=cut,
+        own_documents=frozenset(collection.queries) & frozenset(collection.corpus),
     )
 
 

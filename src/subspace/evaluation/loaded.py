@@ -18,6 +18,10 @@ class Loaded:
     depth: int  # rows kept per query
     metrics: tuple[str, ...]  # the report's columns, names from metrics.METRICS
     cut_documents: int = 0  # documents longer than a bullet may be, searched by their start
+    # Queries whose id a document has: that document is the query itself (ArguAna's queries
+    # are arguments of its corpus), no answer to it, and left out of its rankings as BEIR's
+    # evaluation does (its `ignore_identical_ids`).
+    own_documents: frozenset[str] = frozenset()
     # query id -> the phrasings its answer must hold one of, for the queries whose answers
     # are judged (evaluation.answers)
     facts: dict[str, tuple[str, ...]] = field(default_factory=dict)

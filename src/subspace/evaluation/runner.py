@@ -117,6 +117,8 @@ class EvalReport:
     # Documents over SUBSPACE_MAX_NODE_CHARS, cut to it on import.
     cut_documents: int = 0
     max_node_chars: int = 0
+    # Queries that are documents of the corpus (same id), their own document left out.
+    own_documents: int = 0
     titled: bool = False  # titles as page titles, texts as bullets, both searched
     # The questions with a judged fact, answered by every strategy (evaluation.answers).
     chat: str = ""  # the chat model that wrote the answers, as provider/model
@@ -130,7 +132,8 @@ class EvalReport:
                 "queries": self.queries, "expect_empty": self.expect_empty, "typos": self.typos,
                 "metrics": list(self.metrics), "arms": self.arms, "missed": self.missed,
                 "long_queries": self.long_queries, "cut_documents": self.cut_documents,
-                "titled": self.titled, "chat": self.chat, "questions": self.questions,
+                "own_documents": self.own_documents, "titled": self.titled, "chat": self.chat,
+                "questions": self.questions,
                 "answers": self.answers, "unanswered": self.unanswered}  # fmt: skip
 
     def summary(self) -> str:
@@ -159,6 +162,11 @@ class EvalReport:
             notes.append(
                 f"{self.cut_documents} documents are longer than SUBSPACE_MAX_NODE_CHARS "
                 f"({self.max_node_chars:,}); every arm read them cut to it."
+            )
+        if self.own_documents:
+            notes.append(
+                f"{self.own_documents} of the queries are documents of the corpus; as BEIR's "
+                "evaluation does, each arm's ranking of such a query leaves its own document out."
             )
         return notes
 
@@ -318,11 +326,15 @@ def run_eval(
         progress("running the queries")
         runs = _run_arms(db, cx, provider, loaded, queries, sweep=sweep, titled=titled,
                          progress=progress)  # fmt: skip
+        own = {q for q in queries if q in loaded.own_documents}
+        runs = {arm: {q: [t for t in ranked if t != q] if q in own else ranked
+                      for q, ranked in run.items()} for arm, run in runs.items()}  # fmt: skip
         report = EvalReport(loaded.name, provider.name, provider.model, len(queries), typos,
                             loaded.metrics, expect_empty=len(loaded.expect_empty),
                             long_queries=long_queries, cut_documents=loaded.cut_documents,
                             max_node_chars=settings.max_node_chars,
-                            max_query_chars=settings.max_query_chars, titled=titled)  # fmt: skip
+                            max_query_chars=settings.max_query_chars,
+                            own_documents=len(own), titled=titled)  # fmt: skip
         for arm, run in runs.items():
             report.arms[arm] = evaluate(run, loaded.qrels, loaded.metrics,
                                         expect_empty=loaded.expect_empty)  # fmt: skip
