@@ -76,6 +76,10 @@ RUNS: dict[str, Smoke] = {
         # The damager ran (every 0.2 s) beside the searchers and the writer.
         json=lambda r: r["requests"] > 0 and r["writes"] > 0 and sum(r["damages"].values()) > 0,
     ),
+    "gibberish": Smoke(
+        "{dataset} --queries 6 --json",
+        json=lambda r: sum(t["queries"] for t in r["by_words"].values()) == 6,
+    ),
     "embedding": Smoke(
         "fairness --bulk-pages 4 --own-pages 4 --seconds 1 --corpus {corpus}",
         prints=(r"^search alone: \d+ searches", r"^p95 ratio: ", r"texts embedded meanwhile"),

@@ -11,7 +11,8 @@ import dataclasses
 import logging
 import os
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -277,19 +278,17 @@ def load(
     return import_collection(cx, dataset, titled)
 
 
-def run_eval(
+@contextmanager
+def loaded_database(
     settings: Settings,
     dataset: Collection | JudgedWorkspace,
     provider: CachingProvider,
     *,
-    typos: bool = False,
-    sweep: bool = False,
     titled: bool = False,
     progress: Callable[[str], None] = lambda _: None,
-) -> EvalReport:
-    """Every arm on `collection`. Titled, each document's title is its page's title and its
-    text its bullet, and the search ranks titles and bullets together (a document is found
-    by either), with the lexical arm also tried at each of TITLE_WEIGHTS."""
+) -> Iterator[tuple[Database, Context, Loaded]]:
+    """A fresh database holding `dataset`, embedded by `provider` and lexically indexed, with
+    the context that owns it; dropped on leaving."""
     db, drop = _fresh_database(settings)
     try:
         cx = db.default_context(settings)
@@ -304,11 +303,31 @@ def run_eval(
             conn.execute(VECTOR_INDEX_SQL)
             conn.execute("analyze")
         provider.save()
-        queries = {qid: add_typos(text) if typos else text for qid, text in loaded.queries.items()}
         progress("building the lexical index")
         follower = LexicalFollower(db, settings)
         follower.run_once()
         follower.close()
+        yield db, cx, loaded
+    finally:
+        drop()
+
+
+def run_eval(
+    settings: Settings,
+    dataset: Collection | JudgedWorkspace,
+    provider: CachingProvider,
+    *,
+    typos: bool = False,
+    sweep: bool = False,
+    titled: bool = False,
+    progress: Callable[[str], None] = lambda _: None,
+) -> EvalReport:
+    """Every arm on `collection`. Titled, each document's title is its page's title and its
+    text its bullet, and the search ranks titles and bullets together (a document is found
+    by either), with the lexical arm also tried at each of TITLE_WEIGHTS."""
+    with loaded_database(settings, dataset, provider, titled=titled, progress=progress) as held:
+        db, cx, loaded = held
+        queries = {qid: add_typos(text) if typos else text for qid, text in loaded.queries.items()}
         # A collection's queries are all run: the server's guards against hostile input are
         # not judgements on a benchmark. Queries over the query limit get it raised, and are
         # counted; a query's embedding is waited for however busy the machine is (a search
@@ -353,8 +372,6 @@ def run_eval(
                 report.unanswered[name] = [q for q, g in answers.items() if not g.cites_fact]
         provider.save()
         return report
-    finally:
-        drop()
 
 
 def _run_arms(
