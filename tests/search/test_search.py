@@ -422,6 +422,30 @@ def test_questions_are_flagged(database: Database, cx: Context) -> None:
     assert not run(database, cx, "staging keys").is_question
 
 
+def test_a_question_weighs_meaning_more_under_a_real_model(database: Database, cx: Context) -> None:
+    class NamedOnnx(FakeProvider):  # the weights follow the provider's name, as configured
+        name = "onnx"
+
+    page = commands.create_page(cx, "Residuals")
+    commands.add_node(cx, page.id, "A residual plot shows the errors of a regression model")
+    index(database, cx)
+    onnx = NamedOnnx()
+    embed(database, cx, onnx)
+    asked = run(database, cx, "how do you know if a residual plot is good", provider=onnx)
+    claim = run(database, cx, "residual plots show the errors of regression models", provider=onnx)
+    lookup = run(database, cx, "residual plot", provider=onnx)
+    assert asked.legs["vector"].weight == 1.0
+    assert claim.legs["vector"].weight == lookup.legs["vector"].weight == 0.5
+    assert parse_query("how do you know if a residual plot is good").asks
+    assert not parse_query("residual plots show the errors of regression models").asks
+    assert parse_query("residual plots show the errors of regression models").is_question
+    # Trigram vectors know only spelling: a question does not make them count.
+    assert (
+        run(database, cx, "how do you know if a residual plot is good?").legs["vector"].weight
+        == 0.01
+    )
+
+
 class SlowProvider(FakeProvider):
     def embed(self, texts: Sequence[str]) -> EmbedResult:
         time.sleep(2)

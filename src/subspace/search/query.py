@@ -73,16 +73,20 @@ class ParsedQuery:
         return [alt for clause in self.clauses for alt in clause.alternatives]
 
     @property
-    def is_question(self) -> bool:
-        """True when the query reads like a question rather than a lookup."""
+    def asks(self) -> bool:
+        """True when the query is put as a question: it ends with "?", or starts with a
+        question word ("how do you know if a residual plot is good")."""
         if not self.words:
             return False
         if self.text.rstrip().endswith("?") and len(self.words) >= 2:
             return True
         first = self.words[0].lower().strip("¿¡")
-        if first in _QUESTION_WORDS and len(self.words) >= QUESTION_MIN_WORDS:
-            return True
-        return len(self.words) >= LONG_QUERY_WORDS
+        return first in _QUESTION_WORDS and len(self.words) >= QUESTION_MIN_WORDS
+
+    @property
+    def is_question(self) -> bool:
+        """True when the query reads like a question or prose rather than a lookup."""
+        return self.asks or len(self.words) >= LONG_QUERY_WORDS
 
 
 def parse_query(text: str) -> ParsedQuery:

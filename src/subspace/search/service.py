@@ -54,6 +54,12 @@ from subspace.text import is_clean
 # nDCG@10; 0.7160 at 0.7, the best before a repeated query word counted as often as it
 # appears); OpenAI's model, not measured here, and the same MiniLM on onnxruntime take the same.
 DEFAULT_VECTOR_WEIGHTS = {"fake": 0.01, "local": 0.5, "onnx": 0.5, "openai": 0.5}
+# The vector leg's weight for a query put as a question ("how do you know if a residual plot
+# is good"), under a real model: a question is worded as its answer is not, and meaning finds
+# what its words miss. No one weight serves both kinds (docs/benchmarks.md, "Defaults over
+# every collection"): MLQuestions' questions want 1.0 or more, SciFact's claims lose 0.0055
+# nDCG@10 at 0.7, the product set 0.024 at 1.0.
+QUESTION_VECTOR_WEIGHTS = {"local": 1.0, "onnx": 1.0, "openai": 1.0}
 LEGS = ("lexical", "vector")  # priority order: the lexical leg wins a complete tie
 MIN_WINDOW = 100  # candidates per leg, source and knowledge base for the first 33 rows
 MAX_WINDOW = 1_000
@@ -62,8 +68,16 @@ MAX_TAG_NAME_CHARS = 100  # as create_tag allows
 MAX_NAME_CHARS = 200  # kinds, operators, explain targets: names and refs, never prose
 
 
-def default_weights(provider: EmbeddingProvider | None) -> dict[str, float]:
-    vector = DEFAULT_VECTOR_WEIGHTS.get(provider.name, 1.0) if provider is not None else 1.0
+def default_weights(
+    provider: EmbeddingProvider | None, parsed: ParsedQuery | None = None
+) -> dict[str, float]:
+    """Each leg's weight in the fusion: the provider's, and its question weight for a query
+    that asks."""
+    if provider is None:
+        return {"lexical": 1.0, "vector": 1.0}
+    vector = DEFAULT_VECTOR_WEIGHTS.get(provider.name, 1.0)
+    if parsed is not None and parsed.asks:
+        vector = QUESTION_VECTOR_WEIGHTS.get(provider.name, vector)
     return {"lexical": 1.0, "vector": vector}
 
 
@@ -336,7 +350,7 @@ def plan_legs(
         mode=request.mode,
         window=base_cap(window, len(scope.kb_ids)),
         walk=BASES_SHARE * window,
-        weights=default_weights(searcher.provider) | (request.weights or {}),
+        weights=default_weights(searcher.provider, parsed) | (request.weights or {}),
         ranker=request.ranker or cx.settings.lexical_ranker,
         typos=request.typos,
         provider=searcher.provider,
