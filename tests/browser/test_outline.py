@@ -416,3 +416,84 @@ def test_a_refused_text_stays_marked_until_it_saves(page: Page, live: LiveServer
     _saved(page)
     expect(bullet).to_have_class("bullet")
     assert _node(live, a).text == "short again"
+
+
+def test_a_page_of_ten_thousand_bullets_edits_folds_and_saves_like_a_small_one(
+    page: Page, live: LiveServer
+) -> None:
+    from subspace.ingest.outline import OutlineItem
+
+    cx = live.database.default_context(live.settings)
+    releases = [
+        OutlineItem(f"Release {r}", [OutlineItem(f"Fix {r}.{n}") for n in range(19)])
+        for r in range(500)
+    ]
+    made = commands.create_page_from_outline(cx, "Changelog", releases)  # 10,000 bullets
+    with live.database.pool.connection() as conn:
+        row = conn.execute(
+            "select id, parent_id from kb.nodes where page_id = %s and text = 'Fix 420.7'",
+            (made.id,),
+        ).fetchone()
+    deep, release = row["id"], row["parent_id"]
+    # Reached from a search hit deep inside it: built, shown, focused.
+    page.goto(f"/p/{made.id}#{deep}")
+    target = page.locator(f"[id='{deep}']")
+    expect(target.locator(".bullet-text")).to_be_focused()
+    expect(target).to_be_in_viewport()
+    page.keyboard.press("End")
+    page.keyboard.type(" (again)")
+    page.keyboard.press("Enter")  # a new bullet right after it, among its siblings
+    page.keyboard.type("Fix 420.7b")
+    page.locator(f"[id='{release}'] > .bullet-row .bullet-toggle").click()  # folds release 420
+    expect(target).to_be_hidden()
+    _saved(page)
+    tree = _tree(live, str(made.id))
+    assert len(tree) == 500
+    assert [text for text, _ in tree[420][1][6:9]] == [
+        "Fix 420.6",
+        "Fix 420.7 (again)",
+        "Fix 420.7b",
+    ]
+    # The last bullet is there too, and the keyboard reaches it from the one before.
+    last = page.locator(TEXTS).last
+    expect(last).to_have_value("Fix 499.18")
+    page.locator(TEXTS).nth(-2).focus()
+    page.keyboard.press("ArrowDown")
+    expect(last).to_be_focused()
+
+
+def test_a_big_page_is_built_a_screen_first_and_whole_when_the_tree_is_needed(
+    page: Page, live: LiveServer
+) -> None:
+    # The outline alone, in the app's page: 10,000 bullets as the API sends them.
+    built = page.evaluate(
+        """async () => {
+          const { Outline } = await import("/static/js/outline.js");
+          const queue = { pendingText: 0, report() {}, push() {} };
+          const nodes = Array.from({ length: 500 }, (_, r) => ({
+            id: `r${r}`, text: `Release ${r}`, props: {},
+            children: Array.from({ length: 19 }, (_, n) => ({
+              id: `r${r}n${n}`, text: `Fix ${r}.${n}`, props: {}, children: [] })) }));
+          const count = (o) => o.el.querySelectorAll("li.bullet").length;
+          const seen = {};
+          let outline = new Outline({ pageId: "big", nodes, queue });
+          seen.first = count(outline);
+          seen.deep = outline.byId.get("r420n7")?.text;  // an id asked: all of it built
+          seen.afterId = count(outline);
+          outline = new Outline({ pageId: "big2", nodes, queue });
+          seen.shown = outline.visible().length;  // moving between bullets sees the whole page
+          outline = new Outline({ pageId: "big3", nodes, queue });
+          await new Promise((done) => setTimeout(done, 0));
+          seen.oneSlice = count(outline);
+          await new Promise((done) => {
+            const wait = () => (outline.unbuilt.length ? setTimeout(wait, 10) : done());
+            wait();
+          });
+          seen.later = count(outline);
+          return seen;
+        }"""
+    )
+    assert 0 < built["first"] < 1000  # the first screen, not the page
+    assert built["deep"] == "Fix 420.7"
+    assert built["afterId"] == built["shown"] == built["later"] == 10_000
+    assert built["first"] < built["oneSlice"] < 10_000  # the rest a slice per task

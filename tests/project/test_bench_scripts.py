@@ -64,6 +64,11 @@ RUNS: dict[str, Smoke] = {
     "beir_collections": Smoke(
         "check {dataset}", prints=(rf"^\w+: 60 documents, {QUERIES} queries, \d+ judgements",)
     ),
+    "big_pages": Smoke(
+        "--bullets 100 --keys 2 --json",
+        json=lambda r: len(r) == 1 and r[0]["bullets"] == 84 and r[0]["interactive_ms"] > 0,
+        chromium=True,
+    ),
     "bm25s_arms": Smoke(
         "{dataset} --json",
         json=lambda r: (

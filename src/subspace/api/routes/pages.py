@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, Depends
-from pydantic import ConfigDict
+from fastapi import APIRouter, Depends, Response
+from pydantic import ConfigDict, TypeAdapter
 
 from subspace import commands
 from subspace.api.auth import require_context
@@ -19,6 +19,9 @@ from subspace.models import Page, PageSummary
 
 router = APIRouter(prefix="/api/pages", tags=["pages"], responses=error_responses(*BY_ID))
 CX = Annotated[Context, Depends(require_context)]
+# A page is written as JSON straight from its dataclasses: FastAPI would validate every bullet
+# again on the way out, 0.3-0.4 s of a 10,000-bullet page's 0.6 s (bench/outline.py).
+PAGE_JSON = TypeAdapter(Page)
 
 
 class PageIn(RequestBody):
@@ -61,11 +64,12 @@ def create_page(body: PageIn, cx: CX) -> PageSummary:
     return commands.create_page(cx, body.title, kb_id=body.kb_id)
 
 
-@router.get("/{page_id}")
-def get_page(page_id: UUID, cx: CX) -> Page:
+@router.get("/{page_id}", response_model=Page)
+def get_page(page_id: UUID, cx: CX) -> Response:
     """The page with its bullets nested under `nodes`."""
     with cx.transaction() as conn:
-        return queries.get_page_tree(conn, cx.actor.workspace_id, page_id)
+        page = queries.get_page_tree(conn, cx.actor.workspace_id, page_id)
+    return Response(PAGE_JSON.dump_json(page), media_type="application/json")
 
 
 @router.patch("/{page_id}")

@@ -9,6 +9,14 @@ import { navigate } from "./router.js";
 
 const TYPING_PAUSE_MS = 400; // a text edit is saved once typing stops this long
 const FLASH_MS = 2500; // how long a bullet opened by its link stays highlighted
+// Where the browser grows a field to its text itself (CSS field-sizing), nothing is measured
+// in script: measuring each field of a 10,000-bullet page forced a layout per field.
+const SIZED_BY_CSS = globalThis.CSS?.supports?.("field-sizing", "content") ?? false;
+// A big page is built a slice at a time: the first screen at once, then the rest between
+// keystrokes, so a page of 10,000 bullets answers as soon as its top is drawn.
+const FIRST_BULLETS = 200; // built before the page is shown: more than a screen holds
+const SLICE_BULLETS = 500; // built per task after that
+const TREE_KEYS = new Set(["Enter", "Tab", "Backspace", "ArrowUp", "ArrowDown"]);
 
 let nextKey = 0;
 
@@ -25,17 +33,50 @@ export class Outline {
     this.queue = queue;
     this.readOnly = readOnly;
     this.root = { id: null, children: [], parent: null, isRoot: true };
-    this.byId = new Map();
+    this.ids = new Map(); // id → bullet, of the bullets built so far (see byId)
     this.timers = new Map(); // node → pending text save
     this.collapsed = new Set(loadCollapsed(pageId));
     this.el = h("ul", { class: "outline", "aria-label": "Bullets" });
     this.root.childrenEl = this.el;
-    for (const data of nodes) this.adopt(this.root, data, null);
+    // The bullets not built yet, each with its parent, in reading order from the end.
+    this.unbuilt = [...nodes].reverse().map((data) => [this.root, data]);
+    this.grow(FIRST_BULLETS);
+    this.growLater();
     if (!this.root.children.length) this.insert(this.placeholder(), this.root, 0);
     this.el.addEventListener("keydown", (event) => this.onKeydown(event));
   }
 
   // ---- the model ------------------------------------------------------------------------
+
+  /** Every bullet by id. Asking builds what is left of the page first: an id may be deep. */
+  get byId() {
+    this.complete();
+    return this.ids;
+  }
+
+  /** Build up to `count` more bullets, in reading order. */
+  grow(count) {
+    for (let left = count; left > 0 && this.unbuilt.length; left -= 1) {
+      const [parent, data] = this.unbuilt.pop();
+      const node = this.makeNode(data);
+      this.insert(node, parent, parent.children.length);
+      for (const child of [...(data.children || [])].reverse()) this.unbuilt.push([node, child]);
+    }
+  }
+
+  growLater() {
+    if (!this.unbuilt.length) return;
+    this.growTimer = setTimeout(() => {
+      this.grow(SLICE_BULLETS);
+      this.growLater();
+    }, 0);
+  }
+
+  /** Build the rest of the page now: before anything that reads or changes its whole tree. */
+  complete() {
+    clearTimeout(this.growTimer);
+    this.grow(Infinity);
+  }
 
   adopt(parent, data, index) {
     const node = this.makeNode(data);
@@ -64,7 +105,7 @@ export class Outline {
       textQueued: false,
     };
     this.build(node);
-    if (node.id) this.byId.set(node.id, node);
+    if (node.id) this.ids.set(node.id, node);
     return node;
   }
 
@@ -100,7 +141,7 @@ export class Outline {
     node.childrenEl = h("ul", { class: "outline-children" });
     // An answer's sources, from its props (never from its text, which stays plain text).
     const refs = Array.isArray(node.props.refs) ? node.props.refs : [];
-    const citations = citationLinks(refs, { pageId: this.pageId, isLocal: (id) => this.byId.has(id) }, navigate);
+    const citations = citationLinks(refs, { pageId: this.pageId, isLocal: (id) => this.ids.has(id) }, navigate);
     node.runEl = h("div", { class: "run-status", hidden: true });
     node.el = h("li", { class: Array.isArray(node.props.refs) ? "bullet is-answer" : "bullet" },
       h("div", { class: "bullet-row" }, node.toggle, h("span", { class: "bullet-dot", "aria-hidden": "true" }),
@@ -122,7 +163,7 @@ export class Outline {
     if (show) append(clear(node.view), renderMarkdown(node.text));
     node.view.hidden = !show;
     node.input.classList.toggle("is-behind", show);
-    if (!show) requestAnimationFrame(() => fit(node.input));
+    if (!show && !SIZED_BY_CSS) requestAnimationFrame(() => fit(node.input));
   }
 
   /** Bring a bullet's classes, ids and buttons in line with its state. */
@@ -153,7 +194,7 @@ export class Outline {
     parent.children.splice(index, 0, node);
     parent.childrenEl.insertBefore(node.el, parent.childrenEl.children[index] || null);
     if (!parent.isRoot) this.paint(parent);
-    requestAnimationFrame(() => fit(node.input));
+    if (!SIZED_BY_CSS) requestAnimationFrame(() => fit(node.input));
   }
 
   detach(node) {
@@ -170,6 +211,7 @@ export class Outline {
 
   /** The bullets shown, in reading order (children of collapsed bullets left out). */
   visible() {
+    this.complete();
     const out = [];
     const walk = (list) => {
       for (const node of list) {
@@ -267,6 +309,7 @@ export class Outline {
   }
 
   create(node) {
+    this.complete(); // a position counts the siblings after it too
     this.flushAll();
     node.created = true;
     const position = this.index(node);
@@ -286,7 +329,7 @@ export class Outline {
         if (node.props.memory) body.props = { memory: true };
         const out = await post("/api/nodes", body);
         node.id = out.id;
-        this.byId.set(node.id, node);
+        this.ids.set(node.id, node);
         node.el.classList.remove("is-unsaved");
         node.input.title = "";
         this.paint(node);
@@ -298,6 +341,7 @@ export class Outline {
   }
 
   structural(node, kind, call) {
+    this.complete();
     this.flushAll();
     if (!node.created) this.create(node);
     this.queue.push({
@@ -375,7 +419,7 @@ export class Outline {
     }
     this.flushAll();
     this.detach(node);
-    if (node.id) this.byId.delete(node.id);
+    if (node.id) this.ids.delete(node.id);
     this.focus(next, shown[at - 1] ? next.text.length : 0);
     if (!node.created) return;
     this.queue.push({
@@ -423,6 +467,9 @@ export class Outline {
       return;
     }
     if (!onText) return;
+    // A key that moves between bullets or changes the tree sees the whole page: what is not
+    // built yet is built first (once; it takes a moment on a page of tens of thousands).
+    if (TREE_KEYS.has(key) || event.altKey || event.ctrlKey || event.metaKey) this.complete();
     const ro = this.readOnly;
     if (event.altKey && (key === "ArrowUp" || key === "ArrowDown")) {
       event.preventDefault();
@@ -478,6 +525,7 @@ export class Outline {
 
   /** Every bullet whose text is a /rag command, in reading order. */
   commands() {
+    this.complete();
     const out = [];
     const walk = (list) => list.forEach((node) => {
       if (node.id && parseCommand(node.text)) out.push(node);
@@ -506,6 +554,7 @@ export class Outline {
 
   /** Fit every field under `list` to its text: all writes, then all reads, then all writes. */
   fitAll(list = this.root.children) {
+    if (SIZED_BY_CSS) return;
     const all = [];
     const walk = (nodes) => nodes.forEach((n) => { all.push(n); walk(n.children); });
     walk(list);
@@ -517,6 +566,7 @@ export class Outline {
 
 /** Grow a bullet's field to its text: bullets are read, not scrolled. */
 function fit(input) {
+  if (SIZED_BY_CSS) return;
   input.style.height = "auto";
   // a field inside a folded bullet has no layout: it keeps its one row until unfolded
   input.style.height = input.scrollHeight ? `${input.scrollHeight}px` : "";

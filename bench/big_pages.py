@@ -1,0 +1,176 @@
+"""Big pages in the web app: time to open one until a typed key shows, and keystroke to paint.
+
+Starts a fresh embedded Postgres with one page per size in --bullets (each a changelog's
+shape: a heading bullet per release, with twenty one-line entries under it), the whole app on
+a real uvicorn, and headless Chromium signed in with a key. For each page, in the page's own
+clock from the start of its navigation:
+
+- first bullet: the first frame painted with a bullet in it;
+- interactive: a key typed into the first bullet as soon as it is on screen, shown in it
+  (the paint after its input event): what a person waits for before the page answers;
+- keystroke to paint: for --keys keys typed into a bullet half way down the page (scrolled to,
+  as a search hit is), the time from each key's event to the next paint, median and worst.
+
+    python bench/big_pages.py [--bullets 1000 10000 50000] [--keys 20] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from playwright.sync_api import Page, sync_playwright
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.palette import free_port
+from subspace import commands
+from subspace.api import create_app
+from subspace.config import Settings
+from subspace.database import open_database
+from subspace.ingest.outline import OutlineItem
+from subspace.keys import create_key
+
+ENTRIES = 20  # one-line entries under each release heading
+OPEN_TIMEOUT_MS = 600_000  # a page that takes minutes is measured, not given up on
+
+# In the page's clock: each key's event time and the paint that followed its input.
+PROBE = """
+window.__keys = [];
+document.addEventListener("input", (event) => {
+  const typed = performance.now();
+  const since = window.__keyAt ?? typed;
+  requestAnimationFrame(() => setTimeout(() => {
+    window.__keys.push({ at: since, painted: performance.now(), value: event.target.value });
+  }, 0));
+}, true);
+document.addEventListener("keydown", (event) => { window.__keyAt = event.timeStamp; }, true);
+window.__first = null;
+(function look() {
+  if (!document.querySelector(".bullet-text")) return requestAnimationFrame(look);
+  requestAnimationFrame(() => setTimeout(() => { window.__first = performance.now(); }, 0));
+})();
+"""
+
+
+def changelog(bullets: int) -> list[OutlineItem]:
+    """About `bullets` bullets: release headings with ENTRIES entries each."""
+    items = []
+    for release in range(max(1, bullets // (ENTRIES + 1))):
+        entries = [
+            OutlineItem(f"Fix {n} in release {release}: the parser reads line {n * 7} again.")
+            for n in range(ENTRIES)
+        ]
+        items.append(OutlineItem(f"Release 1.{release}.0", entries))
+    return items
+
+
+def bullet_count(bullets: int) -> int:
+    """How many bullets changelog(bullets) makes."""
+    return max(1, bullets // (ENTRIES + 1)) * (ENTRIES + 1)
+
+
+def open_page(page: Page, url: str) -> dict[str, float]:
+    """Open `url` and type a key into its first bullet as soon as it shows."""
+    page.add_init_script(PROBE)
+    page.goto(url, wait_until="commit")
+    first = page.locator(".bullet-text").first
+    first.wait_for(state="visible", timeout=OPEN_TIMEOUT_MS)
+    first.press("End", timeout=OPEN_TIMEOUT_MS)
+    first.press("x", timeout=OPEN_TIMEOUT_MS)
+    page.wait_for_function("window.__keys.length > 0", timeout=OPEN_TIMEOUT_MS)
+    shown, painted = page.evaluate("[window.__first, window.__keys[0].painted]")
+    return {"first_bullet_ms": shown, "interactive_ms": painted}
+
+
+def type_deep(page: Page, keys: int) -> list[float]:
+    """Type `keys` keys into the bullet half way down the page; each key's ms to paint."""
+    page.evaluate("window.__keys = []")
+    deep = page.locator(".bullet-text").nth(page.locator(".bullet-text").count() // 2)
+    deep.scroll_into_view_if_needed(timeout=OPEN_TIMEOUT_MS)
+    deep.click(timeout=OPEN_TIMEOUT_MS)
+    for _ in range(keys):
+        page.keyboard.press("y")
+        page.wait_for_timeout(50)  # a fast typist's pace
+    page.wait_for_function(f"window.__keys.length >= {keys}", timeout=OPEN_TIMEOUT_MS)
+    return [k["painted"] - k["at"] for k in page.evaluate("window.__keys")]
+
+
+def measure(sizes: list[int], keys: int) -> list[dict[str, Any]]:
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        sys.exit("Chromium is missing: run `apt-get install -y chromium`.")
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        settings = Settings(home=Path(tmp) / "home", providers="fake", index_sweep_s=0)
+        db = open_database(settings)
+        try:
+            cx = db.default_context(settings)
+            pages = {n: commands.create_page_from_outline(cx, f"Changelog {n:,}", changelog(n))
+                     for n in sizes}  # fmt: skip
+            with db.pool.connection() as conn:
+                _, token = create_key(conn, cx.actor, "bench")
+            port = free_port()
+            server = uvicorn.Server(uvicorn.Config(create_app(settings, db), host="127.0.0.1",
+                                                   port=port, log_level="warning"))  # fmt: skip
+            thread = threading.Thread(target=server.run, daemon=True)
+            thread.start()
+            while not server.started:
+                time.sleep(0.02)
+            with sync_playwright() as playwright:
+                browser = playwright.chromium.launch(
+                    executable_path=chromium, args=["--no-sandbox", "--disable-gpu"]
+                )
+                context = browser.new_context(base_url=f"http://127.0.0.1:{port}")
+                signin = context.new_page()
+                signin.goto("/signin")
+                signin.fill("#signin-code", token)
+                signin.click("button[type=submit]")
+                signin.wait_for_selector("#page-list")
+                signin.close()
+                for n, created in pages.items():
+                    page = context.new_page()
+                    opened = open_page(page, f"/p/{created.id}")
+                    painted = type_deep(page, keys)
+                    results.append({
+                        "bullets": bullet_count(n), **opened,
+                        "key_to_paint_p50_ms": statistics.median(painted),
+                        "key_to_paint_max_ms": max(painted),
+                    })  # fmt: skip
+                    page.close()
+                browser.close()
+            server.should_exit = True
+            thread.join(timeout=10)
+        finally:
+            db.close()
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--bullets", type=int, nargs="+", default=[1_000, 10_000, 50_000])
+    parser.add_argument("--keys", type=int, default=20)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    results = measure(args.bullets, args.keys)
+    if args.json:
+        print(json.dumps(results))
+        return
+    for r in results:
+        print(f"{r['bullets']:>7,} bullets: first bullet {r['first_bullet_ms']:,.0f} ms, "
+              f"interactive {r['interactive_ms']:,.0f} ms, keystroke to paint "
+              f"p50 {r['key_to_paint_p50_ms']:,.1f} ms, "
+              f"worst {r['key_to_paint_max_ms']:,.1f} ms")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
