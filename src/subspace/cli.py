@@ -17,14 +17,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from subspace import commands
 from subspace.answers.strategy_names import NAMES as STRATEGY_NAMES
 from subspace.answers.strategy_names import RAG
 from subspace.config import Settings
-from subspace.context import Context
-from subspace.database import Database, open_database
 from subspace.errors import SubspaceError
-from subspace.providers.base import EmbeddingProvider, ProviderError
 from subspace.search.options import (
     ANSWERS,
     DEFAULT_GREP_LIMIT,
@@ -36,8 +32,13 @@ from subspace.search.options import (
     RANKERS,
 )
 
-if TYPE_CHECKING:  # the importer pulls in every extractor; only `import` needs it
+# What only some commands use is imported by them: `subspace --help` and a search do not
+# pay for the database driver, numpy or the importer's extractors at start.
+if TYPE_CHECKING:
+    from subspace.context import Context
+    from subspace.database import Database
     from subspace.ingest.importer import ImportReport
+    from subspace.providers.base import EmbeddingProvider
     from subspace.search.filters import TagFilter
     from subspace.search.request import SearchResponse
 
@@ -88,6 +89,8 @@ def _database(
             "serve` prints it as it starts), run the command from the folder that holds "
             "`.subspace`, or run `subspace serve` here to make a new home."
         )
+    from subspace.database import open_database
+
     try:
         db = open_database(settings, pool_size=pool_size)
     except SubspaceError as exc:
@@ -100,11 +103,12 @@ def _database(
         db.close()
 
 
-def _provider(settings: Settings) -> EmbeddingProvider:
+def _provider(settings: Settings, *, one_shot: bool = False) -> EmbeddingProvider:
+    from subspace.providers.base import ProviderError
     from subspace.providers.registry import create_provider
 
     try:
-        return create_provider(settings)
+        return create_provider(settings, one_shot=one_shot)
     except (SubspaceError, ProviderError) as exc:
         raise click.ClickException(str(exc)) from None
 
@@ -295,7 +299,7 @@ def search_command(
 
     filters = [_tag_filter(name, op, value) for name, op, value in tags]
     settings = _settings()
-    provider = _provider(settings) if mode != "lexical" else None
+    provider = _provider(settings, one_shot=True) if mode != "lexical" else None
     with _database(settings) as db:
         cx = db.default_context(settings)
         kb_ids = [_kb_id(cx, name) for name in kb_names] or None
@@ -587,6 +591,8 @@ def _tag_filter(name: str, op: str, value: str) -> TagFilter:
 
 
 def _kb_id(cx: Any, name: str) -> UUID:
+    from subspace import commands
+
     found = commands.find_knowledge_base(cx, name)
     if found is None:
         raise click.ClickException(
@@ -744,6 +750,7 @@ def eval_command(dataset_dir: Path, provider_name: str | None, typos: bool, swee
     find nothing does, over every kind, as the palette searches)."""
     from subspace.evaluation.answers import ANSWER_LABELS, ANSWER_METRICS
     from subspace.evaluation.runner import METRIC_LABELS, CachingProvider, read_dataset, run_eval
+    from subspace.providers.base import ProviderError
     from subspace.providers.registry import create_provider
 
     settings = _settings()

