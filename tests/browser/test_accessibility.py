@@ -82,6 +82,7 @@ def test_every_view_passes_axe(browser: Browser, live: LiveServer, scheme: str, 
         expect(tab.locator("#palette-list [role=option]").first).to_be_visible()
         found["palette"] = _violations(tab)
         tab.click(".palette-explain-toggle")
+        tab.click(".explain-numbers-toggle")
         expect(tab.locator(".palette-explain .explain-grid")).to_be_visible()
         found["explain"] = _violations(tab)
     finally:

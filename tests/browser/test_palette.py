@@ -208,6 +208,15 @@ def test_a_typo_is_corrected_and_the_explain_toggle_shows_both_legs(
     page.click(".palette-explain-toggle")
     panel = page.locator("#palette-explain")
     expect(panel).to_be_visible()
+    # First, in words: found by its (corrected) word; the numbers wait behind a button.
+    expect(panel.locator(".explain-why li")).to_have_count(1)
+    expect(panel.locator(".explain-reason")).to_have_text(
+        re.compile(
+            r"^Found by its words: 1st, for “biomaterials”(; by meaning: \d+(st|nd|rd|th))?\.$"
+        )
+    )
+    expect(panel.locator(".explain-lexical")).to_be_hidden()
+    page.click(".explain-numbers-toggle")
     expect(panel.locator(".explain-lexical li")).to_have_count(1)
     expect(panel.locator(".explain-lexical li")).to_contain_text("#1 biomaterials for implants")
     expect(panel.locator(".explain-lexical li")).to_contain_text("fused 0.0")

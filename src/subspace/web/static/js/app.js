@@ -24,10 +24,12 @@ function showKeys() {
   if (document.querySelector("dialog.modal")) return;
   openModal({
     title: "Keyboard shortcuts",
-    body: KEYS.map(([where, keys]) => h("section", {}, h("h3", { class: "muted" }, where),
-      h("table", { class: "keys-table" }, h("tbody", {}, keys.map(([key, what]) =>
-        h("tr", {}, h("th", { scope: "row" }, ...key.split("  ").flatMap((k, i) => [i ? " " : null, h("kbd", {}, k)])),
-          h("td", {}, what))))))),
+    // One table, a group per place, so that the keys and what they do line up throughout.
+    body: [h("table", { class: "keys-table" }, KEYS.map(([where, keys]) => h("tbody", {},
+      h("tr", {}, h("th", { scope: "colgroup", colspan: "2", class: "keys-where" }, where)),
+      keys.map(([key, what]) => h("tr", {},
+        h("th", { scope: "row" }, ...key.split("  ").flatMap((k, i) => [i ? " " : null, h("kbd", {}, k)])),
+        h("td", {}, what))))))],
     actions: (close) => [h("button", { type: "button", class: "primary", onclick: () => close(null) }, "Close")],
   });
 }

@@ -1,6 +1,9 @@
 // Building the page: every piece of text goes in through textContent, never as HTML, so
 // whatever a bullet, a file name or a mail subject holds is shown as text and runs nothing.
 
+/** Whether the screen is mostly touched (a phone, a tablet): texts then speak of taps, not keys. */
+export const TOUCH = window.matchMedia("(hover: none) and (pointer: coarse)").matches;
+
 /** The modifier key shortcuts name: ⌘ on Apple devices, Ctrl elsewhere. */
 export const MOD = /Mac|iPhone|iPad/.test(navigator.platform || navigator.userAgent) ? "⌘" : "Ctrl";
 

@@ -4,7 +4,7 @@
 import { ask, remember } from "./answers.js";
 import { post } from "./api.js";
 import { keepFocusIn } from "./dialog.js";
-import { clear, h, highlighted } from "./dom.js";
+import { append, clear, h, highlighted, TOUCH } from "./dom.js";
 import { navigate } from "./router.js";
 import { emit, state } from "./state.js";
 
@@ -55,7 +55,9 @@ function build(returnFocus) {
   }, "Explain");
   // The explanation opens beside the list (below it on a narrow screen): the list stays usable.
   const dialog = h("div", { class: "palette", role: "dialog", "aria-modal": "true", "aria-label": "Search" },
-    h("div", { class: "palette-head" }, input),
+    h("div", { class: "palette-head" }, input,
+      // For a touch screen; the keyboard has Esc, and Tab goes from the input to the filters.
+      h("button", { type: "button", class: "quiet palette-close", tabindex: "-1", onclick: () => close() }, "Close")),
     h("div", { class: "palette-filters" }, chips, explainToggle),
     notices, h("div", { class: "palette-body" }, list, explainPanel),
     h("p", { class: "palette-keys muted" }, "↑ ↓ to move · Enter to open · ⇧Enter to ask a question · Esc to close"));
@@ -255,7 +257,8 @@ function drawResults(response, query) {
   if (!elements.length) elements.push(noMatches(response, query, corrected));
   // A question gets an answer as well as hits: the Ask row, first, files "/rag <question>". The
   // highlight stays on the best hit, so Enter opens it and ⇧Enter asks.
-  p.askable = Boolean(query) && (response.is_question || query.endsWith("?"));
+  // On a touch screen, with no ⇧Enter to press, any query can be asked by tapping the row.
+  p.askable = Boolean(query) && (TOUCH || response.is_question || query.endsWith("?"));
   if (p.askable) {
     const el = h("li", { role: "option", "aria-selected": "false", class: "palette-row palette-ask" },
       h("span", { class: "badge badge-ask" }, "Ask /rag"),
@@ -287,7 +290,7 @@ function noMatches(response, query, corrected) {
   const tips = [];
   if (palette.kinds.size || palette.kbs.size || palette.answersOnly) tips.push("remove a filter");
   tips.push("try fewer or other words");
-  if (query) tips.push("ask it as a question with ⇧ Enter");
+  if (query) tips.push(TOUCH ? "tap Ask to ask it as a question" : "ask it as a question with ⇧ Enter");
   return h("li", { class: "palette-empty palette-nomatch", role: "presentation" },
     h("span", { class: "nomatch-mark", "aria-hidden": "true" }, "∅"),
     h("span", {}, h("strong", {}, emptyLine(response, query, corrected)),
@@ -536,19 +539,37 @@ function label(row) {
   return row.type === "node" || row.type === "mem" ? row.passage : row.title || row.passage;
 }
 
-/** The keyword list, the meaning list and the fused list side by side, with ranks and terms. */
+/**
+ * Why each row is shown, one sentence each ("Found by its words: 1st, for “crate”; by meaning:
+ * 12th; its title holds these words."), then behind a button the numbers: the keyword list, the
+ * meaning list and the fused list side by side, with ranks and terms.
+ */
 function drawExplain() {
   const p = palette;
   const response = p.response;
   p.explainPanel.hidden = !p.explain || !response;
   p.dialog.classList.toggle("palette-explaining", !p.explainPanel.hidden);
   if (p.explainPanel.hidden) return;
+  const why = h("ol", { class: "explain-why" }, ...response.rows.map((r) => h("li", {},
+    h("span", { class: "explain-label" }, label(r)), h("span", { class: "explain-reason" }, reason(r)))));
+  const numbers = h("div", { class: "explain-numbers", id: "explain-numbers", hidden: !p.explainNumbers });
+  const toggle = h("button", {
+    type: "button", class: "quiet explain-numbers-toggle", "aria-expanded": String(Boolean(p.explainNumbers)),
+    "aria-controls": "explain-numbers",
+    onclick: () => {
+      p.explainNumbers = !p.explainNumbers;
+      numbers.hidden = !p.explainNumbers;
+      toggle.setAttribute("aria-expanded", String(p.explainNumbers));
+    },
+  }, "The numbers behind it");
+  // A weight is shown only where it changes something: beside another leg, and not 1.
+  const legs = ["lexical", "vector"].filter((leg) => response.legs[leg] && !response.legs[leg].error);
   const columns = ["lexical", "vector"].map((leg) => {
     const report = response.legs[leg];
     const ranked = response.leg_rows?.[leg] || [];
     const status = !report ? "did not run in this mode"
       : report.error ? `did not run: ${report.error}`
-      : `${report.candidates} candidates, ${report.ms} ms, weight ${report.weight}${report.ranker ? `, ${report.ranker}` : ""}`;
+      : `${report.candidates} candidates, ${report.ms} ms${legs.length > 1 && report.weight !== 1 ? `, weight ${report.weight}` : ""}${report.ranker ? `, ${report.ranker}` : ""}`;
     return h("section", { class: `explain-col explain-${leg}` },
       h("h3", {}, `${LEG_NAMES[leg]} (${leg})`), h("p", { class: "muted" }, status),
       h("ol", {}, ...ranked.map((r) => h("li", {},
@@ -569,8 +590,42 @@ function drawExplain() {
   // Each step of the search, timed (search/steps.py), in the order it ran.
   const steps = Object.entries(response.steps || {})
     .map(([step, ms]) => `${step} ${ms.toFixed(1)}`).join(" · ");
-  clear(p.explainPanel).append(
+  append(numbers, [
     h("p", { class: "muted" }, "Each leg's own first rows, and the fused list the palette shows."),
-    ...(steps ? [h("p", { class: "muted explain-steps" }, `Steps (ms): ${steps}.`)] : []),
-    h("div", { class: "explain-grid" }, ...columns, fused));
+    steps ? h("p", { class: "muted explain-steps" }, `Steps (ms): ${steps}.`) : null,
+    h("div", { class: "explain-grid" }, ...columns, fused)]);
+  clear(p.explainPanel).append(h("h3", { class: "explain-head" }, "Why these results"), why, toggle, numbers);
+}
+
+/** One row's reason to be here, in words. */
+function reason(row) {
+  const parts = [];
+  const words = matchedWords(row.passage, row.highlights);
+  const inTitle = matchedWords(row.title, row.title_highlights);
+  const lexical = row.legs?.lexical;
+  const vector = row.legs?.vector;
+  if (lexical) {
+    const all = [...new Set([...inTitle, ...words])];
+    parts.push(`found by its words: ${ordinal(lexical.rank)}${all.length ? `, for ${all.map((w) => `“${w}”`).join(", ")}` : ""}`);
+  }
+  if (vector) parts.push(`${lexical ? "by meaning" : "found by meaning alone"}: ${ordinal(vector.rank)}`);
+  if (lexical && inTitle.length && words.every((w) => inTitle.includes(w))) {
+    parts.push(`its ${row.type === "mail" ? "subject" : "title"} holds ${inTitle.length > 1 ? "these words" : "the word"}`);
+  }
+  if (row.more_on_page) parts.push(`${row.more_on_page} more on the page`);
+  if (row.explain?.tie) parts.push(`tied with ${row.explain.tie.group_size - 1} other${row.explain.tie.group_size > 2 ? "s" : ""}`);
+  const text = parts.join("; ") || "listed by the filters alone";
+  return `${text[0].toUpperCase()}${text.slice(1)}.`;
+}
+
+/** The distinct words a text's highlights mark, lower-cased. */
+function matchedWords(text, highlights) {
+  const words = (highlights || []).map(([start, end]) => (text || "").slice(start, end).toLowerCase());
+  return [...new Set(words.filter(Boolean))];
+}
+
+function ordinal(n) {
+  const tens = n % 100;
+  const suffix = tens >= 11 && tens <= 13 ? "th" : { 1: "st", 2: "nd", 3: "rd" }[n % 10] || "th";
+  return `${n}${suffix}`;
 }

@@ -18,7 +18,9 @@ function fileRow(file) {
   return h("tr", { dataset: { fileId: file.id } },
     // A document's own title names it when it has one; its file name stays beneath.
     h("td", { class: "name-cell" }, h("a", { href: `/files/${file.id}`, "data-link": true, class: "file-name", title: file.title ? `${file.title} (${file.name})` : file.name }, file.title || file.name),
-      file.title ? h("div", { class: "muted file-source" }, file.source_path || file.name) : null),
+      file.title ? h("div", { class: "muted file-source" }, file.source_path || file.name) : null,
+      // On a phone the size and date columns give way to this line.
+      h("div", { class: "muted file-facts" }, `${formatSize(file.size)} · ${formatDate(file.created_at)}`)),
     h("td", { class: "muted type-cell", title: file.content_type || "" }, typeName(file.content_type)),
     h("td", { class: "num" }, formatSize(file.size)),
     h("td", {}, statusCell(file), file.enabled ? null : h("span", { class: "pill" }, "disabled"),

@@ -2,7 +2,7 @@
 // and, while it is empty, how to begin.
 
 import { get, post, query } from "../api.js";
-import { clear, formatDate, h, MOD, toast } from "../dom.js";
+import { clear, formatDate, h, MOD, toast, TOUCH } from "../dom.js";
 import { navigate } from "../router.js";
 import { emit, state } from "../state.js";
 
@@ -41,14 +41,20 @@ export async function render(container, _params, { signal }) {
     h("div", { class: "view-head" },
       h("h1", {}, kb ? kb.name : "Start"),
       h("button", { type: "button", class: "primary", id: "start-new-page", onclick: createPage }, "+ New page")),
-    h("p", { class: "hint muted" }, "Find anything with ", h("kbd", {}, `${MOD} K`),
-      ": pages, bullets, files and mail. Ask a question there with ", h("kbd", {}, "⇧ Enter"), ". ",
-      h("kbd", {}, "?"), " lists every key."),
+    TOUCH
+      ? h("p", { class: "hint muted" }, "Tap Search to find anything in pages, bullets, files and mail, "
+        + "or to ask a question and get an answer with its sources.")
+      : h("p", { class: "hint muted" }, "Find anything with ", h("kbd", {}, `${MOD} K`),
+        ": pages, bullets, files and mail. Ask a question there with ", h("kbd", {}, "⇧ Enter"), ". ",
+        h("kbd", {}, "?"), " lists every key."),
     h("ul", { class: "cards", "aria-label": "What this knowledge base holds" },
       stat(overview.pages, plural(overview.pages, "page", "pages")),
       stat(overview.files, plural(overview.files, "file", "files"), "/files"),
       stat(overview.mail, plural(overview.mail, "message", "messages"), "/mail"),
-      stat(overview.pending_embeddings, "waiting for embeddings")),
+      // Only while there is some: "3 items still being indexed for meaning".
+      overview.pending_embeddings
+        ? stat(overview.pending_embeddings, `${plural(overview.pending_embeddings, "item", "items")} still being indexed for meaning`)
+        : null),
     ...(overview.embedding_progress
       ? [h("p", { class: "muted", id: "embedding-progress", role: "status" },
         `Search by meaning is catching up: ${overview.embedding_progress}. Search by words finds everything already.`)]

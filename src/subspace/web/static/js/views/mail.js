@@ -61,7 +61,9 @@ export async function render(container, _params, { signal }) {
       h("thead", {}, h("tr", {}, ["From", "Subject", "Date"].map((t) => h("th", { scope: "col" }, t)))),
       h("tbody", {}, mail.map((m) => h("tr", { dataset: { mailId: m.id } },
         h("td", { class: "mail-from name-cell", title: m.sender }, m.sender),
-        h("td", { class: "name-cell" }, h("a", { href: `/mail/${m.id}`, "data-link": true, class: "mail-subject", title: m.subject || "" }, m.subject || "(no subject)")),
+        h("td", { class: "name-cell" }, h("a", { href: `/mail/${m.id}`, "data-link": true, class: "mail-subject", title: m.subject || "" }, m.subject || "(no subject)"),
+          // On a phone the sender's column gives way to this line.
+          h("div", { class: "muted mail-facts" }, m.sender)),
         h("td", { class: "muted" }, formatDate(m.sent_at)))))));
   }
   const reload = () => load().catch(() => {});
