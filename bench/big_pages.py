@@ -11,7 +11,11 @@ clock from the start of its navigation:
 - keystroke to paint: for --keys keys typed into a bullet half way down the page (scrolled to,
   as a search hit is), the time from each key's event to the next paint, median and worst.
 
-    python bench/big_pages.py [--bullets 1000 10000 50000] [--keys 20] [--json]
+And the sidebar with --pages pages (a fifth made in the app, the rest imported into twenty
+folders): from the start of the start view's navigation to the first frame with the page list
+in it, and keystroke to paint for a filter typed into it.
+
+    python bench/big_pages.py [--bullets 1000 10000 50000] [--keys 20] [--pages 5000] [--json]
 """
 
 from __future__ import annotations
@@ -55,11 +59,20 @@ document.addEventListener("input", (event) => {
 }, true);
 document.addEventListener("keydown", (event) => { window.__keyAt = event.timeStamp; }, true);
 window.__first = null;
+window.__list = null;
 (function look() {
   if (!document.querySelector(".bullet-text")) return requestAnimationFrame(look);
   requestAnimationFrame(() => setTimeout(() => { window.__first = performance.now(); }, 0));
 })();
+(function lookList() {
+  if (!document.querySelector("#page-list .page-row, #page-list .folder")) {
+    return requestAnimationFrame(lookList);
+  }
+  requestAnimationFrame(() => setTimeout(() => { window.__list = performance.now(); }, 0));
+})();
 """
+FOLDERS = 20  # folders the imported pages of the sidebar's measurement sit in
+FILTER = "page 1234"  # typed into the sidebar's filter, a key at a time
 
 
 def changelog(bullets: int) -> list[OutlineItem]:
@@ -87,7 +100,7 @@ def open_page(page: Page, url: str) -> dict[str, float]:
     first.wait_for(state="visible", timeout=OPEN_TIMEOUT_MS)
     first.press("End", timeout=OPEN_TIMEOUT_MS)
     first.press("x", timeout=OPEN_TIMEOUT_MS)
-    page.wait_for_function("window.__keys.length > 0", timeout=OPEN_TIMEOUT_MS)
+    page.wait_for_function("() => window.__keys.length > 0", timeout=OPEN_TIMEOUT_MS)
     shown, painted = page.evaluate("[window.__first, window.__keys[0].painted]")
     return {"first_bullet_ms": shown, "interactive_ms": painted}
 
@@ -101,11 +114,36 @@ def type_deep(page: Page, keys: int) -> list[float]:
     for _ in range(keys):
         page.keyboard.press("y")
         page.wait_for_timeout(50)  # a fast typist's pace
-    page.wait_for_function(f"window.__keys.length >= {keys}", timeout=OPEN_TIMEOUT_MS)
+    page.wait_for_function(f"() => window.__keys.length >= {keys}", timeout=OPEN_TIMEOUT_MS)
     return [k["painted"] - k["at"] for k in page.evaluate("window.__keys")]
 
 
-def measure(sizes: list[int], keys: int) -> list[dict[str, Any]]:
+def many_pages(cx: Any, count: int) -> None:
+    """`count` one-bullet pages: a fifth made in the app, the rest imported into FOLDERS."""
+    for n in range(count):
+        path = None if n % 5 == 0 else f"docs/area-{n % FOLDERS}/page-{n}.md"
+        commands.create_page_from_outline(cx, f"Notes page {n}", [OutlineItem("x")],
+                                          source_path=path)  # fmt: skip
+
+
+def sidebar(page: Page, keys: str) -> dict[str, float]:
+    """Open the start view; when its page list shows, type `keys` into the filter."""
+    page.add_init_script(PROBE)
+    page.goto("/", wait_until="commit")
+    page.wait_for_function("() => window.__list !== null", timeout=OPEN_TIMEOUT_MS)
+    listed = page.evaluate("window.__list")
+    page.evaluate("window.__keys = []")
+    page.click("#page-filter")
+    for key in keys:
+        page.keyboard.type(key)
+        page.wait_for_timeout(50)
+    page.wait_for_function(f"() => window.__keys.length >= {len(keys)}", timeout=OPEN_TIMEOUT_MS)
+    painted = [k["painted"] - k["at"] for k in page.evaluate("window.__keys")]
+    return {"list_shown_ms": listed, "filter_key_to_paint_p50_ms": statistics.median(painted),
+            "filter_key_to_paint_max_ms": max(painted)}  # fmt: skip
+
+
+def measure(sizes: list[int], keys: int, page_count: int) -> dict[str, Any]:
     chromium = shutil.which("chromium")
     if chromium is None:
         sys.exit("Chromium is missing: run `apt-get install -y chromium`.")
@@ -117,6 +155,7 @@ def measure(sizes: list[int], keys: int) -> list[dict[str, Any]]:
             cx = db.default_context(settings)
             pages = {n: commands.create_page_from_outline(cx, f"Changelog {n:,}", changelog(n))
                      for n in sizes}  # fmt: skip
+            many_pages(cx, page_count)
             with db.pool.connection() as conn:
                 _, token = create_key(conn, cx.actor, "bench")
             port = free_port()
@@ -147,29 +186,36 @@ def measure(sizes: list[int], keys: int) -> list[dict[str, Any]]:
                         "key_to_paint_max_ms": max(painted),
                     })  # fmt: skip
                     page.close()
+                listing = sidebar(context.new_page(), FILTER)
                 browser.close()
             server.should_exit = True
             thread.join(timeout=10)
         finally:
             db.close()
-    return results
+    return {"big_pages": results, "sidebar": {"pages": page_count + len(sizes), **listing}}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bullets", type=int, nargs="+", default=[1_000, 10_000, 50_000])
     parser.add_argument("--keys", type=int, default=20)
+    parser.add_argument("--pages", type=int, default=5_000, help="pages in the sidebar's list")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    results = measure(args.bullets, args.keys)
+    results = measure(args.bullets, args.keys, args.pages)
     if args.json:
         print(json.dumps(results))
         return
-    for r in results:
+    for r in results["big_pages"]:
         print(f"{r['bullets']:>7,} bullets: first bullet {r['first_bullet_ms']:,.0f} ms, "
               f"interactive {r['interactive_ms']:,.0f} ms, keystroke to paint "
               f"p50 {r['key_to_paint_p50_ms']:,.1f} ms, "
               f"worst {r['key_to_paint_max_ms']:,.1f} ms")  # fmt: skip
+
+    listing = results["sidebar"]
+    print(f"sidebar of {listing['pages']:,} pages: list shown {listing['list_shown_ms']:,.0f} ms, "
+          f"filter keystroke to paint p50 {listing['filter_key_to_paint_p50_ms']:,.1f} ms, "
+          f"worst {listing['filter_key_to_paint_max_ms']:,.1f} ms")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -65,8 +65,13 @@ RUNS: dict[str, Smoke] = {
         "check {dataset}", prints=(rf"^\w+: 60 documents, {QUERIES} queries, \d+ judgements",)
     ),
     "big_pages": Smoke(
-        "--bullets 100 --keys 2 --json",
-        json=lambda r: len(r) == 1 and r[0]["bullets"] == 84 and r[0]["interactive_ms"] > 0,
+        "--bullets 100 --keys 2 --pages 30 --json",
+        json=lambda r: (
+            [p["bullets"] for p in r["big_pages"]] == [84]
+            and r["big_pages"][0]["interactive_ms"] > 0
+            and r["sidebar"]["pages"] == 31
+            and r["sidebar"]["list_shown_ms"] > 0
+        ),
         chromium=True,
     ),
     "bm25s_arms": Smoke(
