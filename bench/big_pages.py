@@ -65,7 +65,7 @@ window.__list = null;
   requestAnimationFrame(() => setTimeout(() => { window.__first = performance.now(); }, 0));
 })();
 (function lookList() {
-  if (!document.querySelector("#page-list .page-row, #page-list .folder")) {
+  if (!document.querySelector("#page-list a, #page-list .folder")) {
     return requestAnimationFrame(lookList);
   }
   requestAnimationFrame(() => setTimeout(() => { window.__list = performance.now(); }, 0));

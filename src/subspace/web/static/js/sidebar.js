@@ -59,7 +59,10 @@ async function loadPages() {
   drawPages();
 }
 
+let pinned = new Set(); // the pinned pages' ids, read once a drawing
+
 function drawPages() {
+  pinned = pinnedIds();
   const filter = document.getElementById("page-filter").value;
   const sorted = sortPages(pages, document.getElementById("page-sort").value);
   const list = clear(document.getElementById("page-list"));
@@ -74,7 +77,6 @@ function drawPages() {
   } else if (!pages.length) {
     list.append(h("li", { class: "muted" }, "No pages yet."));
   } else {
-    const pinned = pinnedIds();
     const pins = sorted.filter((page) => pinned.has(page.id));
     if (pins.length) {
       list.append(h("li", { class: "page-group" }, h("span", { class: "page-group-name" }, "Pinned"),
@@ -118,7 +120,7 @@ function setFolderOpen(toggle, inner, folder, opened, { remember = true } = {}) 
 function pageRow(page, { withFolder = false } = {}) {
   const hiddenAs = page.deleted_at ? "deleted" : page.archived_at ? "archived" : null;
   const title = page.title || "Untitled";
-  const pinned = pinnedIds().has(page.id);
+  const isPinned = pinned.has(page.id);
   const folder = withFolder ? folderOf(page).join(" › ") : "";
   return h("li", { class: "page-row" },
     h("a", { href: `/p/${page.id}`, "data-link": true, dataset: { pageId: page.id }, title: folder ? `${folder} › ${title}` : title },
@@ -127,11 +129,11 @@ function pageRow(page, { withFolder = false } = {}) {
     h("button", {
       type: "button",
       class: "pin",
-      "aria-pressed": String(pinned),
-      "aria-label": `${pinned ? "Unpin" : "Pin"} “${title}”`,
-      title: pinned ? "Unpin" : "Pin to the top",
+      "aria-pressed": String(isPinned),
+      "aria-label": `${isPinned ? "Unpin" : "Pin"} “${title}”`,
+      title: isPinned ? "Unpin" : "Pin to the top",
       onclick: () => togglePin(page.id),
-    }, pinned ? "★" : "☆"));
+    }, isPinned ? "★" : "☆"));
 }
 
 // Pins and open folders are kept in this browser, per knowledge base.
@@ -151,10 +153,10 @@ const pinnedIds = () => readSet(pinsKey());
 const openFolders = () => readSet(foldersKey());
 
 function togglePin(pageId) {
-  const pinned = pinnedIds();
-  if (pinned.has(pageId)) pinned.delete(pageId);
-  else pinned.add(pageId);
-  localStorage.setItem(pinsKey(), JSON.stringify([...pinned]));
+  const pins = pinnedIds();
+  if (pins.has(pageId)) pins.delete(pageId);
+  else pins.add(pageId);
+  localStorage.setItem(pinsKey(), JSON.stringify([...pins]));
   drawPages();
   // The focus stays on a pin of the page: its first row's (the pinned one, once pinned).
   document.querySelector(`#page-list a[data-page-id="${pageId}"] + .pin`)?.focus();
