@@ -415,6 +415,17 @@ def test_a_dash_in_pasted_prose_is_punctuation_not_an_exclusion(
     assert trial.id not in ids(run(database, cx, "patients -july", mode="lexical"))
 
 
+def test_quotation_marks_in_pasted_prose_require_no_phrase() -> None:
+    pasted = (
+        'Critics say the plan will fail, but as the minister put it, "we cannot wait for a '
+        'perfect deal" and the vote is next week after the summer recess ends in September'
+    )
+    parsed = parse_query(pasted)
+    assert parsed.quoted == ()
+    assert ("perfect",) in [c.alternatives for c in parsed.clauses]
+    assert parse_query('deploy "staging cluster" now').quoted == ("staging cluster",)
+
+
 def test_questions_are_flagged(database: Database, cx: Context) -> None:
     assert run(database, cx, "how do I rotate the staging keys").is_question
     assert run(database, cx, "why did checkout fail?").is_question

@@ -91,7 +91,7 @@ class ParsedQuery:
 
 def parse_query(text: str) -> ParsedQuery:
     """Split the query into clauses (ANDed), each a set of OR-ed alternatives, and negations
-    (none in prose: more than PROSE_WORDS words).
+    (none in prose: more than PROSE_WORDS words, where quotation marks are no phrase either).
 
     >>> q = parse_query('deploy "staging cluster" -prod kafka OR redis')
     >>> [c.alternatives for c in q.clauses], q.negated
@@ -123,6 +123,13 @@ def parse_query(text: str) -> ParsedQuery:
         else:
             term = phrase.strip()
             if not term:
+                continue
+            if prose:
+                # Quotation marks in pasted prose quote someone; they are not a phrase to
+                # require (ArguAna: 125 of 1,406 arguments quote a sentence).
+                words.extend(term.split())
+                clauses.extend([w] for w in term.split())
+                join_next = False
                 continue
             if minus and not prose:
                 negated.append(term)
