@@ -26,19 +26,15 @@ import shutil
 import statistics
 import sys
 import tempfile
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
-import uvicorn
 from playwright.sync_api import Page, sync_playwright
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.palette import free_port
+from bench.served import served, sign_in
 from subspace import commands
-from subspace.api import create_app
 from subspace.config import Settings
 from subspace.database import open_database
 from subspace.ingest.outline import OutlineItem
@@ -158,23 +154,13 @@ def measure(sizes: list[int], keys: int, page_count: int) -> dict[str, Any]:
             many_pages(cx, page_count)
             with db.pool.connection() as conn:
                 _, token = create_key(conn, cx.actor, "bench")
-            port = free_port()
-            server = uvicorn.Server(uvicorn.Config(create_app(settings, db), host="127.0.0.1",
-                                                   port=port, log_level="warning"))  # fmt: skip
-            thread = threading.Thread(target=server.run, daemon=True)
-            thread.start()
-            while not server.started:
-                time.sleep(0.02)
-            with sync_playwright() as playwright:
+            with served(settings, db) as url, sync_playwright() as playwright:
                 browser = playwright.chromium.launch(
                     executable_path=chromium, args=["--no-sandbox", "--disable-gpu"]
                 )
-                context = browser.new_context(base_url=f"http://127.0.0.1:{port}")
+                context = browser.new_context(base_url=url)
                 signin = context.new_page()
-                signin.goto("/signin")
-                signin.fill("#signin-code", token)
-                signin.click("button[type=submit]")
-                signin.wait_for_selector("#page-list")
+                sign_in(signin, token)
                 signin.close()
                 for n, created in pages.items():
                     page = context.new_page()
@@ -188,8 +174,6 @@ def measure(sizes: list[int], keys: int, page_count: int) -> dict[str, Any]:
                     page.close()
                 listing = sidebar(context.new_page(), FILTER)
                 browser.close()
-            server.should_exit = True
-            thread.join(timeout=10)
         finally:
             db.close()
     return {"big_pages": results, "sidebar": {"pages": page_count + len(sizes), **listing}}

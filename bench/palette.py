@@ -17,23 +17,20 @@ from __future__ import annotations
 import argparse
 import random
 import shutil
-import socket
 import sys
 import tempfile
-import threading
 import time
 from functools import partial
 from pathlib import Path
 
-import uvicorn
 from playwright.sync_api import Response, sync_playwright
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.corpus import DEFAULT_CORPUS
 from bench.search_latency import BULLETS_PER_PAGE, bullets, quantiles
+from bench.served import served, sign_in
 from subspace import commands
-from subspace.api import create_app
 from subspace.config import Settings
 from subspace.database import open_database
 from subspace.demo import seed_demo
@@ -86,12 +83,6 @@ def asset_bytes() -> dict[str, int]:
     return sizes
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bullets", type=int, default=10_000)
@@ -121,19 +112,11 @@ def main() -> None:
                   f"{time.perf_counter() - started:.1f} s")  # fmt: skip
             with db.pool.connection() as conn:
                 _, token = create_key(conn, cx.actor, "bench")
-            port = free_port()
-            server = uvicorn.Server(uvicorn.Config(create_app(settings, db), host="127.0.0.1",
-                                                   port=port, log_level="warning"))  # fmt: skip
-            thread = threading.Thread(target=server.run, daemon=True)
-            thread.start()
-            while not server.started:
-                time.sleep(0.02)
             queries = pick_queries(texts, args.queries)
-            latencies, searches, first_view = run_browser(
-                chromium, f"http://127.0.0.1:{port}", token, queries, args.delay
-            )
-            server.should_exit = True
-            thread.join(timeout=10)
+            with served(settings, db) as url:
+                latencies, searches, first_view = run_browser(
+                    chromium, url, token, queries, args.delay
+                )
         finally:
             db.close()
     print(f"last keystroke -> rows drawn, {len(latencies)} queries typed {args.delay} ms per key "
@@ -167,10 +150,7 @@ def run_browser(
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
         page = browser.new_page(base_url=url)
-        page.goto("/signin")  # signed in as a person would with a key: pasted
-        page.fill("#signin-code", token)
-        page.click("button[type=submit]")
-        page.wait_for_selector("#page-list")
+        sign_in(page, token)
         page.wait_for_load_state("networkidle")
         loaded = page.evaluate(
             "performance.getEntriesByType('resource')"

@@ -156,6 +156,26 @@ def page(browser: Browser, live: LiveServer) -> Iterator[Page]:
     yield from signed_in_tab(browser, live)
 
 
+def item_views(ids: dict[str, str]) -> list[tuple[str, str, str]]:
+    """The views of a page, a file and a mail (`ids` by kind) and the lists holding them: each
+    view's name, path, and an element that shows it is drawn."""
+    return [
+        ("page", f"/p/{ids['page']}", ".outline"),
+        ("files", "/files", ".file-table"),
+        ("file", f"/files/{ids['file']}", ".chunk"),
+        ("mail", "/mail", ".mail-table"),
+        ("message", f"/mail/{ids['mail']}", ".mail-body"),
+    ]
+
+
+def wait_for_files(api: httpx.Client, timeout_s: float = 30) -> None:
+    """Return once no file of the workspace is still being read."""
+    deadline = time.monotonic() + timeout_s
+    while any(f["status"] == "processing" for f in api.get("/api/files").json()):
+        assert time.monotonic() < deadline, f"files still being read after {timeout_s} s"
+        time.sleep(0.1)
+
+
 def sign_in_tab(tab: Page, live: LiveServer) -> None:
     """Open a sign-in link in `tab` and press Sign in, as a person does."""
     tab.goto(live.signin_path())

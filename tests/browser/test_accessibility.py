@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
@@ -10,7 +9,7 @@ from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import Browser, Page, expect
 
 from subspace import commands
-from tests.browser.conftest import LiveServer
+from tests.browser.conftest import LiveServer, item_views, wait_for_files
 
 AXE = Axe()
 BLOCKING = {"serious", "critical"}
@@ -39,10 +38,7 @@ def _workspace(live: LiveServer) -> dict[str, str]:
         answer = api.post("/api/mail/import", files={"file": ("ferry.eml", EML, "message/rfc822")})
         assert answer.status_code == 200, answer.text
         mail_id = api.get("/api/mail").json()[0]["id"]
-        deadline = time.monotonic() + 20
-        while api.get(f"/api/files/{file.id}").json()["status"] == "processing":
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
+        wait_for_files(api)
     return {"page": str(page.id), "file": str(file.id), "mail": mail_id}
 
 
@@ -65,13 +61,7 @@ def test_every_view_passes_axe(browser: Browser, live: LiveServer, scheme: str, 
         tab.click("button[type=submit]")
         expect(tab.locator(".cards")).to_be_visible()
         found["start"] = _violations(tab)
-        for name, path, ready in [
-            ("page", f"/p/{ids['page']}", ".outline"),
-            ("files", "/files", ".file-table"),
-            ("file", f"/files/{ids['file']}", ".chunk"),
-            ("mail", "/mail", ".mail-table"),
-            ("message", f"/mail/{ids['mail']}", ".mail-body"),
-        ]:
+        for name, path, ready in item_views(ids):
             tab.goto(path)
             expect(tab.locator(ready).first).to_be_visible()
             found[name] = _violations(tab)

@@ -3,14 +3,13 @@ the screen's edge and no two pieces of text are drawn over each other."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from playwright.sync_api import Browser, Page, expect
 
 from subspace import commands
 from subspace.ingest.outline import OutlineItem
-from tests.browser.conftest import LiveServer, sign_in_tab
+from tests.browser.conftest import LiveServer, item_views, sign_in_tab, wait_for_files
 
 PHONE = {"width": 390, "height": 800}
 LONG_NAME = "quarterly-infrastructure-capacity-planning-review-2026-final-version.txt"
@@ -49,10 +48,7 @@ def _workspace(live: LiveServer) -> dict[str, str]:
         answer = api.post("/api/mail/import", files={"file": ("ferry.eml", EML, "message/rfc822")})
         assert answer.status_code == 200, answer.text
         mail_id = api.get("/api/mail").json()[0]["id"]
-        deadline = time.monotonic() + 30
-        while any(f["status"] == "processing" for f in api.get("/api/files").json()):
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
+        wait_for_files(api)
     return {"page": str(page.id), "file": str(file.id), "mail": mail_id}
 
 
@@ -89,13 +85,7 @@ def test_every_view_fits_a_phone(browser: Browser, live: LiveServer) -> None:
         # A touch screen is told of taps, not keys.
         expect(tab.locator("#view .hint")).to_contain_text("Tap Search")
         assert _keys_shown(tab) == []
-        for name, path, ready in [
-            ("page", f"/p/{ids['page']}", ".outline"),
-            ("files", "/files", ".file-table"),
-            ("file", f"/files/{ids['file']}", ".chunk"),
-            ("mail", "/mail", ".mail-table"),
-            ("message", f"/mail/{ids['mail']}", ".mail-body"),
-        ]:
+        for name, path, ready in item_views(ids):
             tab.goto(path)
             expect(tab.locator(ready).first).to_be_visible()
             found[name] = _problems(tab)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -94,6 +95,32 @@ def write_collection(root: Path) -> Path:
     return root
 
 
+@pytest.fixture
+def dataset(tmp_path: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The tiny collection, with `subspace eval` pointed at the tests' Postgres and a home of
+    its own."""
+    monkeypatch.setenv("SUBSPACE_DATABASE_URL", settings.database_url)
+    monkeypatch.setenv("SUBSPACE_HOME", str(tmp_path / "home"))
+    return write_collection(tmp_path / "tiny")
+
+
+def eval_json(dataset: Path, *options: str) -> dict[str, Any]:
+    """`subspace eval DATASET --json` with the fake provider: its report."""
+    result = CliRunner().invoke(
+        main, ["eval", str(dataset), "--provider", "fake", "--json", *options]
+    )
+    assert result.exit_code == 0, result.output
+    report: dict[str, Any] = json.loads(result.stdout)
+    return report
+
+
+def eval_table(dataset: Path) -> str:
+    """`subspace eval DATASET` with the fake provider: its printed tables."""
+    result = CliRunner().invoke(main, ["eval", str(dataset), "--provider", "fake"])
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
 def test_a_collection_needs_its_three_files(tmp_path: Path) -> None:
     with pytest.raises(InvalidInput, match=r"corpus\.jsonl"):
         load_collection(tmp_path)
@@ -143,18 +170,9 @@ def test_a_collection_reads_a_byte_order_mark_blank_lines_and_refuses_bad_grades
         load_collection(dataset)
 
 
-def test_eval_end_to_end(
-    tmp_path: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("SUBSPACE_DATABASE_URL", settings.database_url)
-    monkeypatch.setenv("SUBSPACE_HOME", str(tmp_path / "home"))
-    dataset = write_collection(tmp_path / "tiny")
-    out = tmp_path / "report.md"
-    result = CliRunner().invoke(
-        main, ["eval", str(dataset), "--provider", "fake", "--json", "--out", str(out)]
-    )
-    assert result.exit_code == 0, result.output
-    report = json.loads(result.stdout)
+def test_eval_end_to_end(dataset: Path) -> None:
+    out = dataset.parent / "report.md"
+    report = eval_json(dataset, "--out", str(out))
     assert report["dataset"] == "tiny"
     assert report["queries"] == 2
     assert set(report["arms"]) == {
@@ -168,79 +186,52 @@ def test_eval_end_to_end(
     # Every word required: q2's document has them all, q1's lacks "birds".
     assert report["arms"]["seed_lexical"]["recall@100"] == 0.5
     assert "| lexical | 1.000 |" in out.read_text()
-    again = CliRunner().invoke(main, ["eval", str(dataset), "--provider", "fake", "--json"])
-    assert json.loads(again.stdout)["arms"] == report["arms"]  # cached vectors, same figures
+    assert eval_json(dataset)["arms"] == report["arms"]  # cached vectors, same figures
 
 
-def test_eval_runs_queries_over_the_query_limit(
-    tmp_path: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("SUBSPACE_DATABASE_URL", settings.database_url)
-    monkeypatch.setenv("SUBSPACE_HOME", str(tmp_path / "home"))
-    dataset = write_collection(tmp_path / "tiny")
+def test_eval_runs_queries_over_the_query_limit(dataset: Path) -> None:
     long_query = " ".join(["vitamin d and bone density"] * 80)  # 2,159 characters
     assert len(long_query) > Settings().max_query_chars
     with (dataset / "queries.jsonl").open("a") as f:
         f.write(json.dumps({"_id": "q4", "text": long_query}) + "\n")
     with (dataset / "qrels" / "test.tsv").open("a") as f:
         f.write("q4\td4\t1\n")
-    result = CliRunner().invoke(main, ["eval", str(dataset), "--provider", "fake", "--json"])
-    assert result.exit_code == 0, result.output
-    report = json.loads(result.stdout)
+    report = eval_json(dataset)
     assert report["queries"] == 3
     assert report["long_queries"] == 1
     assert report["cut_documents"] == 0
     assert report["arms"]["lexical"]["recall@100"] == 1.0  # the long query found d4 too
-    table = CliRunner().invoke(main, ["eval", str(dataset), "--provider", "fake"])
-    assert table.exit_code == 0, table.output
-    assert "1 of the queries are longer than SUBSPACE_MAX_QUERY_CHARS (2,000)" in table.stdout
+    assert "1 of the queries are longer than SUBSPACE_MAX_QUERY_CHARS (2,000)" in eval_table(
+        dataset
+    )
 
 
-def test_a_query_that_is_a_document_is_not_answered_by_itself(
-    tmp_path: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("SUBSPACE_DATABASE_URL", settings.database_url)
-    monkeypatch.setenv("SUBSPACE_HOME", str(tmp_path / "home"))
-    dataset = write_collection(tmp_path / "tiny")
+def test_a_query_that_is_a_document_is_not_answered_by_itself(dataset: Path) -> None:
     # As in ArguAna: the query is an argument of the corpus, under the query's id.
     with (dataset / "corpus.jsonl").open("a") as f:
         f.write(json.dumps({"_id": "q2", "text": "Vitamin D and bone density."}) + "\n")
-    result = CliRunner().invoke(main, ["eval", str(dataset), "--provider", "fake", "--json"])
-    assert result.exit_code == 0, result.output
-    report = json.loads(result.stdout)
+    report = eval_json(dataset)
     assert report["own_documents"] == 1
     for arm in ("lexical", "hybrid", "bm25s", "lancedb_hybrid"):
         assert report["arms"][arm]["mrr@10"] == 1.0, arm  # its own text would be first
-    table = CliRunner().invoke(main, ["eval", str(dataset), "--provider", "fake"])
-    assert "1 of the queries are documents of the corpus" in table.stdout
+    assert "1 of the queries are documents of the corpus" in eval_table(dataset)
 
 
-def test_eval_titled_finds_a_document_by_its_title_and_tries_title_weights(
-    tmp_path: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("SUBSPACE_DATABASE_URL", settings.database_url)
-    monkeypatch.setenv("SUBSPACE_HOME", str(tmp_path / "home"))
-    dataset = write_collection(tmp_path / "tiny")
+def test_eval_titled_finds_a_document_by_its_title_and_tries_title_weights(dataset: Path) -> None:
     # "bread" is only d3's title once the title is not copied into the bullet.
     (dataset / "queries.jsonl").write_text(json.dumps({"_id": "q1", "text": "bread"}) + "\n")
     (dataset / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td3\t1\n")
-    result = CliRunner().invoke(main, ["eval", str(dataset), "--provider", "fake", "--json",
-                                       "--titled"])  # fmt: skip
-    assert result.exit_code == 0, result.output
-    report = json.loads(result.stdout)
+    report = eval_json(dataset, "--titled")
     assert report["titled"]
     assert report["arms"]["lexical"]["mrr@10"] == 1.0
     assert report["arms"]["lexical_title_weight_2"]["mrr@10"] == 1.0
 
 
 def test_eval_keeps_documents_with_the_same_text_and_counts_an_empty_one_unfound(
-    tmp_path: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch
+    dataset: Path,
 ) -> None:
     """Classic collections hold both: two ids with the same text are each found, and an
     empty document is one that nothing can find."""
-    monkeypatch.setenv("SUBSPACE_DATABASE_URL", settings.database_url)
-    monkeypatch.setenv("SUBSPACE_HOME", str(tmp_path / "home"))
-    dataset = write_collection(tmp_path / "tiny")
     with (dataset / "corpus.jsonl").open("a") as f:
         same = "Kestrels hover while hunting voles over open grassland."
         f.write(json.dumps({"_id": "d5", "title": "Kestrels", "text": same}) + "\n")
@@ -250,9 +241,7 @@ def test_eval_keeps_documents_with_the_same_text_and_counts_an_empty_one_unfound
         f.write(json.dumps({"_id": "q4", "text": "an empty document"}) + "\n")
     with (dataset / "qrels" / "test.tsv").open("a") as f:
         f.write("q1\td5\t1\nq4\td6\t1\n")
-    result = CliRunner().invoke(main, ["eval", str(dataset), "--provider", "fake", "--json"])
-    assert result.exit_code == 0, result.output
-    report = json.loads(result.stdout)
+    report = eval_json(dataset)
     assert report["queries"] == 3
     lexical = report["arms"]["lexical"]
     # q1 finds both of its documents, q2 its one; nothing finds q4's empty document.
