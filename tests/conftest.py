@@ -8,14 +8,20 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
+import threading
+import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
+import uvicorn
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
@@ -106,6 +112,31 @@ def cx(database: Database, settings: Settings) -> Context:
 @pytest.fixture
 def actor(cx: Context) -> Actor:
     return cx.actor
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def serving(app: Any, port: int | None = None, log_level: str = "warning") -> Iterator[int]:
+    """`app` on a real uvicorn in a thread, on 127.0.0.1 and `port` (a free one when None),
+    until the block ends; yields the port."""
+    port = port or free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level=log_level))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert time.monotonic() < deadline, "the test server did not start"
+        time.sleep(0.02)
+    try:
+        yield port
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
 
 
 def key_of_home(env: dict[str, str]) -> str:

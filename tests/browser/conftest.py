@@ -7,9 +7,7 @@ as root). Without it these tests skip and say how to get it.
 from __future__ import annotations
 
 import shutil
-import socket
 import ssl
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -17,7 +15,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from subspace.api import create_app
@@ -26,6 +23,7 @@ from subspace.config import Settings
 from subspace.database import Database
 from subspace.keys import create_key
 from subspace.sessions import create_signin_code, start_session
+from tests.conftest import free_port, serving
 
 # Generous waits: a test still fails when what it waits for never comes, but a machine busy with
 # other work (two cores, a server and Chromium in one process) does not make it fail.
@@ -80,12 +78,6 @@ class LiveServer:
         )
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="session")
 def browser() -> Iterator[Browser]:
     with sync_playwright() as playwright:
@@ -107,7 +99,7 @@ def dead_provider_settings(settings: Settings) -> Settings:
         settings,
         providers="openai",
         openai_api_key="sk-test-not-a-key",
-        openai_base_url=f"http://127.0.0.1:{_free_port()}/v1",
+        openai_base_url=f"http://127.0.0.1:{free_port()}/v1",
     )
 
 
@@ -131,23 +123,10 @@ def live_without_lexical_index(
 
 
 def _serve(database: Database, settings: Settings) -> Iterator[LiveServer]:
-    port = _free_port()
-    config = uvicorn.Config(
-        create_app(settings, database), host="127.0.0.1", port=port, log_level="warning"
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        if time.monotonic() > deadline:
-            raise RuntimeError("the test server did not start")
-        time.sleep(0.02)
-    with database.pool.connection() as conn:
-        _, token = create_key(conn, database.default_context(settings).actor, "browser")
-    yield LiveServer(f"http://127.0.0.1:{port}", token, database, settings)
-    server.should_exit = True
-    thread.join(timeout=10)
+    with serving(create_app(settings, database)) as port:
+        with database.pool.connection() as conn:
+            _, token = create_key(conn, database.default_context(settings).actor, "browser")
+        yield LiveServer(f"http://127.0.0.1:{port}", token, database, settings)
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
 import pytest
-import uvicorn
 from playwright.sync_api import Browser, Locator, Page, Request, Route, expect
 
 from subspace.answers.strategy import Answer, AnswerBullet, Job
@@ -19,7 +18,8 @@ from subspace.config import Settings
 from subspace.database import Database
 from subspace.keys import create_key
 from subspace.providers.chat import ChatError
-from tests.browser.conftest import LiveServer, _free_port, signed_in_tab
+from tests.browser.conftest import LiveServer, signed_in_tab
+from tests.conftest import serving
 
 WAIT_S = 20.0  # longest a scripted answer waits for the test to let it go on
 
@@ -63,20 +63,11 @@ def scripted(database: Database, settings: Settings, script: Script) -> Iterator
     app.state.run_engine_options = {
         "strategies": {name: script for name in ("rag", "rag-pageindex", "rag-direct")}
     }
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline, "the test server did not start"
-        time.sleep(0.02)
-    with database.pool.connection() as conn:
-        _, token = create_key(conn, database.default_context(settings).actor, "browser")
-    yield LiveServer(f"http://127.0.0.1:{port}", token, database, settings)
-    script.release.set()
-    server.should_exit = True
-    thread.join(timeout=10)
+    with serving(app) as port:
+        with database.pool.connection() as conn:
+            _, token = create_key(conn, database.default_context(settings).actor, "browser")
+        yield LiveServer(f"http://127.0.0.1:{port}", token, database, settings)
+        script.release.set()
 
 
 @pytest.fixture

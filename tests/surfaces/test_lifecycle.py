@@ -23,13 +23,7 @@ import pytest
 
 from subspace.config import Settings
 from subspace.logs import RedactFilter, RepeatFilter, redact
-from tests.conftest import key_of_home
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.conftest import free_port, key_of_home
 
 
 def postgres_pids(pgdata: Path) -> list[int]:

@@ -41,7 +41,7 @@ from subspace.mcp.stdio import Incoming, serve_until_answered
 from subspace.providers.fake import FakeProvider
 from subspace.server import GRACEFUL_STOP_S
 from subspace.workspaces import create_workspace
-from tests.browser.conftest import _free_port as free_port
+from tests.conftest import free_port
 from tests.openai_stub import running_stub
 from tests.search_helpers import index
 

@@ -6,7 +6,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -17,15 +16,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import key_of_home
+from tests.conftest import free_port, key_of_home
 
 pytestmark = pytest.mark.slow
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_for(url: str, timeout: float) -> httpx.Response:

@@ -11,7 +11,6 @@ from typing import Any
 
 import psycopg
 import pytest
-import uvicorn
 
 from subspace import commands
 from subspace.answers import runs
@@ -23,6 +22,7 @@ from subspace.context import Context
 from subspace.database import Database
 from subspace.errors import SubspaceError
 from subspace.ingest.outline import OutlineItem
+from tests.conftest import serving
 
 ROUNDS = 12
 
@@ -160,27 +160,16 @@ def test_a_500_answers_and_keeps_the_connection_open(
     def boom() -> None:
         raise RuntimeError("an error nobody planned for")
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="critical"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 20
-        while not server.started:
-            assert time.monotonic() < deadline, "the server did not start"
-            time.sleep(0.02)
-        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-            sock.sendall(b"GET /boom HTTP/1.1\r\nhost: x\r\n\r\n")
-            failed = _read_response(sock)
-            assert failed.startswith(b"HTTP/1.1 500"), failed
-            assert b'"code":"internal"' in failed
-            sock.sendall(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
-            assert _read_response(sock).startswith(b"HTTP/1.1 200"), "the connection was dropped"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+    with (
+        serving(app, log_level="critical") as port,
+        socket.create_connection(("127.0.0.1", port), timeout=10) as sock,
+    ):
+        sock.sendall(b"GET /boom HTTP/1.1\r\nhost: x\r\n\r\n")
+        failed = _read_response(sock)
+        assert failed.startswith(b"HTTP/1.1 500"), failed
+        assert b'"code":"internal"' in failed
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
+        assert _read_response(sock).startswith(b"HTTP/1.1 200"), "the connection was dropped"
 
 
 def _lose_a_deadlock(
