@@ -39,8 +39,6 @@ if TYPE_CHECKING:
     from subspace.database import Database
     from subspace.ingest.importer import ImportReport
     from subspace.providers.base import EmbeddingProvider
-    from subspace.search.filters import TagFilter
-    from subspace.search.request import SearchResponse
 
 SHORT_ID_CHARS = 8  # of a key id in `keys list`; `keys revoke` takes any unique start
 LEG_LABELS = {"lexical": "keyword", "vector": "meaning"}
@@ -133,6 +131,7 @@ def serve(no_demo: bool) -> None:
     the server and the embedded Postgres."""
     from subspace.api import create_app
     from subspace.first_start import initialize_workspace, signin_link
+    from subspace.local_server import announce, withdraw
     from subspace.server import (
         check_address_free,
         check_server_settings,
@@ -161,7 +160,11 @@ def serve(no_demo: bool) -> None:
                     f"  (the link works once, within {settings.signin_code_minutes} minutes; "
                     "`subspace signin` prints a new one)"
                 )
-                serve_app(create_app(settings, db), settings)
+                announce(db, settings)  # a search from the command line asks this server
+                try:
+                    serve_app(create_app(settings, db), settings)
+                finally:
+                    withdraw(settings)
         except KeyboardInterrupt:  # a signal before or after serving; the database is closed
             pass
     click.echo("Subspace stopped.")
@@ -293,80 +296,155 @@ def search_command(
     explain: bool,
     as_json: bool,
 ) -> None:
-    """Search pages, bullets, memory, files and mail."""
+    """Search pages, bullets, memory, files and mail. With a server running on this home,
+    the server answers (its model is loaded already); else the command searches itself."""
+    from subspace.local_server import running_server
+
+    body: dict[str, Any] = {
+        "query": query,
+        "kinds": list(kinds) or None,
+        "tags": [_tag_filter(name, op, value) for name, op, value in tags] or None,
+        "mode": mode,
+        "limit": limit,
+        "explain": explain,
+        "ranker": ranker,
+        "answers": answers,
+        "min_similarity": min_similarity,
+    }
+    settings = _settings()
+    answer = None
+    server = running_server(settings)
+    if server:
+        answer = _search_by_server(*server, body, kb_names)
+        if answer and explain:
+            answer["notes"].append(f"Answered by the server at {server[0]}.")
+    if answer is None:
+        answer = _search_here(settings, body, kb_names)
+    if as_json:
+        click.echo(json.dumps(answer, indent=2))
+        return
+    _print_search(answer, query, explain)
+
+
+def _search_here(
+    settings: Settings, body: dict[str, Any], kb_names: tuple[str, ...]
+) -> dict[str, Any]:
+    """The search run by this process: the response as the API would send it."""
     from subspace.search.request import SearchRequest
     from subspace.search.service import search
 
-    filters = [_tag_filter(name, op, value) for name, op, value in tags]
-    settings = _settings()
-    provider = _provider(settings, one_shot=True) if mode != "lexical" else None
+    provider = _provider(settings, one_shot=True) if body["mode"] != "lexical" else None
     with _database(settings) as db:
         cx = db.default_context(settings)
         kb_ids = [_kb_id(cx, name) for name in kb_names] or None
-        response = search(
-            cx,
-            db.searcher(provider),
-            SearchRequest(
-                query=query,
-                kb_ids=kb_ids,
-                kinds=list(kinds) or None,
-                tags=filters,
-                mode=mode,
-                limit=limit,
-                explain=explain,
-                ranker=ranker,
-                answers=answers,
-                min_similarity=min_similarity,
-            ),
+        response = search(cx, db.searcher(provider), SearchRequest(**body, kb_ids=kb_ids))
+    answer: dict[str, Any] = json.loads(json.dumps(dataclasses.asdict(response), default=str))
+    return answer
+
+
+def _search_by_server(
+    url: str, key: str, body: dict[str, Any], kb_names: tuple[str, ...]
+) -> dict[str, Any] | None:
+    """The running server's answer to the search, or None when it cannot give one (it has
+    stopped, or no longer takes its key): the command then searches itself. An error of the
+    search itself (a limit, an unknown tag) is the command's error, as it would be here."""
+
+    try:
+        if kb_names:
+            bases = {kb["name"]: kb["id"] for kb in _ask_server(url, key, "/api/knowledge-bases")}
+            body = {**body, "kb_ids": [_base_named(bases, name) for name in kb_names]}
+        answer = _ask_server(url, key, "/api/search", body)
+    except _ServerGone:
+        return None
+    return answer if isinstance(answer, dict) else None
+
+
+def _base_named(bases: dict[str, str], name: str) -> str:
+    from subspace.text import clean_text
+
+    found = bases.get(" ".join(clean_text(name).split()))
+    if found is None:
+        raise click.ClickException(
+            f"No knowledge base named {name!r}. See `subspace kb list` for their names."
         )
-    if as_json:
-        click.echo(json.dumps(dataclasses.asdict(response), default=str, indent=2))
-        return
-    _print_search(response, query, explain)
+    return found
 
 
-def _print_search(response: SearchResponse, query: str, explain: bool) -> None:
-    """A search's answer as people read it: the correction, one table row a result (where it
-    is, the passage, and the ref `subspace read` takes; which leg found it at which rank, and
-    the fused score), the notes, and a footer, all within 80 columns."""
-    if response.corrections:
+class _ServerGone(Exception):
+    """The server did not answer as a Subspace server does."""
+
+
+SERVER_TIMEOUT_S = 60  # a search that takes longer has failed on the server's own timeouts
+
+
+def _ask_server(url: str, key: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    """The JSON the server answers to GET `path` (POST with a `body`); an error it explains
+    becomes the command's error, anything else _ServerGone."""
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(
+        url + path,
+        data=None if body is None else json.dumps(body).encode(),
+        headers={"authorization": f"Bearer {key}", "content-type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=SERVER_TIMEOUT_S) as reply:
+            return json.load(reply)
+    except urllib.error.HTTPError as exc:
+        try:
+            error = json.load(exc)["error"]
+        except (ValueError, KeyError, TypeError):
+            raise _ServerGone from None
+        if exc.code in (401, 403) or exc.code >= 500:  # its key revoked, or a server in trouble
+            raise _ServerGone from None
+        raise click.ClickException(str(error["message"])) from None
+    except (OSError, ValueError):  # refused, reset, timed out, or not JSON
+        raise _ServerGone from None
+
+
+def _print_search(answer: dict[str, Any], query: str, explain: bool) -> None:
+    """A search's answer (as the API sends it) as people read it: the correction, one table
+    row a result (where it is, the passage, and the ref `subspace read` takes; which leg found
+    it at which rank, and the fused score), the notes, and a footer, all within 80 columns."""
+    if answer["corrections"]:
         import re
 
         shown = query
-        for typed, meant in response.corrections.items():
+        for typed, meant in answer["corrections"].items():
             shown = re.sub(rf"(?<!\w){re.escape(typed)}(?!\w)", meant, shown)
-        typed_words = ", ".join(response.corrections)
+        typed_words = ", ".join(answer["corrections"])
         click.echo(f'Showing results for "{shown}" (you typed {typed_words}).')
     table = _table("#", "result", "found by", "score")
     table.columns[1].ratio = 1
     table.columns[1].overflow = "fold"
-    for number, row in enumerate(response.rows, start=1):
-        title = " › ".join(row.breadcrumb) if row.breadcrumb else row.title
-        kind = f"{row.type}, answer" if row.answer else row.type
-        passage = " ".join(row.passage.split())[:160]
+    for number, row in enumerate(answer["rows"], start=1):
+        title = " › ".join(row["breadcrumb"]) if row["breadcrumb"] else row["title"]
+        kind = f"{row['type']}, answer" if row["answer"] else row["type"]
+        passage = " ".join(row["passage"].split())[:160]
         found_by = "\n".join(
-            f"{LEG_LABELS.get(name, name)} #{leg.rank}" for name, leg in row.legs.items()
+            f"{LEG_LABELS.get(name, name)} #{leg['rank']}" for name, leg in row["legs"].items()
         )
         table.add_row(
             str(number),
             f"[bold]{escape(title)}[/bold] [dim]({kind})[/dim]\n{escape(passage)}\n"
-            f"[cyan]{escape(row.ref)}[/cyan]",
+            f"[cyan]{escape(row['ref'])}[/cyan]",
             found_by,
-            f"{row.score:.4f}",
+            f"{row['score']:.4f}",
         )
-        if explain and row.explain:
+        if explain and row["explain"]:
             terms = ", ".join(
-                f"{t['leg']} {t['weight']:g}/({t['rank']}+60)" for t in row.explain["terms"]
+                f"{t['leg']} {t['weight']:g}/({t['rank']}+60)" for t in row["explain"]["terms"]
             )
             table.add_row("", f"[dim]{escape(terms)}[/dim]", "", "")
-    if response.rows:
+    if answer["rows"]:
         console.print(table)
-    footer = [*response.notes]
-    footer.append(f"{_plural(len(response.rows), 'result')} in {response.took_ms:.0f} ms.")
-    if response.degraded:
-        footer.append(f"Degraded: {'; '.join(response.degraded)}.")
-    if explain and response.steps:
-        timed = ", ".join(f"{step} {ms:.1f}" for step, ms in response.steps.items())
+    footer = [*answer["notes"]]
+    footer.append(f"{_plural(len(answer['rows']), 'result')} in {answer['took_ms']:.0f} ms.")
+    if answer["degraded"]:
+        footer.append(f"Degraded: {'; '.join(answer['degraded'])}.")
+    if explain and answer["steps"]:
+        timed = ", ".join(f"{step} {ms:.1f}" for step, ms in answer["steps"].items())
         footer.append(f"Steps (ms): {timed}.")
     for line in footer:
         click.echo(textwrap.fill(line, width=80, subsequent_indent="  "))
@@ -574,12 +652,11 @@ def _pages_titled(cx: Context, title: str) -> list[dict[str, Any]]:
         ).fetchall()
 
 
-def _tag_filter(name: str, op: str, value: str) -> TagFilter:
-    """One --tag; `between` takes its two values as LOW..HIGH in the one VALUE."""
-    from subspace.search.filters import TagFilter
-
+def _tag_filter(name: str, op: str, value: str) -> dict[str, str]:
+    """One --tag, as a search request carries it; `between` takes its two values as
+    LOW..HIGH in the one VALUE."""
     if op != "between":
-        return TagFilter(name, op, value)
+        return {"tag": name, "op": op, "value": value}
     low, dots, high = value.partition("..")
     if not (dots and low and high):
         raise click.BadParameter(
@@ -587,7 +664,7 @@ def _tag_filter(name: str, op: str, value: str) -> TagFilter:
             "e.g. 2026-12-01..2026-12-31.",
             param_hint="--tag",
         )
-    return TagFilter(name, op, low, high)
+    return {"tag": name, "op": op, "value": low, "value2": high}
 
 
 def _kb_id(cx: Any, name: str) -> UUID:
