@@ -37,6 +37,7 @@ QUERIES = 12
 NOT_SCRIPTS = {
     "__init__": "makes bench/ a package, so the scripts import each other as bench.<name>",
     "corpus": "a helper: SciFact's abstracts and their sentences, for the scripts that read them",
+    "served": "a helper: the app on a real uvicorn for the browser scripts, and signing in",
 }
 
 
@@ -129,6 +130,14 @@ RUNS: dict[str, Smoke] = {
         "--per-generator 1 --json",
         json=lambda r: r["rows"][-1]["generator"] == "all" and r["rows"][-1]["pages"] > 0,
         needs="trafilatura",
+    ),
+    "pdf_extraction": Smoke(
+        "src/subspace/demo/files/office-field-guide.pdf --passes 1 --examples 1",
+        prints=(
+            r"^\| office-field-guide\.pdf \| 2 / 2 \| 0 / 0 \|",
+            r"^  pypdf : raises .*\(caught; \d+ ms\)",
+        ),
+        needs="pypdfium2",
     ),
     "ingest": Smoke(
         "--files 3 --markdown 3 --corpus {corpus}",
