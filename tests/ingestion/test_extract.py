@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from subspace.ingest.encoding import decode_text
-from subspace.ingest.extract import ExtractLimits, detect_kind, extract
+from subspace.ingest.extract import ExtractLimits, clean_pdf_page, detect_kind, extract
 from subspace.ingest.failures import ExtractionFailed
 from subspace.ingest.html import html_text
 from tests.samples import (
@@ -171,6 +171,23 @@ def test_pdf_contents_pages_leaders_page_numbers_and_line_end_hyphens_go() -> No
     assert "Contents" not in text and "Setup" not in text
     assert ". . ." not in text
     assert text.strip() == "The decoder reads a buffer for manipulation."
+
+
+@pytest.mark.parametrize(
+    ("page", "read"),
+    [
+        ("a buffer for manip-\nulation", "a buffer for manipulation"),
+        ("How- \never the river", "However the river"),  # a space after the dash
+        ("the Rappahan-\n  nock", "the Rappahannock"),
+        ("a well-\nKnown name", "a well-\nKnown name"),  # a capital: no word broken here
+        ("a speci\ufb01c \ufb02ow of e\ufb00ort", "a specific flow of effort"),
+        ("\ufb03 \ufb04 \ufb05 \ufb06", "ffi ffl st st"),
+    ],
+)
+def test_a_pdf_page_joins_broken_words_and_spells_out_ligatures(page: str, read: str) -> None:
+    """As LaTeX and scanned pages write them (bench/pdf_extraction.py found 82 ligatures in a
+    LaTeX paper, and "How- \never" in a scan's text layer)."""
+    assert clean_pdf_page(page) == read
 
 
 REAL_PAGES = {

@@ -162,16 +162,20 @@ def outline_blocks(items: list[OutlineItem], headings: tuple[str, ...] = ()) -> 
 # A line of a table of contents or an index: words, a leader of dots, a page number.
 _LEADER_LINE = re.compile(r"^.*?\S(?:\s*\.){4,}\s*(?:\d{1,4}|[ivxlc]{1,6})\s*$", re.I)
 _PAGE_NUMBER = re.compile(r"^\s*(?:\d{1,4}|[ivxlc]{1,6})\s*$", re.I)
-_BROKEN_WORD = re.compile(
-    r"([a-z])-\n([a-z])"
-)  # "manip-\nulation": a word hyphenated at a line end
+# "manip-\nulation": a word hyphenated at a line end (some writers put a space after the dash)
+_BROKEN_WORD = re.compile(r"([a-z])-[ \t]*\n[ \t]*([a-z])")
+# A typesetter's ligatures (U+FB00-FB06) as the letters they join: "ﬁle" is found as "file".
+_LIGATURES = str.maketrans(
+    {"\ufb00": "ff", "\ufb01": "fi", "\ufb02": "fl", "\ufb03": "ffi", "\ufb04": "ffl",
+     "\ufb05": "st", "\ufb06": "st"}
+)  # fmt: skip
 TOC_SHARE = 0.5  # a page whose lines are mostly leader lines is a contents or index page
 
 
 def clean_pdf_page(text: str) -> str:
     r"""A PDF page's text without what only a printed page needs: a contents or index page
     becomes nothing, leader lines ("asn1_der_decoding . . . . 20") and lone page numbers go,
-    and words hyphenated at a line's end are joined.
+    words hyphenated at a line's end are joined, and ligatures are their letters.
 
     >>> clean_pdf_page("3\nThe manip-\nulation of trees.\nSee asn1_create . . . . . 10")
     'The manipulation of trees.'
@@ -187,7 +191,7 @@ def clean_pdf_page(text: str) -> str:
         kept.pop(0)
     while kept and _PAGE_NUMBER.match(kept[-1]):
         kept.pop()
-    return _BROKEN_WORD.sub(r"\1\2", "\n".join(kept))
+    return _BROKEN_WORD.sub(r"\1\2", "\n".join(kept)).translate(_LIGATURES)
 
 
 # A first or last line repeated on this many pages is a running header or footer when it holds
