@@ -497,3 +497,31 @@ def test_a_big_page_is_built_a_screen_first_and_whole_when_the_tree_is_needed(
     assert built["deep"] == "Fix 420.7"
     assert built["afterId"] == built["shown"] == built["later"] == 10_000
     assert built["first"] < built["oneSlice"] < 10_000  # the rest a slice per task
+
+
+def test_opening_a_big_page_draws_its_first_screen_before_the_rest(
+    page: Page, live: LiveServer
+) -> None:
+    """Nothing the page view does as it opens (its live answer runs looked for, say) builds the
+    whole outline before its first screen is drawn; its JSON is asked for once, as the app
+    starts."""
+    from subspace.ingest.outline import OutlineItem
+
+    cx = live.database.default_context(live.settings)
+    releases = [
+        OutlineItem(f"Release {r}", [OutlineItem(f"Fix {r}.{n}") for n in range(19)])
+        for r in range(100)
+    ]
+    made = commands.create_page_from_outline(cx, "Changelog", releases)  # 2,000 bullets
+    page.add_init_script(
+        """new MutationObserver((_, observer) => {
+             const shown = document.querySelectorAll(".outline li.bullet").length;
+             if (shown) { window.__firstShown = shown; observer.disconnect(); }
+           }).observe(document, { subtree: true, childList: true });"""
+    )
+    asked: list[str] = []
+    page.on("request", lambda r: asked.append(r.url) if f"/api/pages/{made.id}" in r.url else 0)
+    page.goto(f"/p/{made.id}")
+    expect(page.locator(TEXTS).last).to_have_value("Fix 99.18")  # all of it, in the end
+    assert 0 < page.evaluate("window.__firstShown") < 2_000
+    assert len(asked) == 1  # fetched as the app starts, and taken by the view: not twice

@@ -47,7 +47,27 @@ function safeJson(text) {
   }
 }
 
-export const get = (path, options) => api("GET", path, options);
+// GETs started before their view asked for them (the app's start), each taken once.
+const early = new Map();
+
+/** Start GET `path` now: the next get(path) takes its answer instead of asking again. */
+export function prefetch(path) {
+  const answer = api("GET", path);
+  answer.catch(() => {}); // a failure reaches whoever takes it, not the console
+  early.set(path, answer);
+}
+
+/** Forget what no view took (its view failed to load): a later visit asks afresh. */
+export function forgetPrefetched() {
+  early.clear();
+}
+
+export function get(path, options) {
+  const started = early.get(path);
+  early.delete(path);
+  return started || api("GET", path, options);
+}
+
 export const post = (path, body, options = {}) => api("POST", path, { ...options, body });
 export const patch = (path, body, options = {}) => api("PATCH", path, { ...options, body });
 export const put = (path, body, options = {}) => api("PUT", path, { ...options, body });

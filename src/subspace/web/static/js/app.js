@@ -3,7 +3,7 @@
 
 import { openModal } from "./dialog.js";
 import { h, MOD, toast } from "./dom.js";
-import { installLinkHandling, render } from "./router.js";
+import { early, installLinkHandling, render } from "./router.js";
 import { installSidebar } from "./sidebar.js";
 
 // What the `?` dialog lists: [keys, what they do], by where they work.
@@ -56,6 +56,7 @@ function installShortcuts() {
 }
 
 async function boot() {
+  early();
   installLinkHandling();
   installShortcuts();
   try {

@@ -523,18 +523,6 @@ export class Outline {
     return this.adopt(parent, { id, text: String(text ?? ""), props }, null);
   }
 
-  /** Every bullet whose text is a /rag command, in reading order. */
-  commands() {
-    this.complete();
-    const out = [];
-    const walk = (list) => list.forEach((node) => {
-      if (node.id && parseCommand(node.text)) out.push(node);
-      walk(node.children);
-    });
-    walk(this.root.children);
-    return out;
-  }
-
   /** Scroll to the bullet `id`, open its ancestors and highlight it for a moment. */
   reveal(id) {
     const node = this.byId.get(id);
@@ -562,6 +550,20 @@ export class Outline {
     const heights = all.map((node) => node.input.scrollHeight);
     all.forEach((node, i) => { node.input.style.height = heights[i] ? `${heights[i]}px` : ""; });
   }
+}
+
+/**
+ * The bullets of a page's data (`nodes` as the API sends them) whose text is a /rag command,
+ * in reading order. Read from the data, not the outline, whose big pages are built later.
+ */
+export function commandsIn(nodes) {
+  const out = [];
+  const walk = (list) => list.forEach((data) => {
+    if (data.id && parseCommand(data.text)) out.push(data);
+    walk(data.children || []);
+  });
+  walk(nodes);
+  return out;
 }
 
 /** Grow a bullet's field to its text: bullets are read, not scrolled. */

@@ -1,13 +1,16 @@
 // Client-side navigation: every view has a URL the server answers with the shell, so reload,
 // back/forward and shared links land on the same view.
 
+import { forgetPrefetched, prefetch } from "./api.js";
 import { clear, h } from "./dom.js";
 import { state, syncKbWithAddress } from "./state.js";
 
 // Each view module exports render(container, params, {signal}); it may return a cleanup function.
+// A route's `data` names what its view reads first, fetched from the app's start (see early).
 const ROUTES = [
   { pattern: /^\/$/, load: () => import("./views/home.js") },
-  { pattern: /^\/p\/(?<pageId>[0-9a-f-]{36})$/, load: () => import("./views/page.js") },
+  { pattern: /^\/p\/(?<pageId>[0-9a-f-]{36})$/, load: () => import("./views/page.js"),
+    data: ({ pageId }) => `/api/pages/${pageId}` },
   { pattern: /^\/files$/, load: () => import("./views/files.js") },
   { pattern: /^\/files\/(?<fileId>[0-9a-f-]{36})$/, load: () => import("./views/file.js") },
   { pattern: /^\/mail$/, load: () => import("./views/mail.js") },
@@ -68,8 +71,22 @@ export async function render() {
   } catch (error) {
     if (error.name === "AbortError") return;
     clear(container).append(h("h1", {}, "Something went wrong"), h("p", { class: "notice notice-error" }, error.message));
+  } finally {
+    forgetPrefetched();
   }
   document.dispatchEvent(new CustomEvent("view-rendered", { detail: { path } }));
+}
+
+/**
+ * Start loading the view the app opens on, and what it reads first, while the sidebar loads:
+ * a big page's JSON is on its way before the view would have asked for it.
+ */
+export function early() {
+  const path = window.location.pathname;
+  const route = ROUTES.find((r) => r.pattern.test(path));
+  if (!route) return;
+  route.load().catch(() => {}); // render() loads it again and reports a failure
+  if (route.data) prefetch(route.data(path.match(route.pattern).groups));
 }
 
 /** Follow same-origin links marked data-link without reloading the page. */

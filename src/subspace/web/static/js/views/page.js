@@ -4,7 +4,7 @@
 import { ask, cancelRun, endLine, followRun, liveRunOf, parseCommand, remember, stepLine } from "../answers.js";
 import { get, patch, post, del } from "../api.js";
 import { clear, formatDate, h, toast } from "../dom.js";
-import { Outline } from "../outline.js";
+import { Outline, commandsIn } from "../outline.js";
 import { SaveQueue } from "../savequeue.js";
 import { emit, on, state } from "../state.js";
 import { renderTagsPanel } from "../tags.js";
@@ -189,13 +189,17 @@ class PageView {
     });
   }
 
-  /** Streams the runs still going under this page's command bullets (the page was reopened). */
+  /**
+   * Streams the runs still going under this page's command bullets (the page was reopened).
+   * Their bullets are found in the page's data: only a live run builds the rest of a big page.
+   */
   async resumeRuns() {
-    for (const node of this.outline.commands()) {
-      if (this.runs.has(node.id)) continue;
-      const run = await liveRunOf(node);
+    for (const data of commandsIn(this.page.nodes)) {
+      if (this.runs.has(data.id)) continue;
+      const run = await liveRunOf(data);
       if (this.closed) return;
-      if (run && !this.runs.has(node.id)) this.follow(node, run.id);
+      const node = run && !this.runs.has(data.id) && this.outline.byId.get(data.id);
+      if (node) this.follow(node, run.id);
     }
   }
 
