@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import re
+import sys
+from uuid import UUID
 
 from fastapi.testclient import TestClient
 
+from subspace import commands
 from subspace.config import Settings
+from subspace.context import Context
 from subspace.database import Database
+from subspace.db import queries
 from subspace.db.migrate import available_migrations
+from subspace.ingest.outline import OutlineItem
+from subspace.search.reading import kb_node_read, kb_read
 from tests.conftest import api_operations
 
 
@@ -248,6 +255,56 @@ def test_page_lists_do_not_promise_bullets(client: TestClient) -> None:
     listed = client.get("/openapi.json").json()["paths"]["/api/pages"]["get"]["responses"]["200"]
     item_ref = listed["content"]["application/json"]["schema"]["items"]["$ref"]
     assert "nodes" not in schemas[item_ref.rsplit("/", 1)[1]]["properties"]
+
+
+DEEP = 2_000  # levels: a client may indent a bullet under the one before it again and again
+
+
+def test_a_page_is_served_as_its_tree_however_deep_it_nests(
+    client: TestClient, cx: Context
+) -> None:
+    """Each bullet as the API writes a node (times in UTC with a Z), its children in outline
+    order, at any depth: 300 levels were refused with a 500 ("maximum serialization depth"),
+    and reading the page as an outline failed past Python's stack."""
+    made = commands.create_page_from_outline(
+        cx, 'A "title" with "nodes":[] in it', [OutlineItem('ü \\ " tab\t')]
+    )
+    with cx.transaction() as conn:  # a chain of DEEP bullets, each under the one before
+        conn.execute(
+            "insert into kb.nodes (workspace_id, id, page_id, parent_id, position, text) "
+            "select %(ws)s, md5(%(page)s::text || i)::uuid, %(page)s, "
+            "case when i > 0 then md5(%(page)s::text || (i - 1))::uuid end, "
+            "case when i = 0 then 1 else 0 end, 'level ' || i "
+            "from generate_series(0, %(deep)s - 1) i",
+            {"ws": cx.actor.workspace_id, "page": made.id, "deep": DEEP},
+        )
+    answer = client.get(f"/api/pages/{made.id}")
+    assert answer.status_code == 200, answer.text
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(DEEP * 4)  # Python's JSON reader nests two calls a level
+    try:
+        page = answer.json()
+    finally:
+        sys.setrecursionlimit(limit)
+    assert page["title"] == 'A "title" with "nodes":[] in it'
+    assert [n["text"] for n in page["nodes"]] == ['ü \\ " tab\t', "level 0"]
+    node, depth = page["nodes"][1], 0
+    while node["children"]:
+        (node,) = node["children"]
+        depth += 1
+    assert (depth, node["text"]) == (DEEP - 1, f"level {DEEP - 1}")
+    first = page["nodes"][0]
+    with cx.transaction() as conn:
+        stored = queries.get_node(conn, cx.actor.workspace_id, UUID(first["id"]))
+    assert first == {
+        "id": str(stored.id), "page_id": str(made.id), "parent_id": None, "position": 0,
+        "text": stored.text, "props": {}, "children": [],
+        "created_at": stored.created_at.isoformat().replace("+00:00", "Z"),
+        "updated_at": stored.updated_at.isoformat().replace("+00:00", "Z"),
+    }  # fmt: skip
+    outline = kb_read(cx, made.id).splitlines()
+    assert outline[-1].startswith(f"{'  ' * (DEEP - 1)}- level {DEEP - 1} (node:")
+    assert kb_node_read(cx, UUID(node["id"])).endswith(f"(node:{node['id']})")
 
 
 def test_a_deleted_page_takes_no_new_bullets(client: TestClient) -> None:

@@ -142,12 +142,16 @@ def _visible_page_tree(cx: Context, conn: Conn, page_id: UUID) -> tuple[str, lis
     return row["title"], page.nodes
 
 
-def _outline(nodes: list[TreeNode], depth: int = 0) -> list[str]:
+def _outline(nodes: list[TreeNode]) -> list[str]:
+    """The bullets as indented lines, in reading order (without recursion: an outline may
+    nest deeper than Python's stack)."""
     lines = []
-    for node in nodes:
+    stack = [(node, 0) for node in reversed(nodes)]
+    while stack:
+        node, depth = stack.pop()
         marker = " [memory]" if node.is_memory else ""
         lines.append(f"{'  ' * depth}- {node.text}{marker} (node:{node.id})")
-        lines.extend(_outline(node.children, depth + 1))
+        stack.extend((child, depth + 1) for child in reversed(node.children))
     return lines
 
 
@@ -170,10 +174,10 @@ def kb_node_read(cx: Context, node_id: UUID) -> str:
 
 
 def _find(nodes: list[TreeNode], node_id: UUID) -> TreeNode | None:
-    for node in nodes:
+    stack = list(nodes)
+    while stack:
+        node = stack.pop()
         if node.id == node_id:
             return node
-        found = _find(node.children, node_id)
-        if found is not None:
-            return found
+        stack.extend(node.children)
     return None

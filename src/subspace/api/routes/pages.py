@@ -67,9 +67,11 @@ def create_page(body: PageIn, cx: CX) -> PageSummary:
 @router.get("/{page_id}", response_model=Page)
 def get_page(page_id: UUID, cx: CX) -> Response:
     """The page with its bullets nested under `nodes`."""
+    ws = cx.actor.workspace_id
     with cx.transaction() as conn:
-        page = queries.get_page_tree(conn, cx.actor.workspace_id, page_id)
-    return Response(PAGE_JSON.dump_json(page), media_type="application/json")
+        page = Page(**vars(queries.get_page(conn, ws, page_id)))
+        written = queries.page_tree_json(conn, ws, page_id, PAGE_JSON.dump_json(page))
+    return Response(written, media_type="application/json")
 
 
 @router.patch("/{page_id}")
