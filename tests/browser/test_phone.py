@@ -4,6 +4,7 @@ the screen's edge and no two pieces of text are drawn over each other."""
 from __future__ import annotations
 
 from pathlib import Path
+from uuid import UUID
 
 from playwright.sync_api import Browser, Page, expect
 
@@ -12,6 +13,7 @@ from subspace.ingest.outline import OutlineItem
 from tests.browser.conftest import LiveServer, item_views, sign_in_tab, wait_for_files
 
 PHONE = {"width": 390, "height": 800}
+PAGE_TITLE = "Ferry operations for the winter season, with the holiday timetable and pier changes"
 LONG_NAME = "quarterly-infrastructure-capacity-planning-review-2026-final-version.txt"
 EML = (
     b"From: Ana Lucia Fernandez-Whitaker <ana.lucia.fernandez-whitaker@example.com>\r\n"
@@ -34,7 +36,7 @@ def _workspace(live: LiveServer) -> dict[str, str]:
     cx = live.database.default_context(live.settings)
     page = commands.create_page_from_outline(
         cx,
-        "Ferry operations for the winter season, with the holiday timetable and pier changes",
+        PAGE_TITLE,
         [
             OutlineItem("The winter ferry leaves at nine from pier two, and at noon on Sundays.",
                         [OutlineItem("See https://example.com/a/very/long/address/that/does/not/break/anywhere")]),
@@ -118,3 +120,41 @@ def test_every_view_fits_a_phone(browser: Browser, live: LiveServer) -> None:
         context.close()
     failing = {view: problems for view, problems in found.items() if problems}
     assert not failing, "\n".join(f"{v}: {p}" for v, ps in failing.items() for p in ps)
+
+
+def test_an_answer_on_a_phone_keeps_the_page_title_in_view(
+    browser: Browser, live: LiveServer
+) -> None:
+    """An answer lands at the end of a long page, out of the title's sight: the top bar then
+    shows the page's title, and a tap on it goes back up."""
+    ids = _workspace(live)
+    cx = live.database.default_context(live.settings)
+    for pier in range(30):  # a page longer than the screen: the answer lands below it
+        commands.add_node(cx, UUID(ids["page"]), f"Pier {pier} has its own timetable.")
+    context = browser.new_context(
+        base_url=live.url,
+        viewport=PHONE,
+        is_mobile=True,
+        has_touch=True,  # type: ignore[arg-type]
+    )
+    try:
+        tab = context.new_page()
+        sign_in_tab(tab, live)
+        tab.goto(f"/p/{ids['page']}")
+        title = tab.locator(".page-title")
+        expect(title).to_be_in_viewport()
+        tab.click("#open-palette-top")
+        tab.keyboard.type("when does the winter ferry leave?")
+        tab.locator(".palette-ask").click()
+        expect(tab.locator(".run-status", has_text="Answered.")).to_be_visible(timeout=30_000)
+        # The answer is shown where it streams in, below the fold; the top bar says whose page.
+        expect(tab.locator(".run-status", has_text="Answered.")).to_be_in_viewport()
+        expect(title).not_to_be_in_viewport()
+        expect(tab.locator("#topbar-title")).to_have_text(PAGE_TITLE)
+        assert not _problems(tab, "header.topbar")
+        tab.click("#topbar-title")  # back to the title
+        expect(title).to_be_in_viewport()
+        expect(tab.locator("#topbar-title")).to_be_hidden()
+        expect(tab.locator("header.topbar")).to_be_in_viewport()
+    finally:
+        context.close()

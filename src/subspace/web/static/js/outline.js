@@ -3,7 +3,7 @@
 
 import { citationLinks, parseCommand } from "./answers.js";
 import { del, patch, post } from "./api.js";
-import { append, clear, h } from "./dom.js";
+import { append, clear, h, TOUCH } from "./dom.js";
 import { hasMarkdown, renderMarkdown } from "./markdown.js";
 import { navigate } from "./router.js";
 
@@ -536,7 +536,8 @@ export class Outline {
     node.el.classList.add("is-flashed");
     clearTimeout(node.flashTimer);
     node.flashTimer = setTimeout(() => node.el.classList.remove("is-flashed"), FLASH_MS);
-    this.focus(node);
+    // On a touch screen a focused field opens the keyboard over what was just scrolled to.
+    if (!TOUCH) this.focus(node);
     return true;
   }
 

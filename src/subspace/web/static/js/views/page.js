@@ -110,10 +110,28 @@ class PageView {
     this.drawState();
     this.outline.fitAll();
     this.fitTitle();
+    this.keepTitleInBar();
     // Files dropped on the page are uploaded to its knowledge base.
     this.removeDrop = installDropUpload(this.container, { kbId: this.page.kb_id });
     renderTagsPanel(this.tags, { kind: "page", id: page.id, kbId: page.kb_id })
       .catch((error) => toast(error.message, { error: true }));
+  }
+
+  /**
+   * While the title is scrolled out of view (an answer streaming in at the end of a long page,
+   * on a phone), the top bar shows it in the brand's place; a tap there scrolls back to it.
+   */
+  keepTitleInBar() {
+    const bar = document.getElementById("topbar-title");
+    if (!bar || !("IntersectionObserver" in window)) return;
+    const under = bar.parentElement.offsetHeight; // the sticky top bar covers this much
+    bar.onclick = () => this.title.scrollIntoView({ block: "center" });
+    this.titleWatch = new IntersectionObserver(([entry]) => {
+      const box = entry.boundingClientRect;
+      bar.textContent = this.title.value || "Untitled";
+      bar.hidden = entry.isIntersecting || !(box.height > 0 && box.bottom <= under);
+    }, { rootMargin: `-${under}px 0px 0px 0px` });
+    this.titleWatch.observe(this.title);
   }
 
   /** The title's height follows its text: as many lines as it wraps to. */
@@ -443,6 +461,9 @@ class PageView {
   close() {
     this.closed = true;
     this.offAsk();
+    this.titleWatch?.disconnect();
+    const bar = document.getElementById("topbar-title");
+    if (bar) bar.hidden = true;
     for (const run of this.runs.values()) run.stop();
     if (typeof this.removeDrop === "function") this.removeDrop();
     // Leaving the page: what was typed is saved now rather than dropped with the view.
