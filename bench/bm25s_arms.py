@@ -1,7 +1,8 @@
 """bm25s on a BEIR collection, with and without repeated query words, on its tokens and ours.
 
 The arms run over the texts `subspace eval` indexes (each document's title, a full stop, its
-text) and score as `subspace eval` does (nDCG@10, Recall@100, MRR@10):
+text) and score as `subspace eval` does (nDCG@10, Recall@100, MRR@10), a query that is a
+document of the corpus (ArguAna's are its arguments) not answered by itself:
 
 - bm25s: bm25s's tokenizer (English stemmer and stopwords) and its defaults (k1 = 1.5,
   b = 0.75), as the bm25s arm of `subspace eval`; a word repeated in a query counts as often
@@ -68,7 +69,8 @@ def our_tokens(*groups: Sequence[str]) -> list[list[list[str]]]:
 
 def ranked(corpus: list[list[str]], queries: list[list[str]], ids: list[str], *,
            unique: bool, **parameters: float) -> list[list[str]]:  # fmt: skip
-    """The top DEPTH document ids of each query by bm25s over the given tokens."""
+    """The top DEPTH + 1 document ids of each query by bm25s over the given tokens (one more
+    than kept, for the query's own document to be left out)."""
     import bm25s
 
     retriever = bm25s.BM25(**parameters)
@@ -82,7 +84,8 @@ def ranked(corpus: list[list[str]], queries: list[list[str]], ids: list[str], *,
         if not words:
             found.append([])
             continue
-        docs, scores = retriever.retrieve([words], k=min(DEPTH, len(ids)), show_progress=False)
+        docs, scores = retriever.retrieve([words], k=min(DEPTH + 1, len(ids)),
+                                          show_progress=False)  # fmt: skip
         found.append([ids[d] for d, s in zip(docs[0], scores[0], strict=True) if s > 0])
     return found
 
@@ -120,9 +123,10 @@ def main() -> None:
         "our_tokens_unique": ranked(ours_corpus, ours_queries, ids, unique=True, **ours_parameters),
     }
     scores = {
-        arm: evaluate(dict(zip(qids, run, strict=True)), collection.qrels)
+        arm: evaluate({q: [d for d in found if d != q][:DEPTH]
+                       for q, found in zip(qids, run, strict=True)}, collection.qrels)
         for arm, run in arms.items()
-    }
+    }  # fmt: skip
     if args.json:
         print(json.dumps({"dataset": collection.name, "queries": len(qids), "arms": scores}))
         return

@@ -6,6 +6,7 @@ from __future__ import annotations
 from playwright.sync_api import Page, expect
 
 from subspace import commands
+from subspace.commands.pages import resolve_kb
 from subspace.ingest.outline import OutlineItem
 from tests.browser.conftest import LiveServer
 
@@ -82,3 +83,40 @@ def test_imported_pages_sit_in_their_folders_sorted_pinned_and_filtered(
     current = page.locator(f"{LIST} a[aria-current]")
     expect(current).to_contain_text("Install guide")
     expect(current).to_be_visible()
+
+
+def test_a_sidebar_of_five_thousand_pages_lists_filters_and_scrolls(
+    page: Page, live: LiveServer
+) -> None:
+    """1,000 pages made in the app and 4,000 imported into twenty folders (bench/big_pages.py
+    times the same list)."""
+    cx = live.database.default_context(live.settings)
+    with cx.transaction() as conn:
+        kb = resolve_kb(cx, conn, None)
+        conn.execute(
+            "insert into kb.pages (workspace_id, kb_id, title, source_path) "
+            "select %(ws)s, %(kb)s, "
+            "case when n < 1000 then 'Note ' || n else 'Manual page ' || n end, "
+            "case when n >= 1000 then 'docs/area-' || n %% 20 || '/page-' || n || '.md' end "
+            "from generate_series(0, 4999) n",
+            {"ws": cx.actor.workspace_id, "kb": kb},
+        )
+    page.reload()
+    docs = page.locator(".folder-toggle", has_text="docs")
+    expect(docs.locator(".folder-count")).to_have_text("4000")
+    expect(page.locator(f"{LIST} > li.page-row")).to_have_count(1000)  # the rest folded away
+    docs.scroll_into_view_if_needed()  # the list scrolls to its end
+    expect(docs).to_be_in_viewport()
+    docs.click()
+    area = page.locator(".folder-toggle", has_text="area-7")
+    expect(area.locator(".folder-count")).to_have_text("200")
+
+    page.fill("#page-filter", "page 1234")
+    rows = page.locator(f"{LIST} > li.page-row")
+    expect(rows).to_have_count(1)
+    expect(rows.first.locator(".page-folder")).to_have_text("docs › area-14")
+    page.fill("#page-filter", "manual page")  # 4,000 matches: the first 200 drawn, the rest counted
+    expect(rows).to_have_count(200)
+    expect(page.locator(".page-more")).to_have_text("3,800 more: type more of the title.")
+    rows.last.scroll_into_view_if_needed()
+    expect(rows.last).to_be_in_viewport()
