@@ -164,6 +164,13 @@ def _highlighted(row: Any) -> list[str]:
         ("今天的会议 记录", "会议", ["会议"]),
         ("Deploy blocked by PROJ-1234 again", "1234", ["1234"]),
         ("Mail grace@example.org now", "grace", ["grace"]),
+        # ts_headline drops what looks like a tag; the passage keeps a synopsis's placeholders
+        (
+            "npm access list packages [<user>|<scope>] [<package>]",
+            "packages",
+            ["packages", "package"],
+        ),
+        ("Set it to <implementations-keywords>, then run make", "run", ["run"]),
     ],
 )
 def test_highlights_point_at_the_original_words(
@@ -193,6 +200,20 @@ def test_highlights_in_a_long_text_are_cut_from_the_original(
     for fragment in row.passage.split(" … "):
         assert fragment in text
     assert _highlighted(row) == ["Ærøskøbing", "café", "説明会"]
+
+
+def test_a_long_text_and_a_title_keep_their_angle_brackets(database: Database, cx: Context) -> None:
+    filler = " ".join(["The registry keeps every version it was given."] * 12)
+    text = f"{filler} Synopsis: npm access list packages [<user>|<scope>] [<package>]. {filler}"
+    assert len(text) > SHORT_TEXT
+    page = commands.create_page(cx, "The <access> command")
+    commands.add_node(cx, page.id, text)
+    row = run(database, cx, "synopsis", mode="lexical", typos=False).rows[0]
+    assert "Synopsis: npm access list packages [<user>|<scope>] [<package>]." in row.passage
+    assert _highlighted(row) == ["Synopsis"]
+    titled = run(database, cx, "command", mode="lexical", kinds=["page"], typos=False).rows[0]
+    assert titled.title == "The <access> command"
+    assert [titled.title[a:b] for a, b in titled.title_highlights] == ["command"]
 
 
 def test_identifier_parts_are_highlighted_for_the_lexemes_handed_over() -> None:

@@ -97,11 +97,21 @@ def split_highlights(marked: str) -> tuple[str, list[tuple[int, int]]]:
     return "".join(out), spans
 
 
+# ts_headline drops what looks like an XML tag ("npm access [<user>|<scope>]" came out as
+# "[ | ]"): it reads text whose angle brackets are spaces, and unfold_headline finds its
+# fragments in the original, brackets and all.
+_BRACKETS = str.maketrans("<>", "  ")
+
+
+def _unbracketed_fold(expr: str) -> str:
+    return f"translate(search.fold({expr}), '<>', '  ')"
+
+
 def _headline(expr: str, tsquery: str) -> Fragment:
     """`expr` as original and its marked passage for `tsquery`, computed over its folded text
     (what the tsvectors hold, so café is highlighted for cafe); `unfold_headline` maps it back
     onto the original."""
-    folded = f"search.fold({expr})"
+    folded = _unbracketed_fold(expr)
     return Fragment(
         f"{expr} as original, case when length({expr}) <= {SHORT_TEXT} "
         f"then ts_headline('english', {folded}, %(hq)s::tsquery, '{_WHOLE}') "
@@ -117,15 +127,17 @@ def unfold_headline(
     and the highlighted spans in it.
 
     Each fragment is found in the folded original and cut from the original, so accents and
-    CJK characters appear as written. A fragment not found there (ts_headline replaced an XML
-    tag by a space) is shown as ts_headline printed it. Parts of identifiers that match one of
-    the query's `lexemes` (TsQueries.lexemes) are highlighted too: `1234` in `PROJ-1234`.
+    CJK characters appear as written, and so do angle brackets (ts_headline reads them as
+    spaces). A fragment not found there is shown as ts_headline printed it. Parts of
+    identifiers that match one of the query's `lexemes` (TsQueries.lexemes) are highlighted
+    too: `1234` in `PROJ-1234`.
 
     >>> unfold_headline("Le café", "Le \\ue000cafe\\ue001")
     ('Le café', [(3, 7)])
     """
     text, marks = split_highlights(marked)
     folded = fold_with_offsets(original)
+    haystack = folded.text.translate(_BRACKETS)
     out: list[str] = []
     spans: list[tuple[int, int]] = []
     length = 0
@@ -136,9 +148,9 @@ def unfold_headline(
             out.append(DELIMITER)
             length += len(DELIMITER)
             at += len(DELIMITER)
-        found = folded.text.find(fragment, cursor)
+        found = haystack.find(fragment, cursor)
         if found < 0:
-            found = folded.text.find(fragment)
+            found = haystack.find(fragment)
         inside = [(a - at, b - at) for a, b in marks if at <= a and b <= at + len(fragment)]
         if found < 0 or not fragment:
             out.append(fragment)
@@ -256,7 +268,8 @@ def _details_sql(
     marked = _headline(f"search.passage_text({text})" if spec.markdown else text, tsq.any_words)
     # A title is short: marked whole, every word that matched (a subject's, "Re:" and all).
     title_marked = (
-        f"ts_headline('english', search.fold({i}.{item.title}), %(hq)s::tsquery, '{_WHOLE}')"
+        f"ts_headline('english', {_unbracketed_fold(f'{i}.{item.title}')}, %(hq)s::tsquery, "
+        f"'{_WHOLE}')"
     )
     columns = [
         f"{a}.{spec.key} as id", f"{marked.sql} as marked", f"{i}.{item.title} as title",
