@@ -203,7 +203,10 @@ def test_the_report_prints_a_long_name_whole_and_names_what_is_not_read(
 ) -> None:
     name = "quarterly-report-of-the-payments-team-for-the-board-with-every-appendix-" + "x" * 40
     (tmp_path / f"{name}.xyz").write_bytes(b"\x00\x01")
-    (tmp_path / "LICENSE").write_text("MIT")
+    (tmp_path / "LICENSE").write_text(
+        "MIT License\n\nPermission is hereby granted, free of charge."
+    )
+    (tmp_path / "core").write_bytes(b"\x7fELF\x02\x01\x00\x00")
     result = runner.invoke(main, ["import", str(tmp_path)])
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
@@ -216,4 +219,10 @@ def test_the_report_prints_a_long_name_whole_and_names_what_is_not_read(
     assert f"{name}.xyz" in "".join(line[:width].strip() for line in table)
     reasons = " ".join(" ".join(line[width:].split()) for line in table)
     assert ".xyz files are not read" in reasons
-    assert "files without an extension are not read" in reasons
+    assert "binary files without an extension are not read" in reasons
+    # A file without an extension that holds text (README, LICENSE, NEWS) is read as text.
+    listed = json.loads(runner.invoke(main, ["import", str(tmp_path), "--json"]).stdout)
+    (license,) = [r for r in listed["rows"] if r["source"].endswith("/LICENSE")]
+    assert (license["kind"], license["outcome"]) == ("page", "unchanged")
+    found = runner.invoke(main, ["search", "permission hereby granted", "--json"])
+    assert json.loads(found.stdout)["rows"][0]["title"] == "LICENSE"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import logging
 import os
@@ -209,8 +210,10 @@ class Importer:
                 self.add_message(path.read_bytes(), label)
             elif suffix in MAILBOX_SUFFIXES:
                 self.add_mailbox(path.read_bytes(), label)
+            elif not suffix and _is_text(path):  # README, LICENSE, NEWS: read as plain text
+                self._page(path, label)
             else:
-                kind = f"{suffix} files" if suffix else "files without an extension"
+                kind = f"{suffix} files" if suffix else "binary files without an extension"
                 self.report.rows.append(ImportRow(label, "", "skipped", f"{kind} are not read"))
         except SubspaceError as exc:
             self.report.rows.append(ImportRow(label, _kind(suffix), "failed", exc.message))
@@ -442,8 +445,24 @@ class Importer:
                 )
 
 
+TEXT_SNIFF_BYTES = 8192  # of a file without an extension, read to tell text from binary
+
+
+def _is_text(path: Path) -> bool:
+    """Whether a file without an extension holds text: its start is UTF-8 without NUL bytes."""
+    with path.open("rb") as file:
+        start = file.read(TEXT_SNIFF_BYTES)
+    if not start.strip() or b"\0" in start:
+        return False
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(start, final=False)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def _kind(suffix: str) -> str:
-    if suffix in PAGE_SUFFIXES:
+    if suffix in PAGE_SUFFIXES or not suffix:
         return "page"
     if suffix in FILE_SUFFIXES:
         return "file"
