@@ -81,6 +81,10 @@ def test_gibberish_finds_nothing_and_a_real_typo_is_still_corrected(
         assert (response.rows, response.corrections) == ([], {}), gibberish
         (note,) = response.notes
         assert f"{said} no word here, so no spelling was corrected" in note
+    # A word too short to correct ("hte") does not stop the others being corrected.
+    typed = run(database, cx, "hte ownrship", mode="lexical")
+    assert typed.corrections == {"ownrship": "ownership"}
+    assert [row.id for row in typed.rows][:1] == [book["ch04-01-what-is-ownership.html"]]
 
 
 def test_rows_holding_the_identifier_come_before_its_near_meanings(

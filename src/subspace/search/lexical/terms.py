@@ -19,7 +19,7 @@ from uuid import UUID
 from subspace.db.pipeline import Later, prepared
 from subspace.db.pool import Conn
 from subspace.search.query import ParsedQuery
-from subspace.search.typos import CANDIDATES_SQL, best_correction
+from subspace.search.typos import CANDIDATES_SQL, MIN_WORD, best_correction
 
 CONFIG = "english"
 # What joins an identifier's parts (search.identifier_parts splits documents' tokens at them):
@@ -222,14 +222,15 @@ def _tsqueries(
     parts_tsquery_of: dict[str, str] = {r["t"]: r["pq"] for r in rows}
     corrections, corrected_words, corrected_frequencies = _corrections(rows)
     # A correction is applied only when every word no document holds has one: "zqxwv flurbo"
-    # is not "zqxwv flurry", it is gibberish (the relevance issue's rule).
+    # is not "zqxwv flurry", it is gibberish (the relevance issue's rule). A word too short
+    # to be corrected at all does not count: "hte borow checker" is "hte borrow checker".
     unknown = tuple(
         t.strip() for t in parsed.alternatives
         if lexemes_of[t]
         and not any(frequencies.get(w) for w in [*lexemes_of[t], *part_lexemes_of[t]])
         and not (len(lexemes_of[t]) == 1 and lexemes_of[t][0] in corrections)
     )  # fmt: skip
-    if unknown:
+    if any(len(word) >= MIN_WORD for word in unknown):
         corrections, corrected_words, corrected_frequencies = {}, {}, {}
     frequencies |= corrected_frequencies
 
