@@ -298,7 +298,7 @@ def search_command(
 ) -> None:
     """Search pages, bullets, memory, files and mail. With a server running on this home,
     the server answers (its model is loaded already); else the command searches itself."""
-    from subspace.local_server import running_server
+    from subspace.local_server import running_server, search_by_server
 
     body: dict[str, Any] = {
         "query": query,
@@ -315,7 +315,10 @@ def search_command(
     answer = None
     server = running_server(settings)
     if server:
-        answer = _search_by_server(*server, body, kb_names)
+        try:
+            answer = search_by_server(*server, body, kb_names)
+        except SubspaceError as exc:  # the server's refusal, as this command's own would be
+            raise click.ClickException(exc.message) from None
         if answer and explain:
             answer["notes"].append(f"Answered by the server at {server[0]}.")
     if answer is None:
@@ -340,67 +343,6 @@ def _search_here(
         response = search(cx, db.searcher(provider), SearchRequest(**body, kb_ids=kb_ids))
     answer: dict[str, Any] = json.loads(json.dumps(dataclasses.asdict(response), default=str))
     return answer
-
-
-def _search_by_server(
-    url: str, key: str, body: dict[str, Any], kb_names: tuple[str, ...]
-) -> dict[str, Any] | None:
-    """The running server's answer to the search, or None when it cannot give one (it has
-    stopped, or no longer takes its key): the command then searches itself. An error of the
-    search itself (a limit, an unknown tag) is the command's error, as it would be here."""
-
-    try:
-        if kb_names:
-            bases = {kb["name"]: kb["id"] for kb in _ask_server(url, key, "/api/knowledge-bases")}
-            body = {**body, "kb_ids": [_base_named(bases, name) for name in kb_names]}
-        answer = _ask_server(url, key, "/api/search", body)
-    except _ServerGone:
-        return None
-    return answer if isinstance(answer, dict) else None
-
-
-def _base_named(bases: dict[str, str], name: str) -> str:
-    from subspace.text import clean_text
-
-    found = bases.get(" ".join(clean_text(name).split()))
-    if found is None:
-        raise click.ClickException(
-            f"No knowledge base named {name!r}. See `subspace kb list` for their names."
-        )
-    return found
-
-
-class _ServerGone(Exception):
-    """The server did not answer as a Subspace server does."""
-
-
-SERVER_TIMEOUT_S = 60  # a search that takes longer has failed on the server's own timeouts
-
-
-def _ask_server(url: str, key: str, path: str, body: dict[str, Any] | None = None) -> Any:
-    """The JSON the server answers to GET `path` (POST with a `body`); an error it explains
-    becomes the command's error, anything else _ServerGone."""
-    import urllib.error
-    import urllib.request
-
-    request = urllib.request.Request(
-        url + path,
-        data=None if body is None else json.dumps(body).encode(),
-        headers={"authorization": f"Bearer {key}", "content-type": "application/json"},
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=SERVER_TIMEOUT_S) as reply:
-            return json.load(reply)
-    except urllib.error.HTTPError as exc:
-        try:
-            error = json.load(exc)["error"]
-        except (ValueError, KeyError, TypeError):
-            raise _ServerGone from None
-        if exc.code in (401, 403) or exc.code >= 500:  # its key revoked, or a server in trouble
-            raise _ServerGone from None
-        raise click.ClickException(str(error["message"])) from None
-    except (OSError, ValueError):  # refused, reset, timed out, or not JSON
-        raise _ServerGone from None
 
 
 def _print_search(answer: dict[str, Any], query: str, explain: bool) -> None:
@@ -669,12 +611,11 @@ def _tag_filter(name: str, op: str, value: str) -> dict[str, str]:
 
 def _kb_id(cx: Any, name: str) -> UUID:
     from subspace import commands
+    from subspace.local_server import no_base_named
 
     found = commands.find_knowledge_base(cx, name)
     if found is None:
-        raise click.ClickException(
-            f"No knowledge base named {name!r}. See `subspace kb list` for their names."
-        )
+        raise click.ClickException(no_base_named(name))
     return found.id
 
 

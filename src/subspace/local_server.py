@@ -1,7 +1,9 @@
-"""The running server, as the command line on the same machine finds it: `subspace serve`
-writes its address and a key of its own into the home's `server.json`, readable by its owner
-only (as the home's database files are), and a search from the command line asks that server
-instead of loading the search, a model and the database itself for one query."""
+"""The running server, as the command line on the same machine finds and asks it: `subspace
+serve` writes its address and a key of its own into the home's `server.json`, readable by its
+owner only (as the home's database files are), and a search from the command line asks that
+server instead of loading the search, a model and the database itself for one query. Only the
+standard library's HTTP client is used: importing an HTTP library would cost the command line
+the start it saves."""
 
 from __future__ import annotations
 
@@ -10,12 +12,15 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from subspace.errors import InvalidInput
+
 if TYPE_CHECKING:
     from subspace.config import Settings
     from subspace.database import Database
 
 SERVER_FILE = "server.json"
 KEY_NAME = "command line on this machine"  # the key's name in `subspace keys list`
+SERVER_TIMEOUT_S = 60  # a search that takes longer has failed on the server's own timeouts
 
 
 def server_file(settings: Settings) -> Path:
@@ -73,6 +78,64 @@ def running_server(settings: Settings) -> tuple[str, str] | None:
     except PermissionError:  # alive, and another user's: its address may still answer
         pass
     return url, key
+
+
+def search_by_server(
+    url: str, key: str, body: dict[str, Any], kb_names: tuple[str, ...] = ()
+) -> dict[str, Any] | None:
+    """The server's answer to the search `body` (a SearchRequest's JSON), the bases named by
+    `kb_names`; None when it cannot give one (it has stopped, or no longer takes its key), for
+    the caller to search itself. A refusal of the search itself (a limit, an unknown base) is
+    raised as InvalidInput with the server's message."""
+    from subspace.text import clean_text
+
+    try:
+        if kb_names:
+            bases = {kb["name"]: kb["id"] for kb in _ask(url, key, "/api/knowledge-bases")}
+            wanted = [" ".join(clean_text(name).split()) for name in kb_names]
+            missing = [name for name, clean in zip(kb_names, wanted, strict=True)
+                       if clean not in bases]  # fmt: skip
+            if missing:
+                raise InvalidInput(no_base_named(missing[0]))
+            body = {**body, "kb_ids": [bases[clean] for clean in wanted]}
+        answer = _ask(url, key, "/api/search", body)
+    except _ServerGone:
+        return None
+    return answer if isinstance(answer, dict) else None
+
+
+def no_base_named(name: str) -> str:
+    return f"No knowledge base named {name!r}. See `subspace kb list` for their names."
+
+
+class _ServerGone(Exception):
+    """The server did not answer as a Subspace server does."""
+
+
+def _ask(url: str, key: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    """The JSON the server answers to GET `path` (POST with a `body`); an error it explains is
+    InvalidInput, anything else _ServerGone."""
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(
+        url + path,
+        data=None if body is None else json.dumps(body).encode(),
+        headers={"authorization": f"Bearer {key}", "content-type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=SERVER_TIMEOUT_S) as reply:
+            return json.load(reply)
+    except urllib.error.HTTPError as exc:
+        try:
+            message = str(json.load(exc)["error"]["message"])
+        except (ValueError, KeyError, TypeError):
+            raise _ServerGone from None
+        if exc.code in (401, 403) or exc.code >= 500:  # its key revoked, or a server in trouble
+            raise _ServerGone from None
+        raise InvalidInput(message) from None
+    except (OSError, ValueError):  # refused, reset, timed out, or not JSON
+        raise _ServerGone from None
 
 
 def _read(path: Path) -> dict[str, Any]:
