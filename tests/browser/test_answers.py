@@ -186,6 +186,10 @@ def test_a_citation_lands_on_the_cited_bullet(
     command = _command(tab, "/rag when does the Capri ferry run?")
     citation = tab.locator(f"{command} li.is-answer .citation").first
     expect(citation).to_have_attribute("href", f"/p/{source_page}#{cited}")
+    # The run's end reads the page again and draws it anew: a click during that lands on the
+    # bullets being replaced (a loaded machine made it miss), so the test waits for it.
+    expect(tab.locator(f"{command} > .run-status")).to_contain_text("Answered.")
+    tab.wait_for_load_state("networkidle")
     citation.click()
     target = tab.locator(f'li.bullet[id="{cited}"]')
     expect(target).to_have_class("bullet is-flashed")
