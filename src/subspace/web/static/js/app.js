@@ -56,14 +56,13 @@ function installShortcuts() {
 }
 
 async function boot() {
-  early();
+  const ownData = early();
   installLinkHandling();
   installShortcuts();
-  try {
-    await installSidebar();
-  } catch (error) {
-    toast(error.message, { error: true });
-  }
+  const sidebar = installSidebar().catch((error) => toast(error.message, { error: true }));
+  // A page reads only its own data, so it is drawn beside the sidebar; the views of a base's
+  // content wait for the list of bases, which tells which base is in use.
+  if (!ownData) await sidebar;
   await render();
 }
 

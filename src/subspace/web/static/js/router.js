@@ -79,14 +79,17 @@ export async function render() {
 
 /**
  * Start loading the view the app opens on, and what it reads first, while the sidebar loads:
- * a big page's JSON is on its way before the view would have asked for it.
+ * a big page's JSON is on its way before the view would have asked for it. True when the view
+ * reads only that (it need not wait for the sidebar's list of bases).
  */
 export function early() {
   const path = window.location.pathname;
   const route = ROUTES.find((r) => r.pattern.test(path));
-  if (!route) return;
+  if (!route) return false;
   route.load().catch(() => {}); // render() loads it again and reports a failure
-  if (route.data) prefetch(route.data(path.match(route.pattern).groups));
+  if (!route.data) return false;
+  prefetch(route.data(path.match(route.pattern).groups));
+  return true;
 }
 
 /** Follow same-origin links marked data-link without reloading the page. */
