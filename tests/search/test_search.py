@@ -445,7 +445,9 @@ def test_a_question_weighs_meaning_more_under_a_real_model(database: Database, c
     asked = run(database, cx, "how do you know if a residual plot is good", provider=onnx)
     claim = run(database, cx, "residual plots show the errors of regression models", provider=onnx)
     lookup = run(database, cx, "residual plot", provider=onnx)
-    assert asked.legs["vector"].weight == 1.0
+    passage = " ".join(["A residual plot shows the errors of a regression model."] * 5)
+    pasted = run(database, cx, passage, provider=onnx)  # 45 words: find what says the same
+    assert asked.legs["vector"].weight == pasted.legs["vector"].weight == 1.0
     assert claim.legs["vector"].weight == lookup.legs["vector"].weight == 0.5
     assert parse_query("how do you know if a residual plot is good").asks
     assert not parse_query("residual plots show the errors of regression models").asks
