@@ -147,6 +147,14 @@ def item_views(ids: dict[str, str]) -> list[tuple[str, str, str]]:
     ]
 
 
+def import_mail(api: httpx.Client, eml: bytes) -> str:
+    """Import one message through the API; its id."""
+    answer = api.post("/api/mail/import", files={"file": ("message.eml", eml, "message/rfc822")})
+    assert answer.status_code == 200, answer.text
+    mail_id: str = api.get("/api/mail").json()[0]["id"]
+    return mail_id
+
+
 def wait_for_files(api: httpx.Client, timeout_s: float = 30) -> None:
     """Return once no file of the workspace is still being read."""
     deadline = time.monotonic() + timeout_s

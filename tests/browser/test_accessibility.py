@@ -9,7 +9,7 @@ from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import Browser, Page, expect
 
 from subspace import commands
-from tests.browser.conftest import LiveServer, item_views, wait_for_files
+from tests.browser.conftest import LiveServer, import_mail, item_views, wait_for_files
 
 AXE = Axe()
 BLOCKING = {"serious", "critical"}
@@ -35,9 +35,7 @@ def _workspace(live: LiveServer) -> dict[str, str]:
     commands.add_node(cx, page.id, "The winter ferry leaves at nine from pier two.")
     file = commands.upload_file(cx, "timetable.txt", b"ferry 09:00", content_type="text/plain")
     with live.api() as api:
-        answer = api.post("/api/mail/import", files={"file": ("ferry.eml", EML, "message/rfc822")})
-        assert answer.status_code == 200, answer.text
-        mail_id = api.get("/api/mail").json()[0]["id"]
+        mail_id = import_mail(api, EML)
         wait_for_files(api)
     return {"page": str(page.id), "file": str(file.id), "mail": mail_id}
 

@@ -10,7 +10,7 @@ from playwright.sync_api import Browser, Page, expect
 
 from subspace import commands
 from subspace.ingest.outline import OutlineItem
-from tests.browser.conftest import LiveServer, item_views, sign_in_tab, wait_for_files
+from tests.browser.conftest import LiveServer, import_mail, item_views, sign_in_tab, wait_for_files
 
 PHONE = {"width": 390, "height": 800}
 PAGE_TITLE = "Ferry operations for the winter season, with the holiday timetable and pier changes"
@@ -47,9 +47,7 @@ def _workspace(live: LiveServer) -> dict[str, str]:
     file = commands.upload_file(cx, LONG_NAME, b"capacity review " * 50, content_type="text/plain")
     commands.upload_file(cx, "archive.xyz", b"\x00\x01", content_type="application/x-unknown")
     with live.api() as api:
-        answer = api.post("/api/mail/import", files={"file": ("ferry.eml", EML, "message/rfc822")})
-        assert answer.status_code == 200, answer.text
-        mail_id = api.get("/api/mail").json()[0]["id"]
+        mail_id = import_mail(api, EML)
         wait_for_files(api)
     return {"page": str(page.id), "file": str(file.id), "mail": mail_id}
 
