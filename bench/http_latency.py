@@ -145,9 +145,9 @@ def stats(samples: list[tuple[str, float]], wall_s: float | None = None) -> dict
 class Server:
     """`subspace serve` on 127.0.0.1:`port` against `home`, with the fake provider."""
 
-    def __init__(self, home: Path, port: int) -> None:
+    def __init__(self, home: Path, port: int, env: dict[str, str] | None = None) -> None:
         self.base = f"http://127.0.0.1:{port}"
-        env = {
+        environment = {
             **os.environ,
             "SUBSPACE_HOME": str(home),
             "SUBSPACE_HOST": "127.0.0.1",
@@ -155,12 +155,13 @@ class Server:
             "PROVIDERS": "fake",
             "SUBSPACE_LOG_LEVEL": "warning",
             "SUBSPACE_INDEX_SWEEP_S": "0",
+            **(env or {}),
         }
         self.log_path = home / "http-latency-server.log"
         self.log = self.log_path.open("wb")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "subspace", "serve", "--no-demo"],
-            env=env,
+            env=environment,
             stdout=self.log,
             stderr=subprocess.STDOUT,
             cwd=ROOT,
@@ -192,8 +193,10 @@ class Server:
 
 
 @contextmanager
-def running_server(home: Path) -> Iterator[Server]:
-    server = Server(home, free_port())
+def running_server(home: Path, env: dict[str, str] | None = None) -> Iterator[Server]:
+    """The server of `Server`, ready, and stopped after the block; `env` adds to its
+    environment (PROVIDERS, SUBSPACE_WORKERS, ...)."""
+    server = Server(home, free_port(), env)
     try:
         server.wait_ready()
         yield server

@@ -116,6 +116,14 @@ RUNS: dict[str, Smoke] = {
             r"^POST /api/v1/knowledge/search +overhead of HTTP, 1 client, over search\(\)",
         ),
     ),
+    "many_clients": Smoke(
+        "--home {tmp}/home --size 200 --workers 2 --clients 2 --paced 2 --seconds 2 "
+        "--queries 2 --corpus {corpus} --json",
+        json=lambda found: (
+            len(found["runs"]) == 2
+            and all(run["answered"] > 0 and run["5xx"] == 0 for run in found["runs"])
+        ),
+    ),
     "indexer": Smoke(
         # --local-chunks 0: no local model is loaded, even where the [local] extra is installed.
         "--bullets 200 --edits 1 --local-chunks 0 --corpus {corpus}",
