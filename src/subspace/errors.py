@@ -55,6 +55,12 @@ class Busy(SubspaceError):
     retry_after_s = 1
 
 
+class CallerGone(SubspaceError):
+    """The caller went away before the answer was ready, and its work was stopped."""
+
+    code = "cancelled"
+
+
 class TooMany(SubspaceError):
     """The caller (a user or a workspace) holds as many of something as it may at once: event
     streams, searches in flight, parsers. Others are not held up by it; it may retry soon."""

@@ -16,8 +16,12 @@ import time
 from collections import Counter
 from collections.abc import Hashable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from subspace.errors import Busy, TooMany
+
+if TYPE_CHECKING:
+    from subspace.cancel import Cancel
 
 # How long a workspace counts as using the server after its last slot was given back: its
 # next request comes soon, and should find the others held to their shared share.
@@ -72,15 +76,22 @@ class Shares:
         return None
 
     @contextmanager
-    def hold(self, key: Hashable, wait_s: float | None) -> Iterator[None]:
+    def hold(
+        self, key: Hashable, wait_s: float | None, cancel: Cancel | None = None
+    ) -> Iterator[None]:
         """Hold one slot for `key` in the block; wait up to `wait_s` (None: for ever) for
-        one to come free, then raise TooMany (the key's share is taken) or Busy."""
+        one to come free, then raise TooMany (the key's share is taken) or Busy. A waiter
+        whose `cancel` is set leaves the queue (CallerGone)."""
         deadline = None if wait_s is None else time.monotonic() + wait_s
+        if cancel is not None:
+            cancel.waking(self._changed)
         with self._changed:
             ticket = next(self._tickets)
             self._waiting[ticket] = key
             try:
                 while (bound := self._refusal(key, ticket)) is not None:
+                    if cancel is not None:
+                        cancel.check()
                     left = None if deadline is None else deadline - time.monotonic()
                     if left is not None and left <= 0:
                         raise self._error(bound)

@@ -16,6 +16,7 @@ from subspace.commands.retry import WriteContention
 from subspace.errors import (
     BadRequest,
     Busy,
+    CallerGone,
     Conflict,
     DatabaseError,
     Forbidden,
@@ -49,6 +50,7 @@ STATUSES: dict[type[SubspaceError], int] = {
     Busy: 503,
     WriteContention: 503,
     TooMany: 429,
+    CallerGone: 499,  # nginx's "client closed request": no one reads it, the logs do
     TooLarge: 413,
     Unauthorized: 401,
     Forbidden: 403,

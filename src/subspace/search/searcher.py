@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 from subspace.search.shared import SearchRuntime
 
 if TYPE_CHECKING:
+    from subspace.cancel import Cancel
+
     # Annotations only: the processes that open a database without searching (the
     # extraction children among them, under a memory cap) need not load numpy for them.
     from subspace.providers.base import EmbeddingProvider
@@ -37,10 +39,16 @@ class Searcher:
     # sources, and a page asked the same question often would otherwise fill the top hits
     # with its own questions and answers (answers/sources.py).
     sources_only: bool = False
+    # Set when the caller has gone (an aborted palette request): the search stops.
+    cancel: Cancel | None = None
 
     def observed_by(self, observer: Callable[[SearchResponse], None] | None) -> Searcher:
         """The same searcher, reporting each search to `observer`."""
         return replace(self, observer=observer)
+
+    def cancelled_by(self, cancel: Cancel | None) -> Searcher:
+        """The same searcher, stopping its search when `cancel` is set."""
+        return replace(self, cancel=cancel)
 
     def for_answers(self) -> Searcher:
         """The same searcher, finding sources only (for an answer run)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
@@ -172,7 +173,7 @@ def search(cx: Context, searcher: Searcher, request: SearchRequest) -> SearchRes
     A workspace runs SEARCHES_PER_WORKSPACE at once; more wait their turn (429 after
     SEARCH_WAIT_S), so that one workspace's flood cannot take the cores from the others.
     """
-    with searcher.runtime.searches.hold(cx.actor.workspace_id, SEARCH_WAIT_S):
+    with searcher.runtime.searches.hold(cx.actor.workspace_id, SEARCH_WAIT_S, searcher.cancel):
         response = _search(cx, searcher, request)
     if searcher.observer is not None:
         searcher.observer(response)
@@ -182,14 +183,14 @@ def search(cx: Context, searcher: Searcher, request: SearchRequest) -> SearchRes
 def _search(cx: Context, searcher: Searcher, request: SearchRequest) -> SearchResponse:
     """validate → scope → legs (queued together) → fuse → group → hydrate → explain → cursor,
     each step timed (search/steps.py)."""
-    clock = StepClock()
+    clock = StepClock(searcher.cancel)
     parsed = validate(request, cx)
     clock.done(SearchStep.VALIDATE)
     ws = cx.actor.workspace_id
     provider = searcher.provider
     # Three round trips: what the legs need (settings, bases, key, the embedding backlog)
     # is read at once; then the legs; then the rows, read with the commit.
-    with pipelined_transaction(cx.db) as conn:
+    with pipelined_transaction(cx.db) as conn, _cancellable(searcher, conn):
         conn.execute(SEARCH_SETTINGS)
         bases = queue_knowledge_bases(conn, ws)
         secret = queue_workspace_secret(conn, ws)
@@ -268,6 +269,12 @@ def _search(cx: Context, searcher: Searcher, request: SearchRequest) -> SearchRe
         below_floor=floored.below if vector_ran else 0,
         steps=clock.ms,
     )
+
+
+def _cancellable(searcher: Searcher, conn: Conn) -> AbstractContextManager[None]:
+    """The search's statements on `conn`, cancelled when its caller goes (a palette's
+    superseded request)."""
+    return nullcontext() if searcher.cancel is None else searcher.cancel.running_on(conn)
 
 
 # -- the steps, in order ----------------------------------------------------------------------

@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import time
 from enum import StrEnum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from subspace.cancel import Cancel
 
 
 class SearchStep(StrEnum):
@@ -29,13 +33,17 @@ class SearchStep(StrEnum):
 
 class StepClock:
     """Times the steps of one search, one after another: `done(step)` gives the time since
-    the previous step ended to `step`."""
+    the previous step ended to `step`, and raises CallerGone once `cancel` is set (the search
+    stops between steps when its caller has gone)."""
 
-    def __init__(self) -> None:
+    def __init__(self, cancel: Cancel | None = None) -> None:
         self.started = self._last = time.perf_counter()
         self.ms: dict[str, float] = {}
+        self.cancel = cancel
 
     def done(self, step: SearchStep) -> None:
+        if self.cancel is not None:
+            self.cancel.check()
         now = time.perf_counter()
         self.ms[step.value] = round(self.ms.get(step.value, 0.0) + (now - self._last) * 1000, 3)
         self._last = now

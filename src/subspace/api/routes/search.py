@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict
 
 from subspace.agents import tools
 from subspace.api.auth import require_context
+from subspace.api.cancelling import unless_gone
 from subspace.api.openapi import KEYED, error_responses
 from subspace.api.search_observer import request_searcher
 from subspace.context import Context
@@ -72,13 +73,14 @@ SEARCH_ANSWER: dict[int | str, Any] = {
 
 
 @router.post("/api/search", responses=SEARCH_ANSWER)
-def search_post(request: Request, body: SearchRequest, cx: CX) -> SearchResponse:
-    """The hybrid search, with every option."""
-    return search(cx, request_searcher(request), body)
+async def search_post(request: Request, body: SearchRequest, cx: CX) -> SearchResponse:
+    """The hybrid search, with every option. A client that closes its connection before the
+    answer (the palette, superseded by the next keystroke) stops the search."""
+    return await _search_unless_gone(request, cx, body)
 
 
 @router.get("/api/search", responses=SEARCH_ANSWER)
-def search_get(
+async def search_get(
     request: Request,
     cx: CX,
     q: str = "",
@@ -93,7 +95,14 @@ def search_get(
     """The hybrid search for links and the palette: `?q=…&kind=node&kb=…`."""
     body = SearchRequest(query=q, kb_ids=kb, kinds=kind, mode=mode, limit=limit,
                          explain=explain, group_by_page=group_by_page, cursor=cursor)  # fmt: skip
-    return search(cx, request_searcher(request), body)
+    return await _search_unless_gone(request, cx, body)
+
+
+async def _search_unless_gone(request: Request, cx: Context, body: SearchRequest) -> SearchResponse:
+    searcher = request_searcher(request)
+    return await unless_gone(
+        request, lambda cancel: search(cx, searcher.cancelled_by(cancel), body)
+    )
 
 
 class GrepOut(BaseModel):
