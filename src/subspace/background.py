@@ -1,25 +1,35 @@
 """The background work of a server, started and stopped in one place: the extraction workers,
 the embeddings indexer, the lexical index's follower, the run worker, and the waker of the
-runs' event streams. `subspace serve` runs all of it (api/app.py's lifespan), `subspace
-indexer` the two indexers alone.
+runs' event streams. An app served in this process (tests, `create_app` with a database) runs
+all of it in its lifespan; `subspace serve` runs it in a background process of its own
+(processes.py, `run_elected`), each web process only its step waker; `subspace indexer` runs
+the two indexers alone.
 
-Each is a `loop.Loop`: it wakes on its LISTEN channel (extraction, which has none, on an
-upload in this process or its poll), backs off on its own errors, and stops when asked;
-here each runs in a daemon thread of its own, joined on stop.
+Each is a `loop.Loop`: it wakes on its LISTEN channel (extraction on the outbox's, which an
+upload writes to, or its poll), backs off on its own errors, and stops when asked; here each
+runs in a daemon thread of its own, joined on stop.
+
+Several servers may share one database (several hosts, each with its own lexical index):
+each follows the outbox into its own index, and one of them, elected by an advisory lock,
+runs the work done once for all (`run_elected`).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import psycopg
+
 from subspace.answers.runs import RunEngine, RunWorker
 from subspace.answers.step_waker import StepWaker
 from subspace.config import Settings
 from subspace.database import Database
+from subspace.db.locks import BACKGROUND_LOCK_KEY
 from subspace.indexer.embeddings import EmbeddingsFollower
 from subspace.ingest.worker import ExtractionWorker
 from subspace.loop import Loop
@@ -29,6 +39,10 @@ from subspace.search.lexical.index.follower import LexicalFollower
 log = logging.getLogger(__name__)
 
 JOIN_S = 10.0  # how long a stop waits for each loop's thread
+# How often a process waiting to be elected tries the lock, and how often the elected one
+# checks that its lock connection lives: the work is taken over within about this long of
+# the elected process's death.
+ELECTION_POLL_S = 1.0
 
 
 @dataclass
@@ -86,12 +100,67 @@ def start_serving(
     provider: EmbeddingProvider,
     run_engine_options: Mapping[str, Any] | None = None,
 ) -> Background:
-    """Everything a server runs beside its requests (`subspace serve`)."""
-    extractor, step_waker = ExtractionWorker(db, settings), StepWaker(db.dsn)
-    background = Background(extractor=extractor, step_waker=step_waker)
+    """Everything a server runs beside its requests, in this process (an app served in the
+    process that opened its database)."""
+    background = start_elected(db, settings, provider, run_engine_options)
+    background.start_loop("lexical-follower", LexicalFollower(db, settings))
+    background.step_waker = StepWaker(db.dsn)
+    background.step_waker.start()
+    return background
+
+
+def start_elected(
+    db: Database,
+    settings: Settings,
+    provider: EmbeddingProvider,
+    run_engine_options: Mapping[str, Any] | None = None,
+) -> Background:
+    """The work done once for every server of the database: extraction, the run worker and
+    the embeddings indexer."""
+    extractor = ExtractionWorker(db, settings)
+    background = Background(extractor=extractor)
     extractor.start()
     engine = RunEngine(db, settings, provider, **(run_engine_options or {}))
     background.start_loop("runs", RunWorker(engine, settings.max_runs))  # stops first
-    _start_indexers(background, db, settings, provider)
-    step_waker.start()
+    background.start_loop("indexer", EmbeddingsFollower(db, settings, provider))
     return background
+
+
+def run_elected(
+    db: Database, settings: Settings, provider: EmbeddingProvider, stop: threading.Event
+) -> None:
+    """The background process of `subspace serve`, until `stop` is set: it follows the outbox
+    into this host's lexical index, and runs `start_elected`'s work while it holds
+    BACKGROUND_LOCK_KEY. The lock lives with its connection: when the elected process dies,
+    Postgres releases it and a waiting process takes the work over within ELECTION_POLL_S."""
+    follower = Background()
+    follower.start_loop("lexical-follower", LexicalFollower(db, settings))
+    try:
+        while not stop.is_set():
+            try:
+                _serve_while_elected(db, settings, provider, stop)
+            except psycopg.Error as exc:
+                log.warning("lost the election's connection (%s); standing again", exc)
+            stop.wait(ELECTION_POLL_S)
+    finally:
+        follower.stop()
+
+
+def _serve_while_elected(
+    db: Database, settings: Settings, provider: EmbeddingProvider, stop: threading.Event
+) -> None:
+    with psycopg.connect(db.dsn, autocommit=True) as conn:
+        while not stop.is_set():
+            row = conn.execute("select pg_try_advisory_lock(%s)", (BACKGROUND_LOCK_KEY,)).fetchone()
+            if row is not None and row[0]:
+                break
+            stop.wait(ELECTION_POLL_S)
+        else:
+            return
+        log.info("elected to run the background work (process %d)", os.getpid())
+        work = start_elected(db, settings, provider)
+        try:
+            while not stop.wait(ELECTION_POLL_S):
+                conn.execute("select 1")  # raises once the connection, and the lock, are gone
+        finally:
+            work.stop()

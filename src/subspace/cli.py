@@ -126,20 +126,23 @@ def main() -> None:
 
 @main.command()
 @click.option("--no-demo", is_flag=True, help="Do not seed the demo pages on first start.")
-def serve(no_demo: bool) -> None:
-    """Start Postgres, migrate, and serve the web app and the HTTP API. Ctrl-C or SIGTERM stops
-    the server and the embedded Postgres."""
-    from subspace.api import create_app
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 64),
+    default=None,
+    help="Web processes behind the port (default: SUBSPACE_WORKERS, or one per core).",
+)
+def serve(no_demo: bool, workers: int | None) -> None:
+    """Start Postgres, migrate, and serve the web app and the HTTP API from several processes.
+    Ctrl-C or SIGTERM stops the server and the embedded Postgres."""
     from subspace.first_start import initialize_workspace, signin_link
     from subspace.local_server import announce, withdraw
-    from subspace.server import (
-        check_address_free,
-        check_server_settings,
-        serve_app,
-        stop_on_sigterm,
-    )
+    from subspace.processes import serve_processes, worker_count
+    from subspace.server import check_address_free, check_server_settings, stop_on_sigterm
 
     settings = _settings()
+    if workers is not None:
+        settings = dataclasses.replace(settings, workers=workers)
     try:
         check_server_settings(settings)
         check_address_free(settings)
@@ -154,7 +157,10 @@ def serve(no_demo: bool) -> None:
                         "Prepared the default workspace" + ("." if no_demo else " with demo pages.")
                     )
                 url = signin_link(db, settings)
-                click.echo(f"Subspace is starting on http://{settings.host}:{settings.port}")
+                click.echo(
+                    f"Subspace is starting on http://{settings.host}:{settings.port} "
+                    f"({_plural(worker_count(settings), 'web process', 'web processes')})"
+                )
                 click.echo(f"Sign in: {url}")
                 click.echo(
                     f"  (the link works once, within {settings.signin_code_minutes} minutes; "
@@ -162,7 +168,7 @@ def serve(no_demo: bool) -> None:
                 )
                 announce(db, settings)  # a search from the command line asks this server
                 try:
-                    serve_app(create_app(settings, db), settings)
+                    serve_processes(settings, db.dsn)
                 finally:
                     withdraw(settings)
         except KeyboardInterrupt:  # a signal before or after serving; the database is closed

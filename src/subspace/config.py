@@ -119,14 +119,21 @@ class Settings:
     max_connections: int = setting(
         "SUBSPACE_MAX_CONNECTIONS",
         1_000,
-        "Most connections the server keeps open; past it a new connection closes the one "
-        "waiting longest for a request, or is answered 503 when all are busy.",
+        "Most connections each web process keeps open; past it a new connection closes the "
+        "one waiting longest for a request, or is answered 503 when all are busy.",
+    )
+    workers: int = setting(
+        "SUBSPACE_WORKERS",
+        0,
+        "Web processes `subspace serve` runs behind its port (0: one per core). Background "
+        "work runs in one more process of its own.",
+        maximum=64,
     )
     db_pool_size: int = setting(
         "SUBSPACE_DB_POOL_SIZE",
         10,
-        "Database connections the server's requests share (a hybrid search holds two). A"
-        " request waits up to 2 s for one, then gets 503 with Retry-After.",
+        "Database connections each web process's requests share (a hybrid search holds "
+        "two). A request waits up to 2 s for one, then gets 503 with Retry-After.",
         maximum=500,
     )
     providers: str = setting(
@@ -449,6 +456,11 @@ def _parse(setting: Setting, raw: str) -> Any:
             )
         return raw.lower()
     return raw
+
+
+def child_environment(**changes: str) -> dict[str, str]:
+    """This process's environment with `changes`, for a process it starts (processes.py)."""
+    return {**os.environ, **changes}
 
 
 def force_offline_hubs() -> None:

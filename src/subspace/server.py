@@ -263,8 +263,10 @@ def stop_on_sigterm() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def serve_app(app: Any, settings: Settings) -> None:
-    """Serve `app` until SIGINT or SIGTERM. Returns after the server has stopped."""
+def serve_app(app: Any, settings: Settings, sockets: list[socket.socket] | None = None) -> None:
+    """Serve `app` until SIGINT or SIGTERM, on SUBSPACE_HOST:SUBSPACE_PORT or on `sockets`
+    already listening (a web process of processes.py). Returns after the server has
+    stopped."""
     check_server_settings(settings)
     raise_open_file_limit()
     config = uvicorn.Config(
@@ -282,4 +284,4 @@ def serve_app(app: Any, settings: Settings) -> None:
     )
     server = uvicorn.Server(config)
     with suppress(KeyboardInterrupt):  # the signal uvicorn raises again once it has stopped
-        server.run()
+        server.run(sockets=sockets)

@@ -192,6 +192,7 @@ def test_slow_clients_are_closed_and_the_server_keeps_answering(
         SUBSPACE_HEADER_TIMEOUT_S="2",
         SUBSPACE_KEEP_ALIVE_S="30",
         SUBSPACE_MAX_CONNECTIONS="60",
+        SUBSPACE_WORKERS="1",  # the cap is each web process's: one, to count on it here
     )
     try:
         slow = [partial_request(served.port) for _ in range(50)]

@@ -14,12 +14,14 @@ from starlette.types import ASGIApp
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from subspace import __version__
+from subspace.answers.step_waker import StepWaker
 from subspace.api.csrf import CrossSiteCheck
 from subspace.api.errors import install_error_handlers
 from subspace.api.last_resort import AnsweredErrors
 from subspace.api.limits import BodyLimit
 from subspace.api.metrics import Metrics
 from subspace.api.metrics import router as metrics_router
+from subspace.api.metrics_files import SnapshotWriter
 from subspace.api.observe import RequestObserver
 from subspace.api.openapi import install_docs
 from subspace.api.routes import (
@@ -37,7 +39,7 @@ from subspace.api.routes import (
     tags,
 )
 from subspace.api.security_headers import SecurityHeaders
-from subspace.background import start_serving
+from subspace.background import Background, start_serving
 from subspace.config import Settings
 from subspace.database import Database, open_database
 from subspace.db.locks import SERVER_LOCK_KEY
@@ -55,8 +57,13 @@ class SubspaceApp(FastAPI):
         return AnsweredErrors(super().build_middleware_stack())
 
 
-def create_app(settings: Settings, database: Database | None = None) -> FastAPI:
-    """Build the app. Without `database`, it opens (and on shutdown closes) its own."""
+def create_app(
+    settings: Settings, database: Database | None = None, *, background: bool = True
+) -> FastAPI:
+    """Build the app. Without `database`, it opens (and on shutdown closes) its own. With
+    `background`, its lifespan runs the server's background work too; without it (a web
+    process of `subspace serve`, whose background work has a process of its own) only the
+    waker of its runs' event streams."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -67,14 +74,25 @@ def create_app(settings: Settings, database: Database | None = None) -> FastAPI:
         # `subspace reindex` refuses to run while one does.
         server_lock = psycopg.connect(db.dsn, autocommit=True)
         server_lock.execute("select pg_advisory_lock_shared(%s)", (SERVER_LOCK_KEY,))
-        background = start_serving(db, settings, app.state.provider, app.state.run_engine_options)
-        app.state.extractor = background.extractor
-        app.state.step_waker = background.step_waker
+        if background:
+            work = start_serving(db, settings, app.state.provider, app.state.run_engine_options)
+        else:
+            waker = StepWaker(db.dsn)
+            waker.start()
+            work = Background(step_waker=waker)
+        app.state.extractor = work.extractor
+        app.state.step_waker = work.step_waker
+        snapshots = None
+        if getattr(app.state, "metrics_dir", None) is not None:  # one of several processes
+            snapshots = SnapshotWriter(app.state.metrics_dir, app.state.metrics.registry)
+            snapshots.start()
         try:
             async with run_mcp(app):
                 yield
         finally:
-            background.stop()
+            if snapshots is not None:
+                snapshots.stop()
+            work.stop()
             app.state.step_waker = None
             app.state.extractor = None
             server_lock.close()
@@ -97,6 +115,7 @@ def create_app(settings: Settings, database: Database | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.provider = create_provider(settings)
     app.state.extractor = None  # started with the app's lifespan
+    app.state.metrics_dir = None  # where the web processes of one server share their metrics
     # RunEngine's strategies and chat factory, when a test gives its own
     app.state.run_engine_options = {}
     if database is not None:

@@ -25,6 +25,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from subspace.api.auth import require_admin
+from subspace.api.metrics_files import all_processes
 from subspace.indexer.status import indexer_status
 from subspace.providers.breaker import OPEN, REASONS, breaker_for, index_stats_for
 from subspace.search.lexical.index.layout import database_identity, index_root
@@ -94,7 +95,11 @@ class Metrics:
             buckets=RESULT_BUCKETS,
             registry=r,
         )
-        r.register(_ScrapeTime(app_state))
+        r.register(_ProcessState(app_state))
+        # Read from the database and this host's index: the same whichever process is
+        # scraped, so never summed over processes.
+        self.shared = CollectorRegistry()
+        self.shared.register(_DatabaseState(app_state))
 
     def observe_search(self, response: SearchResponse) -> None:
         self.search_seconds.labels(response.mode).observe(response.took_ms / 1000)
@@ -114,9 +119,9 @@ class Metrics:
                 self.degraded.labels("lexical", "index_behind").inc()
 
 
-class _ScrapeTime(Collector):
-    """What is read when /metrics is scraped: the database pools' use, the indexer's backlog
-    from the outbox, and the query embedding's calls from the provider's circuit breaker."""
+class _ProcessState(Collector):
+    """What this process holds, read when it is scraped or writes its snapshot: the database
+    pools' use and the query embedding's calls from the provider's circuit breaker."""
 
     def __init__(self, app_state: Any) -> None:
         self.state = app_state
@@ -127,7 +132,6 @@ class _ScrapeTime(Collector):
             return
         labels = [provider.name, provider.model]
         yield from self._pools()
-        yield from self._indexer(provider.name, provider.model)
         breaker = breaker_for(provider)
         uses = (("query", breaker.stats), ("index", index_stats_for(provider)))
         seconds = SummaryMetricFamily(
@@ -178,6 +182,19 @@ class _ScrapeTime(Collector):
                 value = pool.max_size if stat == "pool_max" else stats.get(stat, 0)
                 gauge.add_metric([pool_name], value)
             yield gauge
+
+
+class _DatabaseState(Collector):
+    """What is read from the database when /metrics is scraped: the indexer's backlog from
+    the outbox, and the lexical index as this host has it."""
+
+    def __init__(self, app_state: Any) -> None:
+        self.state = app_state
+
+    def collect(self) -> Iterator[Metric]:
+        provider = getattr(self.state, "provider", None)
+        if provider is not None:
+            yield from self._indexer(provider.name, provider.model)
 
     def _indexer(self, provider_name: str, model: str) -> Iterator[Metric]:
         database = getattr(self.state, "database", None)
@@ -276,5 +293,9 @@ def metrics(request: Request) -> Response:
     """Prometheus text format. Open to clients on loopback; others need an admin key."""
     if not is_loopback(request):
         require_admin(request)
-    registry: CollectorRegistry = request.app.state.metrics.registry
-    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+    metrics: Metrics = request.app.state.metrics
+    processes = getattr(request.app.state, "metrics_dir", None)
+    own = generate_latest(metrics.registry)
+    if processes is not None:  # a web process of several: every one's, summed
+        own = all_processes(processes, own)
+    return Response(own + generate_latest(metrics.shared), media_type=CONTENT_TYPE_LATEST)

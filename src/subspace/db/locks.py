@@ -6,6 +6,9 @@ from __future__ import annotations
 MIGRATION_LOCK_KEY = 7_201_530_117
 # Held shared by `subspace serve` for its lifetime; `subspace reindex` refuses while it is taken.
 SERVER_LOCK_KEY = 7_201_530_118
+# Held by the one process that runs the background work the servers of a database share (the
+# embeddings indexer, extraction, the run worker): the others wait to be elected.
+BACKGROUND_LOCK_KEY = 7_201_530_120
 # Serialises workspace creation, so two names never collide.
 WORKSPACE_LOCK_KEY = 7_201_530_119
 # The class half of the two-key lock a process holds on each run it executes (the other half

@@ -18,6 +18,7 @@ from subspace.ingest.extract import Extracted, ExtractLimits
 from subspace.ingest.failures import ExtractionFailed
 from subspace.ingest.isolation import ParserPool
 from subspace.loop import Loop
+from subspace.outbox.append import CHANNEL as OUTBOX_CHANNEL
 from subspace.outbox.append import append_event
 from subspace.splitting import Piece, split_blocks
 from subspace.text import clean_text
@@ -320,7 +321,9 @@ class ExtractionLoop(Loop):
     name = "extraction"
 
     def __init__(self, db: Database, settings: Settings, rotation: Rotation) -> None:
-        super().__init__()  # woken by the uploads of this process; a missed one, by the poll
+        # Woken by every outbox event (an upload is one), from whichever process wrote it; a
+        # missed one, by the poll.
+        super().__init__(db.dsn, OUTBOX_CHANNEL)
         self._db, self._settings, self._rotation = db, settings, rotation
         self._parsers: ParserPool | None = None
 

@@ -10,9 +10,6 @@ is.
 
 from __future__ import annotations
 
-import threading
-import time
-from collections import deque
 from pathlib import Path
 from typing import Annotated
 
@@ -25,6 +22,7 @@ from subspace.api.auth import COOKIE_NAME, cookie_actor
 from subspace.api.csrf import same_site
 from subspace.api.state import database
 from subspace.config import Settings
+from subspace.db.pool import Conn
 from subspace.errors import Unauthorized
 from subspace.keys import KEY_PREFIX
 from subspace.sessions import NOT_VALID, end_session_of_token, start_session, workspace_of_code
@@ -32,7 +30,6 @@ from subspace.sessions import NOT_VALID, end_session_of_token, start_session, wo
 MAX_FAILURES = 10  # failed sign-ins one address may make within FAILURE_WINDOW_S
 FAILURE_WINDOW_S = 600.0
 MAX_CODE_CHARS = 200  # longer than any code or key
-MAX_ADDRESSES = 10_000  # failing addresses remembered; past it, those whose window passed go
 KEY_IN_LINK = (
     "An API key does not belong in a link, where a browser keeps it in its history: this "
     "one was not used. Paste the key into the field below, and consider revoking it "
@@ -43,44 +40,28 @@ router = APIRouter(include_in_schema=False)
 templates = Jinja2Templates(directory=Path(__file__).parent / "templates")
 
 
-class FailedSignins:
-    """Failed sign-ins per client address over the last FAILURE_WINDOW_S: past MAX_FAILURES
-    the address waits until the oldest ages out. Codes are too long to guess; this keeps a
-    client from trying keys or codes by the million. Per process (each counts its own)."""
-
-    def __init__(self) -> None:
-        self._failures: dict[str, deque[float]] = {}
-        self._lock = threading.Lock()
-
-    def wait_s(self, address: str) -> float:
-        """Seconds `address` must wait before it may try again; 0 when it may now."""
-        now = time.monotonic()
-        with self._lock:
-            times = self._failures.get(address)
-            while times and times[0] <= now - FAILURE_WINDOW_S:
-                times.popleft()
-            if not times:
-                self._failures.pop(address, None)
-                return 0.0
-            return 0.0 if len(times) < MAX_FAILURES else times[0] + FAILURE_WINDOW_S - now
-
-    def failed(self, address: str) -> None:
-        now = time.monotonic()
-        with self._lock:
-            if len(self._failures) >= MAX_ADDRESSES:  # many addresses: forget the quiet ones
-                for old in [
-                    a for a, t in self._failures.items() if t[-1] <= now - FAILURE_WINDOW_S
-                ]:
-                    del self._failures[old]
-            self._failures.setdefault(address, deque(maxlen=MAX_FAILURES)).append(now)
+def wait_after_failures(conn: Conn, address: str) -> float:
+    """Seconds `address` must wait before it may try again (0: it may now): past
+    MAX_FAILURES failed sign-ins within FAILURE_WINDOW_S, until the oldest of them ages out.
+    Codes are too long to guess; this keeps a client from trying keys or codes by the
+    million. Counted in Postgres, so every web process of a server counts the same ones."""
+    rows = conn.execute(
+        "select extract(epoch from failed_at + make_interval(secs => %(window)s) - now()) "
+        "as left from kb.signin_failures where address = %(address)s "
+        "and failed_at > now() - make_interval(secs => %(window)s) "
+        "order by failed_at desc limit %(most)s",
+        {"address": address, "window": FAILURE_WINDOW_S, "most": MAX_FAILURES},
+    ).fetchall()
+    return max(0.0, float(rows[-1]["left"])) if len(rows) >= MAX_FAILURES else 0.0
 
 
-def failed_signins(request: Request) -> FailedSignins:
-    state = request.app.state
-    if getattr(state, "failed_signins", None) is None:
-        state.failed_signins = FailedSignins()
-    found: FailedSignins = state.failed_signins
-    return found
+def record_failure(conn: Conn, address: str) -> None:
+    """Count a failed sign-in of `address`, and forget every failure past the window."""
+    conn.execute(
+        "delete from kb.signin_failures where failed_at < now() - make_interval(secs => %s)",
+        (FAILURE_WINDOW_S,),
+    )
+    conn.execute("insert into kb.signin_failures (address) values (%s)", (address,))
 
 
 def signin_page(
@@ -116,7 +97,6 @@ def signin(request: Request, code: Annotated[str, Form()] = "") -> Response:
     """Exchange the form's code (or key) for a session; the cookie holds the session, and a
     session the browser held before ends."""
     address = request.client.host if request.client else ""
-    limiter = failed_signins(request)
     # A browser names the page a form was posted from; a script that names none (curl) is
     # not a browser another site could have made post.
     origin = request.headers.get("origin") or request.headers.get("referer")
@@ -128,7 +108,8 @@ def signin(request: Request, code: Annotated[str, Form()] = "") -> Response:
             "SUBSPACE_PUBLIC_URL to the address people open.",
             status=403,
         )
-    wait = limiter.wait_s(address)
+    with database(request).request_pool.connection() as conn:
+        wait = wait_after_failures(conn, address)
     if wait:
         minutes = max(1, round(wait / 60))
         refused = signin_page(
@@ -151,7 +132,8 @@ def signin(request: Request, code: Annotated[str, Form()] = "") -> Response:
             if before:
                 end_session_of_token(conn, before)
     except Unauthorized as exc:
-        limiter.failed(address)
+        with database(request).request_pool.connection() as conn:
+            record_failure(conn, address)
         return signin_page(request, exc.message, status=401)
     signed_in = RedirectResponse("/", status_code=303)
     set_session_cookie(request, signed_in, token)
