@@ -41,6 +41,24 @@ def postgres_pids(pgdata: Path) -> list[int]:
     return found
 
 
+def children_of(supervisor: int, role: str) -> list[int]:
+    """The live processes of `role` (web, background) a supervisor started."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        words = [w.decode(errors="replace") for w in cmdline]
+        ours = "subspace.processes" in words and role in words and state != "Z"
+        if ours and words[words.index("--supervisor") + 1] == str(supervisor):
+            found.append(int(entry.name))
+    return found
+
+
 def lower_file_limit() -> None:
     """The soft limit on open files most systems start a shell with."""
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -130,8 +148,11 @@ def home() -> Iterator[Path]:
 def test_a_signal_stops_the_server_and_its_postgres(home: Path, sig: signal.Signals) -> None:
     served = Served(home)
     assert postgres_pids(home / "pg")
+    assert len(children_of(served.proc.pid, "web")) == os.cpu_count(), served.output
     assert served.stop(sig) == 0, served.output
     assert "Subspace stopped." in served.output
+    assert children_of(served.proc.pid, "web") == []
+    assert children_of(served.proc.pid, "background") == []
     assert postgres_pids(home / "pg") == []
     assert not (home / "pg" / "postmaster.pid").exists()
 
