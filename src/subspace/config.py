@@ -62,6 +62,14 @@ class Settings:
         "",
         "Postgres URL (>= 15 with pgvector >= 0.8). Empty starts the embedded server.",
     )
+    replica_url: str = setting(
+        "SUBSPACE_REPLICA_URL",
+        "",
+        "Streaming replicas of the database (Postgres URLs, separated by commas) that serve "
+        "searches, grep and reads; writes go to the primary, and a caller always reads its own "
+        "writes (a replica not yet there is waited for up to 0.5 s, then the primary answers).",
+        secret=True,
+    )
     host: str = setting("SUBSPACE_HOST", "127.0.0.1", "Address the server listens on.")
     port: int = setting("SUBSPACE_PORT", 8765, "Port the server listens on.", maximum=65_535)
     public_url: str = setting(

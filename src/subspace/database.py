@@ -14,6 +14,7 @@ from subspace.context import Context, WriteRetries
 from subspace.db.embedded import EmbeddedPostgres, start_embedded
 from subspace.db.migrate import migrate
 from subspace.db.pool import Conn, open_pool
+from subspace.db.replicas import Replicas, parse_replica_urls
 from subspace.ingest.isolation import ParserPools
 from subspace.keys import default_actor
 from subspace.models import Actor
@@ -74,12 +75,16 @@ class Database:
     connection_shares: Shares = field(default_factory=lambda: connection_shares(10))
     parsers: ParserPools = field(default_factory=ParserPools)
     write_retries: WriteRetries = field(default_factory=WriteRetries)
+    # Streaming replicas searches and reads may go to (SUBSPACE_REPLICA_URL); None: none.
+    replicas: Replicas | None = None
 
     def close(self) -> None:
         """Stop the searches' threads, close the pools, then stop the embedded server. Safe
         to call twice."""
         self.search_runtime.close()
         self.parsers.close()
+        if self.replicas is not None:
+            self.replicas.close()
         if self.requests is not None:
             self.requests.close()
         self.pool.close()
@@ -124,9 +129,10 @@ def resolve_dsn(settings: Settings) -> tuple[str, EmbeddedPostgres | None]:
     return embedded.dsn, embedded
 
 
-def open_database(settings: Settings, *, pool_size: int = 10) -> Database:
+def open_database(settings: Settings, *, pool_size: int = 10, replicas: bool = False) -> Database:
     """Start or reach Postgres, apply pending migrations and open the pools: `pool_size`
-    connections for requests, `reserved_connections()` more for everything else."""
+    connections for requests, `reserved_connections()` more for everything else, and with
+    `replicas` as many to each of SUBSPACE_REPLICA_URL's (a web process's reads)."""
     dsn, embedded = resolve_dsn(settings)
     pool: ConnectionPool[Conn] | None = None
     try:
@@ -137,6 +143,8 @@ def open_database(settings: Settings, *, pool_size: int = 10) -> Database:
         requests = open_pool(
             dsn, max_size=pool_size, timeout=REQUEST_CONNECTION_WAIT_S, name="subspace-requests"
         )
+        urls = parse_replica_urls(settings.replica_url) if replicas else []
+        readers = Replicas(urls, pool_size) if urls else None
     except BaseException:
         if pool is not None:
             pool.close()
@@ -149,4 +157,5 @@ def open_database(settings: Settings, *, pool_size: int = 10) -> Database:
         embedded=embedded,
         requests=requests,
         connection_shares=connection_shares(pool_size),
+        replicas=readers,
     )

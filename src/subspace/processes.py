@@ -175,7 +175,7 @@ def _web(fd: int, metrics_dir: Path) -> None:
     listener = socket.socket(fileno=fd)
     with stop_on_sigterm():
         try:
-            db = open_database(settings, pool_size=settings.db_pool_size)
+            db = open_database(settings, pool_size=settings.db_pool_size, replicas=True)
             try:
                 app = create_app(settings, db, background=False)
                 app.state.metrics_dir = metrics_dir

@@ -24,6 +24,7 @@ from subspace.api.metrics import router as metrics_router
 from subspace.api.metrics_files import SnapshotWriter
 from subspace.api.observe import RequestObserver
 from subspace.api.openapi import install_docs
+from subspace.api.positions import WritePositions
 from subspace.api.routes import (
     admin,
     files,
@@ -122,6 +123,7 @@ def create_app(
         app.state.database = database
     install_error_handlers(app)
     install_docs(app)
+    app.add_middleware(WritePositions)
     app.add_middleware(BodyLimit, settings=settings)
     app.add_middleware(CrossSiteCheck)
     app.add_middleware(SecurityHeaders)

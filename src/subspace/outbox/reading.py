@@ -99,3 +99,14 @@ def behind(conn: Conn, position: str | None) -> Behind | None:
     ).fetchone()
     assert row is not None
     return Behind(int(row["events"]), float(row["age"]))
+
+
+def current_position(conn: Conn) -> tuple[str, str]:
+    """`current_snapshot`, and the WAL position it was taken at or after: on a primary where
+    its next record will go, on a replica what it has replayed."""
+    row = conn.execute(
+        "select pg_current_snapshot()::text as snapshot, (case when pg_is_in_recovery() "
+        "then pg_last_wal_replay_lsn() else pg_current_wal_insert_lsn() end)::text as lsn"
+    ).fetchone()
+    assert row is not None
+    return str(row["snapshot"]), str(row["lsn"])

@@ -9,10 +9,10 @@ including a missing key and a malformed body, answers `{"success": false, "error
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 from uuid import UUID
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
@@ -20,12 +20,11 @@ from psycopg_pool import PoolTimeout
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
 from starlette.exceptions import HTTPException
 
-from subspace.api.auth import require_context
 from subspace.api.bodies import RequestBody
 from subspace.api.errors import BUSY_POOL, body_model, describe_invalid, http_status
 from subspace.api.openapi import SimErrorOut, error_responses
+from subspace.api.positions import READER
 from subspace.api.search_observer import request_searcher
-from subspace.context import Context
 from subspace.errors import BadRequest, Busy, SubspaceError
 from subspace.search.filters import TagFilter
 from subspace.search.hydrate import Row
@@ -207,11 +206,10 @@ router = APIRouter(
     route_class=SimRoute,
     responses=error_responses(400, 401, 404, 413, 422, 503, model=SimErrorOut),
 )
-CX = Annotated[Context, Depends(require_context)]
 
 
 @router.post("/api/v1/knowledge/search")
-def knowledge_search(request: Request, body: SimSearchIn, cx: CX) -> SimSearchOut:
+def knowledge_search(request: Request, body: SimSearchIn, cx: READER) -> SimSearchOut:
     """Search knowledge bases as Sim's `POST /api/v1/knowledge/search` does."""
     kb_ids = _knowledge_base_ids(body.knowledgeBaseIds)
     if body.rerankerEnabled:

@@ -12,6 +12,7 @@ from subspace import commands
 from subspace.api.auth import require_context
 from subspace.api.bodies import RequestBody
 from subspace.api.openapi import BY_ID, error_responses
+from subspace.api.positions import READER
 from subspace.api.routes.states import add_state_routes
 from subspace.context import Context
 from subspace.db import queries
@@ -65,7 +66,7 @@ def create_page(body: PageIn, cx: CX) -> PageSummary:
 
 
 @router.get("/{page_id}", response_model=Page)
-def get_page(page_id: UUID, cx: CX) -> Response:
+def get_page(page_id: UUID, cx: READER) -> Response:
     """The page with its bullets nested under `nodes`."""
     ws = cx.actor.workspace_id
     with cx.transaction() as conn:

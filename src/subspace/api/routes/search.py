@@ -12,6 +12,7 @@ from subspace.agents import tools
 from subspace.api.auth import require_context
 from subspace.api.cancelling import unless_gone
 from subspace.api.openapi import KEYED, error_responses
+from subspace.api.positions import READER, require_read_context
 from subspace.api.search_observer import request_searcher
 from subspace.context import Context
 from subspace.errors import InvalidInput
@@ -73,7 +74,7 @@ SEARCH_ANSWER: dict[int | str, Any] = {
 
 
 @router.post("/api/search", responses=SEARCH_ANSWER)
-async def search_post(request: Request, body: SearchRequest, cx: CX) -> SearchResponse:
+async def search_post(request: Request, body: SearchRequest, cx: READER) -> SearchResponse:
     """The hybrid search, with every option. A client that closes its connection before the
     answer (the palette, superseded by the next keystroke) stops the search."""
     return await _search_unless_gone(request, cx, body)
@@ -82,7 +83,7 @@ async def search_post(request: Request, body: SearchRequest, cx: CX) -> SearchRe
 @router.get("/api/search", responses=SEARCH_ANSWER)
 async def search_get(
     request: Request,
-    cx: CX,
+    cx: READER,
     q: str = "",
     kb: Annotated[list[UUID] | None, Query()] = None,
     kind: Annotated[list[str] | None, Query()] = None,
@@ -134,7 +135,7 @@ class GrepOut(BaseModel):
 
 @router.get("/api/grep")
 def grep(
-    cx: CX,
+    cx: READER,
     pattern: str,
     regex: bool = False,
     limit: int = DEFAULT_GREP_LIMIT,
@@ -231,6 +232,8 @@ def call_tool(name: str, request: Request, cx: CX, body: ToolArguments = None) -
     """Call an agent tool by name with its arguments, bare (`{"query": "ferry"}`) or wrapped
     (`{"arguments": {"query": "ferry"}}`); the answer is the text an agent would read."""
     spec = tools.tool_named(name)
+    if spec.read_only:  # a replica may answer it
+        cx = require_read_context(request, cx)
     arguments = unwrapped(body or {})
     searcher = request_searcher(request)
     text = tools.call_tool(cx, searcher, name, arguments, tools.SCHEMA_AT_HTTP)

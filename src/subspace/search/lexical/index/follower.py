@@ -26,7 +26,7 @@ from subspace.db.pool import Conn
 from subspace.errors import ConfigError
 from subspace.loop import Loop
 from subspace.outbox.append import CHANNEL
-from subspace.outbox.reading import current_snapshot, items_after
+from subspace.outbox.reading import current_position, items_after
 from subspace.search import registry
 from subspace.search.lexical.index.documents import all_documents, item_documents
 from subspace.search.lexical.index.integrity import (
@@ -92,6 +92,7 @@ class LexicalFollower(Loop):
         self._lock: FollowerLock | None = None
         self._writers: Writers | None = None
         self._position: str | None = None
+        self._lsn: str | None = None  # the WAL position the position was taken at
         self._checksums = Checksums()
         self._checked = 0  # where the next round's slice of workspaces to check starts
         self.on_committed: Callable[[Followed], None] | None = None  # a seam for tests
@@ -166,7 +167,7 @@ class LexicalFollower(Loop):
         if state is None or not self._from_here(state):
             return False
         self._writers = Writers(generation, state.workspaces)
-        self._position = state.position
+        self._position, self._lsn = state.position, state.lsn
         return True
 
     def _next_slice(self, state: State) -> list[str]:
@@ -186,7 +187,7 @@ class LexicalFollower(Loop):
             log.warning("the lexical index's CURRENT was damaged; naming %s again", generation)
             write_atomically(self.folder / CURRENT, generation.name)
         state = State(FORMAT, self._database, self._writers.kinds, self._position,
-                      self._writers.workspaces)  # fmt: skip
+                      self._writers.workspaces, self._lsn)  # fmt: skip
         if self._position is not None and State.read(generation / STATE) != state:
             log.warning("the lexical index's state was damaged; writing it again")
             state.write(generation / STATE)
@@ -210,7 +211,7 @@ class LexicalFollower(Loop):
         done = Followed()
         with self.db.pool.connection() as conn, conn.transaction():
             conn.execute("set transaction isolation level repeatable read")
-            snapshot = current_snapshot(conn)
+            snapshot, lsn = current_position(conn)
             changes = _changes_after(conn, self._position)
             if not changes.items and not changes.rows:
                 return done
@@ -223,8 +224,9 @@ class LexicalFollower(Loop):
             done.items = sum(map(len, changes.items.values())) + sum(
                 map(len, changes.rows.values())
             )
-            writers.commit(snapshot, self._database)
+            writers.commit(snapshot, self._database, lsn)
         self._position = done.position = snapshot
+        self._lsn = lsn
         if self.on_committed is not None:
             self.on_committed(done)
         return done
@@ -268,7 +270,7 @@ class LexicalFollower(Loop):
         try:
             with self.db.pool.connection() as conn, conn.transaction():
                 conn.execute("set transaction isolation level repeatable read")
-                snapshot = current_snapshot(conn)
+                snapshot, lsn = current_position(conn)
                 for source in writers.kinds:
                     workspace = None
                     for document in all_documents(conn, source):  # one workspace after another
@@ -279,7 +281,7 @@ class LexicalFollower(Loop):
                         written += 1
                         if progress is not None and written % 1000 == 0:
                             progress(source, written)
-                writers.commit(snapshot, self._database)
+                writers.commit(snapshot, self._database, lsn)
             write_atomically(folder / CURRENT, generation.name)
         except BaseException:
             writers.close()
@@ -290,7 +292,7 @@ class LexicalFollower(Loop):
             if old != generation and old.is_dir():
                 shutil.rmtree(old, ignore_errors=True)
         self._writers = writers
-        self._position = snapshot
+        self._position, self._lsn = snapshot, lsn
         self._checksums = Checksums()
         log.info("built the lexical index: %d documents in %s", written, generation)
         return written

@@ -70,6 +70,7 @@ WRITER_HEAP_BYTES = 16_000_000
 STATE = "state.json"
 CURRENT = "CURRENT"
 SNAPSHOT = re.compile(r"[0-9]{1,20}:[0-9]{1,20}:([0-9]{1,20}(,[0-9]{1,20})*)?")  # pg_snapshot
+LSN = re.compile(r"[0-9A-F]{1,8}/[0-9A-F]{1,8}")  # pg_lsn, as Postgres prints it
 GENERATION_NAME = re.compile(r"g[0-9]{1,20}")  # as generation_name() makes them
 HEX = re.compile(r"[0-9a-f]{32}")  # a workspace's folder: its id's hex
 LOCK = "follower.lock"
@@ -169,6 +170,9 @@ class State:
     kinds: dict[str, list[str]]
     position: str | None
     workspaces: dict[str, int] = field(default_factory=dict)  # workspace hex -> documents
+    # The primary's WAL position when the snapshot was taken: a replica that has replayed it
+    # holds every write the index does, so a search may read it there (db/replicas.py).
+    lsn: str | None = None
 
     def fits(self, database: str) -> bool:
         """Whether this generation can serve `database` with the kinds registered now."""
@@ -201,14 +205,18 @@ class State:
                 for name, count in workspaces.items()
             ):
                 return None
-            return State(int(raw["format"]), str(raw["database"]), kinds, position, workspaces)
+            lsn = raw.get("lsn")
+            if lsn is not None and not (isinstance(lsn, str) and LSN.fullmatch(lsn)):
+                return None
+            return State(int(raw["format"]), str(raw["database"]), kinds, position, workspaces, lsn)
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
     def write(self, path: Path) -> None:
         """Write atomically: a reader finds the old state or the new, never half of one."""
         data = {"format": self.format, "database": self.database, "kinds": self.kinds,
-                "position": self.position, "workspaces": self.workspaces}  # fmt: skip
+                "position": self.position, "workspaces": self.workspaces,
+                "lsn": self.lsn}  # fmt: skip
         write_atomically(path, json.dumps(data, sort_keys=True))
 
 

@@ -156,6 +156,14 @@ class LexicalReader:
                 return None
             return state.position, sum(state.workspaces.values())
 
+    def held_lsn(self) -> str | None:
+        """The primary's WAL position the index's snapshot was taken at: a replica that has
+        replayed it holds every write the index does. None without a usable index, or one
+        written before it was recorded."""
+        with self._lock:
+            self._refresh()
+            return None if self._state is None else self._state.lsn
+
     def failed(self, view: EngineView, exc: BaseException) -> bool:
         """A search failed on `view`: check every file of its workspace's indexes again;
         True when one is damaged, and then the generation is not served again (and the

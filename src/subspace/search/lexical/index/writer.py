@@ -107,9 +107,10 @@ class Writers:
         if workspace.hex in self.workspaces:  # a workspace without a folder holds nothing
             self.writer(workspace, source).delete_documents_by_term(field, value)
 
-    def commit(self, position: str | None, database: str) -> None:
+    def commit(self, position: str | None, database: str, lsn: str | None = None) -> None:
         """Commit every writer written, count the documents of their workspaces, then record
-        `position` (None: leave the state as it is): never before their documents."""
+        `position` and the WAL position `lsn` it was taken at (position None: leave the state
+        as it is): never before their documents."""
         touched = {workspace for workspace, _ in self._dirty}
         for key in sorted(self._dirty):
             self._open[key][1].commit()
@@ -117,7 +118,7 @@ class Writers:
         for workspace in touched:
             self.workspaces[workspace.hex] = self._documents(workspace)
         if position is not None:
-            state = State(FORMAT, database, self.kinds, position, self.workspaces)
+            state = State(FORMAT, database, self.kinds, position, self.workspaces, lsn)
             state.write(self.generation / STATE)
         while len(self._open) > OPEN_WRITERS:
             _, (_, writer) = self._open.popitem(last=False)

@@ -1,0 +1,133 @@
+"""Reading from streaming replicas (SUBSPACE_REPLICA_URL): a search, a grep or a read goes to
+a replica that has replayed everything its caller must see, and to the primary when none has
+within REPLICA_WAIT_S. Writes always go to the primary.
+
+What a caller must see is a WAL position: its own last write's (api/positions.py hands it to
+the caller after each write, in a cookie and a response header, and reads it back), and the
+position the lexical index was read at (its state records it), so that the index's hits and
+the rows a replica holds are of one moment. Positions only grow, so a replica once seen past
+a position stays past it: the last replayed position read of each replica is kept, and a
+replica is asked again only when that is not far enough.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+
+import psycopg
+from psycopg_pool import ConnectionPool
+
+from subspace.db.pool import Conn, open_pool
+
+log = logging.getLogger(__name__)
+
+REPLICA_WAIT_S = 0.5  # how long a read waits for a replica to replay what it must see
+POLL_S = 0.01  # between two looks at a replica's position while waiting
+DOWN_S = 5.0  # a replica that failed is left alone this long
+REPLAYED = (
+    "select (case when pg_is_in_recovery() then pg_last_wal_replay_lsn() "
+    "else pg_current_wal_lsn() end)::text as lsn"
+)
+
+
+def parse_lsn(text: str | None) -> int | None:
+    """A pg_lsn ("16/B374D848") as a number; None for anything else."""
+    if not text or text.count("/") != 1:
+        return None
+    high, low = text.split("/")
+    try:
+        return (int(high, 16) << 32) | int(low, 16)
+    except ValueError:
+        return None
+
+
+def format_lsn(value: int) -> str:
+    return f"{value >> 32:X}/{value & 0xFFFFFFFF:X}"
+
+
+@dataclass
+class Replica:
+    dsn: str
+    pool: ConnectionPool[Conn]
+    replayed: int = 0  # the last replayed position read of it
+    down_until: float = 0.0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def caught_up(self, required: int, *, ask: bool) -> bool:
+        """Whether it has replayed `required`; with `ask`, reading its position anew when
+        the one known is not far enough. A replica that cannot answer is left alone for
+        DOWN_S."""
+        if self.replayed >= required or not ask:
+            return self.replayed >= required
+        try:
+            with self.pool.connection(timeout=1) as conn:
+                row = conn.execute(REPLAYED).fetchone()
+        except (psycopg.Error, OSError) as exc:
+            log.warning("the replica %s did not answer (%s); reading elsewhere for %.0f s",
+                        _host(self.dsn), exc, DOWN_S)  # fmt: skip
+            self.down_until = time.monotonic() + DOWN_S
+            return False
+        replayed = parse_lsn(row["lsn"] if row else None) or 0
+        with self.lock:
+            self.replayed = max(self.replayed, replayed)
+        return self.replayed >= required
+
+
+class Replicas:
+    """The replicas reads may go to, each with a pool of `pool_size` connections."""
+
+    def __init__(self, dsns: list[str], pool_size: int, wait_s: float = REPLICA_WAIT_S) -> None:
+        self.wait_s = wait_s
+        self.replicas: list[Replica] = []
+        try:
+            for dsn in dsns:
+                pool = open_pool(dsn, max_size=pool_size, timeout=2.0, name="subspace-replica")
+                self.replicas.append(Replica(dsn, pool))
+        except BaseException:
+            self.close()
+            raise
+        self._turns = itertools.count()
+        self.served = 0  # reads sent to a replica
+        self.fell_back = 0  # reads sent to the primary, no replica being far enough
+
+    def pool_for(self, required: int) -> ConnectionPool[Conn] | None:
+        """The pool of a replica that has replayed `required` (the replicas in turn), waiting
+        up to `wait_s` for one; None when none has: read from the primary."""
+        start = next(self._turns)
+        order = (
+            self.replicas[start % len(self.replicas) :]
+            + self.replicas[: start % len(self.replicas)]
+        )
+        deadline = time.monotonic() + self.wait_s
+        ask = False
+        while True:
+            now = time.monotonic()
+            for replica in order:
+                if replica.down_until <= now and replica.caught_up(required, ask=ask):
+                    self.served += 1
+                    return replica.pool
+            if ask and now >= deadline:
+                self.fell_back += 1
+                return None
+            if ask:
+                time.sleep(POLL_S)
+            ask = True
+
+    def close(self) -> None:
+        """Close every pool. Safe to call twice."""
+        for replica in self.replicas:
+            replica.pool.close()
+
+
+def _host(dsn: str) -> str:
+    """The replica's address without its credentials, for a log line."""
+    return dsn.rsplit("@", 1)[-1]
+
+
+def parse_replica_urls(value: str) -> list[str]:
+    """SUBSPACE_REPLICA_URL: one or more Postgres URLs, separated by commas or spaces."""
+    return [part for part in value.replace(",", " ").split() if part]
