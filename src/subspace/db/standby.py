@@ -41,7 +41,7 @@ class Standby:
 def start_standby(primary: EmbeddedPostgres, folder: Path, port: int) -> Standby:
     """Copy the running `primary` into `folder` (which must not exist) and start it as its
     streaming replica on 127.0.0.1:`port`."""
-    server = primary._server
+    server: Any = primary._server
     uri = urlsplit(server.get_uri())
     socket_dir = parse_qs(uri.query).get("host", [""])[0]
     database = uri.path.lstrip("/") or "postgres"
