@@ -250,17 +250,23 @@ def connection_limit(settings: Settings) -> int:
 
 @contextmanager
 def stop_on_sigterm() -> Iterator[None]:
-    """Within the block, SIGTERM stops the process as Ctrl-C does: KeyboardInterrupt, so
-    every `finally` runs and the embedded Postgres is stopped.
+    """Within the block, SIGTERM and SIGINT (Ctrl-C) stop the process alike: KeyboardInterrupt,
+    so every `finally` runs and the embedded Postgres is stopped.
 
     uvicorn handles SIGTERM while it serves, then raises it again once it has stopped; with
-    the default handler that kills the process before anything is cleaned up.
+    the default handler that kills the process before anything is cleaned up. SIGINT is set
+    too: a process started with SIGINT ignored (by a shell's `&`, or a test runner's worker)
+    keeps ignoring it, as Python installs its own handler only over the default one.
     """
-    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    previous = {
+        signum: signal.signal(signum, signal.default_int_handler)
+        for signum in (signal.SIGTERM, signal.SIGINT)
+    }
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def serve_app(app: Any, settings: Settings, sockets: list[socket.socket] | None = None) -> None:

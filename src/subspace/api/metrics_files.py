@@ -4,8 +4,8 @@ A scrape reaches one web process of `subspace serve`, which knows only its own c
 each web process writes its registry's text to a file of its own in a folder they share
 (the supervisor's, under SUBSPACE_HOME) once a second, and the scraped one adds up every
 file: counters, histograms and summaries summed by name and labels (a dead process's
-counts still count, as a counter never goes down), gauges summed over the processes alive
-(the pools' sizes and use).
+counts still count, as a counter never goes down); gauges (the pools' sizes and use) are
+each live process's own, told apart by a `process` label.
 """
 
 from __future__ import annotations
@@ -72,10 +72,11 @@ def _alive(pid: int) -> bool:
 def all_processes(folder: Path, own: bytes) -> bytes:
     """Every web process's figures added up, this process's `own` as they are now."""
     write_snapshot(folder, own)
-    texts: list[tuple[bool, str]] = []
+    texts: list[tuple[int, bool, str]] = []
     for path in folder.glob(f"*{SUFFIX}"):
         try:
-            texts.append((_alive(int(path.stem)), path.read_text(encoding="utf-8")))
+            pid = int(path.stem)
+            texts.append((pid, _alive(pid), path.read_text(encoding="utf-8")))
         except (OSError, ValueError):
             continue  # replaced or removed as it was read: its next file is counted
     registry = CollectorRegistry()
@@ -84,27 +85,29 @@ def all_processes(folder: Path, own: bytes) -> bytes:
 
 
 class _Summed(Collector):
-    def __init__(self, texts: Iterable[tuple[bool, str]]) -> None:
+    def __init__(self, texts: Iterable[tuple[int, bool, str]]) -> None:
         self.texts = texts
 
     def collect(self) -> Iterator[Metric]:
         families: dict[str, Metric] = {}
         values: dict[str, dict[tuple[str, tuple[tuple[str, str], ...]], float]] = {}
-        for alive, text in self.texts:
+        for pid, alive, text in self.texts:
             for family in text_string_to_metric_families(text):
-                if family.type == "gauge" and not alive:
+                gauge = family.type == "gauge"
+                if gauge and not alive:
                     continue
                 if family.name not in families:
                     families[family.name] = Metric(family.name, family.documentation, family.type)
                     values[family.name] = {}
                 summed = values[family.name]
                 for sample in family.samples:
-                    key = (sample.name, tuple(sorted(sample.labels.items())))
+                    labels = {**sample.labels, "process": str(pid)} if gauge else sample.labels
+                    key = (sample.name, tuple(sorted(labels.items())))
                     if sample.name.endswith("_created"):  # when it began: the earliest
                         summed[key] = min(summed.get(key, sample.value), sample.value)
                     else:
                         summed[key] = summed.get(key, 0.0) + sample.value
         for name, metric in families.items():
-            for (sample_name, labels), value in values[name].items():
-                metric.add_sample(sample_name, dict(labels), value)
+            for (sample_name, pairs), value in values[name].items():
+                metric.add_sample(sample_name, dict(pairs), value)
             yield metric

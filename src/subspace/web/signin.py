@@ -47,7 +47,7 @@ def wait_after_failures(conn: Conn, address: str) -> float:
     million. Counted in Postgres, so every web process of a server counts the same ones."""
     rows = conn.execute(
         "select extract(epoch from failed_at + make_interval(secs => %(window)s) - now()) "
-        "as left from kb.signin_failures where address = %(address)s "
+        "as left from server.signin_failures where address = %(address)s "
         "and failed_at > now() - make_interval(secs => %(window)s) "
         "order by failed_at desc limit %(most)s",
         {"address": address, "window": FAILURE_WINDOW_S, "most": MAX_FAILURES},
@@ -58,10 +58,10 @@ def wait_after_failures(conn: Conn, address: str) -> float:
 def record_failure(conn: Conn, address: str) -> None:
     """Count a failed sign-in of `address`, and forget every failure past the window."""
     conn.execute(
-        "delete from kb.signin_failures where failed_at < now() - make_interval(secs => %s)",
+        "delete from server.signin_failures where failed_at < now() - make_interval(secs => %s)",
         (FAILURE_WINDOW_S,),
     )
-    conn.execute("insert into kb.signin_failures (address) values (%s)", (address,))
+    conn.execute("insert into server.signin_failures (address) values (%s)", (address,))
 
 
 def signin_page(
