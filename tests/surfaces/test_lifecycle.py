@@ -122,7 +122,11 @@ class Served:
     def stop(self, sig: signal.Signals = signal.SIGTERM) -> int:
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
-        code = self.proc.wait(timeout=30)
+        try:
+            code = self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.kill()  # no server outlives a failed test (its processes die with it)
+            raise
         self._reader.join(timeout=5)
         return code
 
