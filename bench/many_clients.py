@@ -12,13 +12,18 @@ each phase, from /proc: the CPU seconds of the server's own processes (the super
 processes and its background process) and of the embedded Postgres's, each divided by the
 searches answered, so a change that moves work between them shows.
 
+With --replica, each value of --workers runs once more with a streaming replica of the
+home's Postgres (db/standby.py: pg_basebackup of the running server, a second server on a
+loopback port) named by SUBSPACE_REPLICA_URL; the replica's CPU per search is measured apart,
+and the primary's shows what it was spared.
+
 Uses the workspace bench/http_latency.py uses (SIZE chunks of SciFact, fake provider, built
 first if --home lacks it), its query mix and its server (`subspace serve` on a free port of
 127.0.0.1, stopped with SIGTERM), once per value of --workers. The load generator runs on
 the same cores as the server, as on a small machine.
 
     python bench/many_clients.py --home /tmp/httpbench [--size 20000] [--workers 1 2]
-        [--clients 1 30] [--paced 30] [--seconds 30] [--provider fake] [--json]
+        [--clients 1 30] [--paced 30] [--seconds 30] [--provider fake] [--replica] [--json]
 """
 
 from __future__ import annotations
@@ -27,11 +32,14 @@ import argparse
 import json
 import os
 import random
+import shutil
 import sys
 import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +48,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.corpus import DEFAULT_CORPUS
+from bench.hostile import free_port
 from bench.http_latency import (
     LIMIT,
     ensure_loaded,
@@ -52,6 +61,8 @@ from bench.http_latency import (
 from bench.search_latency import existing_workspace, pick_queries
 from subspace.config import Settings
 from subspace.database import open_database
+from subspace.db.embedded import start_embedded
+from subspace.db.standby import Standby, start_standby
 from subspace.keys import create_key
 
 PACE_S = 1.0  # a paced searcher sends about one search a second
@@ -91,22 +102,26 @@ def tree(root: int) -> list[int]:
     return pids
 
 
-def postmaster(home: Path) -> int:
-    """The embedded Postgres's postmaster, from its pid file."""
-    pid_file = Settings(home=home).pgdata / "postmaster.pid"
-    return int(pid_file.read_text().split()[0])
+def postmaster(pgdata: Path) -> int:
+    """The postmaster of a Postgres data folder, from its pid file."""
+    return int((pgdata / "postmaster.pid").read_text().split()[0])
 
 
 class CpuMeter:
-    """CPU seconds spent by the server's processes and by Postgres's between start and stop."""
+    """CPU seconds spent by the server's processes, by the primary Postgres's and by the
+    replica's (when there is one) between start and stop."""
 
-    def __init__(self, server_pid: int, home: Path) -> None:
-        self.server_pid, self.home = server_pid, home
+    def __init__(self, server_pid: int, home: Path, replica: Path | None) -> None:
+        self.server_pid, self.home, self.replica = server_pid, home, replica
 
-    def _read(self) -> tuple[float, float]:
+    def _read(self) -> tuple[float, float, float]:
         server = sum(cpu_seconds(pid) for pid in tree(self.server_pid))
-        database = sum(cpu_seconds(pid) for pid in tree(postmaster(self.home)))
-        return server, database
+        primary = Settings(home=self.home).pgdata
+        database = sum(cpu_seconds(pid) for pid in tree(postmaster(primary)))
+        replica = 0.0
+        if self.replica is not None:
+            replica = sum(cpu_seconds(pid) for pid in tree(postmaster(self.replica)))
+        return server, database, replica
 
     def __enter__(self) -> CpuMeter:
         self._start = self._read()
@@ -114,7 +129,9 @@ class CpuMeter:
 
     def __exit__(self, *_: object) -> None:
         end = self._read()
-        self.server_s, self.database_s = end[0] - self._start[0], end[1] - self._start[1]
+        self.server_s, self.database_s, self.replica_s = (
+            e - s for e, s in zip(end, self._start, strict=True)
+        )
 
 
 def run_clients(
@@ -167,9 +184,9 @@ def run_clients(
 
 def phase(
     server: Any, home: Path, headers: dict[str, str], mix: list[str], clients: int,
-    seconds: float, paced: bool,
+    seconds: float, paced: bool, replica: Path | None,
 ) -> dict[str, Any]:  # fmt: skip
-    with CpuMeter(server.proc.pid, home) as cpu:
+    with CpuMeter(server.proc.pid, home, replica) as cpu:
         times, statuses, wall = run_clients(server.base, headers, mix, clients, seconds, paced)
     ordered = sorted(times)
     answered = len(ordered)
@@ -186,6 +203,7 @@ def phase(
         "other": sum(n for code, n in statuses.items() if code not in (200, 429) and code < 500),
         "server_cpu_ms_per_search": round(1000 * cpu.server_s / max(answered, 1), 2),
         "postgres_cpu_ms_per_search": round(1000 * cpu.database_s / max(answered, 1), 2),
+        "replica_cpu_ms_per_search": round(1000 * cpu.replica_s / max(answered, 1), 2),
     }
 
 
@@ -212,25 +230,56 @@ def run(args: argparse.Namespace, home: Path) -> dict[str, Any]:
     headers, mix = prepare(home, args.size, args.corpus, args.queries)
     result: dict[str, Any] = {"size": args.size, "seconds": args.seconds, "runs": []}
     for workers in args.workers:
-        env = {"SUBSPACE_WORKERS": str(workers), "PROVIDERS": args.provider}
-        with running_server(home, env) as server:
-            with httpx.Client(base_url=server.base, headers=headers, timeout=60) as http:
-                for query in dict.fromkeys(mix):  # warm: every query's vector cached, plans
-                    http.post("/api/search", json={"query": query, "limit": LIMIT})
-            for clients in args.clients:
-                figures = phase(server, home, headers, mix, clients, args.seconds, False)
-                result["runs"].append({"workers": workers, **figures})
-                print_row(result["runs"][-1], file=sys.stderr)
-            for clients in args.paced:
-                figures = phase(server, home, headers, mix, clients, args.seconds, True)
-                result["runs"].append({"workers": workers, **figures})
-                print_row(result["runs"][-1], file=sys.stderr)
+        for replicated in (False, True) if args.replica else (False,):
+            env = {"SUBSPACE_WORKERS": str(workers), "PROVIDERS": args.provider}
+            with replica_of(home, replicated) as standby:
+                if standby is not None:
+                    env["SUBSPACE_REPLICA_URL"] = standby.dsn
+                with running_server(home, env) as server:
+                    folder = None if standby is None else standby.folder
+                    result["runs"] += measure(args, server, home, headers, mix, workers, folder)
     return result
 
 
+def measure(
+    args: argparse.Namespace, server: Any, home: Path, headers: dict[str, str], mix: list[str],
+    workers: int, replica: Path | None,
+) -> list[dict[str, Any]]:  # fmt: skip
+    with httpx.Client(base_url=server.base, headers=headers, timeout=60) as http:
+        for query in dict.fromkeys(mix):  # warm: every query's vector cached, plans made
+            http.post("/api/search", json={"query": query, "limit": LIMIT})
+    rows = []
+    loads = [(c, False) for c in args.clients] + [(c, True) for c in args.paced]
+    for clients, paced in loads:
+        figures = phase(server, home, headers, mix, clients, args.seconds, paced, replica)
+        rows.append({"workers": workers, "replica": replica is not None, **figures})
+        print_row(rows[-1], file=sys.stderr)
+    return rows
+
+
+@contextmanager
+def replica_of(home: Path, wanted: bool) -> Iterator[Standby | None]:
+    """A streaming replica of the home's Postgres while the block runs (None unless
+    `wanted`). The home's embedded server is started here, and the bench's server attaches
+    to it."""
+    if not wanted:
+        yield None
+        return
+    primary = start_embedded(Settings(home=home).pgdata)
+    folder = Path(tempfile.mkdtemp(prefix="many-clients-replica-")) / "replica"
+    standby = start_standby(primary, folder, free_port())
+    try:
+        yield standby
+    finally:
+        standby.stop()
+        primary.stop()
+        shutil.rmtree(folder.parent, ignore_errors=True)
+
+
 HEADER = (
-    f"{'workers':>7} {'load':<11} {'clients':>7} {'search/s':>8} {'p50':>7} {'p95':>7} "
-    f"{'p99':>7} {'429':>5} {'5xx':>4} {'cpu ms/search: server':>22} {'postgres':>9}"
+    f"{'workers':>7} {'replica':>7} {'load':<11} {'clients':>7} {'search/s':>8} {'p50':>7} "
+    f"{'p95':>7} {'p99':>7} {'429':>5} {'5xx':>4} {'cpu ms/search: server':>22} "
+    f"{'postgres':>9} {'replica':>8}"
 )
 
 
@@ -239,10 +288,11 @@ def print_row(row: dict[str, Any], file: Any = None) -> None:
         return f"{'-':>7}" if value is None else f"{value:7.1f}"
 
     print(
-        f"{row['workers']:>7} {row['load']:<11} {row['clients']:>7} {row['searches_per_s']:8.1f} "
-        f"{ms(row['p50_ms'])} {ms(row['p95_ms'])} {ms(row['p99_ms'])} {row['429']:>5} "
-        f"{row['5xx']:>4} {row['server_cpu_ms_per_search']:>22.2f} "
-        f"{row['postgres_cpu_ms_per_search']:>9.2f}",
+        f"{row['workers']:>7} {'yes' if row['replica'] else 'no':>7} {row['load']:<11} "
+        f"{row['clients']:>7} {row['searches_per_s']:8.1f} {ms(row['p50_ms'])} "
+        f"{ms(row['p95_ms'])} {ms(row['p99_ms'])} {row['429']:>5} {row['5xx']:>4} "
+        f"{row['server_cpu_ms_per_search']:>22.2f} {row['postgres_cpu_ms_per_search']:>9.2f} "
+        f"{row['replica_cpu_ms_per_search']:>8.2f}",
         file=file,
         flush=True,
     )
@@ -260,6 +310,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=30, help="length of each phase")
     parser.add_argument("--queries", type=int, default=100, help="queries per category")
     parser.add_argument("--provider", default="fake", help="PROVIDERS for the server")
+    parser.add_argument("--replica", action="store_true", help="also with a streaming replica")
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()

