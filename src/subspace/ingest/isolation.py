@@ -23,6 +23,7 @@ T = TypeVar("T")
 
 _MiB = 1024 * 1024
 JOBS_PER_CHILD = 500  # a fresh child now and then returns whatever memory the last ones kept
+PARSER_NICENESS = 10  # how much less of the cores a parser child claims than a web process
 _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 EXTRACTION = "extraction"  # the task named in reasons, unless a caller names another
 # A child's exit code when it ran out of memory and could not even allocate the answer that
@@ -90,6 +91,9 @@ def _serve(conn: Connection, lifeline: Connection, memory_bytes: int) -> None:
     """The child: run the jobs it is sent until told to stop or it runs out."""
     _die_with_parent(lifeline)
     resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+    # Parsing yields the cores to the processes answering requests: a flood of heavy
+    # documents from one workspace slows its own uploads, not another's searches.
+    os.nice(PARSER_NICENESS)
     task = EXTRACTION
     while True:
         try:
