@@ -119,6 +119,18 @@ def test_a_replica_behind_a_callers_write_is_passed_over(
                              headers={POSITION: "yesterday"})  # fmt: skip
             assert bad.status_code == 422
             assert "WAL position" in bad.json()["error"]["message"]
+            too_long = client.get("/api/search", params={"q": "grommet"},
+                                  headers={POSITION: "1" * 5000 + "/1"})  # fmt: skip
+            assert too_long.status_code == 422
+            # A position no replica can have reached, made up: the primary answers at once
+            # rather than after a wait for a replica (each such read would hold a thread).
+            replicas = replicated.replicas
+            assert replicas is not None
+            unseen, fell_back = replicas.unseen, replicas.fell_back
+            forged = client.get("/api/search", params={"q": "grommet"},
+                                headers={POSITION: "FFFFFFFF/FFFFFFFF"})  # fmt: skip
+            assert forged.status_code == 200
+            assert (replicas.unseen, replicas.fell_back) == (unseen + 1, fell_back)
 
             # A browser's session carries it in a cookie.
             with replicated.pool.connection() as conn:

@@ -60,7 +60,10 @@ def _index_position(db: Database, request: Request) -> int:
             return database_identity(conn)
 
     reader = db.search_runtime.lexical_reader(index_root(settings), identity)
-    return parse_lsn(reader.held_lsn()) or 0
+    position = parse_lsn(reader.held_lsn()) or 0
+    if db.replicas is not None:
+        db.replicas.saw_primary_at(position)
+    return position
 
 
 def require_read_context(
@@ -71,7 +74,7 @@ def require_read_context(
     db = database(request)
     if db.replicas is None:
         return cx
-    required = max(caller_position(request), _index_position(db, request))
+    required = max(_index_position(db, request), caller_position(request))
     pool = db.replicas.pool_for(required)
     return cx if pool is None else dataclasses.replace(cx, db=pool)
 
@@ -83,6 +86,8 @@ def _primary_position(db: Database) -> str:
     with db.pool.connection() as conn:
         row = conn.execute("select pg_current_wal_insert_lsn()::text as lsn").fetchone()
     assert row is not None
+    if db.replicas is not None:
+        db.replicas.saw_primary_at(parse_lsn(row["lsn"]) or 0)
     return str(row["lsn"])
 
 

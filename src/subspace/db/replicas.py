@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -34,19 +35,15 @@ REPLAYED = (
 )
 
 
+LSN = re.compile(r"[0-9A-Fa-f]{1,8}/[0-9A-Fa-f]{1,8}")  # pg_lsn: two 32-bit halves in hex
+
+
 def parse_lsn(text: str | None) -> int | None:
     """A pg_lsn ("16/B374D848") as a number; None for anything else."""
-    if not text or text.count("/") != 1:
+    if not text or not LSN.fullmatch(text):
         return None
     high, low = text.split("/")
-    try:
-        return (int(high, 16) << 32) | int(low, 16)
-    except ValueError:
-        return None
-
-
-def format_lsn(value: int) -> str:
-    return f"{value >> 32:X}/{value & 0xFFFFFFFF:X}"
+    return (int(high, 16) << 32) | int(low, 16)
 
 
 @dataclass
@@ -91,12 +88,21 @@ class Replicas:
             self.close()
             raise
         self._turns = itertools.count()
+        # The newest primary position this process has seen (its writes' answers, the lexical
+        # index's state): a read asking for more names a position no replica can reach yet,
+        # or one made up, and goes to the primary at once instead of waiting.
+        self.primary_seen = 0
+        self._seen_lock = threading.Lock()
         self.served = 0  # reads sent to a replica
-        self.fell_back = 0  # reads sent to the primary, no replica being far enough
+        self.fell_back = 0  # reads sent to the primary, no replica being far enough in time
+        self.unseen = 0  # reads sent to the primary at once, asking past what it has seen
 
     def pool_for(self, required: int) -> ConnectionPool[Conn] | None:
         """The pool of a replica that has replayed `required` (the replicas in turn), waiting
         up to `wait_s` for one; None when none has: read from the primary."""
+        if required > self.primary_seen:
+            self.unseen += 1
+            return None
         start = next(self._turns)
         order = (
             self.replicas[start % len(self.replicas) :]
@@ -116,6 +122,11 @@ class Replicas:
             if ask:
                 time.sleep(POLL_S)
             ask = True
+
+    def saw_primary_at(self, position: int) -> None:
+        """The primary was at `position` (or past it) a moment ago."""
+        with self._seen_lock:
+            self.primary_seen = max(self.primary_seen, position)
 
     def close(self) -> None:
         """Close every pool. Safe to call twice."""
