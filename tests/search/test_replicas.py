@@ -18,7 +18,7 @@ from subspace.config import Settings
 from subspace.database import Database, open_database
 from subspace.db.embedded import EmbeddedPostgres, start_embedded
 from subspace.db.migrate import migrate
-from subspace.db.replicas import parse_lsn
+from subspace.db.replicas import Replicas, parse_lsn
 from subspace.db.standby import Standby, start_standby
 from subspace.keys import create_key, default_actor
 from subspace.search.lexical.index.layout import database_identity, index_root
@@ -176,3 +176,16 @@ def test_a_replica_behind_the_lexical_index_is_passed_over(
 def database_identity_of(db: Database) -> str:
     with db.pool.connection() as conn:
         return database_identity(conn)
+
+
+def test_a_replica_that_is_down_is_read_around_at_once() -> None:
+    """Down when the server starts and at every read: the primary answers, without a wait."""
+    down = Replicas([f"postgresql://postgres@127.0.0.1:{free_port()}/postgres"], 1)
+    try:
+        down.saw_primary_at(100)
+        assert down.pool_for(50) is None
+        assert down.replicas[0].down_until > 0  # left alone for a while
+        assert down.pool_for(50) is None
+        assert (down.served, down.fell_back) == (0, 2)
+    finally:
+        down.close()

@@ -65,11 +65,13 @@ def open_pool(
     max_size: int = 10,
     timeout: float = 30.0,
     name: str = "subspace",
+    wait: bool = True,
 ) -> ConnectionPool[Conn]:
     """Open a pool for a migrated database (pgvector's types must already exist).
 
     `timeout` is how long `connection()` waits for a free connection before it raises
-    PoolTimeout.
+    PoolTimeout. With `wait` the first connection must open now (or DatabaseError); without
+    it the pool connects in the background, and a server that is down fails its borrowers.
     """
     pool: ConnectionPool[Conn] = ConnectionPool(
         dsn,
@@ -82,7 +84,7 @@ def open_pool(
         timeout=timeout,
     )
     try:
-        pool.open(wait=True, timeout=10)
+        pool.open(wait=wait, timeout=10)
     except psycopg.OperationalError as exc:
         raise DatabaseError(f"Cannot open a connection pool to Postgres ({exc}).") from exc
     return pool

@@ -82,7 +82,9 @@ class Replicas:
         self.replicas: list[Replica] = []
         try:
             for dsn in dsns:
-                pool = open_pool(dsn, max_size=pool_size, timeout=2.0, name="subspace-replica")
+                # Not waited for: a replica down when the server starts is read around.
+                pool = open_pool(dsn, max_size=pool_size, timeout=2.0, name="subspace-replica",
+                                 wait=False)  # fmt: skip
                 self.replicas.append(Replica(dsn, pool))
         except BaseException:
             self.close()
@@ -112,11 +114,12 @@ class Replicas:
         ask = False
         while True:
             now = time.monotonic()
-            for replica in order:
-                if replica.down_until <= now and replica.caught_up(required, ask=ask):
+            live = [replica for replica in order if replica.down_until <= now]
+            for replica in live:
+                if replica.caught_up(required, ask=ask):
                     self.served += 1
                     return replica.pool
-            if ask and now >= deadline:
+            if not live or (ask and now >= deadline):  # none to wait for, or waited enough
                 self.fell_back += 1
                 return None
             if ask:
