@@ -189,3 +189,30 @@ def test_a_replica_that_is_down_is_read_around_at_once() -> None:
         assert (down.served, down.fell_back) == (0, 2)
     finally:
         down.close()
+
+
+def test_a_replica_that_dies_fails_one_read_and_is_read_around(tmp_path: Path) -> None:
+    folder = Path(tempfile.mkdtemp(prefix="subspace-replica-"))
+    primary = start_embedded(folder / "primary")
+    try:
+        migrate(primary.dsn)
+        standby = start_standby(primary, folder / "replica", free_port())
+        settings = Settings(home=tmp_path / "home", database_url=primary.dsn, providers="fake",
+                            replica_url=standby.dsn)  # fmt: skip
+        db = open_database(settings, pool_size=2, replicas=True)
+        try:
+            with keyed_client(db, settings, background=False) as client:
+                page = client.post("/api/pages", json={"title": "Dies"}).json()["id"]
+                client.post("/api/nodes", json={"page_id": page, "text": "the flywheel"})
+                assert found(client, "flywheel")
+                standby.stop()
+                failed = client.get("/api/search", params={"q": "flywheel"})
+                assert failed.status_code == 503, failed.text
+                assert "read replica stopped answering" in failed.json()["error"]["message"]
+                assert found(client, "flywheel")  # the primary, from the next read on
+                assert found(client, "flywheel")
+        finally:
+            db.close()
+    finally:
+        primary.stop()
+        shutil.rmtree(folder, ignore_errors=True)

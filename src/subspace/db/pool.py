@@ -66,6 +66,7 @@ def open_pool(
     timeout: float = 30.0,
     name: str = "subspace",
     wait: bool = True,
+    kind: type[ConnectionPool[Conn]] = ConnectionPool,
 ) -> ConnectionPool[Conn]:
     """Open a pool for a migrated database (pgvector's types must already exist).
 
@@ -73,7 +74,7 @@ def open_pool(
     PoolTimeout. With `wait` the first connection must open now (or DatabaseError); without
     it the pool connects in the background, and a server that is down fails its borrowers.
     """
-    pool: ConnectionPool[Conn] = ConnectionPool(
+    pool: ConnectionPool[Conn] = kind(
         dsn,
         min_size=min_size,
         max_size=max_size,

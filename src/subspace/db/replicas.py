@@ -17,12 +17,15 @@ import logging
 import re
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import psycopg
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from subspace.db.pool import Conn, open_pool
+from subspace.errors import DatabaseError
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +49,35 @@ def parse_lsn(text: str | None) -> int | None:
     return (int(high, 16) << 32) | int(low, 16)
 
 
+class ReplicaPool(ConnectionPool[Conn]):
+    """A replica's pool: a connection it cannot give, or one that breaks in use, marks the
+    replica down (reads go around it for DOWN_S) and fails that one read with a 503."""
+
+    replica: Replica | None = None
+
+    @contextmanager
+    def connection(self, timeout: float | None = None) -> Iterator[Conn]:
+        try:
+            with super().connection(timeout) as conn:
+                try:
+                    yield conn
+                except psycopg.Error:
+                    if conn.broken and self.replica is not None:
+                        self.replica.went_down("its connection broke")
+                        raise DatabaseError(GONE) from None
+                    raise
+        except PoolTimeout:
+            if self.replica is not None:
+                self.replica.went_down("no connection to it opened in time")
+            raise DatabaseError(GONE) from None
+
+
+GONE = (
+    "A read replica stopped answering during this read. Retry: reads go to the primary or "
+    "another replica meanwhile."
+)
+
+
 @dataclass
 class Replica:
     dsn: str
@@ -63,15 +95,21 @@ class Replica:
         try:
             with self.pool.connection(timeout=1) as conn:
                 row = conn.execute(REPLAYED).fetchone()
-        except (psycopg.Error, OSError) as exc:
-            log.warning("the replica %s did not answer (%s); reading elsewhere for %.0f s",
-                        _host(self.dsn), exc, DOWN_S)  # fmt: skip
-            self.down_until = time.monotonic() + DOWN_S
+        except (psycopg.Error, OSError, DatabaseError) as exc:
+            self.went_down(str(exc))
             return False
         replayed = parse_lsn(row["lsn"] if row else None) or 0
         with self.lock:
             self.replayed = max(self.replayed, replayed)
         return self.replayed >= required
+
+    def went_down(self, why: str) -> None:
+        """Leave it alone for DOWN_S, and ask its position anew after."""
+        log.warning("the replica %s did not answer (%s); reading elsewhere for %.0f s",
+                    _host(self.dsn), why, DOWN_S)  # fmt: skip
+        with self.lock:
+            self.down_until = time.monotonic() + DOWN_S
+            self.replayed = 0
 
 
 class Replicas:
@@ -84,8 +122,11 @@ class Replicas:
             for dsn in dsns:
                 # Not waited for: a replica down when the server starts is read around.
                 pool = open_pool(dsn, max_size=pool_size, timeout=2.0, name="subspace-replica",
-                                 wait=False)  # fmt: skip
-                self.replicas.append(Replica(dsn, pool))
+                                 wait=False, kind=ReplicaPool)  # fmt: skip
+                replica = Replica(dsn, pool)
+                if isinstance(pool, ReplicaPool):
+                    pool.replica = replica
+                self.replicas.append(replica)
         except BaseException:
             self.close()
             raise
