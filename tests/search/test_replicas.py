@@ -7,6 +7,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
@@ -72,6 +73,17 @@ def settings_of(db: Database, tmp_path: Path, standby: Standby) -> Settings:
                     replica_url=standby.dsn)  # fmt: skip
 
 
+@contextmanager
+def replay_paused(standby: Standby) -> Iterator[None]:
+    """The replica receives WAL but applies none of it within the block."""
+    with psycopg.connect(standby.dsn, autocommit=True) as replica:
+        replica.execute("select pg_wal_replay_pause()")
+        try:
+            yield
+        finally:
+            replica.execute("select pg_wal_replay_resume()")
+
+
 def found(client: TestClient, word: str, **headers: str) -> bool:
     answer = client.get("/api/search", params={"q": word, "mode": "lexical"}, headers=headers)
     assert answer.status_code == 200, answer.text
@@ -104,13 +116,9 @@ def test_a_replica_behind_a_callers_write_is_passed_over(
     settings = settings_of(replicated, tmp_path, standby)
     # No background work: the lexical index stays where it is, so only the caller's own
     # position can send a search to the primary.
-    with (
-        keyed_client(replicated, settings, background=False) as client,
-        psycopg.connect(standby.dsn, autocommit=True) as replica,
-    ):
+    with keyed_client(replicated, settings, background=False) as client:
         page = client.post("/api/pages", json={"title": "Paused"}).json()["id"]
-        replica.execute("select pg_wal_replay_pause()")
-        try:
+        with replay_paused(standby):
             wrote = client.post("/api/nodes", json={"page_id": page, "text": "the grommet note"})
             position = wrote.headers[POSITION]
             assert not found(client, "grommet")  # a caller that drops it reads the replica
@@ -141,8 +149,6 @@ def test_a_replica_behind_a_callers_write_is_passed_over(
                                  headers={"origin": "http://testserver"})  # fmt: skip
             assert added.status_code == 201, added.text
             assert found(browser, "sprocket")
-        finally:
-            replica.execute("select pg_wal_replay_resume()")
 
 
 def test_a_replica_behind_the_lexical_index_is_passed_over(
@@ -152,13 +158,9 @@ def test_a_replica_behind_the_lexical_index_is_passed_over(
     position the index was read at answers no search, even a caller's who never wrote."""
     _, standby = servers
     settings = settings_of(replicated, tmp_path, standby)
-    with (
-        keyed_client(replicated, settings, background=True) as client,
-        psycopg.connect(standby.dsn, autocommit=True) as replica,
-    ):
+    with keyed_client(replicated, settings, background=True) as client:
         page = client.post("/api/pages", json={"title": "Indexed"}).json()["id"]
-        replica.execute("select pg_wal_replay_pause()")
-        try:
+        with replay_paused(standby):
             wrote = client.post("/api/nodes", json={"page_id": page, "text": "the ratchet"})
             written = parse_lsn(wrote.headers[POSITION]) or 0
             reader = replicated.search_runtime.lexical_reader(
@@ -169,8 +171,6 @@ def test_a_replica_behind_the_lexical_index_is_passed_over(
                 assert time.monotonic() < deadline
                 time.sleep(0.05)
             assert found(client, "ratchet")  # no position sent: the index's sends it on
-        finally:
-            replica.execute("select pg_wal_replay_resume()")
 
 
 def database_identity_of(db: Database) -> str:

@@ -21,6 +21,8 @@ from prometheus_client.core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
+from subspace.db.embedded import process_alive
+
 log = logging.getLogger(__name__)
 
 SNAPSHOT_S = 1.0  # how stale another process's figures may be in a scrape
@@ -59,16 +61,6 @@ class SnapshotWriter:
                 log.warning("cannot write this process's metrics to %s: %s", self.folder, exc)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def all_processes(folder: Path, own: bytes) -> bytes:
     """Every web process's figures added up, this process's `own` as they are now."""
     write_snapshot(folder, own)
@@ -76,7 +68,7 @@ def all_processes(folder: Path, own: bytes) -> bytes:
     for path in folder.glob(f"*{SUFFIX}"):
         try:
             pid = int(path.stem)
-            texts.append((pid, _alive(pid), path.read_text(encoding="utf-8")))
+            texts.append((pid, process_alive(pid), path.read_text(encoding="utf-8")))
         except (OSError, ValueError):
             continue  # replaced or removed as it was read: its next file is counted
     registry = CollectorRegistry()

@@ -14,7 +14,7 @@ from typing import Annotated
 
 import anyio
 from fastapi import Depends, Request
-from starlette.datastructures import MutableHeaders
+from starlette.datastructures import Headers, MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from subspace.api.auth import COOKIE_NAME, require_context
@@ -106,7 +106,7 @@ class WritePositions:
         if db is None or db.replicas is None:
             await self.app(scope, receive, send)
             return
-        browser = COOKIE_NAME in SimpleCookie(_header(scope, b"cookie"))
+        browser = COOKIE_NAME in SimpleCookie(Headers(scope=scope).get("cookie", ""))
 
         async def send_with_position(message: Message) -> None:
             if message["type"] == "http.response.start" and message["status"] < 400:
@@ -122,10 +122,3 @@ class WritePositions:
             await send(message)
 
         await self.app(scope, receive, send_with_position)
-
-
-def _header(scope: Scope, name: bytes) -> str:
-    for key, value in scope["headers"]:
-        if key == name:
-            return str(value.decode("latin-1"))
-    return ""

@@ -77,13 +77,14 @@ def _forget_dead_holders(server: PostgresServer) -> None:
     with server._lock:
         holders = server.global_process_id_list
         pids = holders.get_and_add(os.getpid())  # reads the list; our pid is added by start()
-        alive = [pid for pid in pids if _alive(pid)]
+        alive = [pid for pid in pids if process_alive(pid)]
         if alive != pids:
             log.info("forgetting embedded postgres holders that died: %s", set(pids) - set(alive))
         holders.put(alive)
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether `pid` is a process that has not exited (a zombie has)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
