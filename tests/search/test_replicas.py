@@ -84,6 +84,18 @@ def replay_paused(standby: Standby) -> Iterator[None]:
             replica.execute("select pg_wal_replay_resume()")
 
 
+def replayed_by(standby: Standby, position: int, timeout_s: float = 30.0) -> None:
+    """Wait until the replica has replayed `position`."""
+    deadline = time.monotonic() + timeout_s
+    with psycopg.connect(standby.dsn, autocommit=True) as replica:
+        while True:
+            row = replica.execute("select pg_last_wal_replay_lsn()::text").fetchone()
+            if row and (parse_lsn(row[0]) or 0) >= position:
+                return
+            assert time.monotonic() < deadline, f"the replica did not replay {position} in time"
+            time.sleep(0.02)
+
+
 def found(client: TestClient, word: str, **headers: str) -> bool:
     answer = client.get("/api/search", params={"q": word, "mode": "lexical"}, headers=headers)
     assert answer.status_code == 200, answer.text
@@ -203,8 +215,14 @@ def test_a_replica_that_dies_fails_one_read_and_is_read_around(tmp_path: Path) -
         try:
             with keyed_client(db, settings, background=False) as client:
                 page = client.post("/api/pages", json={"title": "Dies"}).json()["id"]
-                client.post("/api/nodes", json={"page_id": page, "text": "the flywheel"})
-                assert found(client, "flywheel")
+                wrote = client.post("/api/nodes", json={"page_id": page, "text": "the flywheel"})
+                # A keyed client gets no cookie: it reads its write back by the header, from
+                # the replica once it has replayed the write (a busy machine may take longer
+                # than a read waits for it).
+                position = wrote.headers[POSITION]
+                replayed_by(standby, parse_lsn(position) or 0)
+                assert found(client, "flywheel", **{POSITION: position})
+                assert db.replicas is not None and db.replicas.served == 1
                 standby.stop()
                 failed = client.get("/api/search", params={"q": "flywheel"})
                 assert failed.status_code == 503, failed.text
