@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: serve test check format clean chromium screenshots
+.PHONY: serve test check format clean chromium dovecot screenshots
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,16 @@ chromium:
 		fi; \
 	fi
 
+# The IMAP sources' tests run a real Dovecot on a loopback port (tests/imap_server.py).
+dovecot:
+	@if [ ! -x /usr/sbin/dovecot ]; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dovecot-imapd >/dev/null; \
+		else \
+			echo "Dovecot is missing: IMAP tests will skip (apt-get install -y dovecot-imapd)."; \
+		fi; \
+	fi
+
 serve: $(VENV)/.installed
 	$(BIN)/subspace serve
 
@@ -37,10 +47,10 @@ serve: $(VENV)/.installed
 # modules it rewrites for their assertions: every worker would rewrite them all (~4 s each).
 PYTEST := PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n auto
 
-test: $(VENV)/.installed-dev chromium
+test: $(VENV)/.installed-dev chromium dovecot
 	$(PYTEST)
 
-check: $(VENV)/.installed-dev chromium
+check: $(VENV)/.installed-dev chromium dovecot
 	$(BIN)/ruff format --check src tests
 	$(BIN)/ruff check src tests
 	$(BIN)/mypy src

@@ -1,9 +1,9 @@
 """The background work of a server, started and stopped in one place: the extraction workers,
-the embeddings indexer, the lexical index's follower, the run worker, and the waker of the
-runs' event streams. An app served in this process (tests, `create_app` with a database) runs
-all of it in its lifespan; `subspace serve` runs it in a background process of its own
-(processes.py, `run_elected`), each web process only its step waker; `subspace indexer` runs
-the two indexers alone.
+the embeddings indexer, the lexical index's follower, the run worker, the sources' sync, and
+the waker of the runs' event streams. An app served in this process (tests, `create_app` with
+a database) runs all of it in its lifespan; `subspace serve` runs it in a background process
+of its own (processes.py, `run_elected`), each web process only its step waker; `subspace
+indexer` runs the two indexers alone.
 
 Each is a `loop.Loop`: it wakes on its LISTEN channel (extraction on the outbox's, which an
 upload writes to, or its poll), backs off on its own errors, and stops when asked; here each
@@ -35,6 +35,7 @@ from subspace.ingest.worker import ExtractionWorker
 from subspace.loop import Loop
 from subspace.providers.base import EmbeddingProvider
 from subspace.search.lexical.index.follower import LexicalFollower
+from subspace.sources.runner import SourcesLoop
 
 log = logging.getLogger(__name__)
 
@@ -115,14 +116,15 @@ def start_elected(
     provider: EmbeddingProvider,
     run_engine_options: Mapping[str, Any] | None = None,
 ) -> Background:
-    """The work done once for every server of the database: extraction, the run worker and
-    the embeddings indexer."""
+    """The work done once for every server of the database: extraction, the run worker, the
+    embeddings indexer and the sources' sync."""
     extractor = ExtractionWorker(db, settings)
     background = Background(extractor=extractor)
     extractor.start()
     engine = RunEngine(db, settings, provider, **(run_engine_options or {}))
     background.start_loop("runs", RunWorker(engine, settings.max_runs))  # stops first
     background.start_loop("indexer", EmbeddingsFollower(db, settings, provider))
+    background.start_loop("sources", SourcesLoop(db, settings))
     return background
 
 

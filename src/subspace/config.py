@@ -371,6 +371,28 @@ class Settings:
         "`subspace keys create`).",
         secret=True,
     )
+    sources_key: str = setting(
+        "SUBSPACE_SOURCES_KEY",
+        "",
+        "The key that encrypts mailbox passwords kept for IMAP sources (make one with "
+        "`subspace sources key`). Without it no IMAP source can be added; a changed one "
+        "pauses those sources until their password is given again.",
+        secret=True,
+    )
+    folder_roots: str = setting(
+        "SUBSPACE_FOLDER_ROOTS",
+        "",
+        "Folders (separated by the path separator, ':') under which the API and the web app "
+        "may add watched-folder sources. Empty: only `subspace sources add` (the command "
+        "line) can, since a folder is read with the server's rights.",
+    )
+    source_scan_s: int = setting(
+        "SUBSPACE_SOURCE_SCAN_S",
+        60,
+        "Seconds between full scans of a watched folder (changes are also noticed at once "
+        "where the system reports them) and between polls of a mailbox without IDLE.",
+        minimum=1,
+    )
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:

@@ -61,6 +61,10 @@ class Loop(ABC):
         """Start the next round now (unless backing off)."""
         self._wake.set()
 
+    def notified(self, payload: str) -> None:
+        """A notification came on the loop's channel (by default: start the next round)."""
+        self.wake()
+
     def stop(self) -> None:
         """Ask the loop to end after the round in hand. Safe to call twice."""
         self._stop.set()
@@ -70,7 +74,7 @@ class Loop(ABC):
         """Round after round until `stop()`."""
         listener = None
         if self._channel is not None and self._dsn is not None:
-            listener = Listener(self._dsn, self._channel, lambda _: self.wake(),
+            listener = Listener(self._dsn, self._channel, self.notified,
                                 name=f"{self.name}-listen")  # fmt: skip
             listener.start()
         try:

@@ -10,7 +10,13 @@ from subspace.commands.files import (
     upload_file,
 )
 from subspace.commands.knowledge_bases import create_knowledge_base, find_knowledge_base
-from subspace.commands.mail import add_mail, archive_mail, delete_mail, restore_mail
+from subspace.commands.mail import (
+    add_mail,
+    archive_mail,
+    delete_mail,
+    find_mail_id,
+    restore_mail,
+)
 from subspace.commands.nodes import (
     add_node,
     delete_node,
@@ -50,6 +56,7 @@ __all__ = [
     "edit_node",
     "exclude",
     "find_knowledge_base",
+    "find_mail_id",
     "find_page_by_source",
     "find_stored_file",
     "include",

@@ -15,6 +15,7 @@ from subspace.commands.retry import retried
 from subspace.commands.states import ARCHIVE, DELETE, RESTORE, set_state
 from subspace.context import Context
 from subspace.db import queries
+from subspace.db.pool import Conn
 from subspace.errors import Conflict, InvalidInput
 from subspace.models import Mail
 from subspace.outbox.append import append_event
@@ -87,9 +88,7 @@ def add_mail(
     Conflict."""
     limit = cx.settings.max_title_chars
     setting = "SUBSPACE_MAX_TITLE_CHARS"
-    message_id = single_line(
-        message_id, what="A Message-ID", limit=limit, setting=setting, required=True
-    )
+    message_id = _message_id(cx, message_id)
     subject = single_line(subject, what="A subject", limit=limit, setting=setting, required=False)
     sender = single_line(sender, what="A sender", limit=limit, setting=setting, required=False)
     recipients = single_line(
@@ -142,6 +141,21 @@ def add_mail(
             raise Conflict(f"A message with Message-ID {message_id} is already stored.")
         append_event(conn, cx.actor.workspace_id, "mail.added", mail_id=row["id"])
         return queries.get_mail(conn, ws, row["id"])
+
+
+def _message_id(cx: Context, message_id: str) -> str:
+    """The Message-ID as stored: one line, within SUBSPACE_MAX_TITLE_CHARS."""
+    return single_line(message_id, what="A Message-ID", limit=cx.settings.max_title_chars,
+                       setting="SUBSPACE_MAX_TITLE_CHARS", required=True)  # fmt: skip
+
+
+def find_mail_id(cx: Context, conn: Conn, message_id: str) -> UUID | None:
+    """The workspace's mail with this Message-ID (as `add_mail` would store it), if any."""
+    row = conn.execute(
+        "select id from kb.mail where workspace_id = %s and message_id = %s",
+        (cx.actor.workspace_id, _message_id(cx, message_id)),
+    ).fetchone()
+    return None if row is None else row["id"]
 
 
 def archive_mail(cx: Context, mail_id: UUID) -> Mail:

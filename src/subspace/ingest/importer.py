@@ -24,6 +24,7 @@ from subspace.config import Settings
 from subspace.context import Context
 from subspace.database import Database
 from subspace.db import queries
+from subspace.db.pool import Conn
 from subspace.errors import Conflict, SubspaceError, TooLarge
 from subspace.ingest.encoding import decode_text
 from subspace.ingest.extract import HTML_SUFFIXES, MARKDOWN_SUFFIXES
@@ -162,6 +163,12 @@ def store_mail(
             )
             file_ids.append(stored.id)
     return mail, file_ids, notes
+
+
+def stored_mail_id(cx: Context, conn: Conn, parsed: ParsedMail) -> UUID | None:
+    """The mail `store_mail` stored (or would store) this message as, if it is in."""
+    fitted, _ = _fitted(parsed, cx.settings.max_title_chars)
+    return commands.find_mail_id(cx, conn, fitted.message_id)
 
 
 class Importer:
@@ -395,19 +402,23 @@ class Importer:
             detail = "its file is gone from the folder; archive it if it is no longer wanted"
             self.report.rows.append(ImportRow(path, kind, "missing", detail))
 
+    def read_message(self, raw: bytes) -> ParsedMail:
+        """Parse one message in a parser child; ExtractionFailed says why it cannot be."""
+        settings = self.cx.settings
+        return self._parse(
+            parse_message,
+            (raw,),
+            kwargs={
+                "max_html_depth": settings.max_html_depth,
+                "max_mime_depth": settings.max_mime_depth,
+            },
+            task="reading the message",
+        )
+
     def add_message(self, raw: bytes, label: str) -> None:
         """Import one message (.eml bytes) and its attachments."""
-        settings = self.cx.settings
         try:
-            parsed = self._parse(
-                parse_message,
-                (raw,),
-                kwargs={
-                    "max_html_depth": settings.max_html_depth,
-                    "max_mime_depth": settings.max_mime_depth,
-                },
-                task="reading the message",
-            )
+            parsed = self.read_message(raw)
         except ExtractionFailed as exc:
             self.report.rows.append(ImportRow(label, "mail", "failed", exc.reason))
             return

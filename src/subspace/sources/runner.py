@@ -1,0 +1,255 @@
+"""Keeping sources in sync: where the background work runs (one process, background.py), a
+loop per source, started, woken and stopped as sources are added, asked to sync and removed.
+
+A watched folder is synced when the system reports a change under it (inotify, through
+watchfiles) and every SUBSPACE_SOURCE_SCAN_S in any case, and at start, which catches up on
+what changed while the server was stopped. A mailbox waits in IDLE for new mail where the
+server offers it, and is polled otherwise. A round that fails records why on the source and
+is retried with a growing pause (loop.Loop's back-off); other sources go on meanwhile.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from uuid import UUID
+
+import psycopg
+from imapclient import IMAPClient
+
+from subspace.config import Settings
+from subspace.database import Database
+from subspace.db.locks import SOURCE_LOCK_CLASS
+from subspace.errors import NotFound
+from subspace.loop import Loop
+from subspace.models import Actor
+from subspace.sources import imap
+from subspace.sources.folder import SourceFailed, sync_folder
+from subspace.sources.model import (
+    SOURCES_CHANNEL,
+    Source,
+    all_source_ids,
+    get_source,
+    record_failure,
+    record_success,
+    sealed_password,
+)
+from subspace.sources.secrets import KeyProblem, unseal
+
+log = logging.getLogger(__name__)
+
+SUPERVISOR_POLL_S = 10.0  # a source added while its notification was missed starts this late
+WATCH_DEBOUNCE_MS = 300  # changes within this long of each other make one round
+JOIN_S = 10.0
+
+
+@contextmanager
+def sync_lock(dsn: str, source_id: UUID, *, wait: bool) -> Iterator[bool]:
+    """Hold the source's sync lock (yields False when another process holds it and `wait`
+    is False)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        function = "pg_advisory_lock" if wait else "pg_try_advisory_lock"
+        row = conn.execute(
+            f"select {function}(%s, hashtext(%s))::text", (SOURCE_LOCK_CLASS, str(source_id))
+        ).fetchone()
+        held = wait or (row is not None and row[0] == "true")
+        try:
+            yield held
+        finally:
+            if held:
+                conn.execute(
+                    "select pg_advisory_unlock(%s, hashtext(%s))",
+                    (SOURCE_LOCK_CLASS, str(source_id)),
+                )
+
+
+class SourceSync:
+    """Syncs one source, round by round; a mailbox's connection is kept between rounds."""
+
+    def __init__(self, db: Database, settings: Settings, workspace_id: UUID, source_id: UUID):
+        self.db, self.settings = db, settings
+        self.workspace_id, self.source_id = workspace_id, source_id
+        self.client: IMAPClient | None = None
+
+    def load(self) -> Source:
+        with self.db.pool.connection() as conn:
+            return get_source(conn, self.workspace_id, self.source_id)
+
+    def round(
+        self, stop: threading.Event | None = None, *, wait: bool = False, reread: bool = False
+    ) -> Counter[str] | None:
+        """One round; None when another process is syncing the source (and not `wait`).
+        Records the outcome on the source; a failure raises SourceFailed."""
+        with sync_lock(self.db.dsn, self.source_id, wait=wait) as held:
+            if not held:
+                return None
+            source = self.load()
+            cx = self.db.context(Actor(source.workspace_id, source.user_id), self.settings)
+            try:
+                if source.kind == "folder":
+                    counts = sync_folder(cx, source, stop, reread=reread)
+                else:
+                    counts = imap.sync_mailbox(cx, source, self._client(source), stop)
+            except SourceFailed as exc:
+                self.close()
+                with self.db.pool.connection() as conn:
+                    record_failure(conn, source, exc.reason, paused=exc.paused)
+                raise
+            except BaseException:
+                self.close()  # a connection in an unknown state is not reused
+                raise
+            with self.db.pool.connection() as conn:
+                record_success(conn, source, dict(counts))
+            return counts
+
+    def _client(self, source: Source) -> IMAPClient:
+        if self.client is None:
+            with self.db.pool.connection() as conn:
+                sealed = sealed_password(conn, source)
+            if sealed is None:
+                raise SourceFailed(
+                    "No password is kept for this mailbox: give it again.", paused=True
+                )
+            try:
+                password = unseal(self.settings, sealed)
+            except KeyProblem as exc:
+                raise SourceFailed(f"The mailbox password cannot be read: {exc.reason}",
+                                   paused=True) from None  # fmt: skip
+            self.client = imap.connect(source.config, password)
+        return self.client
+
+    def close(self) -> None:
+        if self.client is not None:
+            imap.disconnect(self.client)
+            self.client = None
+
+
+class SourceRunner(Loop):
+    """The loop of one source, in a thread of its own."""
+
+    def __init__(self, db: Database, settings: Settings, workspace_id: UUID, source_id: UUID):
+        super().__init__()
+        self.name = f"source-{str(source_id)[:8]}"
+        self.poll_s = float(settings.source_scan_s)
+        self.sync = SourceSync(db, settings, workspace_id, source_id)
+        # Set by a wake or a stop: cuts short a wait in IDLE.
+        self._interrupt = threading.Event()
+        # Set by a stop only: ends a round between two items, and the watcher.
+        self._stopping = threading.Event()
+        self._watcher: threading.Thread | None = None
+
+    def wake(self) -> None:
+        self._interrupt.set()
+        super().wake()
+
+    def stop(self) -> None:
+        self._interrupt.set()
+        self._stopping.set()
+        super().stop()
+
+    def round(self) -> float | None:
+        self._interrupt.clear()
+        try:
+            source = self.sync.load()
+        except NotFound:  # removed: this loop ends
+            self.stop()
+            return None
+        if source.kind == "folder":
+            self._watch(source)
+        if self.sync.round(self._stopping) is None:
+            return 1.0  # `subspace sources sync` holds it: look again soon
+        client = self.sync.client
+        if source.kind == "imap" and client is not None and imap.supports_idle(client, source):
+            # Until the server reports a change, a wake or a stop, or a scan's interval
+            # passes: the next round is due in every case.
+            imap.wait_for_mail(client, source, self._interrupt, self.poll_s)
+            return 0.0
+        return None
+
+    def failed(self, exc: BaseException) -> None:
+        if isinstance(exc, SourceFailed):
+            log.warning("source %s: %s", self.sync.source_id, exc.reason)
+        else:
+            log.error("source %s: a round failed", self.sync.source_id, exc_info=exc)
+
+    def _watch(self, source: Source) -> None:
+        """Start following the folder's changes (once); without them, the scans remain."""
+        if self._watcher is not None and self._watcher.is_alive():
+            return
+        path = source.config["path"]
+        self._watcher = threading.Thread(target=self._follow, args=(path,),
+                                         name=f"{self.name}-watch", daemon=True)  # fmt: skip
+        self._watcher.start()
+
+    def _follow(self, path: str) -> None:
+        import watchfiles
+
+        try:
+            for _changes in watchfiles.watch(
+                path,
+                stop_event=self._stopping,
+                debounce=WATCH_DEBOUNCE_MS,
+                step=50,
+                yield_on_timeout=False,
+                raise_interrupt=False,
+            ):
+                self.wake()
+        except Exception as exc:  # the folder went, or the system's watches ran out
+            log.warning("cannot follow changes in %s (%s); it is scanned every %.0f s",
+                        path, exc, self.poll_s)  # fmt: skip
+
+    def closed(self) -> None:
+        self._stopping.set()
+        self.sync.close()
+        if self._watcher is not None:
+            self._watcher.join(timeout=JOIN_S)
+
+
+class SourcesLoop(Loop):
+    """Starts a runner per source, wakes the one a notification names, stops removed ones."""
+
+    name = "sources"
+    poll_s = SUPERVISOR_POLL_S
+
+    def __init__(self, db: Database, settings: Settings) -> None:
+        super().__init__(db.dsn, SOURCES_CHANNEL)
+        self.db, self.settings = db, settings
+        self.runners: dict[UUID, tuple[SourceRunner, threading.Thread]] = {}
+        self._asked: set[str] = set()
+        self._asked_lock = threading.Lock()
+
+    def notified(self, payload: str) -> None:
+        with self._asked_lock:
+            self._asked.add(payload)
+        self.wake()
+
+    def round(self) -> float | None:
+        with self._asked_lock:
+            asked, self._asked = self._asked, set()
+        with self.db.pool.connection() as conn:
+            sources = all_source_ids(conn)
+        current = {source_id for _, source_id in sources}
+        for source_id in list(self.runners):
+            runner, thread = self.runners[source_id]
+            if source_id not in current or not thread.is_alive():
+                runner.stop()
+                del self.runners[source_id]
+        for workspace_id, source_id in sources:
+            if source_id not in self.runners:
+                runner = SourceRunner(self.db, self.settings, workspace_id, source_id)
+                thread = threading.Thread(target=runner.run, name=runner.name, daemon=True)
+                self.runners[source_id] = (runner, thread)
+                thread.start()
+            elif str(source_id) in asked:
+                self.runners[source_id][0].wake()
+        return None
+
+    def closed(self) -> None:
+        for runner, _ in self.runners.values():
+            runner.stop()
+        for _, thread in self.runners.values():
+            thread.join(timeout=JOIN_S)
+        self.runners.clear()

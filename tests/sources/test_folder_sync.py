@@ -1,0 +1,205 @@
+"""Watched folders: a round reads only what changed, follows moves, archives what went and
+restores what came back, on real documents and real file-system changes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from uuid import UUID
+
+import pytest
+
+from subspace.context import Context
+from subspace.database import Database
+from subspace.errors import Conflict, Forbidden, InvalidInput
+from subspace.sources import model
+from subspace.sources.folder import sync_folder
+
+
+def _distinct(paths: list[Path]) -> list[Path]:
+    """One of each content: a copy of a file imported already is not imported again."""
+    by_content = {path.read_bytes(): path for path in reversed(paths)}
+    return sorted(by_content.values())
+
+
+# Real documents nobody here wrote: Debian's READMEs and Markdown files.
+REAL = _distinct(
+    sorted(
+        path
+        for pattern in ("*/README*", "*/*.md")
+        for path in Path("/usr/share/doc").glob(pattern)
+        if path.suffix in {"", ".md", ".txt"} and path.is_file() and not path.is_symlink()
+    )
+)[:30]
+
+
+def real_folder(tmp_path: Path) -> Path:
+    if len(REAL) < 10:
+        pytest.skip("too few of Debian's documents under /usr/share/doc on this machine")
+    notes = tmp_path / "notes"
+    for path in REAL:
+        target = notes / path.parent.name / (path.name if path.suffix else path.name + ".txt")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target)
+    return notes
+
+
+def pages(cx: Context) -> dict[str, tuple[UUID, bool]]:
+    """Each page's source path → (id, whether it is archived)."""
+    with cx.transaction() as conn:
+        rows = conn.execute(
+            "select id, source_path, archived_at is not null as archived from kb.pages "
+            "where source_path is not null"
+        ).fetchall()
+    return {row["source_path"]: (row["id"], row["archived"]) for row in rows}
+
+
+def node_ids(cx: Context, page_id: UUID) -> dict[str, UUID]:
+    with cx.transaction() as conn:
+        rows = conn.execute("select id, text from kb.nodes where page_id = %s", (page_id,))
+        return {row["text"]: row["id"] for row in rows.fetchall()}
+
+
+def events_since(cx: Context, position: int) -> list[dict[str, object]]:
+    with cx.transaction() as conn:
+        return conn.execute(
+            "select event, item_id from kb.outbox where id > %s order by id", (position,)
+        ).fetchall()
+
+
+def outbox_position(cx: Context) -> int:
+    with cx.transaction() as conn:
+        row = conn.execute("select coalesce(max(id), 0) as id from kb.outbox").fetchone()
+    return int(row["id"]) if row else 0
+
+
+def test_a_folder_is_read_once_and_then_only_what_changed(cx: Context, tmp_path: Path) -> None:
+    notes = real_folder(tmp_path)
+    source = model.add_source(cx, "docs", "folder", model.folder_config(str(notes)))
+    first = sync_folder(cx, source)
+    files = sorted(p for p in notes.rglob("*") if p.is_file())
+    assert first["added"] == len(files) == first["files"]
+    before = pages(cx)
+    assert len(before) == len(files)
+
+    position = outbox_position(cx)
+    assert sync_folder(cx, source) == {"files": len(files), "archived": 0}  # nothing read
+    assert events_since(cx, position) == []
+
+    edited = files[3]
+    key = edited.relative_to(tmp_path).as_posix()
+    kept = node_ids(cx, before[key][0])
+    edited.write_text(edited.read_text() + "\n\nA closing line about flywheels.\n")
+    counts = sync_folder(cx, source)
+    assert counts["updated"] == 1 and "added" not in counts
+    changed = events_since(cx, position)
+    assert changed and {event["item_id"] for event in changed} == {before[key][0]}
+    after = node_ids(cx, before[key][0])
+    assert "A closing line about flywheels." in after
+    unchanged = {text: i for text, i in kept.items() if text in after}
+    assert unchanged and all(after[text] == i for text, i in unchanged.items())  # ids kept
+
+
+def test_moves_are_followed_deletions_archived_and_returns_restored(
+    cx: Context, tmp_path: Path
+) -> None:
+    notes = tmp_path / "notes"
+    (notes / "plans").mkdir(parents=True)
+    (notes / "plans" / "q3.md").write_text("# Q3\n\n- ship the flywheel\n- hire two people\n")
+    (notes / "todo.txt").write_text("buy rope\nmend the sail\n")
+    source = model.add_source(cx, "notes", "folder", model.folder_config(str(notes)))
+    sync_folder(cx, source)
+    q3 = pages(cx)["notes/plans/q3.md"][0]
+
+    (notes / "archive").mkdir()
+    os.rename(notes / "plans" / "q3.md", notes / "archive" / "q3.md")
+    (notes / "todo.txt").unlink()
+    counts = sync_folder(cx, source)
+    assert (counts["moved"], counts["archived"]) == (1, 1)
+    now = pages(cx)
+    assert now["notes/archive/q3.md"] == (q3, False)  # the same page, followed
+    assert now["notes/todo.txt"][1] is True  # archived, not destroyed
+
+    (notes / "todo.txt").write_text("buy rope\nmend the sail\ncall the harbour master\n")
+    counts = sync_folder(cx, source)
+    assert counts["restored"] == 1 and counts["updated"] == 1
+    assert pages(cx)["notes/todo.txt"][1] is False
+
+
+def test_an_editors_atomic_save_updates_the_page_in_place(cx: Context, tmp_path: Path) -> None:
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "log.md").write_text("# Log\n\n- first entry\n")
+    source = model.add_source(cx, "notes", "folder", model.folder_config(str(notes)))
+    sync_folder(cx, source)
+    page = pages(cx)["notes/log.md"][0]
+    # Written beside, then renamed over the file, as editors save; the temporary is left
+    # half-written when the round runs, as it may be.
+    (notes / ".log.md.swp").write_text("binary swap")
+    (notes / "log.md~").write_text("# Log\n\n- first entry\n")
+    (notes / "log.md.tmp").write_text("# Log\n\n- first entry\n- second entry\n")
+    os.replace(notes / "log.md.tmp", notes / "log.md")
+    (notes / "log.md.tmp").write_text("# Lo")
+    counts = sync_folder(cx, source)
+    assert counts["updated"] == 1 and counts["files"] == 1
+    assert set(pages(cx)) == {"notes/log.md"} and pages(cx)["notes/log.md"][0] == page
+
+
+def test_patterns_and_types_choose_the_files(cx: Context, tmp_path: Path) -> None:
+    notes = tmp_path / "notes"
+    (notes / "drafts").mkdir(parents=True)
+    (notes / "a.md").write_text("# A\n\nkept\n")
+    (notes / "b.txt").write_text("left out by type\n")
+    (notes / "drafts" / "c.md").write_text("# C\n\nexcluded\n")
+    (notes / "page.html").write_text("<h1>Also out</h1><p>a file type</p>")
+    config = model.folder_config(str(notes), include=["*.md", "*.html"], exclude=["drafts/*"],
+                                 types=["page"])  # fmt: skip
+    source = model.add_source(cx, "notes", "folder", config)
+    assert sync_folder(cx, source)["files"] == 1
+    assert set(pages(cx)) == {"notes/a.md"}
+
+
+def test_a_folder_source_is_checked_before_it_is_kept(cx: Context, tmp_path: Path) -> None:
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    with pytest.raises(InvalidInput, match="relative"):
+        model.folder_config("notes")
+    with pytest.raises(InvalidInput, match="not a folder"):
+        model.folder_config(str(tmp_path / "missing"))
+    with pytest.raises(Forbidden, match="SUBSPACE_FOLDER_ROOTS"):
+        model.folder_config(str(notes), roots="")
+    with pytest.raises(Forbidden, match="not under"):
+        model.folder_config(str(notes), roots=str(tmp_path / "elsewhere"))
+    assert model.folder_config(str(notes), roots=str(tmp_path))["path"] == str(notes)
+    model.add_source(cx, "notes", "folder", model.folder_config(str(notes)))
+    with pytest.raises(Conflict, match="exists already"):
+        model.add_source(cx, "notes", "folder", model.folder_config(str(notes)))
+    (tmp_path / "other" / "notes").mkdir(parents=True)
+    with pytest.raises(Conflict, match="folder named 'notes'"):
+        model.add_source(cx, "more", "folder", model.folder_config(str(tmp_path / "other/notes")))
+
+
+def test_a_link_out_of_the_folder_is_not_followed(cx: Context, tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("the server's own secret\n")
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "link.txt").symlink_to(secret)
+    (notes / "note.txt").write_text("an ordinary note\n")
+    source = model.add_source(cx, "notes", "folder", model.folder_config(str(notes)))
+    assert sync_folder(cx, source)["files"] == 1
+    assert set(pages(cx)) == {"notes/note.txt"}
+
+
+def test_a_folder_gone_fails_the_round_with_its_reason(
+    cx: Context, database: Database, tmp_path: Path
+) -> None:
+    from subspace.sources.folder import SourceFailed
+
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    source = model.add_source(cx, "notes", "folder", model.folder_config(str(notes)))
+    notes.rmdir()
+    with pytest.raises(SourceFailed, match="gone or cannot be read"):
+        sync_folder(cx, source)
