@@ -1124,3 +1124,7 @@ def _jsonable(row: dict[str, Any]) -> dict[str, Any]:
         return value.isoformat() if hasattr(value, "isoformat") else str(value)
 
     return {k: plain(v) for k, v in row.items()}
+
+
+# `subspace sources` lives with the sources; imported last, as it adds itself to `main`.
+from subspace.sources import cli as _sources_cli  # noqa: E402, F401

@@ -37,6 +37,7 @@ from subspace.api.routes import (
     runs,
     search,
     sessions,
+    sources,
     tags,
 )
 from subspace.api.security_headers import SecurityHeaders
@@ -146,6 +147,7 @@ def create_app(
         search,
         runs,
         sessions,
+        sources,
         admin,
     )
     for router in (metrics_router, *(module.router for module in modules), knowledge_search.router):

@@ -72,6 +72,7 @@ class Row:
     more_on_page: int | None = None
     explain: dict[str, Any] | None = None
     answer: bool = False  # a bullet an answer run asked with or wrote: derived, not a source
+    source: str | None = None  # the watched folder or mailbox its item came from (sources/)
 
 
 def split_highlights(marked: str) -> tuple[str, list[tuple[int, int]]]:
@@ -254,6 +255,15 @@ def _shown_kind(item: Fused) -> str:
     return hit.name if hit.part_of and hit.ref_format != target.ref_format else target.name
 
 
+# The source an item came from: its first by name, when several list it (a mail in two
+# mailboxes), through kb.source_items' index on the item.
+_SOURCE_OF = (
+    "select s.name from kb.source_items si join kb.sources s on s.workspace_id = "
+    "si.workspace_id and s.id = si.source_id where si.workspace_id = {i}.workspace_id and "
+    "si.item_id = {i}.{key} and not si.archived order by s.name limit 1"
+)
+
+
 def _details_sql(
     scope: Scope, spec: registry.KindSpec, items: list[Fused], tsq: TsQueries
 ) -> Fragment:
@@ -278,6 +288,7 @@ def _details_sql(
         f"{times}.updated_at", *(f"{i}.{column}" for column in item.row_columns),
         *(f"coalesce({k.only(a)}, false) as only_{n}" for n, k in enumerate(sharing) if k.only),
         *([f"{a}.{spec.crumbs} as crumbs"] if spec.crumbs else []),
+        f"({_SOURCE_OF.format(i=i, key=item.key)}) as source",
     ]  # fmt: skip
     # Each hit names its row by its ref's values (a file's chunk: the file and the number).
     refs = [parse_ref(hit.best_hit.ref) for hit in items]
@@ -330,6 +341,7 @@ def _row(scope: Scope, item: Fused, d: dict[str, Any], lexemes: Collection[str])
         updated_at=d["updated_at"],
         breadcrumb=d.get("breadcrumb", []),
         answer=item.answer,
+        source=d.get("source"),
     )
     # The fields the item declares it fills: its id (page_id...) and its own columns (sender).
     if spec.item.row_id:

@@ -318,10 +318,14 @@ class ItemError:
 
 
 def item_errors(conn: Conn, source: Source, limit: int = 50) -> list[ItemError]:
-    """The items of the source that failed, and why, the latest first."""
+    """The items of the source that failed, and why, the latest first: those it could not
+    bring in, and files brought in whose text could not be extracted."""
     rows = conn.execute(
-        "select key, error from kb.source_items where workspace_id = %s and source_id = %s "
-        "and error is not null order by synced_at desc, key limit %s",
+        "select i.key, coalesce(i.error, f.status_reason) as error from kb.source_items i "
+        "left join kb.files f on i.item_kind = 'file' and f.workspace_id = i.workspace_id "
+        "and f.id = i.item_id where i.workspace_id = %s and i.source_id = %s "
+        "and (i.error is not null or f.status = 'failed') "
+        "order by i.synced_at desc, i.key limit %s",
         (source.workspace_id, source.id, limit),
     ).fetchall()
     return [ItemError(**row) for row in rows]

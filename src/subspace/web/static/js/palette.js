@@ -368,6 +368,9 @@ function rowOption(row, index, sub = false) {
   if (state.knowledgeBases.length > 1 && row.knowledge_base) {
     parts.push(h("span", { class: "row-kb muted" }, row.knowledge_base));
   }
+  if (row.source) {
+    parts.push(h("span", { class: "row-source muted", title: `Kept in sync from the source “${row.source}”` }, `from ${row.source}`));
+  }
   return h("li", {
     id: `palette-opt-${index}`, role: "option", "aria-selected": "false",
     class: `palette-row row-${type}${sub ? " row-sub" : ""}`, dataset: { ref: row.ref },
