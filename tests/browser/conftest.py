@@ -144,7 +144,30 @@ def item_views(ids: dict[str, str]) -> list[tuple[str, str, str]]:
         ("file", f"/files/{ids['file']}", ".chunk"),
         ("mail", "/mail", ".mail-table"),
         ("message", f"/mail/{ids['mail']}", ".mail-body"),
+        ("sources", "/sources", ".source-card .source-last"),
     ]
+
+
+def add_sources(live: LiveServer, folder: Path) -> None:
+    """A watched folder (its path long) and a mailbox whose password the server cannot read
+    (it has no SUBSPACE_SOURCES_KEY): the Sources view shows a card in sync and one paused,
+    with its reason and the form that gives the password again."""
+    from subspace.sources import model
+    from subspace.sources.secrets import new_key
+
+    cx = live.database.default_context(replace(live.settings, sources_key=new_key()))
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "ferry.md").write_text("# Ferry\n\n- the winter ferry leaves at nine\n")
+    model.add_source(cx, "Operations notes", "folder", model.folder_config(str(folder)))
+    folders = ["INBOX", "Projects/Winter timetable and pier changes"]
+    user = "ana.lucia.fernandez-whitaker@example.com"
+    config = model.imap_config("127.0.0.1", port=9, tls="none", user=user, folders=folders)
+    model.add_source(cx, "Ana's work mail", "imap", config, password="an app token")
+    deadline = time.monotonic() + 30
+    with live.database.pool.connection() as conn:
+        while conn.execute("select 1 from kb.sources where status = 'waiting'").fetchone():
+            assert time.monotonic() < deadline, "the sources were never synced"
+            time.sleep(0.1)
 
 
 def import_mail(api: httpx.Client, eml: bytes) -> str:

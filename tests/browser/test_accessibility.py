@@ -9,7 +9,7 @@ from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import Browser, Page, expect
 
 from subspace import commands
-from tests.browser.conftest import LiveServer, import_mail, item_views, wait_for_files
+from tests.browser.conftest import LiveServer, add_sources, import_mail, item_views, wait_for_files
 
 AXE = Axe()
 BLOCKING = {"serious", "critical"}
@@ -37,6 +37,7 @@ def _workspace(live: LiveServer) -> dict[str, str]:
     with live.api() as api:
         mail_id = import_mail(api, EML)
         wait_for_files(api)
+    add_sources(live, live.settings.home.parent / "operations-notes-for-the-winter-season")
     return {"page": str(page.id), "file": str(file.id), "mail": mail_id}
 
 

@@ -10,7 +10,14 @@ from playwright.sync_api import Browser, Page, expect
 
 from subspace import commands
 from subspace.ingest.outline import OutlineItem
-from tests.browser.conftest import LiveServer, import_mail, item_views, sign_in_tab, wait_for_files
+from tests.browser.conftest import (
+    LiveServer,
+    add_sources,
+    import_mail,
+    item_views,
+    sign_in_tab,
+    wait_for_files,
+)
 
 PHONE = {"width": 390, "height": 800}
 PAGE_TITLE = "Ferry operations for the winter season, with the holiday timetable and pier changes"
@@ -49,6 +56,7 @@ def _workspace(live: LiveServer) -> dict[str, str]:
     with live.api() as api:
         mail_id = import_mail(api, EML)
         wait_for_files(api)
+    add_sources(live, live.settings.home.parent / "operations-notes-for-the-winter-season")
     return {"page": str(page.id), "file": str(file.id), "mail": mail_id}
 
 

@@ -27,7 +27,15 @@ OLD_LINK = (
 )
 
 # Every view of the app; the server answers each with the shell and the script draws the view.
-VIEW_PATHS = ("/", "/p/{page_id}", "/files", "/files/{file_id}", "/mail", "/mail/{mail_id}")
+VIEW_PATHS = (
+    "/",
+    "/p/{page_id}",
+    "/files",
+    "/files/{file_id}",
+    "/mail",
+    "/mail/{mail_id}",
+    "/sources",
+)
 
 router = APIRouter(include_in_schema=False)
 templates = Jinja2Templates(directory=HERE / "templates")

@@ -15,6 +15,7 @@ const ROUTES = [
   { pattern: /^\/files\/(?<fileId>[0-9a-f-]{36})$/, load: () => import("./views/file.js") },
   { pattern: /^\/mail$/, load: () => import("./views/mail.js") },
   { pattern: /^\/mail\/(?<mailId>[0-9a-f-]{36})$/, load: () => import("./views/message.js") },
+  { pattern: /^\/sources$/, load: () => import("./views/sources.js") },
 ];
 
 // The views that list a knowledge base's content: their address carries the base (`?kb=`).
