@@ -43,11 +43,12 @@ def free_port() -> int:
 class Server:
     """A `subspace serve` subprocess on a temporary home."""
 
-    def __init__(self, home: Path, port: int) -> None:
+    def __init__(self, home: Path, port: int, env: dict[str, str] | None = None) -> None:
+        """`env`: settings beside the defaults (PROVIDERS=fake), or in their place."""
         self.home, self.port = home, port
         self.base = f"http://127.0.0.1:{port}"
         env = {**os.environ, "SUBSPACE_HOME": str(home), "SUBSPACE_PORT": str(port),
-               "PROVIDERS": "fake", "SUBSPACE_LOG_LEVEL": "warning"}  # fmt: skip
+               "PROVIDERS": "fake", "SUBSPACE_LOG_LEVEL": "warning", **(env or {})}  # fmt: skip
         self.log = (home / "server.log").open("wb")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "subspace", "serve", "--no-demo"],

@@ -124,6 +124,15 @@ RUNS: dict[str, Smoke] = {
             and all(run["answered"] > 0 and run["5xx"] == 0 for run in found["runs"])
         ),
     ),
+    "sources": Smoke(
+        "--files 20 --messages 10 --changes 1 --new 2 --corpus {corpus} --json",
+        json=lambda r: (
+            r["folder"]["first_counts"]["added"] == 20
+            and r["folder"]["edit_rounds"][0]["updated"] == 1
+            and r["mail"]["first_counts"]["added"] == 10
+            and r["mail"]["refetched"] == 0
+        ),
+    ),
     "indexer": Smoke(
         # --local-chunks 0: no local model is loaded, even where the [local] extra is installed.
         "--bullets 200 --edits 1 --local-chunks 0 --corpus {corpus}",
