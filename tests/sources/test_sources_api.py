@@ -16,7 +16,9 @@ from subspace.config import Settings
 from subspace.database import Database
 from subspace.models import Actor
 from subspace.sources.runner import SourceSync
+from tests import imap_server
 from tests.conftest import make_client
+from tests.imap_server import Dovecot, message
 
 
 @pytest.fixture
@@ -118,3 +120,24 @@ def test_the_command_line_adds_syncs_shows_and_removes(runner: CliRunner, tmp_pa
     assert removed.exit_code == 0 and "stay" in removed.output
     missing = runner.invoke(main, ["sources", "sync", "Notes"])
     assert missing.exit_code == 1 and "No source named 'Notes'" in missing.output
+
+
+def test_the_command_line_adds_a_mailbox_with_its_password_on_stdin(
+    runner: CliRunner, keyed: Settings, dovecot: Dovecot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dovecot.deliver("INBOX", [message(1), message(2)])
+    server = ["127.0.0.1", "--port", str(dovecot.port), "--tls", "none"]
+    command = ["sources", "add", "imap", *server, "--user", imap_server.USER, "--name", "mail",
+               "--password-stdin"]  # fmt: skip
+    unkeyed = runner.invoke(main, command, input=imap_server.PASSWORD + "\n")
+    assert unkeyed.exit_code == 1 and "SUBSPACE_SOURCES_KEY is not set" in unkeyed.output
+    monkeypatch.setenv("SUBSPACE_SOURCES_KEY", keyed.sources_key)
+    added = runner.invoke(main, command, input=imap_server.PASSWORD + "\n")
+    assert added.exit_code == 0, added.output
+    synced = runner.invoke(main, ["sources", "sync", "mail", "--json"])
+    assert synced.exit_code == 0, synced.output
+    assert json.loads(synced.stdout)["added"] == 2
+    wrong = runner.invoke(main, ["sources", "password", "mail", "--password-stdin"], input="no\n")
+    assert wrong.exit_code == 0
+    refused = runner.invoke(main, ["sources", "sync", "mail"])
+    assert refused.exit_code == 1 and "refused the user name or password" in refused.output

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,6 @@ from subspace.cli import (
     main,
 )
 
-PASSWORD_ENV = "SUBSPACE_IMAP_PASSWORD"  # read instead of a prompt, for scripts
 COUNT_ORDER = ("added", "updated", "moved", "listed", "restored", "archived", "unlisted",
                "unchanged", "skipped", "failed")  # fmt: skip
 
@@ -85,6 +85,12 @@ def add_folder(
     click.echo(f"Added {source.name!r}: {config['path']}. {_next_step()}")
 
 
+_PASSWORD_STDIN = click.option(
+    "--password-stdin", is_flag=True,
+    help="Read the password from standard input (for scripts) instead of asking for it.",
+)  # fmt: skip
+
+
 @add.command("imap")
 @click.argument("host")
 @click.option("--user", required=True, help="The mailbox's user name, often the address.")
@@ -95,6 +101,7 @@ def add_folder(
               "Default: INBOX.")  # fmt: skip
 @click.option("--name", default=None, help="The source's name. Default: USER@HOST.")
 @_KB_OPTION
+@_PASSWORD_STDIN
 @_WORKSPACE_OPTION
 def add_imap(
     host: str,
@@ -104,15 +111,16 @@ def add_imap(
     folders: tuple[str, ...],
     name: str | None,
     kb_name: str | None,
+    password_stdin: bool,
     workspace: str | None,
 ) -> None:
     """Keep an IMAP mailbox's folders in sync. The password (or app token) is asked for, or
-    read from SUBSPACE_IMAP_PASSWORD, and kept encrypted with SUBSPACE_SOURCES_KEY."""
+    read from standard input, and kept encrypted with SUBSPACE_SOURCES_KEY."""
     from subspace.sources import model
 
     settings = _settings()
     config = model.imap_config(host, user=user, folders=list(folders), port=port, tls=tls)
-    password = _password()
+    password = _password(password_stdin)
     with _database(settings, creates=True) as db:
         cx = _workspace_context(db, settings, workspace)
         source = model.add_source(cx, name or f"{user}@{host}", "imap", config,
@@ -120,10 +128,10 @@ def add_imap(
     click.echo(f"Added {source.name!r}: {', '.join(config['folders'])}. {_next_step()}")
 
 
-def _password() -> str:
-    return os.environ.get(PASSWORD_ENV) or str(
-        click.prompt("Password or app token", hide_input=True)
-    )
+def _password(from_stdin: bool) -> str:
+    if from_stdin:
+        return sys.stdin.readline().rstrip("\r\n")
+    return str(click.prompt("Password or app token", hide_input=True))
 
 
 def _next_step() -> str:
@@ -249,13 +257,14 @@ def sync(name: str, reread: bool, as_json: bool, workspace: str | None) -> None:
 
 @sources.command("password")
 @click.argument("name")
+@_PASSWORD_STDIN
 @_WORKSPACE_OPTION
-def password(name: str, workspace: str | None) -> None:
+def password(name: str, password_stdin: bool, workspace: str | None) -> None:
     """Give an IMAP source's password again (after a refusal, or a new SUBSPACE_SOURCES_KEY)."""
     from subspace.sources import model
 
     settings = _settings()
-    secret = _password()
+    secret = _password(password_stdin)
     with _database(settings) as db:
         cx = _workspace_context(db, settings, workspace)
         source = model.set_password(cx, name, secret)
