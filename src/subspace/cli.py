@@ -6,19 +6,27 @@ import dataclasses
 import json
 import logging
 import textwrap
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 import click
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from subspace.answers.strategy_names import NAMES as STRATEGY_NAMES
 from subspace.answers.strategy_names import RAG
+from subspace.cli_support import (
+    _WORKSPACE_OPTION,
+    _database,
+    _jsonable,
+    _settings,
+    _table,
+    _when,
+    _workspace_context,
+    console,
+    err_console,
+)
 from subspace.config import Settings
 from subspace.errors import SubspaceError
 from subspace.search.options import (
@@ -31,74 +39,22 @@ from subspace.search.options import (
     MODES,
     RANKERS,
 )
+from subspace.sources.cli import sources_group
 
 # What only some commands use is imported by them: `subspace --help` and a search do not
 # pay for the database driver, numpy or the importer's extractors at start.
 if TYPE_CHECKING:
     from subspace.context import Context
-    from subspace.database import Database
     from subspace.ingest.importer import ImportReport
     from subspace.providers.base import EmbeddingProvider
 
 SHORT_ID_CHARS = 8  # of a key id in `keys list`; `keys revoke` takes any unique start
 LEG_LABELS = {"lexical": "keyword", "vector": "meaning"}
-console = Console(emoji=False)  # ":abc:" in a passage is text, not an emoji code
-err_console = Console(stderr=True, emoji=False)
-
-
-def _table(*headers: str, title: str | None = None) -> Table:
-    """The one table style of the command line: no borders, bold headers, fits 80 columns."""
-    return Table(
-        *headers,
-        box=None,
-        pad_edge=False,
-        header_style="bold",
-        title=title,
-        title_justify="left",
-        title_style="bold",
-    )
 
 
 def _plural(count: int, one: str, many: str | None = None) -> str:
     """`1 item`, `2 items`."""
     return f"{count} {one if count == 1 else many or one + 's'}"
-
-
-def _settings() -> Settings:
-    try:
-        return Settings.from_env()
-    except SubspaceError as exc:
-        raise click.ClickException(exc.message) from None
-
-
-@contextmanager
-def _database(
-    settings: Settings, *, pool_size: int = 2, creates: bool = False
-) -> Iterator[Database]:
-    """The database for a command: two connections do for one, the server takes its setting.
-
-    Only a command that `creates` (serve, import) may start a new database in a home that
-    has none: run from another folder without SUBSPACE_HOME, any other
-    would answer from a new, empty one while the data sits elsewhere."""
-    if not creates and not settings.database_url and not settings.pgdata.is_dir():
-        raise click.ClickException(
-            f"No Subspace database at {settings.home.resolve()}: this command would start a "
-            "new, empty one there. Point SUBSPACE_HOME at the home your server uses (`subspace "
-            "serve` prints it as it starts), run the command from the folder that holds "
-            "`.subspace`, or run `subspace serve` here to make a new home."
-        )
-    from subspace.database import open_database
-
-    try:
-        db = open_database(settings, pool_size=pool_size)
-    except SubspaceError as exc:
-        raise click.ClickException(exc.message) from None
-    try:
-        yield db
-    except SubspaceError as exc:
-        raise click.ClickException(exc.message) from None
-    finally:
-        db.close()
 
 
 def _provider(settings: Settings, *, one_shot: bool = False) -> EmbeddingProvider:
@@ -864,24 +820,6 @@ def mcp_command() -> None:
         serve_stdio(db, settings, provider)
 
 
-def _workspace_context(db: Database, settings: Settings, workspace: str | None) -> Context:
-    """Acting as the owner of `workspace` (a name or an id), or of the default workspace."""
-    from subspace.workspaces import find_workspace, workspace_owner
-
-    if workspace is None:
-        return db.default_context(settings)
-    with db.pool.connection() as conn:
-        actor = workspace_owner(conn, find_workspace(conn, workspace))
-    return db.context(actor, settings)
-
-
-_WORKSPACE_OPTION = click.option(
-    "--workspace",
-    default=None,
-    help="Workspace name or id (see `subspace workspaces list`). Default: the first one.",
-)
-
-
 @main.group()
 def workspaces() -> None:
     """Create and list workspaces: separate tenants that share nothing."""
@@ -1113,18 +1051,4 @@ def sessions_end(session_id: str, workspace: str | None) -> None:
     click.echo(f"Ended session {ended.id}.")
 
 
-def _when(value: Any) -> str:
-    return "" if value is None else value.strftime("%Y-%m-%d %H:%M")
-
-
-def _jsonable(row: dict[str, Any]) -> dict[str, Any]:
-    def plain(value: Any) -> Any:
-        if value is None or isinstance(value, bool | int | float | str):
-            return value
-        return value.isoformat() if hasattr(value, "isoformat") else str(value)
-
-    return {k: plain(v) for k, v in row.items()}
-
-
-# `subspace sources` lives with the sources; imported last, as it adds itself to `main`.
-from subspace.sources import cli as _sources_cli  # noqa: E402, F401
+main.add_command(sources_group)

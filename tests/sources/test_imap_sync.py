@@ -29,13 +29,13 @@ pytestmark = pytest.mark.slow
 def add_mailbox(
     cx: Context, server_port: int, *, name: str = "mail", folders: list[str] | None = None,
     password: str = imap_server.PASSWORD,
-) -> model.Source:  # fmt: skip
+) -> model.SyncedSource:  # fmt: skip
     config = model.imap_config("127.0.0.1", port=server_port, tls="none", user=imap_server.USER,
                                folders=folders or ["INBOX"])  # fmt: skip
     return model.add_source(cx, name, "imap", config, password=password)
 
 
-def sync(database: Database, settings: Settings, source: model.Source) -> dict[str, int]:
+def sync(database: Database, settings: Settings, source: model.SyncedSource) -> dict[str, int]:
     syncer = SourceSync(database, settings, source.workspace_id, source.id)
     try:
         counts = syncer.round(wait=True)

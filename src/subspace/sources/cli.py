@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from subspace.cli import (
+from subspace.cli_support import (
     _WORKSPACE_OPTION,
     _database,
     _jsonable,
@@ -21,19 +21,18 @@ from subspace.cli import (
     _when,
     _workspace_context,
     console,
-    main,
 )
 
 COUNT_ORDER = ("added", "updated", "moved", "listed", "restored", "archived", "unlisted",
                "unchanged", "skipped", "failed")  # fmt: skip
 
 
-@main.group()
-def sources() -> None:
+@click.group("sources")
+def sources_group() -> None:
     """Folders and mailboxes kept in sync: new, changed, moved and removed items follow."""
 
 
-@sources.group("add")
+@sources_group.group("add")
 def add() -> None:
     """Add a watched folder or an IMAP mailbox."""
 
@@ -138,7 +137,7 @@ def _next_step() -> str:
     return "A running server syncs it now; `subspace sources sync NAME` syncs it here."
 
 
-@sources.command("list")
+@sources_group.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 @_WORKSPACE_OPTION
 def list_(as_json: bool, workspace: str | None) -> None:
@@ -195,7 +194,7 @@ def _source_json(source: Any, errors: list[Any] | None = None) -> dict[str, Any]
     return row
 
 
-@sources.command("show")
+@sources_group.command("show")
 @click.argument("name")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 @_WORKSPACE_OPTION
@@ -223,7 +222,7 @@ def show(name: str, as_json: bool, workspace: str | None) -> None:
         console.print(table)
 
 
-@sources.command("sync")
+@sources_group.command("sync")
 @click.argument("name")
 @click.option("--reread", is_flag=True, help="Read every file, changed or not.")
 @click.option("--json", "as_json", is_flag=True, help="Print the round's counts as JSON.")
@@ -255,7 +254,7 @@ def sync(name: str, reread: bool, as_json: bool, workspace: str | None) -> None:
     click.echo(f"{source.name}: {_counts(dict(counts))}.")
 
 
-@sources.command("password")
+@sources_group.command("password")
 @click.argument("name")
 @_PASSWORD_STDIN
 @_WORKSPACE_OPTION
@@ -271,7 +270,7 @@ def password(name: str, password_stdin: bool, workspace: str | None) -> None:
     click.echo(f"Kept a new password for {source.name!r}; it syncs again.")
 
 
-@sources.command("remove")
+@sources_group.command("remove")
 @click.argument("name")
 @_WORKSPACE_OPTION
 def remove(name: str, workspace: str | None) -> None:
@@ -285,7 +284,7 @@ def remove(name: str, workspace: str | None) -> None:
     click.echo(f"Removed {source.name!r}; the items it brought in stay.")
 
 
-@sources.command("key")
+@sources_group.command("key")
 def key() -> None:
     """Print a new key for SUBSPACE_SOURCES_KEY (keep it: passwords kept with it need it)."""
     from subspace.sources.secrets import new_key

@@ -32,7 +32,7 @@ from subspace.ingest.importer import (
     PAGE_SUFFIXES,
     Importer,
 )
-from subspace.sources.model import EDITOR_TEMPORARIES, Source
+from subspace.sources.model import EDITOR_TEMPORARIES, SyncedSource
 
 
 class SourceFailed(Exception):
@@ -101,7 +101,7 @@ def folder_files(root: Path, config: dict[str, object]) -> Iterator[tuple[Path, 
             yield path, status
 
 
-def _seen(conn: Conn, source: Source) -> dict[str, Seen]:
+def _seen(conn: Conn, source: SyncedSource) -> dict[str, Seen]:
     rows = conn.execute(
         "select key, size, mtime_ns, archived, item_kind from kb.source_items "
         "where workspace_id = %s and source_id = %s",
@@ -111,7 +111,7 @@ def _seen(conn: Conn, source: Source) -> dict[str, Seen]:
 
 
 def _item_at(
-    conn: Conn, source: Source, path: str, *, live: bool = False
+    conn: Conn, source: SyncedSource, path: str, *, live: bool = False
 ) -> tuple[str, UUID] | None:
     """The page or file of the source's knowledge base that comes from `path` (`live`: and
     is neither archived nor deleted)."""
@@ -128,7 +128,7 @@ def _item_at(
 
 def record_item(
     conn: Conn,
-    source: Source,
+    source: SyncedSource,
     key: str,
     *,
     item: tuple[str, UUID] | None,
@@ -169,7 +169,7 @@ def _put_away(cx: Context, kind: str, item_id: UUID, *, restore: bool) -> bool:
     return True
 
 
-def _archived_item(conn: Conn, source: Source, key: str) -> tuple[str, UUID] | None:
+def _archived_item(conn: Conn, source: SyncedSource, key: str) -> tuple[str, UUID] | None:
     """The item at `key` when it is archived (and not deleted): the sync archived it when its
     file went, and brings it back now that the file has."""
     row = conn.execute(
@@ -187,7 +187,7 @@ def _archived_item(conn: Conn, source: Source, key: str) -> tuple[str, UUID] | N
 
 
 def sync_folder(
-    cx: Context, source: Source, stop: threading.Event | None = None, *, reread: bool = False
+    cx: Context, source: SyncedSource, stop: threading.Event | None = None, *, reread: bool = False
 ) -> Counter[str]:
     """One round: import what changed, archive what went. Returns the outcomes counted
     (added, updated, moved, archived, restored, failed, skipped, unchanged: files read and
@@ -225,7 +225,7 @@ def sync_folder(
 def _import_file(
     cx: Context,
     importer: Importer,
-    source: Source,
+    source: SyncedSource,
     path: Path,
     key: str,
     status: os.stat_result,
@@ -249,7 +249,9 @@ def _import_file(
     return counts
 
 
-def _archive_gone(cx: Context, source: Source, seen: dict[str, Seen], present: set[str]) -> int:
+def _archive_gone(
+    cx: Context, source: SyncedSource, seen: dict[str, Seen], present: set[str]
+) -> int:
     """Archive the live items whose files are gone; forget the rows of those that moved."""
     archived = 0
     for key, before in seen.items():

@@ -39,7 +39,7 @@ from subspace.errors import Conflict, SubspaceError
 from subspace.ingest.failures import ExtractionFailed
 from subspace.ingest.importer import Importer, store_mail, stored_mail_id
 from subspace.sources.folder import SourceFailed
-from subspace.sources.model import Source
+from subspace.sources.model import SyncedSource
 
 TIMEOUT_S = 30.0  # for connecting and for each answer of the server
 BATCH = 50  # messages fetched in one command
@@ -73,7 +73,7 @@ def speaking_to(config: dict[str, Any]) -> Iterator[None]:
         raise _error_of(exc, config) from exc
 
 
-def connect(config: dict[str, Any], password: str) -> IMAPClient:
+def open_mailbox(config: dict[str, Any], password: str) -> IMAPClient:
     """A connection logged in to the source's server (TLS as its config says)."""
     with speaking_to(config):
         context = ssl.create_default_context()
@@ -102,12 +102,12 @@ def _close(client: IMAPClient) -> None:
             client.shutdown()
 
 
-def disconnect(client: IMAPClient) -> None:
+def close_mailbox(client: IMAPClient) -> None:
     _close(client)
 
 
 def sync_mailbox(
-    cx: Context, source: Source, client: IMAPClient, stop: threading.Event | None = None
+    cx: Context, source: SyncedSource, client: IMAPClient, stop: threading.Event | None = None
 ) -> Counter[str]:
     """Fetch what arrived in each followed folder, then reflect what left them."""
     importer = Importer(cx, source.kb_id)
@@ -131,7 +131,7 @@ def sync_mailbox(
 
 
 def _open(
-    cx: Context, source: Source, client: IMAPClient, folder: str, counts: Counter[str]
+    cx: Context, source: SyncedSource, client: IMAPClient, folder: str, counts: Counter[str]
 ) -> int | None:
     """Select the folder; its UIDVALIDITY, or None (reported) when the server refuses it."""
     try:
@@ -151,7 +151,7 @@ def _open(
 
 def _fetch_new(
     cx: Context,
-    source: Source,
+    source: SyncedSource,
     client: IMAPClient,
     importer: Importer,
     folder: str,
@@ -191,7 +191,7 @@ def _fetch_new(
 
 def _store(
     cx: Context,
-    source: Source,
+    source: SyncedSource,
     importer: Importer,
     folder: str,
     validity: int,
@@ -222,7 +222,7 @@ def _store(
 
 def _keep(
     cx: Context,
-    source: Source,
+    source: SyncedSource,
     folder: str,
     validity: int,
     uid: int,
@@ -238,7 +238,7 @@ def _keep(
 
 
 def _record(
-    conn: Conn, source: Source, key: str, mail_id: UUID | None, *, error: str | None = None
+    conn: Conn, source: SyncedSource, key: str, mail_id: UUID | None, *, error: str | None = None
 ) -> None:
     conn.execute(
         "insert into kb.source_items (workspace_id, source_id, key, item_kind, item_id, error) "
@@ -250,7 +250,7 @@ def _record(
     )  # fmt: skip
 
 
-def _cursor(conn: Conn, source: Source) -> dict[str, Any]:
+def _cursor(conn: Conn, source: SyncedSource) -> dict[str, Any]:
     row = conn.execute(
         "select cursor from kb.sources where workspace_id = %s and id = %s",
         (source.workspace_id, source.id),
@@ -258,7 +258,7 @@ def _cursor(conn: Conn, source: Source) -> dict[str, Any]:
     return {} if row is None else dict(row["cursor"])
 
 
-def _advance(conn: Conn, source: Source, folder: str, validity: int, uid: int) -> None:
+def _advance(conn: Conn, source: SyncedSource, folder: str, validity: int, uid: int) -> None:
     conn.execute(
         "update kb.sources set cursor = jsonb_set(cursor, array[%s], %s) "
         "where workspace_id = %s and id = %s",
@@ -267,7 +267,7 @@ def _advance(conn: Conn, source: Source, folder: str, validity: int, uid: int) -
     )  # fmt: skip
 
 
-def _restore_if_ours(cx: Context, conn: Conn, source: Source, mail_id: UUID) -> bool:
+def _restore_if_ours(cx: Context, conn: Conn, source: SyncedSource, mail_id: UUID) -> bool:
     """Restore the mail when this source archived it (it left every followed folder) and it
     is back in one; one archived by a person stays archived."""
     row = conn.execute(
@@ -283,7 +283,7 @@ def _restore_if_ours(cx: Context, conn: Conn, source: Source, mail_id: UUID) -> 
 
 def _forget_gone(
     cx: Context,
-    source: Source,
+    source: SyncedSource,
     folder: str,
     validity: int,
     present: set[int],
@@ -319,7 +319,7 @@ def _forget_gone(
             counts["archived"] += 1
 
 
-def _still_listed(conn: Conn, source: Source, mail_id: UUID) -> bool:
+def _still_listed(conn: Conn, source: SyncedSource, mail_id: UUID) -> bool:
     """Whether a followed folder of any source still holds the mail."""
     row = conn.execute(
         "select 1 from kb.source_items where workspace_id = %s and item_id = %s "
@@ -329,7 +329,7 @@ def _still_listed(conn: Conn, source: Source, mail_id: UUID) -> bool:
     return row is not None
 
 
-def _listed(cx: Context, source: Source) -> int:
+def _listed(cx: Context, source: SyncedSource) -> int:
     with cx.transaction() as conn:
         row = conn.execute(
             "select count(distinct item_id) as n from kb.source_items where workspace_id = %s "
@@ -339,13 +339,13 @@ def _listed(cx: Context, source: Source) -> int:
     return int(row["n"]) if row else 0
 
 
-def supports_idle(client: IMAPClient, source: Source) -> bool:
+def supports_idle(client: IMAPClient, source: SyncedSource) -> bool:
     with speaking_to(source.config):
         return bool(client.has_capability("IDLE"))
 
 
 def wait_for_mail(
-    client: IMAPClient, source: Source, stop: threading.Event, timeout_s: float
+    client: IMAPClient, source: SyncedSource, stop: threading.Event, timeout_s: float
 ) -> bool:
     """Wait in IDLE on the first followed folder until the server says something changed
     (True), `timeout_s` passes or `stop` is set (False)."""

@@ -22,7 +22,7 @@ from subspace.context import Context
 from subspace.db import queries
 from subspace.db.pool import Conn
 from subspace.errors import Conflict, Forbidden, InvalidInput, NotFound
-from subspace.sources.secrets import seal
+from subspace.sources.secrets import seal_password
 
 SOURCES_CHANNEL = "subspace_sources"
 SourceType = Literal["folder", "imap"]
@@ -47,7 +47,7 @@ COLUMNS = (
 
 
 @dataclass(frozen=True)
-class Source:
+class SyncedSource:
     workspace_id: UUID
     id: UUID
     kb_id: UUID
@@ -145,7 +145,7 @@ def _is_loopback(host: str) -> bool:
 def imap_config(
     host: str, *, user: str, folders: list[str], port: int | None = None, tls: str = "tls"
 ) -> dict[str, Any]:
-    """A mailbox source's settings, checked; the password is kept apart (`seal`)."""
+    """A mailbox source's settings, checked; the password is kept apart (`seal_password`)."""
     host = host.strip()
     if not host or len(host) > MAX_FIELD_CHARS or any(c.isspace() for c in host):
         raise InvalidInput("An IMAP source needs the server's host name, such as imap.example.org.")
@@ -193,10 +193,10 @@ def add_source(
     *,
     kb_id: UUID | None = None,
     password: str | None = None,
-) -> Source:
+) -> SyncedSource:
     """Keep a new source; its first sync starts in the background work at once."""
     name = _name(name)
-    secret = seal(cx.settings, check_password(password or "")) if kind == "imap" else None
+    secret = seal_password(cx.settings, check_password(password or "")) if kind == "imap" else None
     ws = cx.actor.workspace_id
     with cx.transaction() as conn:
         kb = kb_id or queries.default_knowledge_base(conn, ws).id
@@ -217,7 +217,7 @@ def add_source(
         if row is None:  # added meanwhile by another writer
             raise Conflict(f"A source named {name!r} exists already: choose another name.")
         notify(conn, row["id"])
-    return Source(**row)
+    return SyncedSource(**row)
 
 
 def _check_folder_name_free(conn: Conn, ws: UUID, kb: UUID, folder_name: str) -> None:
@@ -237,14 +237,14 @@ def _check_folder_name_free(conn: Conn, ws: UUID, kb: UUID, folder_name: str) ->
             )
 
 
-def list_sources(conn: Conn, ws: UUID) -> list[Source]:
+def list_sources(conn: Conn, ws: UUID) -> list[SyncedSource]:
     rows = conn.execute(
         f"select {COLUMNS} from kb.sources where workspace_id = %s order by name", (ws,)
     ).fetchall()
-    return [Source(**row) for row in rows]
+    return [SyncedSource(**row) for row in rows]
 
 
-def get_source(conn: Conn, ws: UUID, name_or_id: str | UUID) -> Source:
+def get_source(conn: Conn, ws: UUID, name_or_id: str | UUID) -> SyncedSource:
     """A source by its id or its name."""
     try:
         source_id: UUID | None = UUID(str(name_or_id))
@@ -260,10 +260,10 @@ def get_source(conn: Conn, ws: UUID, name_or_id: str | UUID) -> Source:
             name_or_id,
             message=f"No source named {str(name_or_id)!r} in this workspace, nor with that id.",
         )
-    return Source(**row)
+    return SyncedSource(**row)
 
 
-def sealed_password(conn: Conn, source: Source) -> bytes | None:
+def sealed_password(conn: Conn, source: SyncedSource) -> bytes | None:
     row = conn.execute(
         "select secret from kb.sources where workspace_id = %s and id = %s",
         (source.workspace_id, source.id),
@@ -272,9 +272,9 @@ def sealed_password(conn: Conn, source: Source) -> bytes | None:
 
 
 @retried
-def set_password(cx: Context, name_or_id: str | UUID, password: str) -> Source:
+def set_password(cx: Context, name_or_id: str | UUID, password: str) -> SyncedSource:
     """Keep a new password for an IMAP source (sealed with today's key) and sync again."""
-    secret = seal(cx.settings, check_password(password))
+    secret = seal_password(cx.settings, check_password(password))
     with cx.transaction() as conn:
         source = get_source(conn, cx.actor.workspace_id, name_or_id)
         if source.kind != "imap":
@@ -289,7 +289,7 @@ def set_password(cx: Context, name_or_id: str | UUID, password: str) -> Source:
 
 
 @retried
-def request_sync(cx: Context, name_or_id: str | UUID) -> Source:
+def request_sync(cx: Context, name_or_id: str | UUID) -> SyncedSource:
     """Ask the background work to sync the source now."""
     with cx.transaction() as conn:
         source = get_source(conn, cx.actor.workspace_id, name_or_id)
@@ -298,7 +298,7 @@ def request_sync(cx: Context, name_or_id: str | UUID) -> Source:
 
 
 @retried
-def remove_source(cx: Context, name_or_id: str | UUID) -> Source:
+def remove_source(cx: Context, name_or_id: str | UUID) -> SyncedSource:
     """Stop following the source. What it brought in stays in the knowledge base: removing a
     source forgets where items came from, never the items."""
     with cx.transaction() as conn:
@@ -317,7 +317,7 @@ class ItemError:
     error: str
 
 
-def item_errors(conn: Conn, source: Source, limit: int = 50) -> list[ItemError]:
+def item_errors(conn: Conn, source: SyncedSource, limit: int = 50) -> list[ItemError]:
     """The items of the source that failed, and why, the latest first: those it could not
     bring in, and files brought in whose text could not be extracted."""
     rows = conn.execute(
@@ -331,7 +331,7 @@ def item_errors(conn: Conn, source: Source, limit: int = 50) -> list[ItemError]:
     return [ItemError(**row) for row in rows]
 
 
-def record_success(conn: Conn, source: Source, counts: dict[str, int]) -> None:
+def record_round(conn: Conn, source: SyncedSource, counts: dict[str, int]) -> None:
     conn.execute(
         "update kb.sources set status = 'ok', status_reason = null, failures = 0, "
         "last_sync_at = now(), last_counts = %s, updated_at = now() "
@@ -340,7 +340,9 @@ def record_success(conn: Conn, source: Source, counts: dict[str, int]) -> None:
     )
 
 
-def record_failure(conn: Conn, source: Source, reason: str, *, paused: bool = False) -> None:
+def record_failed_round(
+    conn: Conn, source: SyncedSource, reason: str, *, paused: bool = False
+) -> None:
     conn.execute(
         "update kb.sources set status = %s, status_reason = %s, failures = failures + 1, "
         "last_sync_at = now(), updated_at = now() where workspace_id = %s and id = %s",

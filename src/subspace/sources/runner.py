@@ -30,14 +30,14 @@ from subspace.sources import imap
 from subspace.sources.folder import SourceFailed, sync_folder
 from subspace.sources.model import (
     SOURCES_CHANNEL,
-    Source,
+    SyncedSource,
     all_source_ids,
     get_source,
-    record_failure,
-    record_success,
+    record_failed_round,
+    record_round,
     sealed_password,
 )
-from subspace.sources.secrets import KeyProblem, unseal
+from subspace.sources.secrets import KeyProblem, unseal_password
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ class SourceSync:
         self.workspace_id, self.source_id = workspace_id, source_id
         self.client: IMAPClient | None = None
 
-    def load(self) -> Source:
+    def load(self) -> SyncedSource:
         with self.db.pool.connection() as conn:
             return get_source(conn, self.workspace_id, self.source_id)
 
@@ -96,16 +96,16 @@ class SourceSync:
             except SourceFailed as exc:
                 self.close()
                 with self.db.pool.connection() as conn:
-                    record_failure(conn, source, exc.reason, paused=exc.paused)
+                    record_failed_round(conn, source, exc.reason, paused=exc.paused)
                 raise
             except BaseException:
                 self.close()  # a connection in an unknown state is not reused
                 raise
             with self.db.pool.connection() as conn:
-                record_success(conn, source, dict(counts))
+                record_round(conn, source, dict(counts))
             return counts
 
-    def _client(self, source: Source) -> IMAPClient:
+    def _client(self, source: SyncedSource) -> IMAPClient:
         if self.client is None:
             with self.db.pool.connection() as conn:
                 sealed = sealed_password(conn, source)
@@ -114,16 +114,16 @@ class SourceSync:
                     "No password is kept for this mailbox: give it again.", paused=True
                 )
             try:
-                password = unseal(self.settings, sealed)
+                password = unseal_password(self.settings, sealed)
             except KeyProblem as exc:
                 raise SourceFailed(f"The mailbox password cannot be read: {exc.reason}",
                                    paused=True) from None  # fmt: skip
-            self.client = imap.connect(source.config, password)
+            self.client = imap.open_mailbox(source.config, password)
         return self.client
 
     def close(self) -> None:
         if self.client is not None:
-            imap.disconnect(self.client)
+            imap.close_mailbox(self.client)
             self.client = None
 
 
@@ -175,7 +175,7 @@ class SourceRunner(Loop):
         else:
             log.error("source %s: a round failed", self.sync.source_id, exc_info=exc)
 
-    def _watch(self, source: Source) -> None:
+    def _watch(self, source: SyncedSource) -> None:
         """Start following the folder's changes (once); without them, the scans remain."""
         if self._watcher is not None and self._watcher.is_alive():
             return

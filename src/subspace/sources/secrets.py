@@ -42,7 +42,7 @@ def _fernet(settings: Settings) -> Fernet:
         ) from None
 
 
-def seal(settings: Settings, password: str) -> bytes:
+def seal_password(settings: Settings, password: str) -> bytes:
     """`password` encrypted with the environment's key; InvalidInput when there is none."""
     try:
         return _fernet(settings).encrypt(password.encode())
@@ -50,8 +50,8 @@ def seal(settings: Settings, password: str) -> bytes:
         raise InvalidInput(f"A mailbox password cannot be kept: {exc.reason}") from None
 
 
-def unseal(settings: Settings, sealed: bytes) -> str:
-    """The password `seal` encrypted; KeyProblem when the key is missing or another."""
+def unseal_password(settings: Settings, sealed: bytes) -> str:
+    """The password `seal_password` encrypted; KeyProblem when the key is missing or another."""
     try:
         return _fernet(settings).decrypt(sealed).decode()
     except InvalidToken:

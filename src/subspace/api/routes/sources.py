@@ -86,7 +86,7 @@ class SourceDetailOut(SourceOut):
     errors: list[ItemErrorOut] = Field(description="The items that failed, latest first.")
 
 
-def _out(source: model.Source) -> SourceOut:
+def _out(source: model.SyncedSource) -> SourceOut:
     return SourceOut(
         id=source.id, name=source.name, kind=source.kind, kb_id=source.kb_id,
         config=source.config, has_password=source.has_secret, status=source.status,
