@@ -10,6 +10,8 @@ import pytest
 from subspace.config import Settings
 from subspace.context import Context
 from subspace.database import Database
+from subspace.sources.model import SyncedSource
+from subspace.sources.runner import SourceSync
 from subspace.sources.secrets import new_key
 from tests import imap_server
 from tests.conftest import free_port
@@ -33,3 +35,14 @@ def dovecot() -> Iterator[imap_server.Dovecot]:
     server = imap_server.start_dovecot(free_port())
     yield server
     server.stop()
+
+
+def sync(database: Database, settings: Settings, source: SyncedSource) -> dict[str, int]:
+    """One round of the source, as the server's would run it; its counts."""
+    syncer = SourceSync(database, settings, source.workspace_id, source.id)
+    try:
+        counts = syncer.round(wait=True)
+    finally:
+        syncer.close()
+    assert counts is not None
+    return dict(counts)

@@ -17,11 +17,12 @@ from subspace.context import Context
 from subspace.database import Database
 from subspace.sources import model
 from subspace.sources.folder import SourceFailed
-from subspace.sources.runner import SourcesLoop, SourceSync
+from subspace.sources.runner import SourcesLoop
 from subspace.sources.secrets import new_key
 from tests import imap_server
 from tests.conftest import free_port
 from tests.imap_server import Dovecot, message
+from tests.sources.conftest import sync
 
 pytestmark = pytest.mark.slow
 
@@ -33,16 +34,6 @@ def add_mailbox(
     config = model.imap_config("127.0.0.1", port=server_port, tls="none", user=imap_server.USER,
                                folders=folders or ["INBOX"])  # fmt: skip
     return model.add_source(cx, name, "imap", config, password=password)
-
-
-def sync(database: Database, settings: Settings, source: model.SyncedSource) -> dict[str, int]:
-    syncer = SourceSync(database, settings, source.workspace_id, source.id)
-    try:
-        counts = syncer.round(wait=True)
-    finally:
-        syncer.close()
-    assert counts is not None
-    return dict(counts)
 
 
 def mail_rows(database: Database) -> list[dict[str, object]]:

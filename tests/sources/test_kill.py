@@ -16,9 +16,9 @@ from subspace.config import Settings
 from subspace.context import Context
 from subspace.database import Database
 from subspace.sources import model
-from subspace.sources.runner import SourceSync
 from tests import imap_server
 from tests.imap_server import Dovecot, message
+from tests.sources.conftest import sync
 
 pytestmark = pytest.mark.slow
 
@@ -61,8 +61,7 @@ def test_a_folder_sync_killed_midway_is_finished_exactly_by_the_next(
     killed_at = count(database, pages)
     assert 120 <= killed_at < 400
 
-    counts = SourceSync(database, keyed, source.workspace_id, source.id).round(wait=True)
-    assert counts is not None
+    counts = sync(database, keyed, source)
     assert counts["added"] == 400 - killed_at  # what the killed round had done is not redone
     assert count(database, pages) == 400
     assert count(database, "select count(distinct source_path) as n from kb.pages") == 400
@@ -85,12 +84,7 @@ def test_a_mailbox_sync_killed_midway_is_finished_exactly_by_the_next(
     killed_at = count(database, mails)
     assert 60 <= killed_at < 300
 
-    syncer = SourceSync(database, keyed, source.workspace_id, source.id)
-    try:
-        counts = syncer.round(wait=True)
-    finally:
-        syncer.close()
-    assert counts is not None
+    counts = sync(database, keyed, source)
     assert (counts["added"], counts["fetched"]) == (300 - killed_at, 300 - killed_at)
     assert count(database, mails) == 300
     assert count(database, "select count(*) as n from kb.source_items") == 300

@@ -13,11 +13,10 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from subspace.api import create_app
 from subspace.config import Settings
 from subspace.database import Database
-from subspace.keys import create_key
 from subspace.models import Actor
+from tests.conftest import make_client
 
 pytestmark = pytest.mark.slow
 
@@ -27,15 +26,6 @@ def wait_for(condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.1)
-
-
-def served(database: Database, settings: Settings, actor: Actor) -> TestClient:
-    """A client of an app running its background work (the sources' sync with it)."""
-    with database.pool.connection() as conn:
-        _, token = create_key(conn, actor, "watching")
-    client = TestClient(create_app(settings, database))
-    client.headers["authorization"] = f"Bearer {token}"
-    return client
 
 
 def titles(client: TestClient, query: str) -> set[str]:
@@ -62,7 +52,7 @@ def test_changes_in_a_watched_folder_follow_while_the_server_runs(
     notes = tmp_path / "notes"
     notes.mkdir()
     (notes / "start.md").write_text("# Start\n\n- the first note\n")
-    with served(database, settings, actor) as client:
+    with make_client(database, settings, actor) as client:  # its lifespan: the sync runs
         added = client.post("/api/sources", json={"kind": "folder", "name": "Notes",
                                                   "path": str(notes)})  # fmt: skip
         assert added.status_code == 201, added.text
@@ -95,7 +85,7 @@ def test_changes_in_a_watched_folder_follow_while_the_server_runs(
     # Stopped: changes made meanwhile are caught up on at the next start.
     (burst / "n0000.md").unlink()
     (notes / "late.md").write_text("# Late\n\n- written while the server was stopped\n")
-    with served(database, settings, actor) as client:
+    with make_client(database, settings, actor) as client:  # its lifespan: the sync runs
         wait_for(lambda: titles(client, "written while the server was stopped") == {"Late"})
         wait_for(lambda: page_count(database) == 1001)
 
