@@ -4,12 +4,15 @@ with IMAP APPEND, as a mail client files them, while a sync runs if the test wan
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +34,10 @@ ssl = no
 disable_plaintext_auth = no
 auth_mechanisms = plain login
 first_valid_uid = 1
+# A refused password is answered at once and never slows the next attempt: a test counts
+# attempts, and a real server's delays would hide them.
+auth_failure_delay = 0
+login_trusted_networks = 127.0.0.0/8
 {users}
 passdb {{
   driver = passwd-file
@@ -80,7 +87,17 @@ class Dovecot:
         finally:
             client.logout()
 
+    def restart(self) -> None:
+        """Stop the server (its connections drop) and start it again on the same mail."""
+        self._end()
+        self.process = subprocess.Popen([DOVECOT, "-F", "-c", str(self.folder / "dovecot.conf")])
+        _wait_until_up(self)
+
     def stop(self) -> None:
+        self._end()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def _end(self) -> None:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
@@ -88,7 +105,6 @@ class Dovecot:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
-        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def start_dovecot(port: int) -> Dovecot:
@@ -112,16 +128,20 @@ def start_dovecot(port: int) -> Dovecot:
         )
     config = folder / "dovecot.conf"
     config.write_text(CONFIG.format(folder=folder, port=port, uid=uid, gid=gid, users=users))
-    process = subprocess.Popen([DOVECOT, "-F", "-c", str(config)])
-    server = Dovecot(folder, port, process)
+    server = Dovecot(folder, port, subprocess.Popen([DOVECOT, "-F", "-c", str(config)]))
+    _wait_until_up(server)
+    return server
+
+
+def _wait_until_up(server: Dovecot) -> None:
     deadline = time.monotonic() + 20
     while True:
         try:
             server.client().logout()
-            return server
+            return
         except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                log = folder / "dovecot.log"
+            if server.process.poll() is not None or time.monotonic() > deadline:
+                log = server.folder / "dovecot.log"
                 text = log.read_text() if log.exists() else ""
                 server.stop()
                 raise RuntimeError(f"Dovecot did not start: {text[-2000:]}") from None
@@ -138,3 +158,52 @@ def message(n: int, *, subject: str | None = None, body: str | None = None) -> b
         f"Message-ID: <report-{n}@example.org>\r\nContent-Type: text/plain; charset=utf-8\r\n"
         f"\r\n{body}\r\n"
     ).encode()
+
+
+class Relay:
+    """A TCP relay in front of a server, whose `drop()` cuts every connection through it at
+    once, as a network or a proxy does, without the server noticing first."""
+
+    def __init__(self, port: int) -> None:
+        self.target = port
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.pairs: list[tuple[socket.socket, socket.socket]] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(("127.0.0.1", self.target))
+            self.pairs.append((client, server))
+            for one, other in ((client, server), (server, client)):
+                threading.Thread(target=self._pump, args=(one, other), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        while True:
+            try:
+                data = source.recv(65536)
+                if not data:
+                    break
+                sink.sendall(data)
+            except OSError:
+                break
+        for end in (source, sink):
+            with contextlib.suppress(OSError):
+                end.shutdown(socket.SHUT_RDWR)
+
+    def drop(self) -> None:
+        pairs, self.pairs = self.pairs, []
+        for pair in pairs:
+            for end in pair:
+                with contextlib.suppress(OSError):
+                    end.shutdown(socket.SHUT_RDWR)
+                end.close()
+
+    def close(self) -> None:
+        self.listener.close()
+        self.drop()

@@ -31,6 +31,9 @@ class Loop(ABC):
     name = "loop"  # its thread's name and its logs'
     poll_s = POLL_S
     retry_s = RETRY_S
+    # Whether a wake ends a back-off (by default only a stop does: the writes that wake a
+    # loop may be what fails).
+    wake_cuts_backoff = False
 
     def __init__(self, dsn: str | None = None, channel: str | None = None) -> None:
         self._dsn, self._channel = dsn, channel
@@ -80,9 +83,8 @@ class Loop(ABC):
         try:
             while not self._stop.is_set():
                 wait = self.step()
-                # Backing off, only a stop cuts the wait short: the writes that wake a loop
-                # may be what fails.
-                (self._stop if self.failures else self._wake).wait(wait)
+                backing_off = self.failures and not self.wake_cuts_backoff
+                (self._stop if backing_off else self._wake).wait(wait)
                 self._wake.clear()
         finally:
             if listener is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 from uuid import UUID
 
 import pytest
@@ -203,3 +204,88 @@ def test_a_folder_gone_fails_the_round_with_its_reason(
     notes.rmdir()
     with pytest.raises(SourceFailed, match="gone or cannot be read"):
         sync_folder(cx, source)
+
+
+def test_a_name_that_is_not_utf8_fails_alone(cx: Context, tmp_path: Path) -> None:
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "a.md").write_text("# A\n\n- first\n")
+    with open(os.fsencode(notes) + b"/bad\xff.md", "w") as file:
+        file.write("# Bad\n\n- a name in Latin-1\n")
+    (notes / "z.md").write_text("# Z\n\n- last\n")
+    source = model.add_source(cx, "notes", "folder", model.folder_config(str(notes)))
+    counts = sync_folder(cx, source)
+    assert (counts["added"], counts["failed"]) == (2, 1)
+    with cx.transaction() as conn:
+        errors = model.item_errors(conn, source)
+    assert [e.key for e in errors] == ["notes/bad\ufffd.md"] and "UTF-8" in errors[0].error
+
+
+def test_a_folder_that_cannot_be_listed_keeps_its_items(
+    cx: Context, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    notes = tmp_path / "notes"
+    (notes / "team").mkdir(parents=True)
+    (notes / "team" / "plan.md").write_text("# Plan\n\n- hire\n")
+    (notes / "log.md").write_text("# Log\n\n- day one\n")
+    source = model.add_source(cx, "notes", "folder", model.folder_config(str(notes)))
+    sync_folder(cx, source)
+    listing = os.scandir
+
+    def refusing(path: Any = ".") -> Any:
+        if str(path) == str(notes / "team"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return listing(path)
+
+    monkeypatch.setattr(os, "scandir", refusing)  # as an unreadable or failing disk would
+    counts = sync_folder(cx, source)
+    assert counts["archived"] == 0 and counts["unreadable folders"] == 1
+    assert pages(cx)["notes/team/plan.md"][1] is False
+    with cx.transaction() as conn:
+        assert [e.key for e in model.item_errors(conn, source)] == ["notes/team/"]
+
+
+def test_the_last_copy_of_a_file_takes_its_place(cx: Context, tmp_path: Path) -> None:
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "a.md").write_text("# Same\n\n- the same words\n")
+    (notes / "b.md").write_text("# Same\n\n- the same words\n")
+    source = model.add_source(cx, "notes", "folder", model.folder_config(str(notes)))
+    sync_folder(cx, source)
+    ((page_id, _),) = pages(cx).values()  # one page: a copy is not stored twice
+    (notes / "a.md").unlink()
+    counts = sync_folder(cx, source)
+    assert counts["moved"] == 1 and counts["archived"] == 0
+    assert pages(cx) == {"notes/b.md": (page_id, False)}
+
+
+def test_a_folder_swapped_for_a_link_elsewhere_is_not_followed(cx: Context, tmp_path: Path) -> None:
+    from subspace.sources.folder import SourceFailed
+
+    notes, elsewhere = tmp_path / "notes", tmp_path / "elsewhere"
+    notes.mkdir()
+    elsewhere.mkdir()
+    (notes / "a.md").write_text("# A\n\n- mine\n")
+    (elsewhere / "secret.txt").write_text("not to be read\n")
+    source = model.add_source(cx, "notes", "folder", model.folder_config(str(notes)))
+    sync_folder(cx, source)
+    shutil.rmtree(notes)
+    notes.symlink_to(elsewhere)
+    with pytest.raises(SourceFailed, match="symbolic link"):
+        sync_folder(cx, source)
+    assert set(pages(cx)) == {"notes/a.md"}
+
+
+def test_folders_inside_one_another_and_names_like_ids_are_refused(
+    cx: Context, tmp_path: Path
+) -> None:
+    (tmp_path / "notes" / "inner").mkdir(parents=True)
+    model.add_source(cx, "notes", "folder", model.folder_config(str(tmp_path / "notes")))
+    with pytest.raises(Conflict, match="is inside it"):
+        model.add_source(cx, "inner", "folder", model.folder_config(str(tmp_path / "notes/inner")))
+    with pytest.raises(Conflict, match="holds it"):
+        model.add_source(cx, "all", "folder", model.folder_config(str(tmp_path)))
+    with pytest.raises(InvalidInput, match="cannot be an id"):
+        model.add_source(cx, str(UUID(int=7)), "folder", model.folder_config(str(tmp_path)))
+    with pytest.raises(InvalidInput, match="system's"):
+        model.folder_config("/proc/self")

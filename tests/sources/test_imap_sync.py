@@ -210,3 +210,65 @@ def test_a_missing_or_changed_key_pauses_the_source_and_says_so(
     with database.pool.connection() as conn:
         row = conn.execute("select secret from kb.sources").fetchone()
     assert row is not None and imap_server.PASSWORD.encode() not in bytes(row["secret"])
+
+
+def test_a_message_that_cannot_be_stored_fails_alone_and_the_rest_arrive(
+    database: Database, keyed: Settings, keyed_cx: Context, dovecot: Dovecot
+) -> None:
+    bad = (
+        b"From: a@example.org\r\nSubject: Bad attachment\r\nMessage-ID: <bad@example.org>\r\n"
+        b"MIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=B\r\n\r\n--B\r\n"
+        b"Content-Type: text/plain\r\n\r\nSee the file.\r\n--B\r\n"
+        b'Content-Type: text/plain\r\nContent-Disposition: attachment; filename="\x01"\r\n\r\n'
+        b"x\r\n--B--\r\n"
+    )
+    dovecot.deliver("INBOX", [message(1), bad, message(2)])
+    source = add_mailbox(keyed_cx, dovecot.port)
+    counts = sync(database, keyed, source)
+    assert (counts["added"], counts["failed"]) == (2, 1)
+    with database.pool.connection() as conn:
+        errors = model.item_errors(conn, source)
+    assert len(errors) == 1 and "file name" in errors[0].error
+    assert sync(database, keyed, source)["fetched"] == 0  # moved past it, not fetched again
+
+
+@pytest.mark.parametrize("how", ["cut on the way", "server restarted"])
+def test_a_connection_lost_while_waiting_is_opened_again(
+    database: Database, keyed_cx: Context, dovecot: Dovecot, sources_loop: SourcesLoop, how: str
+) -> None:
+    relay = imap_server.Relay(dovecot.port)
+    try:
+        dovecot.deliver("INBOX", [message(1)])
+        add_mailbox(keyed_cx, relay.port)
+        wait_for(lambda: len(mail_rows(database)) == 1)
+        time.sleep(0.5)  # in IDLE
+        relay.drop() if how == "cut on the way" else dovecot.restart()
+        dovecot.deliver("INBOX", [message(2)])
+        wait_for(lambda: len(mail_rows(database)) == 2, timeout_s=30)
+        assert status_of(database, "mail")[0] == "ok"
+    finally:
+        relay.close()
+
+
+def test_mail_in_a_second_followed_folder_arrives_without_a_scan(
+    database: Database, keyed_cx: Context, dovecot: Dovecot, sources_loop: SourcesLoop
+) -> None:
+    dovecot.deliver("INBOX", [message(1)])
+    dovecot.deliver("Projects", [message(2)])
+    add_mailbox(keyed_cx, dovecot.port, folders=["INBOX", "Projects"])
+    wait_for(lambda: len(mail_rows(database)) == 2)
+    dovecot.deliver("Projects", [message(3)])  # IDLE watches INBOX; the scan is a minute away
+    wait_for(lambda: len(mail_rows(database)) == 3, timeout_s=30)
+
+
+def test_a_refused_password_is_not_tried_again_until_a_new_one_is_given(
+    database: Database, keyed_cx: Context, dovecot: Dovecot, sources_loop: SourcesLoop
+) -> None:
+    dovecot.deliver("INBOX", [message(1)])
+    source = add_mailbox(keyed_cx, dovecot.port, password="not it")
+    wait_for(lambda: status_of(database, "mail")[0] == "paused")
+    time.sleep(7)  # a failed round would have been tried again after 2 s and 4 s
+    assert status_of(database, "mail")[2] == 1  # one attempt: no account locked by retries
+    model.set_password(keyed_cx, source.id, imap_server.PASSWORD)
+    wait_for(lambda: len(mail_rows(database)) == 1, timeout_s=10)
+    assert status_of(database, "mail")[0] == "ok"

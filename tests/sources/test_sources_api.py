@@ -77,12 +77,20 @@ IMAP = {"kind": "imap", "name": "m", "host": "imap.example.org", "user": "me", "
         ({**IMAP, "port": 70000}, 422, "port"),
         ({**IMAP, "folders": ["f"] * 21}, 422, "folders"),
         ({**IMAP, "host": "two words"}, 422, "host name"),
+        ({"kind": "folder", "name": "a\u0000b", "path": "/x"}, 422, "U+0000"),
+        ({"kind": "folder", "name": "x", "path": "/x", "include": ["\ud800"]}, 422, "U+D800"),
+        ({**IMAP, "folders": ["INBOX", "\udfff"]}, 422, "U+DFFF"),
+        ({**IMAP, "user": "me\u0000"}, 422, "U+0000"),
+        ({**IMAP, "port": True}, 422, "port"),
+        ({**IMAP, "name": "00000000-0000-0000-0000-000000000007"}, 422, "cannot be an id"),
     ],
 )
 def test_bad_sources_are_refused_with_what_to_fix(
     api: TestClient, body: dict[str, object], status: int, says: str
 ) -> None:
-    answer = api.post("/api/sources", json=body)
+    # As JSON text with its escapes (\ud800 too), as any client may send it.
+    text = json.dumps(body)
+    answer = api.post("/api/sources", content=text, headers={"content-type": "application/json"})
     assert answer.status_code == status, answer.text
     assert says in json.dumps(answer.json())
 

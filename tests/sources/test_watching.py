@@ -94,3 +94,23 @@ def _moved(database: Database) -> bool:
     with database.pool.connection() as conn:
         row = conn.execute("select source_path from kb.pages where title = 'Ferry'").fetchone()
     return row is not None and row["source_path"] == "notes/trips/ferry.md"
+
+
+def test_a_folder_made_anew_at_the_watched_path_is_followed(
+    database: Database, keyed: Settings, actor: Actor, tmp_path: Path
+) -> None:
+    settings = dataclasses.replace(keyed, folder_roots=str(tmp_path))
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "a.md").write_text("# A\n\n- the alpha note\n")
+    with make_client(database, settings, actor) as client:  # its lifespan: the sync runs
+        added = client.post("/api/sources", json={"kind": "folder", "name": "Notes",
+                                                  "path": str(notes)})  # fmt: skip
+        assert added.status_code == 201, added.text
+        wait_for(lambda: titles(client, "alpha note") == {"A"})
+        os.rename(notes, tmp_path / "old-notes")
+        notes.mkdir()
+        (notes / "c.md").write_text("# C\n\n- the gamma note\n")
+        wait_for(lambda: titles(client, "gamma note") == {"C"})
+        (notes / "d.md").write_text("# D\n\n- the delta note\n")  # followed, not scanned
+        wait_for(lambda: titles(client, "delta note") == {"D"})

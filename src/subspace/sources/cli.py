@@ -241,13 +241,16 @@ def sync(name: str, reread: bool, as_json: bool, workspace: str | None) -> None:
             source = model.get_source(conn, cx.actor.workspace_id, name)
         syncer = SourceSync(db, settings, source.workspace_id, source.id)
         try:
-            counts = syncer.round(wait=True, reread=reread)
+            waiting = f"{source.name}: waiting for the round the server is running…"
+            counts = syncer.round(wait=True, reread=reread,
+                                  on_wait=lambda: click.echo(waiting, err=True))  # fmt: skip
         except SourceFailed as exc:
             raise click.ClickException(f"{source.name}: {exc.reason}") from None
         finally:
             syncer.close()
         extract_pending(db, settings, workers=os.cpu_count() or 1)
-    assert counts is not None  # waited for the lock
+    if counts is None:
+        raise click.ClickException(f"{source.name} was removed while it synced.")
     if as_json:
         click.echo(json.dumps(dict(counts)))
         return

@@ -52,6 +52,14 @@ class Seen:
     mtime_ns: int | None
     archived: bool
     item_kind: str | None
+    error: str | None
+
+    def unchanged(self, status: os.stat_result) -> bool:
+        """Whether the file is as this round last read it. A file that became no item and
+        did not fail (a copy of another's bytes) is read again: it may be the last copy."""
+        read = self.item_kind is not None or self.error is not None
+        same = (self.size, self.mtime_ns) == (status.st_size, status.st_mtime_ns)
+        return read and same and not self.archived
 
 
 def _type_of(name: str) -> str | None:
@@ -74,14 +82,22 @@ def _matches(relative: str, patterns: list[str]) -> bool:
     )
 
 
-def folder_files(root: Path, config: dict[str, object]) -> Iterator[tuple[Path, os.stat_result]]:
+def folder_files(
+    root: Path, config: dict[str, object], unlisted: list[str] | None = None
+) -> Iterator[tuple[Path, os.stat_result]]:
     """The files of the folder the source follows, with their status: hidden files and
     folders, symbolic links, editors' temporary files, the excluded and the types not
-    followed left out, in a stable order."""
+    followed left out, in a stable order. A folder that cannot be listed is named in
+    `unlisted`."""
     include = list(config.get("include") or [])  # type: ignore[call-overload]
     exclude = list(config.get("exclude") or []) + list(EDITOR_TEMPORARIES)  # type: ignore[call-overload]
     types = set(config.get("types") or [])  # type: ignore[call-overload]
-    for folder, folders, files in os.walk(root):
+
+    def unreadable(error: OSError) -> None:
+        if unlisted is not None:
+            unlisted.append(str(error.filename))
+
+    for folder, folders, files in os.walk(root, onerror=unreadable):
         folders[:] = sorted(name for name in folders if not name.startswith("."))
         for name in sorted(files):
             if name.startswith("."):
@@ -103,7 +119,7 @@ def folder_files(root: Path, config: dict[str, object]) -> Iterator[tuple[Path, 
 
 def _seen(conn: Conn, source: SyncedSource) -> dict[str, Seen]:
     rows = conn.execute(
-        "select key, size, mtime_ns, archived, item_kind from kb.source_items "
+        "select key, size, mtime_ns, archived, item_kind, error from kb.source_items "
         "where workspace_id = %s and source_id = %s",
         (source.workspace_id, source.id),
     ).fetchall()
@@ -131,7 +147,7 @@ def record_item(
     source: SyncedSource,
     key: str,
     *,
-    item: tuple[str, UUID] | None,
+    item: tuple[str, UUID | None] | None,
     status: os.stat_result | None = None,
     error: str | None = None,
     archived: bool = False,
@@ -193,33 +209,67 @@ def sync_folder(
     (added, updated, moved, archived, restored, failed, skipped, unchanged: files read and
     found the same) and `files`, the files the folder holds. `reread` reads every file, as
     a first round does (the size and time of a file can stay the same through an edit)."""
-    root = Path(source.config["path"])
-    if not root.is_dir():
-        raise SourceFailed(f"The folder {root} is gone or cannot be read by the server.")
+    root = _checked_root(source)
     base = root.parent
     with cx.transaction() as conn:
         seen = _seen(conn, source)
     importer = Importer(cx, source.kb_id, base=base)
     counts: Counter[str] = Counter()
     present: set[str] = set()
-    for path, status in folder_files(root, source.config):
+    unlisted: list[str] = []
+    for path, status in folder_files(root, source.config, unlisted):
         if stop is not None and stop.is_set():
             return counts  # nothing archived: the folder was not walked whole
-        key = path.relative_to(base).as_posix()
+        key = _key(path.relative_to(base).as_posix())
         present.add(key)
         before = seen.get(key)
-        if (
-            not reread
-            and before is not None
-            and not before.archived
-            and (before.size, before.mtime_ns) == (status.st_size, status.st_mtime_ns)
-        ):
+        if key != path.relative_to(base).as_posix():
+            counts["failed"] += 1
+            with cx.transaction() as conn:
+                error = "its name is not valid UTF-8: rename the file for it to be read"
+                record_item(conn, source, key, item=None, status=status, error=error)
+            continue
+        if not reread and before is not None and before.unchanged(status):
             continue
         counts.update(_import_file(cx, importer, source, path, key, status, before))
     importer.link_pending()
-    counts["archived"] += _archive_gone(cx, source, seen, present)
+    if not root.is_dir() or str(root) in unlisted:
+        raise SourceFailed(f"The folder {root} went during the round; nothing was archived.")
+    # A folder that could not be listed is reported; what it holds is not gone.
+    hidden = [_key(Path(folder).relative_to(base).as_posix()) + "/" for folder in unlisted]
+    with cx.transaction() as conn:
+        for key in hidden:
+            error = "this folder could not be listed; its files were left as they were"
+            record_item(conn, source, key, item=None, error=error)
+    if hidden:
+        counts["unreadable folders"] = len(hidden)
+    counts["archived"] += _archive_gone(cx, source, seen, present | set(hidden), hidden)
     counts["files"] = len(present)
     return counts
+
+
+def _checked_root(source: SyncedSource) -> Path:
+    """The source's folder, when it is still one and still where it was added: a folder
+    swapped for a link to another is not followed there."""
+    root = Path(source.config["path"])
+    if not root.is_dir():
+        raise SourceFailed(f"The folder {root} is gone or cannot be read by the server.")
+    if root.resolve() != root:
+        raise SourceFailed(
+            f"{root} now leads to {root.resolve()} (a symbolic link took its place): it is "
+            "not read there. Put the folder back, or add the other folder as a source."
+        )
+    return root
+
+
+def _key(path: str) -> str:
+    """A file's path as text Postgres can hold: a name that is not UTF-8 (its undecodable
+    bytes kept as surrogates) has those bytes replaced."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return os.fsencode(path).decode("utf-8", "replace")
+    return path
 
 
 def _import_file(
@@ -244,18 +294,26 @@ def _import_file(
     for row in rows:
         counts[row.outcome] += 1
     with cx.transaction() as conn:
-        record_item(conn, source, key, item=_item_at(conn, source, key), status=status,
+        item: tuple[str, UUID | None] | None = _item_at(conn, source, key)
+        if item is None and any(row.kind == "mail" for row in rows):
+            item = ("mail", None)  # messages of a .eml or .mbox: read, and known by Message-ID
+        record_item(conn, source, key, item=item, status=status,
                     error="; ".join(errors)[:2000] or None)  # fmt: skip
     return counts
 
 
 def _archive_gone(
-    cx: Context, source: SyncedSource, seen: dict[str, Seen], present: set[str]
+    cx: Context,
+    source: SyncedSource,
+    seen: dict[str, Seen],
+    present: set[str],
+    unlisted: list[str],
 ) -> int:
-    """Archive the live items whose files are gone; forget the rows of those that moved."""
+    """Archive the live items whose files are gone; forget the rows of those that moved.
+    Those under a folder that could not be listed (`unlisted`) are left as they are."""
     archived = 0
     for key, before in seen.items():
-        if key in present or before.archived:
+        if key in present or before.archived or key.startswith(tuple(unlisted)):
             continue
         with cx.transaction() as conn:
             item = _item_at(conn, source, key, live=True)

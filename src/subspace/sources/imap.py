@@ -28,7 +28,7 @@ from typing import Any
 from uuid import UUID
 
 from imapclient import IMAPClient
-from imapclient.exceptions import IMAPClientError, LoginError
+from imapclient.exceptions import IMAPClientAbortError, IMAPClientError, LoginError
 from psycopg.types.json import Jsonb
 
 from subspace import commands
@@ -42,9 +42,12 @@ from subspace.sources.folder import SourceFailed
 from subspace.sources.model import SyncedSource
 
 TIMEOUT_S = 30.0  # for connecting and for each answer of the server
-BATCH = 50  # messages fetched in one command
+BATCH = 50  # messages whose sizes are asked in one command
+FETCH_BYTES = 16 * 1024 * 1024  # of message bodies fetched in one command
 IDLE_CHECK_S = 1.0  # how often a wait in IDLE looks at the stop flag
 IDLE_MAX_S = 25 * 60  # RFC 2177: a client re-issues IDLE at least every 29 minutes
+# Followed folders past the first (IDLE watches one folder a connection) are read this often.
+MORE_FOLDERS_S = 10.0
 
 
 def _error_of(exc: BaseException, config: dict[str, Any]) -> SourceFailed:
@@ -117,11 +120,13 @@ def sync_mailbox(
         for folder in source.config["folders"]:
             if stop is not None and stop.is_set():
                 return counts
-            validity = _open(cx, source, client, folder, counts)
-            if validity is None:
+            opened_at = _open(cx, source, client, folder, counts)
+            if opened_at is None:
                 continue
+            validity, uidnext = opened_at
             opened[folder] = validity
-            _fetch_new(cx, source, client, importer, folder, validity, counts, stop)
+            if _fetch_new(cx, source, client, importer, folder, validity, counts, stop):
+                _pass_expunged(cx, source, folder, validity, uidnext)
         for folder, validity in opened.items():
             client.select_folder(folder, readonly=True)
             present = set(client.search("ALL"))
@@ -132,10 +137,13 @@ def sync_mailbox(
 
 def _open(
     cx: Context, source: SyncedSource, client: IMAPClient, folder: str, counts: Counter[str]
-) -> int | None:
-    """Select the folder; its UIDVALIDITY, or None (reported) when the server refuses it."""
+) -> tuple[int, int] | None:
+    """Select the folder; its UIDVALIDITY and UIDNEXT, or None (reported) when the server
+    refuses it."""
     try:
         info = client.select_folder(folder, readonly=True)
+    except IMAPClientAbortError:
+        raise  # the connection, not the folder: the round fails and reconnects
     except IMAPClientError as exc:
         counts["failed"] += 1
         with cx.transaction() as conn:
@@ -146,7 +154,7 @@ def _open(
             "delete from kb.source_items where workspace_id = %s and source_id = %s and key = %s",
             (source.workspace_id, source.id, folder),
         )
-    return int(info[b"UIDVALIDITY"])
+    return int(info[b"UIDVALIDITY"]), int(info.get(b"UIDNEXT", 0))
 
 
 def _fetch_new(
@@ -158,7 +166,8 @@ def _fetch_new(
     validity: int,
     counts: Counter[str],
     stop: threading.Event | None,
-) -> None:
+) -> bool:
+    """Fetch and store the folder's messages past the cursor; False when stopped first."""
     with cx.transaction() as conn:
         place = _cursor(conn, source).get(folder) or {}
     last = int(place.get("last_uid", 0)) if place.get("uidvalidity") == validity else 0
@@ -167,11 +176,14 @@ def _fetch_new(
     limit = cx.settings.max_upload_bytes
     for start in range(0, len(uids), BATCH):
         if stop is not None and stop.is_set():
-            return
+            return False
         batch = uids[start : start + BATCH]
         sizes = client.fetch(batch, ["RFC822.SIZE"])
-        wanted = [uid for uid in batch if int(sizes.get(uid, {}).get(b"RFC822.SIZE", 0)) <= limit]
-        bodies = client.fetch(wanted, ["BODY.PEEK[]"]) if wanted else {}
+        size_of = {uid: int(sizes.get(uid, {}).get(b"RFC822.SIZE", 0)) for uid in batch}
+        wanted = [uid for uid in batch if size_of[uid] <= limit]
+        bodies: dict[int, Any] = {}
+        for part in _by_bytes(wanted, size_of):
+            bodies.update(client.fetch(part, ["BODY.PEEK[]"]))
         counts["fetched"] += len(wanted)
         for uid in batch:
             key = f"{folder}:{validity}:{uid}"
@@ -187,6 +199,35 @@ def _fetch_new(
             else:
                 outcome = _store(cx, source, importer, folder, validity, uid, key, raw)
             counts[outcome] += 1
+    return True
+
+
+def _pass_expunged(
+    cx: Context, source: SyncedSource, folder: str, validity: int, uidnext: int
+) -> None:
+    """Move the cursor up to the UIDs the folder had given when it was opened: those not
+    fetched were expunged before they could be, and the wait for new mail compares the
+    cursor with the folder's next UID."""
+    with cx.transaction() as conn:
+        place = _cursor(conn, source).get(folder) or {}
+        last = int(place.get("last_uid", 0)) if place.get("uidvalidity") == validity else 0
+        if uidnext - 1 > last or place.get("uidvalidity") != validity:
+            _advance(conn, source, folder, validity, max(last, uidnext - 1))
+
+
+def _by_bytes(uids: list[int], size_of: dict[int, int]) -> Iterator[list[int]]:
+    """`uids` in runs of at most FETCH_BYTES of messages (one larger message alone), so a
+    fetch never holds fifty of the largest messages at once."""
+    run: list[int] = []
+    held = 0
+    for uid in uids:
+        if run and held + size_of[uid] > FETCH_BYTES:
+            yield run
+            run, held = [], 0
+        run.append(uid)
+        held += size_of[uid]
+    if run:
+        yield run
 
 
 def _store(
@@ -208,6 +249,7 @@ def _store(
     with cx.transaction() as conn:
         bound = cx.on(conn)
         mail_id: UUID | None
+        error = None
         try:
             mail, _, _ = store_mail(bound, parsed, source.kb_id)
             mail_id, outcome = mail.id, "added"
@@ -215,7 +257,9 @@ def _store(
             mail_id, outcome = stored_mail_id(bound, conn, parsed), "listed"
             if mail_id is not None and _restore_if_ours(bound, conn, source, mail_id):
                 outcome = "restored"
-        _record(conn, source, key, mail_id)
+        except SubspaceError as exc:  # a field no mail may hold: this message fails alone
+            mail_id, outcome, error = None, "failed", exc.message
+        _record(conn, source, key, mail_id, error=error)
         _advance(conn, source, folder, validity, uid)
     return outcome
 
@@ -309,6 +353,8 @@ def _forget_gone(
             counts["unlisted"] += 1
             if row["item_id"] is None or _still_listed(conn, source, row["item_id"]):
                 continue
+            if queries.get_mail(conn, source.workspace_id, row["item_id"]).archived_at:
+                continue  # put away by a person: theirs, never restored by the sync
             commands.archive_mail(cx.on(conn), row["item_id"])
             # Kept, marked: were the message to come back, the mail would be restored.
             conn.execute(
@@ -348,19 +394,39 @@ def wait_for_mail(
     client: IMAPClient, source: SyncedSource, stop: threading.Event, timeout_s: float
 ) -> bool:
     """Wait in IDLE on the first followed folder until the server says something changed
-    (True), `timeout_s` passes or `stop` is set (False)."""
+    (True), `timeout_s` passes or `stop` is set (False). Mail that came between the round
+    and now, found by the folder's next UID, ends the wait at once; the other folders are
+    looked at every MORE_FOLDERS_S."""
+    folder = source.config["folders"][0]
+    if len(source.config["folders"]) > 1:
+        timeout_s = min(timeout_s, MORE_FOLDERS_S)
     deadline = time.monotonic() + min(timeout_s, IDLE_MAX_S)
+    place = source.cursor.get(folder) or {}
     with speaking_to(source.config):
-        client.select_folder(source.config["folders"][0], readonly=True)
+        info = client.select_folder(folder, readonly=True)
+        if (
+            place.get("uidvalidity") != info.get(b"UIDVALIDITY")
+            or int(info.get(b"UIDNEXT", 0)) > int(place.get("last_uid", 0)) + 1
+        ):
+            return True
         client.idle()
         try:
+            empty = 0  # answers in a row that brought nothing before their timeout
             while not stop.is_set() and time.monotonic() < deadline:
+                asked = time.monotonic()
                 responses = client.idle_check(timeout=IDLE_CHECK_S)
                 if any(
                     len(response) > 1 and response[1] in (b"EXISTS", b"EXPUNGE")
                     for response in responses
                 ):
                     return True
+                # imapclient reads a closed connection as no news: a socket that keeps
+                # saying it has something, and gives nothing, is closed.
+                quick = not responses and time.monotonic() - asked < IDLE_CHECK_S / 2
+                empty = empty + 1 if quick else 0
+                if empty >= 3:
+                    raise SourceFailed(f"{source.config['host']} closed the connection.")
         finally:
-            client.idle_done()
+            with suppress(Exception):  # on a closed connection there is nothing to end
+                client.idle_done()
     return False

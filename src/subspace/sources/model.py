@@ -38,6 +38,8 @@ MAX_PASSWORD_CHARS = 1000
 ITEM_KINDS = ("page", "file", "mail")
 # Editors' and browsers' files that stand for another while it is written: a round that met
 # one would import, then archive it.
+# The system's own folders, never a folder of documents (and /proc's files block a read).
+SYSTEM_FOLDERS = (Path("/proc"), Path("/sys"), Path("/dev"), Path("/run"))
 EDITOR_TEMPORARIES = ("*~", "*.swp", "*.swx", "*.tmp", ".#*", "#*#", "*.part", "*.crdownload")
 
 COLUMNS = (
@@ -65,14 +67,32 @@ class SyncedSource:
     created_at: datetime
 
 
-def _name(name: str) -> str:
-    name = " ".join(name.split())
+def _plain(what: str, value: str) -> str:
+    """`value` when it is text Postgres and a person can read: no control characters (a NUL
+    cannot be stored) and no lone surrogates (not UTF-8)."""
+    bad = next((c for c in value if ord(c) < 32 or 0xD800 <= ord(c) <= 0xDFFF), None)
+    if bad is not None:
+        raise InvalidInput(
+            f"{what} holds the character U+{ord(bad):04X}, which it cannot hold: remove it."
+        )
+    return value
+
+
+def source_name(name: str) -> str:
+    """The name, checked and with its spaces tidied."""
+    name = " ".join(_plain("A source's name", name).split())
     if not name or len(name) > MAX_NAME_CHARS:
         raise InvalidInput(f"A source's name must be 1 to {MAX_NAME_CHARS} characters.")
-    return name
+    try:
+        UUID(name)
+    except ValueError:
+        return name
+    raise InvalidInput("A source's name cannot be an id (it would name another source).")
 
 
 def _patterns(what: str, patterns: list[str]) -> list[str]:
+    for pattern in patterns:
+        _plain(f"A pattern of {what}", pattern)
     if len(patterns) > MAX_PATTERNS or any(
         not p.strip() or len(p) > MAX_PATTERN_CHARS for p in patterns
     ):
@@ -117,23 +137,24 @@ def folder_config(
 ) -> dict[str, Any]:
     """A folder source's settings, checked: an existing folder, given as an absolute path
     (a relative one would mean another folder to each process)."""
-    if not path or len(path) > 4096 or "\0" in path:
+    include, exclude = _patterns("include", include or []), _patterns("exclude", exclude or [])
+    types = _types(types or [])
+    if not path or len(path) > 4096:
         raise InvalidInput("A folder source needs the folder's path (at most 4,096 characters).")
+    _plain("A folder's path", path)
     if not os.path.isabs(path):
         raise InvalidInput(f"Give the folder's absolute path; {path!r} is relative.")
     folder = Path(path).resolve()
+    if folder == Path("/") or any(folder.is_relative_to(system) for system in SYSTEM_FOLDERS):
+        raise InvalidInput(f"{folder} is the system's, not a folder of documents: choose one.")
     _check_under_roots(folder, roots)
     if not folder.is_dir():
         raise InvalidInput(f"{folder} is not a folder this server can read.")
-    return {
-        "path": str(folder),
-        "include": _patterns("include", include or []),
-        "exclude": _patterns("exclude", exclude or []),
-        "types": _types(types or []),
-    }
+    return {"path": str(folder), "include": include, "exclude": exclude, "types": types}
 
 
 def _is_loopback(host: str) -> bool:
+    host = host.lower().rstrip(".")
     if host == "localhost":
         return True
     try:
@@ -146,7 +167,7 @@ def imap_config(
     host: str, *, user: str, folders: list[str], port: int | None = None, tls: str = "tls"
 ) -> dict[str, Any]:
     """A mailbox source's settings, checked; the password is kept apart (`seal_password`)."""
-    host = host.strip()
+    host = _plain("The server's host name", host).strip()
     if not host or len(host) > MAX_FIELD_CHARS or any(c.isspace() for c in host):
         raise InvalidInput("An IMAP source needs the server's host name, such as imap.example.org.")
     if tls not in TLS_MODES:
@@ -157,8 +178,11 @@ def imap_config(
             "(port 993) or starttls (port 143)."
         )
     port = IMAP_PORTS[tls] if port is None else port
-    if not isinstance(port, int) or not 1 <= port <= 65_535:
+    if type(port) is not int or not 1 <= port <= 65_535:
         raise InvalidInput(f"port must be 1 to 65535, not {port!r}.")
+    _plain("The user name", user)
+    for folder in folders:
+        _plain("A folder's name", folder)
     if not user or len(user) > MAX_FIELD_CHARS:
         raise InvalidInput(f"An IMAP source needs the user name (at most {MAX_FIELD_CHARS}).")
     folders = list(dict.fromkeys(f.strip() for f in folders if f.strip())) or ["INBOX"]
@@ -171,6 +195,8 @@ def imap_config(
 
 
 def check_password(password: str) -> str:
+    if "\0" in password:
+        raise InvalidInput("A password cannot hold a NUL character.")
     if not password or len(password) > MAX_PASSWORD_CHARS:
         raise InvalidInput(
             f"An IMAP source needs the password or app token (at most {MAX_PASSWORD_CHARS} "
@@ -195,7 +221,7 @@ def add_source(
     password: str | None = None,
 ) -> SyncedSource:
     """Keep a new source; its first sync starts in the background work at once."""
-    name = _name(name)
+    name = source_name(name)
     secret = seal_password(cx.settings, check_password(password or "")) if kind == "imap" else None
     ws = cx.actor.workspace_id
     with cx.transaction() as conn:
@@ -207,7 +233,7 @@ def add_source(
         if taken:
             raise Conflict(f"A source named {name!r} exists already: choose another name.")
         if kind == "folder":
-            _check_folder_name_free(conn, ws, kb, Path(config["path"]).name)
+            _check_folder_free(conn, ws, kb, Path(config["path"]))
         row = conn.execute(
             f"insert into kb.sources (workspace_id, kb_id, user_id, kind, name, config, secret) "
             f"values (%s, %s, %s, %s, %s, %s, %s) on conflict (workspace_id, name) do nothing "
@@ -220,16 +246,25 @@ def add_source(
     return SyncedSource(**row)
 
 
-def _check_folder_name_free(conn: Conn, ws: UUID, kb: UUID, folder_name: str) -> None:
+def _check_folder_free(conn: Conn, ws: UUID, kb: UUID, folder: Path) -> None:
     """Items from a folder are known by paths that start with its name, so two folders of
-    one name cannot feed one knowledge base."""
+    one name, or one inside another, cannot feed one knowledge base."""
     rows = conn.execute(
         "select name, config->>'path' as path from kb.sources "
         "where workspace_id = %s and kb_id = %s and kind = 'folder'",
         (ws, kb),
     ).fetchall()
     for row in rows:
-        if Path(row["path"]).name == folder_name:
+        other = Path(row["path"])
+        if folder.is_relative_to(other) or other.is_relative_to(folder):
+            raise Conflict(
+                f"The source {row['name']!r} already follows {other}, and {folder} "
+                f"{'is inside it' if folder.is_relative_to(other) else 'holds it'}: their "
+                "files would be one source's and the other's in turn. Add the folder to "
+                "another knowledge base, or follow only one of the two."
+            )
+        folder_name = folder.name
+        if other.name == folder_name:
             raise Conflict(
                 f"The source {row['name']!r} already feeds this knowledge base from a folder "
                 f"named {folder_name!r} ({row['path']}); items are known by paths that start "
@@ -245,14 +280,17 @@ def list_sources(conn: Conn, ws: UUID) -> list[SyncedSource]:
 
 
 def get_source(conn: Conn, ws: UUID, name_or_id: str | UUID) -> SyncedSource:
-    """A source by its id or its name."""
-    try:
-        source_id: UUID | None = UUID(str(name_or_id))
-    except ValueError:
-        source_id = None
+    """A source by its id (a UUID), or by its name or id as typed (a string)."""
+    value: UUID | str
+    if isinstance(name_or_id, UUID):
+        where, value = "id = %s", name_or_id
+    else:
+        try:
+            where, value = "id = %s", UUID(name_or_id)  # a name is never an id (`source_name`)
+        except ValueError:
+            where, value = "name = %s", name_or_id
     row = conn.execute(
-        f"select {COLUMNS} from kb.sources where workspace_id = %s and (id = %s or name = %s)",
-        (ws, source_id, str(name_or_id)),
+        f"select {COLUMNS} from kb.sources where workspace_id = %s and {where}", (ws, value)
     ).fetchone()
     if row is None:
         raise NotFound(

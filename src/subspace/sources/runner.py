@@ -11,9 +11,10 @@ is retried with a growing pause (loop.Loop's back-off); other sources go on mean
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from uuid import UUID
 
@@ -44,6 +45,8 @@ log = logging.getLogger(__name__)
 SUPERVISOR_POLL_S = 10.0  # a source added while its notification was missed starts this late
 WATCH_DEBOUNCE_MS = 300  # changes within this long of each other make one round
 JOIN_S = 10.0
+PAUSED_WAIT_S = 3600.0  # a paused source is tried again when woken, or after this long
+IDLE_BROKEN_WAIT_S = 2.0  # after a wait in IDLE broke, before the round that reconnects
 
 
 @contextmanager
@@ -79,31 +82,64 @@ class SourceSync:
             return get_source(conn, self.workspace_id, self.source_id)
 
     def round(
-        self, stop: threading.Event | None = None, *, wait: bool = False, reread: bool = False
+        self,
+        stop: threading.Event | None = None,
+        *,
+        wait: bool = False,
+        reread: bool = False,
+        on_wait: Callable[[], None] | None = None,
     ) -> Counter[str] | None:
-        """One round; None when another process is syncing the source (and not `wait`).
+        """One round; None when another process is syncing the source (and not `wait`:
+        then `on_wait` is called before waiting for it) or the source was removed meanwhile.
         Records the outcome on the source; a failure raises SourceFailed."""
-        with sync_lock(self.db.dsn, self.source_id, wait=wait) as held:
-            if not held:
-                return None
-            source = self.load()
-            cx = self.db.context(Actor(source.workspace_id, source.user_id), self.settings)
-            try:
-                if source.kind == "folder":
-                    counts = sync_folder(cx, source, stop, reread=reread)
-                else:
-                    counts = imap.sync_mailbox(cx, source, self._client(source), stop)
-            except SourceFailed as exc:
-                self.close()
-                with self.db.pool.connection() as conn:
-                    record_failed_round(conn, source, exc.reason, paused=exc.paused)
-                raise
-            except BaseException:
-                self.close()  # a connection in an unknown state is not reused
-                raise
-            with self.db.pool.connection() as conn:
-                record_round(conn, source, dict(counts))
-            return counts
+        with sync_lock(self.db.dsn, self.source_id, wait=False) as held:
+            if held:
+                return self._round(stop, reread)
+        if not wait:
+            return None
+        if on_wait is not None:
+            on_wait()
+        with sync_lock(self.db.dsn, self.source_id, wait=True):
+            return self._round(stop, reread)
+
+    def _round(self, stop: threading.Event | None, reread: bool) -> Counter[str] | None:
+        source = self.load()
+        cx = self.db.context(Actor(source.workspace_id, source.user_id), self.settings)
+        try:
+            if source.kind == "folder":
+                counts = sync_folder(cx, source, stop, reread=reread)
+            else:
+                counts = imap.sync_mailbox(cx, source, self._client(source), stop)
+        except SourceFailed as exc:
+            self.close()
+            self._record_failure(source, exc.reason, paused=exc.paused)
+            raise
+        except psycopg.errors.ForeignKeyViolation:
+            self.close()
+            if self._removed():
+                return None  # removed during the round: nothing of it is kept
+            raise
+        except Exception as exc:
+            self.close()  # a connection in an unknown state is not reused
+            self._record_failure(source, f"The round failed ({type(exc).__name__}: {exc}).")
+            raise
+        except BaseException:
+            self.close()
+            raise
+        with self.db.pool.connection() as conn:
+            record_round(conn, source, dict(counts))
+        return counts
+
+    def _record_failure(self, source: SyncedSource, reason: str, *, paused: bool = False) -> None:
+        with self.db.pool.connection() as conn:
+            record_failed_round(conn, source, reason, paused=paused)
+
+    def _removed(self) -> bool:
+        try:
+            self.load()
+        except NotFound:
+            return True
+        return False
 
     def _client(self, source: SyncedSource) -> IMAPClient:
         if self.client is None:
@@ -130,16 +166,25 @@ class SourceSync:
 class SourceRunner(Loop):
     """The loop of one source, in a thread of its own."""
 
+    # A wake ("Sync now", a new password, a change in the folder) cuts a back-off short: the
+    # failures here are a remote server's or a folder's, not caused by what wakes the loop.
+    wake_cuts_backoff = True
+
     def __init__(self, db: Database, settings: Settings, workspace_id: UUID, source_id: UUID):
         super().__init__()
         self.name = f"source-{str(source_id)[:8]}"
-        self.poll_s = float(settings.source_scan_s)
+        self.scan_s = float(settings.source_scan_s)
+        # The longest wait between rounds: each round says when the next is due (a scan's
+        # interval; a paused source's hour), and `Loop` caps that at `poll_s`.
+        self.poll_s = PAUSED_WAIT_S
         self.sync = SourceSync(db, settings, workspace_id, source_id)
         # Set by a wake or a stop: cuts short a wait in IDLE.
         self._interrupt = threading.Event()
         # Set by a stop only: ends a round between two items, and the watcher.
         self._stopping = threading.Event()
         self._watcher: threading.Thread | None = None
+        self._watch_stop: threading.Event | None = None
+        self._watched: tuple[int, int] | None = None  # the watched folder's device and inode
 
     def wake(self) -> None:
         self._interrupt.set()
@@ -159,15 +204,34 @@ class SourceRunner(Loop):
             return None
         if source.kind == "folder":
             self._watch(source)
-        if self.sync.round(self._stopping) is None:
-            return 1.0  # `subspace sources sync` holds it: look again soon
-        client = self.sync.client
-        if source.kind == "imap" and client is not None and imap.supports_idle(client, source):
-            # Until the server reports a change, a wake or a stop, or a scan's interval
-            # passes: the next round is due in every case.
-            imap.wait_for_mail(client, source, self._interrupt, self.poll_s)
-            return 0.0
-        return None
+        try:
+            counts = self.sync.round(self._stopping)
+        except SourceFailed as exc:
+            if not exc.paused:
+                raise  # retried with a growing pause
+            # It needs a person (a password, a key): tried again when woken (a new password,
+            # "Sync now"), not every minute against a server that refuses it.
+            log.warning("source %s paused: %s", self.sync.source_id, exc.reason)
+            return PAUSED_WAIT_S
+        if counts is None:
+            return 1.0  # `subspace sources sync` holds it, or it was removed: look again soon
+        if source.kind == "imap" and self.sync.client is not None:
+            return self._wait_for_mail(self.sync.client)
+        return self.scan_s
+
+    def _wait_for_mail(self, client: IMAPClient) -> float:
+        """Wait in IDLE when the server offers it; the next round is due when it ends."""
+        try:
+            source = self.sync.load()
+            if not imap.supports_idle(client, source):
+                return self.scan_s  # polled
+            imap.wait_for_mail(client, source, self._interrupt, self.scan_s)
+        except (SourceFailed, NotFound) as exc:
+            # The connection broke while waiting: the next round opens a new one.
+            self.sync.close()
+            log.info("source %s: the wait for mail ended (%s)", self.sync.source_id, exc)
+            return IDLE_BROKEN_WAIT_S
+        return 0.0
 
     def failed(self, exc: BaseException) -> None:
         if isinstance(exc, SourceFailed):
@@ -176,21 +240,33 @@ class SourceRunner(Loop):
             log.error("source %s: a round failed", self.sync.source_id, exc_info=exc)
 
     def _watch(self, source: SyncedSource) -> None:
-        """Start following the folder's changes (once); without them, the scans remain."""
-        if self._watcher is not None and self._watcher.is_alive():
-            return
+        """Follow the folder's changes; without them, the scans remain. A folder replaced
+        by another at its path (renamed away, a new one made) is followed anew."""
         path = source.config["path"]
-        self._watcher = threading.Thread(target=self._follow, args=(path,),
+        try:
+            status = os.stat(path)
+            identity = (status.st_dev, status.st_ino)
+        except OSError:
+            identity = None
+        watching = self._watcher is not None and self._watcher.is_alive()
+        if watching and identity == self._watched:
+            return
+        if self._watch_stop is not None:
+            self._watch_stop.set()  # the old watcher ends within its step
+        if identity is None:
+            return
+        self._watched, self._watch_stop = identity, threading.Event()
+        self._watcher = threading.Thread(target=self._follow, args=(path, self._watch_stop),
                                          name=f"{self.name}-watch", daemon=True)  # fmt: skip
         self._watcher.start()
 
-    def _follow(self, path: str) -> None:
+    def _follow(self, path: str, stop: threading.Event) -> None:
         import watchfiles
 
         try:
             for _changes in watchfiles.watch(
                 path,
-                stop_event=self._stopping,
+                stop_event=stop,
                 debounce=WATCH_DEBOUNCE_MS,
                 step=50,
                 yield_on_timeout=False,
@@ -199,10 +275,12 @@ class SourceRunner(Loop):
                 self.wake()
         except Exception as exc:  # the folder went, or the system's watches ran out
             log.warning("cannot follow changes in %s (%s); it is scanned every %.0f s",
-                        path, exc, self.poll_s)  # fmt: skip
+                        path, exc, self.scan_s)  # fmt: skip
 
     def closed(self) -> None:
         self._stopping.set()
+        if self._watch_stop is not None:
+            self._watch_stop.set()
         self.sync.close()
         if self._watcher is not None:
             self._watcher.join(timeout=JOIN_S)

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from fastapi import APIRouter, Depends
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from subspace.api.auth import require_context
 from subspace.api.bodies import RequestBody
@@ -47,7 +47,7 @@ class ImapSourceIn(RequestBody):
     kind: Literal["imap"]
     name: str = Field(max_length=model.MAX_NAME_CHARS)
     host: str = SHORT
-    port: int | None = Field(default=None, ge=1, le=65_535)
+    port: StrictInt | None = Field(default=None, ge=1, le=65_535)
     tls: Literal["tls", "starttls", "none"] = "tls"
     user: str = SHORT
     password: str = Field(max_length=model.MAX_PASSWORD_CHARS, description="Kept encrypted.")
@@ -104,6 +104,7 @@ def list_sources(cx: CX) -> list[SourceOut]:
 @router.post("", status_code=201, responses=error_responses(403, 404, 409))
 def add_source(body: SourceIn, cx: CX) -> SourceOut:
     """Add a watched folder or an IMAP mailbox; its first sync starts at once."""
+    model.source_name(body.name)  # its faults first: the rest may be fine
     if isinstance(body, FolderSourceIn):
         config = model.folder_config(
             body.path, include=body.include, exclude=body.exclude, types=list(body.types),
