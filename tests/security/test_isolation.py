@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 from typing import Any
 
 from fastapi.testclient import TestClient
@@ -11,6 +12,7 @@ from subspace.answers.runs import enqueue_run
 from subspace.context import Context
 from subspace.database import Database
 from subspace.sessions import create_signin_code, start_session
+from subspace.sources import model
 from subspace.workspaces import create_workspace
 from tests.conftest import api_operations, make_client
 
@@ -25,6 +27,8 @@ def other_workspace(database: Database, cx: Context) -> dict[str, Any]:
     mail = commands.add_mail(theirs, message_id="<theirs@x>", subject="theirs")
     tag = commands.create_tag(theirs, "owner", "text")
     run = enqueue_run(theirs, "their question", page_id=page.id)
+    folder = model.folder_config(tempfile.mkdtemp(prefix="their-notes-"))
+    source = model.add_source(theirs, "their notes", "folder", folder)
     with database.pool.connection() as conn:
         kb = conn.execute(
             "select id from kb.knowledge_bases where workspace_id = %s", (actor.workspace_id,)
@@ -41,6 +45,7 @@ def other_workspace(database: Database, cx: Context) -> dict[str, Any]:
         "run_id": run.id,
         "kb_id": kb["id"],
         "session_id": session.id,
+        "source_id": source.id,
         "workspace_id": actor.workspace_id,
     }
 
@@ -55,7 +60,9 @@ def snapshot(database: Database) -> list[Any]:
             "   from kb.files) as files,"
             " (select count(*) from kb.tag_values) as tags,"
             " (select count(*) from kb.exclusions) as exclusions,"
-            " (select count(*) from kb.sessions where ended_at is null) as sessions"
+            " (select count(*) from kb.sessions where ended_at is null) as sessions,"
+            " (select array_agg(status || coalesce(secret::text, '') order by id)"
+            "   from kb.sources) as sources"
         ).fetchall()
 
 
@@ -74,6 +81,7 @@ def test_every_route_hides_another_workspaces_ids(
         "run_id": theirs["run_id"],
         "kb_id": theirs["kb_id"],
         "session_id": theirs["session_id"],
+        "source_id": theirs["source_id"],
     }
     item_ids = {"/api/pages": "page_id", "/api/files": "file_id", "/api/mail": "mail_id"}
     bodies: dict[tuple[str, str], Any] = {
@@ -83,6 +91,7 @@ def test_every_route_hides_another_workspaces_ids(
         ("PATCH", "/api/files/{file_id}"): {"enabled": False},
         ("PUT", "/api/tags/{tag_id}/values/{target_kind}/{target_id}"): {"value": "x"},
         ("POST", "/api/tools/{name}"): {"arguments": {"page_id": str(theirs["page_id"])}},
+        ("PUT", "/api/sources/{source_id}/password"): {"password": "pwned"},
     }
     checked = 0
     for method, path in api_operations(client):

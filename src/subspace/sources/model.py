@@ -312,11 +312,11 @@ def sealed_password(conn: Conn, source: SyncedSource) -> bytes | None:
 @retried
 def set_password(cx: Context, name_or_id: str | UUID, password: str) -> SyncedSource:
     """Keep a new password for an IMAP source (sealed with today's key) and sync again."""
-    secret = seal_password(cx.settings, check_password(password))
     with cx.transaction() as conn:
         source = get_source(conn, cx.actor.workspace_id, name_or_id)
         if source.kind != "imap":
             raise InvalidInput(f"{source.name!r} is a folder: it has no password.")
+        secret = seal_password(cx.settings, check_password(password))
         conn.execute(
             "update kb.sources set secret = %s, status = 'waiting', status_reason = null, "
             "failures = 0, updated_at = now() where workspace_id = %s and id = %s",

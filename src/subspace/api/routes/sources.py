@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from fastapi import APIRouter, Depends
-from pydantic import BaseModel, ConfigDict, Field, StrictInt
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, WithJsonSchema
 
 from subspace.api.auth import require_context
 from subspace.api.bodies import RequestBody
@@ -55,10 +55,25 @@ class ImapSourceIn(RequestBody):
     kb_id: UUID | None = None
 
 
-SourceIn = Annotated[FolderSourceIn | ImapSourceIn, Field(discriminator="kind")]
+SourceIn = Annotated[
+    FolderSourceIn | ImapSourceIn,
+    Field(discriminator="kind"),
+    WithJsonSchema({
+        "oneOf": [{"$ref": "#/components/schemas/FolderSourceIn"},
+                  {"$ref": "#/components/schemas/ImapSourceIn"}],
+        "discriminator": {"propertyName": "kind"},
+        "examples": [
+            {"kind": "folder", "name": "Notes", "path": "/srv/notes", "exclude": ["drafts/*"]},
+            {"kind": "imap", "name": "Work mail", "host": "imap.example.org",
+             "user": "me@example.org", "password": "an app token", "folders": ["INBOX"]},
+        ],
+    }),
+]  # fmt: skip
 
 
 class PasswordIn(RequestBody):
+    model_config = ConfigDict(json_schema_extra={"examples": [{"password": "a new app token"}]})
+
     password: str = Field(max_length=model.MAX_PASSWORD_CHARS)
 
 
