@@ -65,6 +65,13 @@ def test_changes_in_a_watched_folder_follow_while_the_server_runs(
         wait_for(lambda: titles(client, "ferry dusk") == {"Ferry"})
         assert titles(client, "dawn") == set()
 
+        # An editor's atomic save: written beside, then renamed over the file.
+        (notes / ".ferry.md.swp").write_text("the editor's own")
+        (notes / "ferry.md.tmp").write_text("# Ferry\n\n- the ferry leaves at noon\n")
+        os.replace(notes / "ferry.md.tmp", notes / "ferry.md")
+        wait_for(lambda: titles(client, "ferry noon") == {"Ferry"})
+        assert page_count(database, live=False) == 2  # no page for the temporary files
+
         (notes / "trips").mkdir()
         os.rename(notes / "ferry.md", notes / "trips" / "ferry.md")
         wait_for(lambda: page_count(database, live=False) == 2 and _moved(database))
