@@ -67,20 +67,18 @@ def open_pool(
     name: str = "subspace",
     wait: bool = True,
     kind: type[ConnectionPool[Conn]] = ConnectionPool,
-    options: str = "",
 ) -> ConnectionPool[Conn]:
     """Open a pool for a migrated database (pgvector's types must already exist).
 
     `timeout` is how long `connection()` waits for a free connection before it raises
     PoolTimeout. With `wait` the first connection must open now (or DatabaseError); without
     it the pool connects in the background, and a server that is down fails its borrowers.
-    `options` are the connections' server settings (`-c name=value …`).
     """
     pool: ConnectionPool[Conn] = kind(
         dsn,
         min_size=min_size,
         max_size=max_size,
-        kwargs={"row_factory": dict_row, **({"options": options} if options else {})},
+        kwargs={"row_factory": dict_row},
         configure=_configure,
         open=False,
         name=name,

@@ -232,15 +232,14 @@ def sync(name: str, reread: bool, as_json: bool, workspace: str | None) -> None:
     from subspace.ingest.worker import extract_pending
     from subspace.sources import model
     from subspace.sources.folder import SourceFailed
-    from subspace.sources.runner import SourceSync, open_sync_pool
+    from subspace.sources.runner import SourceSync
 
     settings = _settings()
     with _database(settings) as db:
         cx = _workspace_context(db, settings, workspace)
         with cx.transaction() as conn:
             source = model.get_source(conn, cx.actor.workspace_id, name)
-        pool = open_sync_pool(db)
-        syncer = SourceSync(db, settings, source.workspace_id, source.id, pool)
+        syncer = SourceSync(db, settings, source.workspace_id, source.id)
         try:
             waiting = f"{source.name}: waiting for the round the server is running…"
             counts = syncer.round(wait=True, reread=reread,
@@ -249,7 +248,6 @@ def sync(name: str, reread: bool, as_json: bool, workspace: str | None) -> None:
             raise click.ClickException(f"{source.name}: {exc.reason}") from None
         finally:
             syncer.close()
-            pool.close()
         extract_pending(db, settings, workers=os.cpu_count() or 1)
     if counts is None:
         raise click.ClickException(f"{source.name} was removed while it synced.")

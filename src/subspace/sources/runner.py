@@ -10,7 +10,6 @@ is retried with a growing pause (loop.Loop's back-off); other sources go on mean
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import threading
@@ -21,12 +20,10 @@ from uuid import UUID
 
 import psycopg
 from imapclient import IMAPClient
-from psycopg_pool import ConnectionPool
 
 from subspace.config import Settings
 from subspace.database import Database
 from subspace.db.locks import SOURCE_LOCK_CLASS
-from subspace.db.pool import Conn, open_pool
 from subspace.errors import NotFound
 from subspace.loop import Loop
 from subspace.models import Actor
@@ -48,7 +45,6 @@ log = logging.getLogger(__name__)
 SUPERVISOR_POLL_S = 10.0  # a source added while its notification was missed starts this late
 WATCH_DEBOUNCE_MS = 300  # changes within this long of each other make one round
 JOIN_S = 10.0
-SYNC_CONNECTIONS = 4  # the sources' writes, shared by every source of the process
 PAUSED_WAIT_S = 3600.0  # a paused source is tried again when woken, or after this long
 IDLE_BROKEN_WAIT_S = 2.0  # after a wait in IDLE broke, before the round that reconnects
 
@@ -73,31 +69,12 @@ def sync_lock(dsn: str, source_id: UUID, *, wait: bool) -> Iterator[bool]:
                 )
 
 
-def open_sync_pool(db: Database) -> ConnectionPool[Conn]:
-    """Connections for the sources' writes that commit without waiting for the disk: what a
-    round writes is rebuilt from the folder or the mailbox, so a commit lost with the machine
-    is only a file or a message the next round reads again (never half of one: a transaction
-    is whole or absent), while waiting for the disk at each of a first round's ten thousand
-    files' commits took most of its time beside the other writers."""
-    return open_pool(db.dsn, max_size=SYNC_CONNECTIONS, name="subspace-sources",
-                     options="-c synchronous_commit=off")  # fmt: skip
-
-
 class SourceSync:
-    """Syncs one source, round by round; a mailbox's connection is kept between rounds. With
-    `pool` (open_sync_pool's), its writes go through that pool."""
+    """Syncs one source, round by round; a mailbox's connection is kept between rounds."""
 
-    def __init__(
-        self,
-        db: Database,
-        settings: Settings,
-        workspace_id: UUID,
-        source_id: UUID,
-        pool: ConnectionPool[Conn] | None = None,
-    ):
+    def __init__(self, db: Database, settings: Settings, workspace_id: UUID, source_id: UUID):
         self.db, self.settings = db, settings
         self.workspace_id, self.source_id = workspace_id, source_id
-        self.pool = pool
         self.client: IMAPClient | None = None
 
     def load(self) -> SyncedSource:
@@ -128,8 +105,6 @@ class SourceSync:
     def _round(self, stop: threading.Event | None, reread: bool) -> Counter[str] | None:
         source = self.load()
         cx = self.db.context(Actor(source.workspace_id, source.user_id), self.settings)
-        if self.pool is not None:
-            cx = dataclasses.replace(cx, db=self.pool)
         try:
             if source.kind == "folder":
                 counts = sync_folder(cx, source, stop, reread=reread)
@@ -195,21 +170,14 @@ class SourceRunner(Loop):
     # failures here are a remote server's or a folder's, not caused by what wakes the loop.
     wake_cuts_backoff = True
 
-    def __init__(
-        self,
-        db: Database,
-        settings: Settings,
-        workspace_id: UUID,
-        source_id: UUID,
-        pool: ConnectionPool[Conn] | None = None,
-    ):
+    def __init__(self, db: Database, settings: Settings, workspace_id: UUID, source_id: UUID):
         super().__init__()
         self.name = f"source-{str(source_id)[:8]}"
         self.scan_s = float(settings.source_scan_s)
         # The longest wait between rounds: each round says when the next is due (a scan's
         # interval; a paused source's hour), and `Loop` caps that at `poll_s`.
         self.poll_s = PAUSED_WAIT_S
-        self.sync = SourceSync(db, settings, workspace_id, source_id, pool)
+        self.sync = SourceSync(db, settings, workspace_id, source_id)
         # Set by a wake or a stop: cuts short a wait in IDLE.
         self._interrupt = threading.Event()
         # Set by a stop only: ends a round between two items, and the watcher.
@@ -328,7 +296,6 @@ class SourcesLoop(Loop):
         super().__init__(db.dsn, SOURCES_CHANNEL)
         self.db, self.settings = db, settings
         self.runners: dict[UUID, tuple[SourceRunner, threading.Thread]] = {}
-        self.pool: ConnectionPool[Conn] | None = None  # opened at the first source
         self._asked: set[str] = set()
         self._asked_lock = threading.Lock()
 
@@ -348,11 +315,9 @@ class SourcesLoop(Loop):
             if source_id not in current or not thread.is_alive():
                 runner.stop()
                 del self.runners[source_id]
-        if sources and self.pool is None:
-            self.pool = open_sync_pool(self.db)
         for workspace_id, source_id in sources:
             if source_id not in self.runners:
-                runner = SourceRunner(self.db, self.settings, workspace_id, source_id, self.pool)
+                runner = SourceRunner(self.db, self.settings, workspace_id, source_id)
                 thread = threading.Thread(target=runner.run, name=runner.name, daemon=True)
                 self.runners[source_id] = (runner, thread)
                 thread.start()
@@ -366,5 +331,3 @@ class SourcesLoop(Loop):
         for _, thread in self.runners.values():
             thread.join(timeout=JOIN_S)
         self.runners.clear()
-        if self.pool is not None:
-            self.pool.close()
