@@ -174,8 +174,11 @@ def test_a_folder_source_is_checked_before_it_is_kept(cx: Context, tmp_path: Pat
         model.folder_config(str(notes), roots=str(tmp_path / "elsewhere"))
     assert model.folder_config(str(notes), roots=str(tmp_path))["path"] == str(notes)
     model.add_source(cx, "notes", "folder", model.folder_config(str(notes)))
+    with pytest.raises(Conflict, match="already follows"):  # the folder, whatever the name
+        model.add_source(cx, "notes again", "folder", model.folder_config(str(notes)))
+    (tmp_path / "papers").mkdir()
     with pytest.raises(Conflict, match="exists already"):
-        model.add_source(cx, "notes", "folder", model.folder_config(str(notes)))
+        model.add_source(cx, "notes", "folder", model.folder_config(str(tmp_path / "papers")))
     (tmp_path / "other" / "notes").mkdir(parents=True)
     with pytest.raises(Conflict, match="folder named 'notes'"):
         model.add_source(cx, "more", "folder", model.folder_config(str(tmp_path / "other/notes")))
@@ -289,3 +292,23 @@ def test_folders_inside_one_another_and_names_like_ids_are_refused(
         model.add_source(cx, str(UUID(int=7)), "folder", model.folder_config(str(tmp_path)))
     with pytest.raises(InvalidInput, match="system's"):
         model.folder_config("/proc/self")
+
+
+def test_a_copy_in_another_source_takes_nothing_from_the_first(cx: Context, tmp_path: Path) -> None:
+    # In folders of different parents: a path of one does not exist under the other's.
+    docs_folder, handbook_folder = tmp_path / "a" / "docs", tmp_path / "b" / "handbook"
+    docs_folder.mkdir(parents=True)
+    handbook_folder.mkdir(parents=True)
+    (docs_folder / "readme.md").write_text("# Readme\n\n- how to build it\n")
+    (handbook_folder / "copy.md").write_text("# Readme\n\n- how to build it\n")
+    docs = model.add_source(cx, "docs", "folder", model.folder_config(str(docs_folder)))
+    handbook = model.add_source(cx, "handbook", "folder",
+                                model.folder_config(str(handbook_folder)))  # fmt: skip
+    sync_folder(cx, docs)
+    assert sync_folder(cx, handbook)["unchanged"] == 1  # a copy of docs' page while it lives
+    assert set(pages(cx)) == {"docs/readme.md"}  # not moved to the handbook
+    (docs_folder / "readme.md").unlink()
+    assert sync_folder(cx, docs)["archived"] == 1
+    assert sync_folder(cx, handbook)["added"] == 1  # the handbook's copy is an item of its own
+    assert {path: archived for path, (_, archived) in pages(cx).items()} == {
+        "docs/readme.md": True, "handbook/copy.md": False}  # fmt: skip

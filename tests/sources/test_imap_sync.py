@@ -272,3 +272,12 @@ def test_a_refused_password_is_not_tried_again_until_a_new_one_is_given(
     model.set_password(keyed_cx, source.id, imap_server.PASSWORD)
     wait_for(lambda: len(mail_rows(database)) == 1, timeout_s=10)
     assert status_of(database, "mail")[0] == "ok"
+
+
+def test_a_new_password_is_logged_in_with_at_once(
+    database: Database, keyed_cx: Context, dovecot: Dovecot, sources_loop: SourcesLoop
+) -> None:
+    source = add_mailbox(keyed_cx, dovecot.port)
+    wait_for(lambda: status_of(database, "mail")[0] == "ok")
+    model.set_password(keyed_cx, source.id, "no longer right")  # the old connection still works
+    wait_for(lambda: status_of(database, "mail")[0] == "paused", timeout_s=10)

@@ -149,3 +149,14 @@ def test_the_command_line_adds_a_mailbox_with_its_password_on_stdin(
     assert wrong.exit_code == 0
     refused = runner.invoke(main, ["sources", "sync", "mail"])
     assert refused.exit_code == 1 and "refused the user name or password" in refused.output
+
+
+def test_a_bad_mailbox_on_the_command_line_is_one_line_not_a_traceback(
+    runner: CliRunner,
+) -> None:
+    for extra in (["--tls", "none"], ["--port", "70000"], ["--port", "0"]):
+        command = ["sources", "add", "imap", "imap.example.org", "--user", "me", *extra,
+                   "--password-stdin"]  # fmt: skip
+        refused = runner.invoke(main, command, input="secret\n")
+        assert refused.exit_code == 1 and "Traceback" not in refused.output
+        assert refused.output.startswith("Error: "), refused.output

@@ -353,8 +353,18 @@ class Importer:
                 self.report.rows.append(ImportRow(path, kind, outcome, failure or ""))
                 return None
             return at_path
+        # A file moves only within its folder (paths start with the folder's name): the same
+        # bytes from another folder (another source) are a copy of that item while it lives,
+        # and an item of their own once it was put away.
+        folder = path.split("/", 1)[0]
+        same = [k for k in same if k.source_path is None or k.source_path.split("/")[0] == folder
+                or not k.put_away]  # fmt: skip
         for known in same:
-            if known.source_path is None or not (self.base / known.source_path).exists():
+            moved_here = known.source_path is None or (
+                known.source_path.split("/")[0] == folder
+                and not (self.base / known.source_path).exists()
+            )
+            if moved_here:
                 # Its file is gone from where it was (or was imported before paths were
                 # kept): these bytes are that file, moved here.
                 sources.set_source_path(self.cx, kind, known.id, path)

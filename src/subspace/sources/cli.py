@@ -22,9 +22,10 @@ from subspace.cli_support import (
     _workspace_context,
     console,
 )
+from subspace.errors import SubspaceError
 
 COUNT_ORDER = ("added", "updated", "moved", "listed", "restored", "archived", "unlisted",
-               "unchanged", "skipped", "failed")  # fmt: skip
+               "unchanged", "skipped", "failed", "not read")  # fmt: skip
 
 
 @click.group("sources")
@@ -118,7 +119,10 @@ def add_imap(
     from subspace.sources import model
 
     settings = _settings()
-    config = model.imap_config(host, user=user, folders=list(folders), port=port, tls=tls)
+    try:
+        config = model.imap_config(host, user=user, folders=list(folders), port=port, tls=tls)
+    except SubspaceError as exc:
+        raise click.ClickException(exc.message) from None
     password = _password(password_stdin)
     with _database(settings, creates=True) as db:
         cx = _workspace_context(db, settings, workspace)
@@ -177,7 +181,8 @@ def _counts(counts: dict[str, int]) -> str:
     shown = [f"{counts[k]} {k}" for k in COUNT_ORDER if counts.get(k)]
     total = counts.get("files", counts.get("messages"))
     if total is not None:
-        shown.append(f"{total} {'files' if 'files' in counts else 'messages'} in all")
+        noun = "file" if "files" in counts else "message"
+        shown.append(f"{total} {noun}{'' if total == 1 else 's'} in all")
     return ", ".join(shown) or "-"
 
 

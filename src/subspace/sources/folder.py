@@ -83,12 +83,15 @@ def _matches(relative: str, patterns: list[str]) -> bool:
 
 
 def folder_files(
-    root: Path, config: dict[str, object], unlisted: list[str] | None = None
+    root: Path,
+    config: dict[str, object],
+    unlisted: list[str] | None = None,
+    unread: Counter[str] | None = None,
 ) -> Iterator[tuple[Path, os.stat_result]]:
     """The files of the folder the source follows, with their status: hidden files and
     folders, symbolic links, editors' temporary files, the excluded and the types not
     followed left out, in a stable order. A folder that cannot be listed is named in
-    `unlisted`."""
+    `unlisted`; files of a type Subspace does not read are counted in `unread`, by suffix."""
     include = list(config.get("include") or [])  # type: ignore[call-overload]
     exclude = list(config.get("exclude") or []) + list(EDITOR_TEMPORARIES)  # type: ignore[call-overload]
     types = set(config.get("types") or [])  # type: ignore[call-overload]
@@ -107,6 +110,8 @@ def folder_files(
             if _matches(relative, exclude) or (include and not _matches(relative, include)):
                 continue
             if types and _type_of(name) not in types:
+                if unread is not None and _type_of(name) is None:
+                    unread[os.path.splitext(name)[1].lower() or "no extension"] += 1
                 continue
             try:
                 status = path.lstat()
@@ -217,7 +222,8 @@ def sync_folder(
     counts: Counter[str] = Counter()
     present: set[str] = set()
     unlisted: list[str] = []
-    for path, status in folder_files(root, source.config, unlisted):
+    unread: Counter[str] = Counter()
+    for path, status in folder_files(root, source.config, unlisted, unread):
         if stop is not None and stop.is_set():
             return counts  # nothing archived: the folder was not walked whole
         key = _key(path.relative_to(base).as_posix())
@@ -245,6 +251,8 @@ def sync_folder(
         counts["unreadable folders"] = len(hidden)
     counts["archived"] += _archive_gone(cx, source, seen, present | set(hidden), hidden)
     counts["files"] = len(present)
+    if unread:  # said, not silently left out: `subspace import` reports them as skipped
+        counts["not read"] = unread.total()
     return counts
 
 

@@ -44,7 +44,11 @@ EDITOR_TEMPORARIES = ("*~", "*.swp", "*.swx", "*.tmp", ".#*", "#*#", "*.part", "
 
 COLUMNS = (
     "workspace_id, id, kb_id, user_id, kind, name, config, secret is not null as has_secret, "
-    "status, status_reason, cursor, last_sync_at, last_counts, failures, created_at"
+    "status, status_reason, cursor, last_sync_at, last_counts, failures, created_at, "
+    "(select count(*) from kb.source_items i left join kb.files f on i.item_kind = 'file' "
+    "and f.workspace_id = i.workspace_id and f.id = i.item_id where i.workspace_id = "
+    "s.workspace_id and i.source_id = s.id and (i.error is not null or f.status = 'failed'))"
+    " as failed_items"
 )
 
 
@@ -65,6 +69,7 @@ class SyncedSource:
     last_counts: dict[str, int]
     failures: int
     created_at: datetime
+    failed_items: int  # items it could not bring in, or whose text could not be read
 
 
 def _plain(what: str, value: str) -> str:
@@ -227,23 +232,23 @@ def add_source(
     with cx.transaction() as conn:
         kb = kb_id or queries.default_knowledge_base(conn, ws).id
         queries.get_knowledge_base(conn, ws, kb)  # NotFound when it is not this workspace's
+        if kind == "folder":
+            _check_folder_free(conn, ws, kb, Path(config["path"]))
         taken = conn.execute(
             "select 1 from kb.sources where workspace_id = %s and name = %s", (ws, name)
         ).fetchone()
         if taken:
             raise Conflict(f"A source named {name!r} exists already: choose another name.")
-        if kind == "folder":
-            _check_folder_free(conn, ws, kb, Path(config["path"]))
         row = conn.execute(
-            f"insert into kb.sources (workspace_id, kb_id, user_id, kind, name, config, secret) "
-            f"values (%s, %s, %s, %s, %s, %s, %s) on conflict (workspace_id, name) do nothing "
-            f"returning {COLUMNS}",
+            "insert into kb.sources (workspace_id, kb_id, user_id, kind, name, config, secret) "
+            "values (%s, %s, %s, %s, %s, %s, %s) on conflict (workspace_id, name) do nothing "
+            "returning id",
             (ws, kb, cx.actor.user_id, kind, name, Jsonb(config), secret),
         ).fetchone()
         if row is None:  # added meanwhile by another writer
             raise Conflict(f"A source named {name!r} exists already: choose another name.")
         notify(conn, row["id"])
-    return SyncedSource(**row)
+        return get_source(conn, ws, row["id"])
 
 
 def _check_folder_free(conn: Conn, ws: UUID, kb: UUID, folder: Path) -> None:
@@ -256,12 +261,14 @@ def _check_folder_free(conn: Conn, ws: UUID, kb: UUID, folder: Path) -> None:
     ).fetchall()
     for row in rows:
         other = Path(row["path"])
+        if other == folder:
+            raise Conflict(f"The source {row['name']!r} already follows {folder}.")
         if folder.is_relative_to(other) or other.is_relative_to(folder):
             raise Conflict(
                 f"The source {row['name']!r} already follows {other}, and {folder} "
-                f"{'is inside it' if folder.is_relative_to(other) else 'holds it'}: their "
-                "files would be one source's and the other's in turn. Add the folder to "
-                "another knowledge base, or follow only one of the two."
+                f"{'is inside it' if folder.is_relative_to(other) else 'holds it'}: a file "
+                "of both would belong to each in turn. Add the folder to another knowledge "
+                "base, or follow only one of the two."
             )
         folder_name = folder.name
         if other.name == folder_name:
@@ -274,7 +281,7 @@ def _check_folder_free(conn: Conn, ws: UUID, kb: UUID, folder: Path) -> None:
 
 def list_sources(conn: Conn, ws: UUID) -> list[SyncedSource]:
     rows = conn.execute(
-        f"select {COLUMNS} from kb.sources where workspace_id = %s order by name", (ws,)
+        f"select {COLUMNS} from kb.sources s where workspace_id = %s order by name", (ws,)
     ).fetchall()
     return [SyncedSource(**row) for row in rows]
 
@@ -290,7 +297,7 @@ def get_source(conn: Conn, ws: UUID, name_or_id: str | UUID) -> SyncedSource:
         except ValueError:
             where, value = "name = %s", name_or_id
     row = conn.execute(
-        f"select {COLUMNS} from kb.sources where workspace_id = %s and {where}", (ws, value)
+        f"select {COLUMNS} from kb.sources s where workspace_id = %s and {where}", (ws, value)
     ).fetchone()
     if row is None:
         raise NotFound(

@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 SUPERVISOR_POLL_S = 10.0  # a source added while its notification was missed starts this late
 WATCH_DEBOUNCE_MS = 300  # changes within this long of each other make one round
 JOIN_S = 10.0
+UNWATCHED_SCAN_S = 5.0
 PAUSED_WAIT_S = 3600.0  # a paused source is tried again when woken, or after this long
 IDLE_BROKEN_WAIT_S = 2.0  # after a wait in IDLE broke, before the round that reconnects
 
@@ -76,6 +77,7 @@ class SourceSync:
         self.db, self.settings = db, settings
         self.workspace_id, self.source_id = workspace_id, source_id
         self.client: IMAPClient | None = None
+        self._sealed: bytes | None = None  # the password the client logged in with
 
     def load(self) -> SyncedSource:
         with self.db.pool.connection() as conn:
@@ -142,9 +144,11 @@ class SourceSync:
         return False
 
     def _client(self, source: SyncedSource) -> IMAPClient:
+        with self.db.pool.connection() as conn:
+            sealed = sealed_password(conn, source)
+        if self.client is not None and sealed != self._sealed:
+            self.close()  # a new password: logged in again with it, not with the old one
         if self.client is None:
-            with self.db.pool.connection() as conn:
-                sealed = sealed_password(conn, source)
             if sealed is None:
                 raise SourceFailed(
                     "No password is kept for this mailbox: give it again.", paused=True
@@ -155,6 +159,7 @@ class SourceSync:
                 raise SourceFailed(f"The mailbox password cannot be read: {exc.reason}",
                                    paused=True) from None  # fmt: skip
             self.client = imap.open_mailbox(source.config, password)
+            self._sealed = sealed
         return self.client
 
     def close(self) -> None:
@@ -185,6 +190,7 @@ class SourceRunner(Loop):
         self._watcher: threading.Thread | None = None
         self._watch_stop: threading.Event | None = None
         self._watched: tuple[int, int] | None = None  # the watched folder's device and inode
+        self._unwatched = False  # its watcher failed: scanned every UNWATCHED_SCAN_S
 
     def wake(self) -> None:
         self._interrupt.set()
@@ -217,7 +223,9 @@ class SourceRunner(Loop):
             return 1.0  # `subspace sources sync` holds it, or it was removed: look again soon
         if source.kind == "imap" and self.sync.client is not None:
             return self._wait_for_mail(self.sync.client)
-        return self.scan_s
+        # A folder whose changes cannot be followed (the system's watches ran out, a name
+        # the watcher cannot read) is scanned often instead.
+        return min(self.scan_s, UNWATCHED_SCAN_S) if self._unwatched else self.scan_s
 
     def _wait_for_mail(self, client: IMAPClient) -> float:
         """Wait in IDLE when the server offers it; the next round is due when it ends."""
@@ -256,6 +264,7 @@ class SourceRunner(Loop):
         if identity is None:
             return
         self._watched, self._watch_stop = identity, threading.Event()
+        self._unwatched = False
         self._watcher = threading.Thread(target=self._follow, args=(path, self._watch_stop),
                                          name=f"{self.name}-watch", daemon=True)  # fmt: skip
         self._watcher.start()
@@ -273,9 +282,10 @@ class SourceRunner(Loop):
                 raise_interrupt=False,
             ):
                 self.wake()
-        except Exception as exc:  # the folder went, or the system's watches ran out
+        except Exception as exc:  # the folder went, the system's watches ran out, a name
+            self._unwatched = True
             log.warning("cannot follow changes in %s (%s); it is scanned every %.0f s",
-                        path, exc, self.scan_s)  # fmt: skip
+                        path, exc, min(self.scan_s, UNWATCHED_SCAN_S))  # fmt: skip
 
     def closed(self) -> None:
         self._stopping.set()

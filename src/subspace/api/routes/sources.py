@@ -89,6 +89,7 @@ class SourceOut(BaseModel):
     status_reason: str | None
     last_sync_at: datetime | None
     last_counts: dict[str, int]
+    failed_items: int = Field(description="Its items that failed, listed by GET /{id}.")
     created_at: datetime
 
 
@@ -106,7 +107,8 @@ def _out(source: model.SyncedSource) -> SourceOut:
         id=source.id, name=source.name, kind=source.kind, kb_id=source.kb_id,
         config=source.config, has_password=source.has_secret, status=source.status,
         status_reason=source.status_reason, last_sync_at=source.last_sync_at,
-        last_counts=source.last_counts, created_at=source.created_at,
+        last_counts=source.last_counts, failed_items=source.failed_items,
+        created_at=source.created_at,
     )  # fmt: skip
 
 

@@ -364,12 +364,13 @@ function rowOption(row, index, sub = false) {
       h("span", { class: "row-sender muted" }, row.sender || ""),
       h("span", { class: "row-passage" }, ...highlighted(row.passage, row.highlights)));
   }
+  if (row.source) {
+    // A line of its own: beside the passage it would squeeze it on a phone.
+    body.append(h("span", { class: "row-source muted", title: `Kept in sync from the source “${row.source}”` }, `from ${row.source}`));
+  }
   parts.push(body);
   if (state.knowledgeBases.length > 1 && row.knowledge_base) {
     parts.push(h("span", { class: "row-kb muted" }, row.knowledge_base));
-  }
-  if (row.source) {
-    parts.push(h("span", { class: "row-source muted", title: `Kept in sync from the source “${row.source}”` }, `from ${row.source}`));
   }
   return h("li", {
     id: `palette-opt-${index}`, role: "option", "aria-selected": "false",

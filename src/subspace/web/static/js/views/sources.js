@@ -7,7 +7,7 @@ import { confirmDialog } from "../dialog.js";
 import { firstLoad, state } from "../state.js";
 
 const POLL_MS = 2000; // while a source waits for its first round, or was asked to sync
-const COUNTS = ["added", "updated", "moved", "listed", "restored", "archived", "unlisted", "failed"];
+const COUNTS = ["added", "updated", "moved", "listed", "restored", "archived", "unlisted", "failed", "not read"];
 const STATUS = { waiting: "waiting for its first sync", ok: "in sync", failed: "failed, retrying", paused: "paused" };
 
 /** "12 added, 1 updated · 340 files in all" for a round's counts. */
@@ -52,7 +52,7 @@ function addForm(onAdded) {
       h("option", { value: "starttls" }, "STARTTLS (port 143)"), h("option", { value: "none" }, "None (this machine only)")),
   };
   const folderFields = h("div", { class: "field-group" },
-    field("Folder", inputs.path, "Its absolute path on the server, under the folders the server allows."),
+    field("Folder", inputs.path, "Its absolute path on the server, under a folder the operator allows (SUBSPACE_FOLDER_ROOTS)."),
     field("Leave out", inputs.exclude, "Patterns, separated by commas."));
   const mailFields = h("div", { class: "field-group", hidden: true },
     field("Server", inputs.host), field("Security", inputs.tls), field("User", inputs.user),
@@ -106,7 +106,7 @@ function passwordForm(source, onDone) {
 }
 
 function failures(source) {
-  const box = h("details", { class: "source-errors" }, h("summary", {}, `Items that failed (${source.last_counts.failed})`));
+  const box = h("details", { class: "source-errors" }, h("summary", {}, `Items that failed (${source.failed_items})`));
   box.addEventListener("toggle", async () => {
     if (!box.open || box.dataset.loaded) return;
     box.dataset.loaded = "1";
@@ -142,7 +142,7 @@ function sourceCard(source, reload) {
     h("div", { class: "muted source-where" }, where(source)),
     source.status_reason ? h("p", { class: "notice notice-error source-reason" }, source.status_reason) : null,
     h("div", { class: "source-last" }, lastRound(source)),
-    source.last_counts.failed ? failures(source) : null,
+    source.failed_items ? failures(source) : null,
     source.kind === "imap" && source.status === "paused" ? passwordForm(source, () => reload(true)) : null,
     actions);
 }
