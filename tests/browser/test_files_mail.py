@@ -8,6 +8,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from playwright.sync_api import APIResponse, Page, Route, expect
 
@@ -139,7 +140,8 @@ class HeldList:
     def __init__(self, page: Page, path: str) -> None:
         self.route: Route | None = None
         self.response: APIResponse | None = None
-        page.route(f"**{path}?*", self._hold)
+        # With its query or without (before the view knows its base): the list, not an item.
+        page.route(lambda url: urlsplit(url).path == path, self._hold)
 
     def _hold(self, route: Route) -> None:
         if route.request.method == "GET" and self.route is None:
