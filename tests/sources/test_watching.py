@@ -7,11 +7,13 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from httpx import Response
 
 from subspace.config import Settings
 from subspace.database import Database
@@ -45,17 +47,29 @@ def page_count(database: Database, *, live: bool = True) -> int:
     return int(row["n"]) if row else 0
 
 
+@contextmanager
+def watching(
+    database: Database, settings: Settings, actor: Actor, notes: Path, first: str
+) -> Iterator[tuple[TestClient, Response]]:
+    """A served app (its lifespan runs the sync) following `notes`, made with one page."""
+    notes.mkdir()
+    (notes / "first.md").write_text(first)
+    with make_client(database, settings, actor) as client:
+        added = client.post("/api/sources", json={"kind": "folder", "name": "Notes",
+                                                  "path": str(notes)})  # fmt: skip
+        assert added.status_code == 201, added.text
+        yield client, added
+
+
 def test_changes_in_a_watched_folder_follow_while_the_server_runs(
     database: Database, keyed: Settings, actor: Actor, tmp_path: Path
 ) -> None:
     settings = dataclasses.replace(keyed, folder_roots=str(tmp_path))
     notes = tmp_path / "notes"
-    notes.mkdir()
-    (notes / "start.md").write_text("# Start\n\n- the first note\n")
-    with make_client(database, settings, actor) as client:  # its lifespan: the sync runs
-        added = client.post("/api/sources", json={"kind": "folder", "name": "Notes",
-                                                  "path": str(notes)})  # fmt: skip
-        assert added.status_code == 201, added.text
+    with watching(database, settings, actor, notes, "# Start\n\n- the first note\n") as (
+        client,
+        added,
+    ):
         wait_for(lambda: titles(client, "first note") == {"Start"})
 
         (notes / "ferry.md").write_text("# Ferry\n\n- the ferry leaves at dawn\n")
@@ -76,7 +90,7 @@ def test_changes_in_a_watched_folder_follow_while_the_server_runs(
         os.rename(notes / "ferry.md", notes / "trips" / "ferry.md")
         wait_for(lambda: page_count(database, live=False) == 2 and _moved(database))
 
-        (notes / "start.md").unlink()
+        (notes / "first.md").unlink()
         wait_for(lambda: titles(client, "first note") == set())  # archived: out of search
         assert page_count(database, live=False) == 2  # kept, restorable
 
@@ -108,12 +122,7 @@ def test_a_folder_made_anew_at_the_watched_path_is_followed(
 ) -> None:
     settings = dataclasses.replace(keyed, folder_roots=str(tmp_path))
     notes = tmp_path / "notes"
-    notes.mkdir()
-    (notes / "a.md").write_text("# A\n\n- the alpha note\n")
-    with make_client(database, settings, actor) as client:  # its lifespan: the sync runs
-        added = client.post("/api/sources", json={"kind": "folder", "name": "Notes",
-                                                  "path": str(notes)})  # fmt: skip
-        assert added.status_code == 201, added.text
+    with watching(database, settings, actor, notes, "# A\n\n- the alpha note\n") as (client, _):
         wait_for(lambda: titles(client, "alpha note") == {"A"})
         os.rename(notes, tmp_path / "old-notes")
         notes.mkdir()
