@@ -87,6 +87,28 @@ def test_gibberish_finds_nothing_and_a_real_typo_is_still_corrected(
     assert [row.id for row in typed.rows][:1] == [book["ch04-01-what-is-ownership.html"]]
 
 
+OWNERSHIP_PASSAGE = (
+    "Ownrship is a set of rules that govern how a Rust program manages memory. All programs "
+    "have to manage the way they use a computer's memory while running. Some languages have "
+    "garbage collection that regularly looks for no-longer-used memory as the program runs; "
+    "in other languages, the programmer must explicitly allocate and free the memory."
+)
+
+
+def test_a_pasted_passage_is_searched_as_written(
+    book: dict[str, object], database: Database, cx: Context
+) -> None:
+    """Forty words or more are a passage: its one unknown word is not corrected (looking
+    for corrections of a long query's words cost most of its time), and its other words
+    find the chapter it was copied from all the same."""
+    assert parse_query(OWNERSHIP_PASSAGE).is_passage
+    typed = run(database, cx, OWNERSHIP_PASSAGE.split(".")[0], mode="lexical")
+    assert typed.corrections == {"Ownrship": "ownership"}
+    pasted = run(database, cx, OWNERSHIP_PASSAGE, mode="lexical")
+    assert pasted.corrections == {}
+    assert [row.id for row in pasted.rows][:1] == [book["ch04-01-what-is-ownership.html"]]
+
+
 def test_rows_holding_the_identifier_come_before_its_near_meanings(
     book: dict[str, object], database: Database, cx: Context
 ) -> None:

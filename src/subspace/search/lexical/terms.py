@@ -116,13 +116,18 @@ def queue_tsqueries(
 
     A term of stopwords only contributes nothing; an identifier stays one phrase. With
     `typos`, a single word that no document of the workspace contains also matches the
-    lexeme of the closest word its documents hold (search/typos.py). Postgres prints each
-    term's tsquery, so the combinations built here from that text always parse.
+    lexeme of the closest word its documents hold (search/typos.py); a passage is not
+    corrected. Postgres prints each term's tsquery, so the combinations built here from
+    that text always parse.
     """
     if parsed.is_empty:
         return Later(lambda: TsQueries())
     texts = list(dict.fromkeys([*parsed.alternatives, *parsed.negated]))
-    typos = typos and workspace_id is not None
+    # A pasted passage is searched as written: its corrections are all or none (see
+    # `_tsqueries`), and forty words hold a name or a term no document has, so none of
+    # ArguAna's 1,406 was ever corrected, while looking cost most of a long query's time
+    # (docs/benchmarks.md, "Many people at once").
+    typos = typos and workspace_id is not None and not parsed.is_passage
     # Only a single word of the query is corrected, never an excluded one.
     single = [typos and t in parsed.alternatives and " " not in t.strip() for t in texts]
     # search.fold, as for documents (migration 0009): accents folded, CJK runs as bigrams, so
