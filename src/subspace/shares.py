@@ -16,12 +16,14 @@ import time
 from collections import Counter
 from collections.abc import Hashable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from subspace.errors import Busy, TooMany
 
 if TYPE_CHECKING:
     from subspace.cancel import Cancel
+    from subspace.host_shares import HostSlots
 
 # How long a workspace counts as using the server after its last slot was given back: its
 # next request comes soon, and should find the others held to their shared share.
@@ -37,6 +39,9 @@ class Shares:
         `shared_per_key` (when given) while another key holds, waits for or lately gave
         back a slot: alone, a workspace has the whole machine; beside another, its half."""
         self.what = what
+        # Set when the same key's slots are also counted over every process of the host:
+        # taken after one of this process's, within the same wait.
+        self.host: HostSlots | None = None
         self.total = total
         self.per_key = per_key
         self.shared_per_key = shared_per_key
@@ -45,6 +50,15 @@ class Shares:
         self._waiting: dict[int, Hashable] = {}  # ticket -> key, in the order they came
         self._tickets = itertools.count()
         self._changed = threading.Condition()
+
+    def count_over_host(self, folder: Path, processes: int) -> None:
+        """Count each key's slots over the `processes` processes sharing `folder` as well
+        as in this one: alone, a key may hold `per_key` in each; beside another, its share
+        of the host's cores in all (host_shares.py)."""
+        from subspace.host_shares import SHARED_PER_HOST, HostSlots  # it imports this module
+
+        self.host = HostSlots(folder, self.what, per_key=self.per_key * processes,
+                              shared_per_key=SHARED_PER_HOST)  # fmt: skip
 
     def held(self, key: Hashable | None = None) -> int:
         """How many `key` holds, or all keys together."""
@@ -79,9 +93,10 @@ class Shares:
     def hold(
         self, key: Hashable, wait_s: float | None, cancel: Cancel | None = None
     ) -> Iterator[None]:
-        """Hold one slot for `key` in the block; wait up to `wait_s` (None: for ever) for
-        one to come free, then raise TooMany (the key's share is taken) or Busy. A waiter
-        whose `cancel` is set leaves the queue (CallerGone)."""
+        """Hold one slot for `key` in the block (and one of the host's, with `host`); wait up
+        to `wait_s` (None: for ever) for one to come free, then raise TooMany (the key's
+        share is taken) or Busy. A waiter whose `cancel` is set leaves the queue
+        (CallerGone)."""
         deadline = None if wait_s is None else time.monotonic() + wait_s
         if cancel is not None:
             cancel.waking(self._changed)
@@ -101,7 +116,11 @@ class Shares:
                 self._changed.notify_all()  # the waiter behind this one may go now
             self._held[key] += 1
         try:
-            yield
+            if self.host is None:
+                yield
+            else:
+                with self.host.hold(key, deadline, cancel):
+                    yield
         finally:
             with self._changed:
                 self._held[key] -= 1

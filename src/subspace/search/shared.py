@@ -21,11 +21,9 @@ from subspace.shares import Shares
 LARGE_BASE_TTL_S = 60.0  # how long a base found to hold EXACT_SCAN_ROWS vectors stays "large"
 EMBED_THREADS = 4  # query embeddings waited on at once; a hung provider holds only these
 QUERY_CACHE_SIZE = 512  # recent query embeddings kept, for a palette typing and retyping
-# Searches one workspace runs at once: one per core keeps the cores busy, and a workspace
-# sending many leaves room for the others' (each waits its turn, then 429). Halving it while
-# another workspace searches (Shares.shared_per_key) cut a neighbour's p95 under a flood of
-# long queries from 145 to 78 ms, but 50 clients of two workspaces then got 106 answers 429
-# in 30 s (bench/tenants.py): not done.
+# Searches one workspace runs at once in one process: one per core keeps the cores busy, and
+# a workspace sending many leaves room for the others' (each waits its turn, then 429).
+# Beside another workspace, a web process also counts them over the host (host_shares.py).
 SEARCHES_PER_WORKSPACE = max(2, os.cpu_count() or 2)
 SEARCH_WAIT_S = 2.0  # how long a search waits for its workspace's turn
 

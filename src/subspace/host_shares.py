@@ -1,0 +1,124 @@
+"""A workspace's searches in flight counted over every web process of this host.
+
+Each web process queues its own requests fairly (shares.py), but the cores belong to the
+host: with two web processes, a workspace holding its share in each held twice its share of
+the cores, and a flood of long queries kept both busy while another workspace waited
+(bench/tenants.py). Here a search in flight holds one of its workspace's slot files locked,
+and beside another workspace searching on this host a workspace may lock only its shared
+share of them.
+
+Slots are `flock`s on files under one folder, named `<workspace>.<n>`: the kernel gives a
+lock back when its process dies, even by kill -9, so no count can leak. A slot file's mtime
+is the last time a search took or gave it back: another workspace's file touched within
+ACTIVE_S says that workspace is searching here too.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import threading
+import time
+from collections.abc import Hashable, Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from subspace.errors import TooMany
+from subspace.shares import ACTIVE_S
+
+if TYPE_CHECKING:
+    from subspace.cancel import Cancel
+
+# What a workspace may hold over the host while another workspace uses it too: half the
+# cores. A flood of long queries held two searches in each of two web processes, so both
+# cores, and a neighbour's p95 was 6.1x its own alone; at one for the host, 1.9x
+# (bench/tenants.py, docs/benchmarks.md).
+SHARED_PER_HOST = max(1, (os.cpu_count() or 2) // 2)
+POLL_S = 0.005  # how often a search over its share looks for a slot given back
+SCAN_S = 0.1  # how long one look at which workspaces search here is trusted
+
+
+class HostSlots:
+    """Slots of one thing (searches in flight) per workspace, shared by the processes that
+    use the same `folder`. Thread-safe."""
+
+    def __init__(self, folder: Path, what: str, *, per_key: int, shared_per_key: int) -> None:
+        """A key holds at most `per_key` slots while it is alone on the host, and at most
+        `shared_per_key` while another key holds one or lately gave one back."""
+        folder.mkdir(parents=True, exist_ok=True)
+        self.folder = folder
+        self.what = what
+        self.per_key = per_key
+        self.shared_per_key = shared_per_key
+        self._lock = threading.Lock()
+        self._scanned_at = -SCAN_S
+        self._last_use: dict[str, float] = {}  # key -> the latest mtime of its slot files
+
+    @contextmanager
+    def hold(
+        self, key: Hashable, deadline: float | None, cancel: Cancel | None = None
+    ) -> Iterator[None]:
+        """Hold one of `key`'s slots in the block; wait until `deadline` (time.monotonic(),
+        None: for ever) for one, then raise TooMany. A waiter whose `cancel` is set stops
+        waiting (CallerGone)."""
+        name = str(key)
+        while (fd := self._take(name, self._limit(name))) is None:
+            if cancel is not None:
+                cancel.check()
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TooMany(
+                    f"This workspace already has {self.shared_per_key} {self.what}, its "
+                    "share while other workspaces use the server too. Retry in 1 s."
+                )
+            time.sleep(POLL_S)
+        try:
+            yield
+        finally:
+            self._give_back(name, fd)
+
+    def others_active(self, key: Hashable) -> bool:
+        """Whether a key other than `key` held a slot within ACTIVE_S, as last looked."""
+        name = str(key)
+        now = time.time()
+        with self._lock:
+            if time.monotonic() - self._scanned_at >= SCAN_S:
+                self._last_use = self._scan()
+                self._scanned_at = time.monotonic()
+            return any(k != name and now - at < ACTIVE_S for k, at in self._last_use.items())
+
+    def _limit(self, name: str) -> int:
+        return self.shared_per_key if self.others_active(name) else self.per_key
+
+    def _scan(self) -> dict[str, float]:
+        found: dict[str, float] = {}
+        with os.scandir(self.folder) as entries:
+            for entry in entries:
+                key = entry.name.rpartition(".")[0]
+                with suppress(FileNotFoundError):
+                    found[key] = max(found.get(key, 0.0), entry.stat().st_mtime)
+        return found
+
+    def _take(self, name: str, limit: int) -> int | None:
+        """An open slot file of `name` this call locked, or None when `limit` are held."""
+        for n in range(limit):
+            fd = os.open(self.folder / f"{name}.{n}", os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue
+            self._touch(name, fd)
+            return fd
+        return None
+
+    def _give_back(self, name: str, fd: int) -> None:
+        try:
+            self._touch(name, fd)
+        finally:
+            os.close(fd)  # closing the only descriptor of the open file gives the lock back
+
+    def _touch(self, name: str, fd: int) -> None:
+        os.utime(fd)
+        with self._lock:
+            self._last_use[name] = time.time()

@@ -1,0 +1,161 @@
+"""A workspace's searches counted over every web process of the host: alone it may use them
+all, beside another workspace its share of the host's cores in all, and a slot held by a
+process that died (even by kill -9) is free again."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+
+from subspace import host_shares
+from subspace.cancel import Cancel
+from subspace.config import Settings
+from subspace.errors import CallerGone, TooMany
+from subspace.host_shares import SHARED_PER_HOST, HostSlots
+from tests.surfaces.test_lifecycle import Served, home  # noqa: F401 - the fixture
+
+
+def slots(folder: Path, per_key: int = 4, shared_per_key: int = 1) -> HostSlots:
+    """One process's view of the host's slots (two views on one folder are two processes:
+    each opens the files itself, and flock tells their locks apart)."""
+    return HostSlots(folder, "searches in flight", per_key=per_key, shared_per_key=shared_per_key)
+
+
+def soon(seconds: float = 0.3) -> float:
+    return time.monotonic() + seconds
+
+
+@contextmanager
+def searching(view: HostSlots, key: str) -> Iterator[None]:
+    """`key` searching on the host until the block ends, as every process sees: a slot
+    taken and given back now and then, as a workspace's searches do."""
+    stop = threading.Event()
+
+    def search() -> None:
+        while not stop.is_set():
+            with view.hold(key, None):
+                time.sleep(0.01)
+            stop.wait(0.1)
+
+    thread = threading.Thread(target=search)
+    thread.start()
+    try:
+        time.sleep(2 * host_shares.SCAN_S)  # every process has looked again since
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+def test_alone_a_workspace_holds_a_slot_in_every_process_and_beside_another_its_share(
+    tmp_path: Path,
+) -> None:
+    first, second, neighbour = slots(tmp_path), slots(tmp_path), slots(tmp_path)
+    with first.hold("a", soon()), second.hold("a", soon()):
+        pass  # alone: one in each process, and more
+    with searching(neighbour, "b"):
+        # Its one share of the host is held in the first process: the second waits past
+        # its deadline and says why.
+        refused = pytest.raises(TooMany, match="has 1 searches in flight, its share while")
+        with first.hold("a", soon()), refused, second.hold("a", soon()):
+            pass
+        with second.hold("a", soon()):  # given back, it is the second's
+            pass
+
+
+def test_the_slot_of_a_process_killed_mid_search_is_free_at_once(tmp_path: Path) -> None:
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time\n"
+         "from pathlib import Path\n"
+         "from subspace.host_shares import HostSlots\n"
+         f"view = HostSlots(Path({str(tmp_path)!r}), 'searches', per_key=1, shared_per_key=1)\n"
+         "with view.hold('a', None):\n"
+         "    print('held', flush=True)\n"
+         "    time.sleep(60)\n"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        view = slots(tmp_path, per_key=1)
+        with pytest.raises(TooMany), view.hold("a", soon()):
+            pass
+        holder.kill()  # SIGKILL: nothing of its own gives the slot back
+        holder.wait(10)
+        with view.hold("a", soon()):
+            pass
+    finally:
+        holder.kill()
+        holder.wait(10)
+
+
+def test_a_waiter_whose_caller_went_away_stops_waiting(tmp_path: Path) -> None:
+    view = slots(tmp_path, per_key=1)
+    cancel = Cancel()
+    with view.hold("a", None):
+        threading.Timer(0.1, cancel.cancel).start()
+        started = time.monotonic()
+        # No deadline: only the cancel ends the wait.
+        with pytest.raises(CallerGone), view.hold("a", None, cancel):
+            pass
+    assert time.monotonic() - started < 5
+
+
+def test_another_workspace_is_active_for_a_while_after_its_last_search(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(host_shares, "SCAN_S", 0.0)
+    view = slots(tmp_path)
+    with view.hold("b", soon()):
+        assert view.others_active("a") and not view.others_active("b")
+    assert view.others_active("a")  # just gave its slot back
+    monkeypatch.setattr(host_shares, "ACTIVE_S", 0.05)
+    time.sleep(0.1)
+    assert not view.others_active("a")
+
+
+@pytest.mark.slow
+def test_two_web_processes_count_a_workspaces_searches_and_connections_together(
+    home: Path,  # noqa: F811 - the fixture
+    settings: Settings,
+) -> None:
+    served = Served(home, SUBSPACE_DATABASE_URL=settings.database_url, SUBSPACE_WORKERS="2")
+    try:
+        with httpx.Client(base_url=served.url, timeout=30) as client:
+            client.headers["authorization"] = f"Bearer {served.token}"
+            assert client.post("/api/search", json={"query": "ferry"}).status_code == 200
+            folder = home / "shares" / "searches"
+            (workspace,) = {path.name.rpartition(".")[0] for path in folder.iterdir()}
+            # This test's process holds the workspace's share of the host while another
+            # workspace searches: whichever web process the search reaches, it waits its
+            # turn (2 s) and answers 429.
+            view = slots(folder, per_key=SHARED_PER_HOST, shared_per_key=SHARED_PER_HOST)
+            with searching(slots(folder), "neighbour"), ExitStack() as held:
+                for _ in range(SHARED_PER_HOST):
+                    held.enter_context(view.hold(workspace, soon()))
+                refused = client.post("/api/search", json={"query": "ferry"})
+                assert refused.status_code == 429, refused.text
+                assert "its share while other workspaces" in refused.json()["error"]["message"]
+            assert client.post("/api/search", json={"query": "ferry"}).status_code == 200
+
+            # Their database connections the same way: a write waits its turn, then 429.
+            assert client.post("/api/pages", json={"title": "Ferries"}).status_code == 201
+            folder = home / "shares" / "connections"
+            view = slots(folder, per_key=SHARED_PER_HOST, shared_per_key=SHARED_PER_HOST)
+            with searching(slots(folder), "neighbour"), ExitStack() as held:
+                for _ in range(SHARED_PER_HOST):
+                    held.enter_context(view.hold(workspace, soon()))
+                refused = client.post("/api/pages", json={"title": "Trains"})
+                assert refused.status_code == 429, refused.text
+                assert "connections in use, its share" in refused.json()["error"]["message"]
+            assert client.post("/api/pages", json={"title": "Trains"}).status_code == 201
+    finally:
+        assert served.stop() == 0, served.output
