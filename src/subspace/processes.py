@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from subspace.config import Settings, child_environment
+from subspace.priority import yield_cores
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +38,9 @@ STEADY_S = 30.0  # a process that ran this long died once, not in a loop: its co
 # A stop waits this long for its children: uvicorn's graceful stop (server.GRACEFUL_STOP_S),
 # and the background work's loops, each given server.JOIN_S.
 STOP_WAIT_S = 25.0
+# How much less of the cores the background process claims than a web process: extraction,
+# embeddings and answer runs can wait a moment; a person at the palette cannot.
+BACKGROUND_NICENESS = 10
 _PR_SET_PDEATHSIG = 1
 
 
@@ -91,6 +95,7 @@ class Supervisor:
             [*command, "--supervisor", str(os.getpid())],
             env=environment,
             pass_fds=(self.listener.fileno(),) if child.role == WEB else (),
+            start_new_session=True,  # scheduled beside Postgres's backends (priority.py)
         )
         child.started = time.monotonic()
 
@@ -214,6 +219,7 @@ def _background() -> None:
     from subspace.providers.registry import create_provider
 
     settings = Settings.from_env()
+    yield_cores(BACKGROUND_NICENESS)
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())

@@ -265,6 +265,24 @@ def test_a_file_that_times_out_is_attempted_once(
     assert attempts == {"n": 1}
 
 
+@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
+def test_a_parser_child_is_a_session_of_its_own_that_yields_the_cores() -> None:
+    """Its niceness would count only against its parent's session otherwise (priority.py)."""
+    from subspace.ingest.isolation import PARSER_NICENESS, IsolatedExtractor
+    from tests.surfaces.test_processes import claim_on_cores
+
+    extractor = IsolatedExtractor(512 * 1024 * 1024)
+    try:
+        extractor.run(time.sleep, (0,), 30)
+        assert extractor.pid is not None
+        leads, niceness, group = claim_on_cores(extractor.pid)
+        mine = os.nice(0)
+        assert (leads, niceness) == (True, min(19, mine + PARSER_NICENESS))
+        assert group in (None, PARSER_NICENESS)
+    finally:
+        extractor.close()
+
+
 # 4. Extraction children die with the server
 
 ORPHAN_SCRIPT = textwrap.dedent(

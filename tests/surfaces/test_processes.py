@@ -23,6 +23,7 @@ from subspace.config import Settings
 from subspace.context import Context
 from subspace.database import Database
 from subspace.db.locks import BACKGROUND_LOCK_KEY
+from subspace.processes import BACKGROUND_NICENESS
 from subspace.web.signin import MAX_FAILURES
 from tests.security.test_signin import new_code
 from tests.surfaces.test_lifecycle import Served, children_of, home  # noqa: F401 - the fixture
@@ -71,6 +72,17 @@ def two_processes(served: Served) -> Iterator[tuple[httpx.Client, httpx.Client]]
     finally:
         for client in clients.values():
             client.close()
+
+
+def claim_on_cores(pid: int) -> tuple[bool, int, int | None]:
+    """Whether `pid` leads a session of its own, its niceness, and its session's autogroup
+    niceness (None on a kernel without autogroups)."""
+    niceness = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[16])
+    try:
+        group = int(Path(f"/proc/{pid}/autogroup").read_text().split("nice")[1])
+    except FileNotFoundError:
+        group = None
+    return os.getsid(pid) == pid, niceness, group
 
 
 def http_requests(metrics: str, route: str) -> float:
@@ -147,6 +159,26 @@ def test_any_web_process_serves_the_same_sessions_limits_mcp_streams_and_metrics
         assert served.stop() == 0, served.output
     assert children_of(served.proc.pid, "web") == []
     assert children_of(served.proc.pid, "background") == []
+
+
+def test_each_process_is_a_session_of_its_own_and_the_background_yields_the_cores(
+    home: Path,  # noqa: F811 - the fixture
+    settings: Settings,
+) -> None:
+    """Postgres makes each backend a session, and Linux shares the cores between sessions
+    first (priority.py): each web process is one too, at full claim, and the background
+    process's session claims less."""
+    served = Served(home, SUBSPACE_DATABASE_URL=settings.database_url, SUBSPACE_WORKERS="2")
+    try:
+        web = children_of(served.proc.pid, "web")
+        (background,) = children_of(served.proc.pid, "background")
+        assert [claim_on_cores(pid)[:2] for pid in web] == [(True, 0), (True, 0)]
+        leads, niceness, group = claim_on_cores(background)
+        assert (leads, niceness) == (True, BACKGROUND_NICENESS)
+        assert group in (None, BACKGROUND_NICENESS)
+        assert all(claim_on_cores(pid)[2] in (None, 0) for pid in web)
+    finally:
+        assert served.stop() == 0, served.output
 
 
 def lock_holder(dsn: str) -> int | None:

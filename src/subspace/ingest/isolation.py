@@ -17,6 +17,7 @@ from typing import Any, TypeVar, cast
 
 from subspace.ingest.extract import Extracted, ExtractLimits, extract
 from subspace.ingest.failures import ExtractionFailed
+from subspace.priority import own_session, yield_cores
 from subspace.shares import Shares
 
 T = TypeVar("T")
@@ -92,8 +93,10 @@ def _serve(conn: Connection, lifeline: Connection, memory_bytes: int) -> None:
     _die_with_parent(lifeline)
     resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
     # Parsing yields the cores to the processes answering requests: a flood of heavy
-    # documents from one workspace slows its own uploads, not another's searches.
-    os.nice(PARSER_NICENESS)
+    # documents from one workspace slows its own uploads, not another's searches. A session
+    # of its own, or its niceness would count only against its parent's other children.
+    own_session()
+    yield_cores(PARSER_NICENESS)
     task = EXTRACTION
     while True:
         try:

@@ -1,0 +1,35 @@
+"""How much of the cores each process of the server claims beside the others.
+
+Linux with autogroup scheduling (the default of most distributions) shares the cores first
+between sessions, then between the processes of each session, and `nice` counts only inside
+a session. Postgres makes each backend a session of its own, while every process of the
+server stayed in the session of whoever started it, with its load generators or shell: so
+under load all the web processes together had one backend's share, and a niced parser child
+took as much as a web process from anything outside that session. Each process of the server
+is therefore a session of its own, and work that can wait lowers its session's claim too.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import suppress
+from pathlib import Path
+
+# The autogroup of the session this process leads, where the kernel schedules by them.
+AUTOGROUP = Path("/proc/self/autogroup")
+
+
+def own_session() -> None:
+    """Make this process a session of its own (so its own autogroup). A process that
+    already leads one stays in it."""
+    with suppress(PermissionError):
+        os.setsid()
+
+
+def yield_cores(niceness: int) -> None:
+    """Claim less of the cores by `niceness`: this process beside those of its session, and
+    its session beside the others when it leads one (raising a niceness needs no privilege)."""
+    os.nice(niceness)
+    if os.getsid(0) == os.getpid():
+        with suppress(OSError):  # a kernel without autogroups
+            AUTOGROUP.write_text(f"{niceness}\n")
