@@ -97,35 +97,39 @@ def seed(server: Server, token: str, seed_n: int, bullets: int = BULLETS) -> lis
     return ids
 
 
+Sample = tuple[float, int, str]  # (ms, status, what was asked: search, list or write)
+
+
 class Clients:
-    """Threads sending `mix` back to back until stopped; each keeps (ms, status) per request."""
+    """Threads sending `mix` back to back until stopped; each keeps a Sample per request."""
 
     def __init__(
-        self, count: int, make: Callable[[int], Callable[[], int]], pause_s: float = 0.0,
+        self, count: int, make: Callable[[int], Callable[[], tuple[int, str]]],
+        pause_s: float = 0.0,
         pace_s: float = 0.0,
     ) -> None:  # fmt: skip
         """`pause_s` after each request; or, with `pace_s`, until `pace_s` has passed since
         it was sent (the first sent at a random moment of the first `pace_s`)."""
         self.pause_s, self.pace_s = pause_s, pace_s
-        self.samples: list[tuple[float, int]] = []
+        self.samples: list[Sample] = []
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._threads = [
             threading.Thread(target=self._run, args=(make(n),), daemon=True) for n in range(count)
         ]
 
-    def _run(self, request: Callable[[], int]) -> None:
+    def _run(self, request: Callable[[], tuple[int, str]]) -> None:
         if self.pace_s:
             self._stop.wait(random.random() * self.pace_s)
         while not self._stop.is_set():
             started = time.perf_counter()
             try:
-                status = request()
+                status, kind = request()
             except httpx.HTTPError:
-                status = 0
+                status, kind = 0, "failed"
             took = time.perf_counter() - started
             with self._lock:
-                self.samples.append((took * 1000, status))
+                self.samples.append((took * 1000, status, kind))
             self._stop.wait(max(0.0, self.pace_s - took) if self.pace_s else self.pause_s)
 
     def __enter__(self) -> Clients:
@@ -139,41 +143,48 @@ class Clients:
             thread.join(timeout=60)
 
 
-def normal_mix(server: Server, token: str, pages: list[str]) -> Callable[[int], Callable[[], int]]:
-    def make(n: int) -> Callable[[], int]:
+def normal_mix(
+    server: Server, token: str, pages: list[str]
+) -> Callable[[int], Callable[[], tuple[int, str]]]:
+    def make(n: int) -> Callable[[], tuple[int, str]]:
         http = client(server, token)
         rng = random.Random(n)
         turn = iter(range(10**9))
 
-        def request() -> int:
+        def request() -> tuple[int, str]:
             step = next(turn) % 3
             if step == 0:
                 query = f"{rng.choice(WORDS)} {rng.choice(WORDS)}"
-                return http.post("/api/search", json={"query": query}).status_code
+                return http.post("/api/search", json={"query": query}).status_code, "search"
             if step == 1:
-                return http.get("/api/pages").status_code
+                return http.get("/api/pages").status_code, "list"
             body = {"page_id": rng.choice(pages), "text": f"note {rng.random()}"}
-            return http.post("/api/nodes", json=body).status_code
+            return http.post("/api/nodes", json=body).status_code, "write"
 
         return request
 
     return make
 
 
-def percentiles(samples: list[tuple[float, int]]) -> dict[str, Any]:
-    """Of the requests answered (neither 429, 5xx nor no answer at all)."""
-    times = sorted(ms for ms, status in samples if 0 < status < 500 and status != 429) or [0.0]
+def percentiles(samples: list[Sample]) -> dict[str, Any]:
+    """Of the requests answered (neither 429, 5xx nor no answer at all); `p95_by_kind` is
+    each kind of request's own p95."""
+    answered = [(ms, kind) for ms, status, kind in samples if 0 < status < 500 and status != 429]
 
-    def rank(q: float) -> float:
+    def rank(times: list[float], q: float) -> float:
+        times = sorted(times) or [0.0]
         return round(times[max(0, math.ceil(q * len(times)) - 1)], 1)
 
+    times = [ms for ms, _ in answered]
+    kinds = sorted({kind for _, kind in answered})
     return {
         "requests": len(samples),
-        "p50_ms": rank(0.5),
-        "p95_ms": rank(0.95),
-        "p99_ms": rank(0.99),
-        "errors": sum(1 for _, status in samples if status == 0 or status >= 500),
-        "statuses": dict(Counter(status for _, status in samples)),
+        "p50_ms": rank(times, 0.5),
+        "p95_ms": rank(times, 0.95),
+        "p99_ms": rank(times, 0.99),
+        "p95_by_kind": {k: rank([ms for ms, kind in answered if kind == k], 0.95) for k in kinds},
+        "errors": sum(1 for _, status, _ in samples if status == 0 or status >= 500),
+        "statuses": dict(Counter(status for _, status, _ in samples)),
     }
 
 
