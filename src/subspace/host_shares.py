@@ -25,11 +25,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from subspace.errors import TooMany
-from subspace.shares import ACTIVE_S
 
 if TYPE_CHECKING:
     from subspace.cancel import Cancel
 
+# How long a workspace counts as using the server after its last slot was given back, here and
+# in each process (shares.py): its next request comes soon, and should find the others held to
+# their shared share.
+ACTIVE_S = 1.0
 # What a workspace may hold over the host while another workspace uses it too: half the
 # cores. A flood of long queries held two searches in each of two web processes, so both
 # cores, and a neighbour's p95 was 6.1x its own alone; at one for the host, 1.9x

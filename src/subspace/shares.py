@@ -20,14 +20,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from subspace.errors import Busy, TooMany
+from subspace.host_shares import ACTIVE_S, SHARED_PER_HOST, HostSlots
 
 if TYPE_CHECKING:
     from subspace.cancel import Cancel
-    from subspace.host_shares import HostSlots
-
-# How long a workspace counts as using the server after its last slot was given back: its
-# next request comes soon, and should find the others held to their shared share.
-ACTIVE_S = 1.0
 
 
 class Shares:
@@ -55,8 +51,6 @@ class Shares:
         """Count each key's slots over the `processes` processes sharing `folder` as well
         as in this one: alone, a key may hold `per_key` in each; beside another, its share
         of the host's cores in all (host_shares.py)."""
-        from subspace.host_shares import SHARED_PER_HOST, HostSlots  # it imports this module
-
         self.host = HostSlots(folder, self.what, per_key=self.per_key * processes,
                               shared_per_key=SHARED_PER_HOST)  # fmt: skip
 
