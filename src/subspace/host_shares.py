@@ -1,16 +1,17 @@
-"""A workspace's searches in flight counted over every web process of this host.
+"""A workspace's searches in flight, and its database connections in use, counted over every
+web process of this host.
 
 Each web process queues its own requests fairly (shares.py), but the cores belong to the
 host: with two web processes, a workspace holding its share in each held twice its share of
 the cores, and a flood of long queries kept both busy while another workspace waited
-(bench/tenants.py). Here a search in flight holds one of its workspace's slot files locked,
-and beside another workspace searching on this host a workspace may lock only its shared
-share of them.
+(bench/tenants.py). Here a search in flight (or a request's connection) also holds one of its
+workspace's slot files locked, and beside another workspace using this host a workspace may
+lock only its shared share of them.
 
-Slots are `flock`s on files under one folder, named `<workspace>.<n>`: the kernel gives a
-lock back when its process dies, even by kill -9, so no count can leak. A slot file's mtime
-is the last time a search took or gave it back: another workspace's file touched within
-ACTIVE_S says that workspace is searching here too.
+Slots are `flock`s on files under one folder per thing counted, named `<workspace>.<n>`: the
+kernel gives a lock back when its process dies, even by kill -9, so no count can leak. A slot
+file's mtime is the last time it was taken or given back: another workspace's file touched
+within ACTIVE_S says that workspace is using the host too.
 """
 
 from __future__ import annotations
@@ -43,8 +44,8 @@ SCAN_S = 0.1  # how long one look at which workspaces search here is trusted
 
 
 class HostSlots:
-    """Slots of one thing (searches in flight) per workspace, shared by the processes that
-    use the same `folder`. Thread-safe."""
+    """Slots of one thing (searches in flight, connections in use) per workspace, shared by
+    the processes that use the same `folder`. Thread-safe."""
 
     def __init__(self, folder: Path, what: str, *, per_key: int, shared_per_key: int) -> None:
         """A key holds at most `per_key` slots while it is alone on the host, and at most

@@ -122,6 +122,17 @@ def test_another_workspace_is_active_for_a_while_after_its_last_search(
     assert not view.others_active("a")
 
 
+@contextmanager
+def share_held_beside_a_neighbour(folder: Path, workspace: str) -> Iterator[None]:
+    """In the block, this test's process holds `workspace`'s whole share of the host while
+    another workspace uses it too."""
+    view = slots(folder, per_key=SHARED_PER_HOST, shared_per_key=SHARED_PER_HOST)
+    with searching(slots(folder), "neighbour"), ExitStack() as held:
+        for _ in range(SHARED_PER_HOST):
+            held.enter_context(view.hold(workspace, soon()))
+        yield
+
+
 @pytest.mark.slow
 def test_two_web_processes_count_a_workspaces_searches_and_connections_together(
     home: Path,  # noqa: F811 - the fixture
@@ -131,31 +142,19 @@ def test_two_web_processes_count_a_workspaces_searches_and_connections_together(
     try:
         with httpx.Client(base_url=served.url, timeout=30) as client:
             client.headers["authorization"] = f"Bearer {served.token}"
-            assert client.post("/api/search", json={"query": "ferry"}).status_code == 200
+            search = {"query": "ferry"}
+            assert client.post("/api/search", json=search).status_code == 200
             folder = home / "shares" / "searches"
             (workspace,) = {path.name.rpartition(".")[0] for path in folder.iterdir()}
-            # This test's process holds the workspace's share of the host while another
-            # workspace searches: whichever web process the search reaches, it waits its
-            # turn (2 s) and answers 429.
-            view = slots(folder, per_key=SHARED_PER_HOST, shared_per_key=SHARED_PER_HOST)
-            with searching(slots(folder), "neighbour"), ExitStack() as held:
-                for _ in range(SHARED_PER_HOST):
-                    held.enter_context(view.hold(workspace, soon()))
-                refused = client.post("/api/search", json={"query": "ferry"})
-                assert refused.status_code == 429, refused.text
-                assert "its share while other workspaces" in refused.json()["error"]["message"]
-            assert client.post("/api/search", json={"query": "ferry"}).status_code == 200
-
-            # Their database connections the same way: a write waits its turn, then 429.
-            assert client.post("/api/pages", json={"title": "Ferries"}).status_code == 201
-            folder = home / "shares" / "connections"
-            view = slots(folder, per_key=SHARED_PER_HOST, shared_per_key=SHARED_PER_HOST)
-            with searching(slots(folder), "neighbour"), ExitStack() as held:
-                for _ in range(SHARED_PER_HOST):
-                    held.enter_context(view.hold(workspace, soon()))
-                refused = client.post("/api/pages", json={"title": "Trains"})
-                assert refused.status_code == 429, refused.text
-                assert "connections in use, its share" in refused.json()["error"]["message"]
-            assert client.post("/api/pages", json={"title": "Trains"}).status_code == 201
+            # Whichever web process a request reaches, it waits its turn (2 s), then 429.
+            for route, body, share, what, ok in (
+                ("/api/search", search, "searches", "searches in flight", 200),
+                ("/api/pages", {"title": "Trains"}, "connections", "connections in use", 201),
+            ):
+                with share_held_beside_a_neighbour(home / "shares" / share, workspace):
+                    refused = client.post(route, json=body)
+                    assert refused.status_code == 429, refused.text
+                    assert f"{what}, its share" in refused.json()["error"]["message"]
+                assert client.post(route, json=body).status_code == ok
     finally:
         assert served.stop() == 0, served.output
