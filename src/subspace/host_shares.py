@@ -17,6 +17,7 @@ within ACTIVE_S says that workspace is using the host too.
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import threading
 import time
@@ -29,6 +30,8 @@ from subspace.errors import TooMany
 
 if TYPE_CHECKING:
     from subspace.cancel import Cancel
+
+log = logging.getLogger(__name__)
 
 # How long a workspace counts as using the server after its last slot was given back, here and
 # in each process (shares.py): its next request comes soon, and should find the others held to
@@ -67,15 +70,23 @@ class HostSlots:
         None: for ever) for one, then raise TooMany. A waiter whose `cancel` is set stops
         waiting (CallerGone)."""
         name = str(key)
-        while (fd := self._take(name, self._limit(name))) is None:
-            if cancel is not None:
-                cancel.check()
-            if deadline is not None and time.monotonic() >= deadline:
-                raise TooMany(
-                    f"This workspace already has {self.shared_per_key} {self.what}, its "
-                    "share while other workspaces use the server too. Retry in 1 s."
-                )
-            time.sleep(POLL_S)
+        try:
+            while (fd := self._take(name, self._limit(name))) is None:
+                if cancel is not None:
+                    cancel.check()
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise TooMany(
+                        f"This workspace already has {self.shared_per_key} {self.what}, its "
+                        "share while other workspaces use the server too. Retry in 1 s."
+                    )
+                time.sleep(POLL_S)
+        except OSError as exc:
+            # A folder that cannot hold slot files (a file in its way, a full disk, no
+            # permission) leaves each process to its own shares: nothing is refused for it.
+            log.warning("%s are counted in this process only: %s (%s)", self.what,
+                        self.folder, exc)  # fmt: skip
+            yield
+            return
         try:
             yield
         finally:
@@ -96,7 +107,7 @@ class HostSlots:
 
     def _scan(self) -> dict[str, float]:
         found: dict[str, float] = {}
-        with os.scandir(self.folder) as entries:
+        with suppress(FileNotFoundError), os.scandir(self.folder) as entries:
             for entry in entries:
                 key = entry.name.rpartition(".")[0]
                 with suppress(FileNotFoundError):
@@ -106,7 +117,12 @@ class HostSlots:
     def _take(self, name: str, limit: int) -> int | None:
         """An open slot file of `name` this call locked, or None when `limit` are held."""
         for n in range(limit):
-            fd = os.open(self.folder / f"{name}.{n}", os.O_RDWR | os.O_CREAT, 0o600)
+            path = self.folder / f"{name}.{n}"
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+            except FileNotFoundError:  # the folder was removed while the server ran
+                self.folder.mkdir(parents=True, exist_ok=True)
+                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:

@@ -4,6 +4,7 @@ process that died (even by kill -9) is free again."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import threading
@@ -107,6 +108,21 @@ def test_a_waiter_whose_caller_went_away_stops_waiting(tmp_path: Path) -> None:
         with pytest.raises(CallerGone), view.hold("a", None, cancel):
             pass
     assert time.monotonic() - started < 5
+
+
+def test_a_damaged_folder_refuses_nothing(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Removed while the server runs, the folder is made again; with a file in its way, each
+    process counts on its own (and says so) rather than refuse a search."""
+    folder = tmp_path / "searches"
+    view = slots(folder, per_key=1)
+    folder.rmdir()
+    with view.hold("a", soon()):
+        assert [path.name for path in folder.iterdir()] == ["a.0"]
+    shutil.rmtree(folder)
+    folder.write_text("not a folder")
+    with view.hold("a", soon()), view.hold("a", soon()):  # uncounted: both go
+        pass
+    assert "searches in flight are counted in this process only" in caplog.text
 
 
 def test_another_workspace_is_active_for_a_while_after_its_last_search(
