@@ -27,16 +27,18 @@ from tests.conftest import free_port, key_of_home
 
 
 def postgres_pids(pgdata: Path) -> list[int]:
-    """Processes whose command line names `pgdata`: the postmaster of that data folder."""
+    """Postgres processes whose command line names `pgdata`: the postmaster of that data
+    folder (not a `pg_ctl` or `pg_isready` run for it at that moment)."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            name = (entry / "comm").read_text().strip()
         except OSError:
             continue
-        if "postgres" in cmdline and str(pgdata.resolve()) in cmdline:
+        if name == "postgres" and str(pgdata.resolve()) in cmdline:
             found.append(int(entry.name))
     return found
 
