@@ -184,9 +184,9 @@ def _web(fd: int, metrics_dir: Path) -> None:
             db = open_database(settings, pool_size=settings.db_pool_size, replicas=True)
             # The web processes of this home count a workspace's searches and connections
             # together: the cores they share are the host's.
-            shares = settings.home / "shares"
-            db.search_runtime.searches.count_over_host(shares / "searches", worker_count(settings))
-            db.connection_shares.count_over_host(shares / "connections", worker_count(settings))
+            shares, processes = settings.home / "shares", worker_count(settings)
+            db.search_runtime.searches.count_over_host(shares / "searches", processes)
+            db.connection_shares.count_over_host(shares / "connections", processes)
             try:
                 app = create_app(settings, db, background=False)
                 app.state.metrics_dir = metrics_dir

@@ -126,7 +126,7 @@ def queue_tsqueries(
     # A pasted passage is searched as written: its corrections are all or none (see
     # `_tsqueries`), and forty words hold a name or a term no document has, so none of
     # ArguAna's 1,406 was ever corrected, while looking cost most of a long query's time
-    # (docs/benchmarks.md, "Many people at once").
+    # (docs/benchmarks.md, "Two tenants: shares over the host, requests first").
     typos = typos and workspace_id is not None and not parsed.is_passage
     # Only a single word of the query is corrected, never an excluded one.
     single = [typos and t in parsed.alternatives and " " not in t.strip() for t in texts]
