@@ -7,6 +7,7 @@ what finds the document is the analysis, not the vector leg or a typo correction
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -21,7 +22,7 @@ from subspace.database import Database
 from subspace.db.migrate import available_migrations, migrate
 from subspace.ingest.worker import extract_pending
 from subspace.search.analysis import CJK, FOLD_FROM, FOLD_MULTI, fold, fold_with_offsets
-from subspace.search.hydrate import SHORT_TEXT, unfold_headline
+from subspace.search.hydrate import SHORT_TEXT, _identifiers, unfold_headline
 from tests.search_helpers import ids, run, source_documents_sql
 
 
@@ -232,7 +233,16 @@ def test_unfold_headline_keeps_an_unfound_fragment_as_printed() -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["会", "会议", "会议记录", "x会 议y", "Maße 会议记录 ß 한국어", "e\u0301会议"]
+    "text",
+    [
+        "会",
+        "会议",
+        "会议记录",
+        "x会 议y",
+        "Maße 会议记录 ß 한국어",
+        "e\u0301会议",
+        "PROJ-1234 v1.2",
+    ],
 )
 def test_every_folded_word_maps_back_to_its_original_characters(text: str) -> None:
     folded = fold_with_offsets(text)
@@ -241,6 +251,17 @@ def test_every_folded_word_maps_back_to_its_original_characters(text: str) -> No
         start, end = folded.original_span(at, at + len(word))
         assert fold(text[start:end]).strip() == word, (word, text[start:end])
     assert folded.original_span(0, len(folded.text)) == (0, len(text))
+
+
+def test_identifiers_are_the_runs_the_regular_expression_finds() -> None:
+    # The definition: a run of non-space holding two letters or digits joined by a joiner.
+    expression = re.compile(r"\S*[^\W_][-./@:_\\][^\W_]\S*")
+    rng = random.Random(7)
+    alphabet = "ab1_-./@:\\ \t\né会 xY9"
+    for _ in range(20_000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 24)))
+        found = [(m.start(), m.group()) for m in expression.finditer(text)]
+        assert _identifiers(text) == found, text
 
 
 def test_the_sql_fold_and_its_python_mirror_agree(database: Database) -> None:

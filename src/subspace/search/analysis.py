@@ -114,6 +114,8 @@ def _bigrams(run: str) -> str:
 
 def fold_with_offsets(text: str) -> Folded:
     """`fold(text)`, with where each piece of it came from in `text`."""
+    if text.isascii():  # nothing to fold: every fold above starts outside ASCII
+        return Folded(text, [0], [(0, len(text))], [_LINEAR]) if text else Folded("", [], [], [])
     out: list[str] = []
     starts: list[int] = []
     sources: list[tuple[int, int]] = []
