@@ -62,6 +62,10 @@ def test_scores_and_terms() -> None:
     assert by_name["node:b"].score == pytest.approx(1 / 62 + 1 / 61)
     assert [(t.leg, t.rank) for t in by_name["node:b"].terms] == [("lexical", 2), ("vector", 1)]
     assert by_name["node:a"].tie_group == 1
+    weighted = fuse(legs(["a", "b"], ["b"], vw=0.5))
+    for row in weighted:  # the terms explain the score exactly
+        assert sum(t.value for t in row.terms) == row.score
+        assert all(t.weight == {"lexical": 1.0, "vector": 0.5}[t.leg] for t in row.terms)
 
 
 def test_weights_change_the_order() -> None:

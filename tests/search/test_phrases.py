@@ -156,7 +156,7 @@ def test_identifiers_first_moves_the_rows_holding_the_identifier_whole_up(
     whole = commands.add_node(cx, page.id, "Fixed CVE-2022-21658 in the file system walker")
     near = commands.add_node(cx, page.id, "A race in removing a directory tree")
     fused = [
-        Fused(("node", i), 1.0 / n, {}, []) for n, i in enumerate((parts.id, near.id, whole.id), 1)
+        Fused(("node", i), 1.0 / n, {}) for n, i in enumerate((parts.id, near.id, whole.id), 1)
     ]
     with database.pool.connection() as conn:
         ordered = identifiers_first(conn, cx.actor.workspace_id, fused, ("CVE-2022-21658",))

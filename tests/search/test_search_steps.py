@@ -197,7 +197,7 @@ def test_grouping_counts_the_matches_on_a_page_beyond_the_legs_lists(cx: Context
                               kinds=None, tags=None, max_knowledge_bases=10)  # fmt: skip
         tsq = build_tsqueries(conn, parse_query("heron"), cx.actor.workspace_id)
         hit = Hit(("node", shown.id), "node", f"node:{shown.id}", page.kb_id, page.id, 1.0)
-        candidate = Fused(hit.target, 1.0, {"lexical": (1, hit)}, [])
+        candidate = Fused(hit.target, 1.0, {"lexical": (1, hit)})
         kept = group_by_page(conn, scope, [candidate], tsq)
     assert kept == [candidate]
     assert candidate.more_on_page == 3

@@ -266,7 +266,7 @@ def _fused(name: str, score: float, legs: tuple[str, ...] = ("lexical",)) -> Fus
 
     target = ("node", uuid5(NAMESPACE_URL, name))
     hit = Hit(target, "node", f"node:{target[1]}", target[1], target[1], score)
-    return Fused(target, score, {leg: (1, hit) for leg in legs}, [])
+    return Fused(target, score, {leg: (1, hit) for leg in legs})
 
 
 def test_minilm_alone_gets_a_margin_and_a_floor_someone_set_none() -> None:

@@ -166,10 +166,10 @@ def test_hydration_drops_an_item_hidden_after_ranking(
     ranked = [
         Fused(("node", corpus.node_id), 0.1,
               {"lexical": (1, Hit(("node", corpus.node_id), "node", f"node:{corpus.node_id}",
-                                  kb_id, corpus.page_id, 1.0))}, []),
+                                  kb_id, corpus.page_id, 1.0))}),
         Fused(("mail", corpus.mail_id), 0.05,
               {"lexical": (2, Hit(("mail", corpus.mail_id), "mail", f"mail:{corpus.mail_id}",
-                                  kb_id, corpus.mail_id, 1.0))}, []),
+                                  kb_id, corpus.mail_id, 1.0))}),
     ]  # fmt: skip
     commands.archive_page(cx, corpus.page_id)  # after ranking, before hydration
     with cx.transaction() as conn:

@@ -53,7 +53,7 @@ def browse(conn: Conn, scope: Scope, limit: int) -> list[Row]:
         if ref is None:  # a file with no chunk to show
             continue
         hit = Hit((spec.target_kind, r["id"]), spec.name, ref, r["kb_id"], r["id"], 0.0)
-        items.append(Fused(hit.target, 0.0, {"browse": (len(items) + 1, hit)}, []))
+        items.append(Fused(hit.target, 0.0, {"browse": (len(items) + 1, hit)}))
     return hydrate(conn, scope, items, TsQueries())
 
 

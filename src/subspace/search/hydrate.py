@@ -34,7 +34,7 @@ _FRAGMENTS = (
 )
 # A token with inner separators (PROJ-1234, foo.bar.com, snake_case_name.py), and its parts.
 _JOINER = re.compile(r"[-./@:_\\]")  # joins the parts of an identifier: PROJ-1234, a.b@c.org
-_NON_SPACE = re.compile(r"\S*")
+_SPACE = re.compile(r"\s")
 _PART = re.compile(r"[^\W_]+")
 _MARKERS = re.compile(f"([{START}{STOP}])")
 STEM_SUFFIX = 3  # letters the English stemmer takes off a word at most (examples -> exampl)
@@ -214,10 +214,16 @@ def _identifiers(text: str) -> list[tuple[int, str]]:
             continue
         backwards = backwards or text[::-1]
         behind = len(text) - at
-        start = at - (_NON_SPACE.match(backwards, behind).end() - behind)
-        end = _NON_SPACE.match(text, at).end()
+        start = at - (_run_end(backwards, behind) - behind)
+        end = _run_end(text, at)
         found.append((start, text[start:end]))
     return found
+
+
+def _run_end(text: str, at: int) -> int:
+    """Where the run of non-space at `at` ends."""
+    space = _SPACE.search(text, at)
+    return len(text) if space is None else space.start()
 
 
 def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
