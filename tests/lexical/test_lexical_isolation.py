@@ -14,6 +14,8 @@ from subspace.database import Database
 from subspace.ingest.outline import OutlineItem
 from subspace.search.lexical.index import follower as follower_module
 from subspace.search.lexical.index.follower import LexicalFollower
+from subspace.search.lexical.index.layout import index_root
+from subspace.search.lexical.index.reader import engine_stats
 from subspace.workspaces import create_workspace
 from tests.search_helpers import follow, run
 
@@ -50,6 +52,40 @@ def test_another_workspace_writing_a_thousand_documents_moves_no_score(
     assert top_scores(database, cx) == before
     follow(database, cx)
     assert top_scores(database, cx) == before
+
+
+def test_another_workspaces_writes_keep_this_ones_view(database: Database, cx: Context) -> None:
+    """A view is made again only after the follower wrote its own workspace's files: another
+    workspace's writes carry it to the new position, same engine reading, so a search beside
+    a busy neighbour does not read every source's statistics again."""
+    page = commands.create_page(cx, "Cliffs")
+    commands.add_node(cx, page.id, "tern colony on the cliff")
+    follow(database, cx)
+    assert run(database, cx, "tern", mode="lexical").rows  # the process's reader is made
+    reader = database.search_runtime.lexical_reader(index_root(cx.settings), lambda: "")
+    before = reader.view(cx.actor.workspace_id)
+    assert before is not None and before.searchers
+
+    with database.pool.connection() as conn:
+        stranger = replace(cx, actor=create_workspace(conn, "Stranger"))
+    commands.create_page_from_outline(stranger, "Elsewhere", [OutlineItem("gull feather")])
+    follow(database, cx)
+    carried = reader.view(cx.actor.workspace_id)
+    assert carried is not None and carried.position != before.position
+    assert carried.searchers is before.searchers and carried.stats == before.stats
+
+    commands.add_node(cx, page.id, "a second tern colony, longer than the first one")
+    follow(database, cx)
+    made = reader.view(cx.actor.workspace_id)
+    assert made is not None and made.searchers is not carried.searchers
+    # Read with the term that served before, the statistics are a full scan's.
+    assert made.stats != before.stats
+    assert made.stats == {
+        source: found[0]
+        for source, searcher in made.searchers.items()
+        if (found := engine_stats(searcher)) is not None
+    }
+    assert len(run(database, cx, "tern", mode="lexical").rows) == 2
 
 
 def test_a_running_follower_checks_every_workspace_in_turn(

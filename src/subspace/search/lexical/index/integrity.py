@@ -35,6 +35,7 @@ from typing import Any
 
 from subspace.search.lexical.index.layout import (
     CURRENT,
+    META,
     STATE,
     State,
     generation_named,
@@ -113,7 +114,7 @@ class Checksums:
 
     def _check_index(self, folder: Path) -> None:
         for _ in range(PASSES):
-            meta = folder / "meta.json"
+            meta = folder / META
             before = _stamp(meta)
             files = self._segments_of(meta, before)
             missing = [name for name in files if self._check_file(folder / name) == "missing"]

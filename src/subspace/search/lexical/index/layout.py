@@ -68,6 +68,7 @@ TARGET_HI, TARGET_LO, ITEM_HI, ITEM_LO, PART, KIND_CODE, DIGEST = (
 # and takes no less than 15 MB.
 WRITER_HEAP_BYTES = 16_000_000
 STATE = "state.json"
+META = "meta.json"  # Tantivy's list of an index's segments, replaced at each commit and merge
 CURRENT = "CURRENT"
 SNAPSHOT = re.compile(r"[0-9]{1,20}:[0-9]{1,20}:([0-9]{1,20}(,[0-9]{1,20})*)?")  # pg_snapshot
 LSN = re.compile(r"[0-9A-F]{1,8}/[0-9A-F]{1,8}")  # pg_lsn, as Postgres prints it
