@@ -12,7 +12,7 @@ common (the most frequent word of the corpus), question (SciFact claims) and kin
 
     python bench/search_latency.py --size 100000 [--queries 100] [--clients 1 4]
         [--bases 1 10] [--file-share 0.2] [--home DIR] [--corpus PATH] [--load-only]
-        [--references] [--stages] [--json]
+        [--references] [--stages] [--beside-writes SECONDS] [--json]
 
 Every system is timed in a process set up as a web process is (processes.py's
 tune_collector: what the process holds is frozen out of the cyclic collector's walks, which
@@ -22,6 +22,10 @@ With --references the reference systems are timed in the same run, on the same t
 queries, in this process, with the same client counts (one knowledge base): the seed's SQL
 (lexical only), bm25s (lexical; an exact numpy scan of the same vectors as its vector leg;
 RRF of the two as its hybrid) and LanceDB (its FTS index, an IVF_HNSW_SQ index, its RRF).
+With --beside-writes, one client searches the rare terms of one knowledge base (a pause of
+50 ms after each) for SECONDS while another workspace adds a bullet and the lexical follower
+commits it every 0.2 s: the searches' p50/p95/p99 (`beside_writes` in the JSON).
+
 With --json one JSON object goes to stdout, {"size", "common_word", "filter_kind", "rows":
 [{"system", "query", "mode", "bases", "clients", "p50_ms", "p95_ms", "p99_ms"}]}, and the
 progress and text tables to stderr.
@@ -43,6 +47,7 @@ import json
 import random
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -431,6 +436,58 @@ def statement_costs(db: Database, cx: Context, searcher: Searcher, texts: list[s
     return {name: {k: round(v, 3) for k, v in cost.items()} for name, cost in totals.items()}
 
 
+WRITE_EVERY_S = 0.2  # how often the busy neighbour of --beside-writes writes and commits
+SEARCH_PAUSE_S = 0.05  # after each search of --beside-writes: a person typing, not a flood
+
+
+def beside_writes(report: Report, db: Database, settings: Settings, cx: Context,
+                  queries: Queries, seconds: float) -> dict[str, float]:  # fmt: skip
+    """One client's searches while another workspace writes and the lexical follower
+    commits its writes, each commit a new position for every reader of the index."""
+    with db.pool.connection() as conn:
+        actor = existing_workspace(conn, "Busy neighbour")
+        actor = actor or create_workspace(conn, "Busy neighbour")
+    neighbour = db.context(actor, settings)
+    page = commands.create_page(neighbour, f"Writes of {time.time():.0f}")
+    stop, commits = threading.Event(), itertools.count()
+
+    def write() -> None:
+        follower = LexicalFollower(db, settings)
+        try:
+            for n in itertools.count():
+                commands.add_node(neighbour, page.id, f"note {n}")
+                follower.run_once()
+                next(commits)
+                if stop.wait(WRITE_EVERY_S):
+                    return
+        finally:
+            follower.close()
+
+    searcher = db.searcher(FakeProvider())
+    texts = queries.texts["rare"]
+    time_queries(cx, searcher, texts, 1)  # warm, before the neighbour starts
+    writer = threading.Thread(target=write)
+    writer.start()
+    times: list[float] = []
+    started = time.perf_counter()
+    try:
+        for query in itertools.cycle(texts):
+            if time.perf_counter() - started >= seconds:
+                break
+            times += time_queries(cx, searcher, [query], 1)
+            time.sleep(SEARCH_PAUSE_S)
+    finally:
+        stop.set()
+        writer.join()
+    p50, p95, p99 = quantiles(times)
+    made = next(commits)
+    report.say(f"\nrare terms beside another workspace's writes ({made} commits in "
+               f"{seconds:g} s): {len(times)} searches, p50 {p50:.1f}  p95 {p95:.1f}  "
+               f"p99 {p99:.1f} ms")  # fmt: skip
+    return {"searches": len(times), "commits": made, "p50_ms": round(p50, 2),
+            "p95_ms": round(p95, 2), "p99_ms": round(p99, 2)}  # fmt: skip
+
+
 def filter_options(query_class: str) -> dict[str, Any]:
     return {"kinds": [FILTER_KIND]} if query_class == "kind_filter" else {}
 
@@ -625,6 +682,12 @@ def main() -> None:
         "--stages", action="store_true", help="Also time each step of a hybrid search."
     )
     parser.add_argument(
+        "--beside-writes",
+        type=float,
+        metavar="SECONDS",
+        help="Also time searches while another workspace writes and the follower commits.",
+    )
+    parser.add_argument(
         "--json",
         action="store_true",
         help="Print one JSON object {size, rows: [{system, query, mode, bases, clients, "
@@ -704,12 +767,16 @@ def main() -> None:
             tune_collector()
             ours(report, db, setups, queries, args.clients)
             stages = stage_breakdown(report, db, setups[0][1], queries) if args.stages else {}
+            busy = {}
+            if args.beside_writes:
+                busy = beside_writes(report, db, settings, setups[0][1], queries,
+                                     args.beside_writes)  # fmt: skip
         finally:
             db.close()
     if args.json:
         print(json.dumps({"size": args.size, "common_word": queries.common_word,
                           "filter_kind": FILTER_KIND, "rows": report.rows,
-                          "stages": stages}))  # fmt: skip
+                          "stages": stages, "beside_writes": busy}))  # fmt: skip
 
 
 def existing_workspace(conn: Conn, name: str) -> Actor | None:

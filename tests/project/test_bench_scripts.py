@@ -195,11 +195,13 @@ RUNS: dict[str, Smoke] = {
     ),
     "search_latency": Smoke(
         "--size 200 --queries 2 --clients 1 --bases 1 2 --references --stages "
-        "--corpus {corpus} --json",
+        "--beside-writes 1 --corpus {corpus} --json",
         json=lambda r: (
             {row["system"] for row in r["rows"]} == {"subspace", "seed_sql", "bm25s", "lancedb"}
             and {row["bases"] for row in r["rows"]} == {1, 2}
             and set(r["stages"]) == {"rare", "common", "question", "kind_filter"}
+            and r["beside_writes"]["searches"] > 0
+            and r["beside_writes"]["commits"] > 0
         ),
     ),
     "similarity_floor": Smoke(
