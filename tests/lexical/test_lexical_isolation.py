@@ -4,6 +4,8 @@ long, move none of them, in the lexical index and in the delta ranked from Postg
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
+from uuid import uuid4
 
 import pytest
 
@@ -14,8 +16,19 @@ from subspace.database import Database
 from subspace.ingest.outline import OutlineItem
 from subspace.search.lexical.index import follower as follower_module
 from subspace.search.lexical.index.follower import LexicalFollower
-from subspace.search.lexical.index.layout import index_root
-from subspace.search.lexical.index.reader import engine_stats
+from subspace.search.lexical.index.layout import (
+    CURRENT,
+    FORMAT,
+    STATE,
+    TEXT,
+    IndexDocument,
+    State,
+    index_root,
+    source_kinds,
+    write_atomically,
+)
+from subspace.search.lexical.index.reader import LexicalReader, engine_stats
+from subspace.search.lexical.index.writer import Writers
 from subspace.workspaces import create_workspace
 from tests.search_helpers import follow, run
 
@@ -86,6 +99,36 @@ def test_another_workspaces_writes_keep_this_ones_view(database: Database, cx: C
         if (found := engine_stats(searcher)) is not None
     }
     assert len(run(database, cx, "tern", mode="lexical").rows) == 2
+
+
+def test_a_workspaces_first_documents_are_seen_though_committed_before_the_state_lists_them(
+    tmp_path: Path,
+) -> None:
+    """The follower commits a workspace's indexes, then records the position holding them: a
+    search between the two sees an empty view, which is not carried past that position."""
+    generation = tmp_path / "g1"
+    generation.mkdir()
+    write_atomically(tmp_path / CURRENT, "g1")
+    kinds = source_kinds()
+
+    def record(position: str, workspaces: dict[str, int]) -> None:
+        State(FORMAT, "db", kinds, position, workspaces).write(generation / STATE)
+
+    mine = uuid4()
+    record("10:10:", {})
+    reader = LexicalReader(tmp_path, "db")
+    writers = Writers(generation)
+    source = next(iter(kinds))
+    writers.add(IndexDocument(mine, source, kinds[source][0], uuid4(), uuid4(), uuid4(), 0, (),
+                              False, ["tern"], [1]))  # fmt: skip
+    writers.commit(None, "db")  # its first documents, not recorded yet
+    in_between = reader.view(mine)
+    assert in_between is not None and not in_between.searchers
+    record("11:11:", writers.workspaces)
+    after = reader.view(mine)
+    assert after is not None and after.position == "11:11:"
+    assert after.searchers[source].doc_freq(TEXT, "tern") == 1
+    writers.close()
 
 
 def test_a_running_follower_checks_every_workspace_in_turn(

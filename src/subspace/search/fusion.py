@@ -103,7 +103,7 @@ def dedupe(hits: Sequence[Hit]) -> list[Hit]:
 def fuse(legs: Sequence[Leg], *, k: int = RRF_K) -> list[Fused]:
     """Every target of every leg, in fused order (deterministic for the same input).
 
-    `legs` come in priority order: the first wins a complete tie.
+    `legs` come in priority order: the first wins a complete tie. Their names are distinct.
     """
     order = [leg.name for leg in legs]
     weights = {leg.name: leg.weight for leg in legs}

@@ -303,10 +303,13 @@ class LexicalReader:
         damaged (the generation then serves no more)."""
         state, generation = self._state, self._generation
         assert state is not None and state.position is not None and generation is not None
-        # Taken first: a commit while the view is made shows as a change at the next search.
-        self._made_from[workspace] = self._files_stamp(workspace)
         if workspace.hex not in state.workspaces:  # nothing of it is in the index yet
+            # Made again at each position: its files may be written before the state lists
+            # them, and this view read none of them.
+            self._made_from.pop(workspace, None)
             return EngineView(workspace, state.position, {}, {}, state.kinds)
+        # Taken first: a commit while the view is made shows as a change at the next search.
+        made_from = self._files_stamp(workspace)
         folder = workspace_folder(generation, workspace)
         damage = self._checksums.damage([folder], state.kinds)
         if damage is not None:
@@ -327,6 +330,7 @@ class LexicalReader:
             log.warning("cannot read the lexical index in %s: %s", folder, exc)
             self._close("the index cannot be read")
             return None
+        self._made_from[workspace] = made_from  # once made whole: a failed load is not carried
         return EngineView(workspace, state.position, searchers, stats, state.kinds)
 
     def _index(self, folder: Path, source: str) -> _OpenIndex:
