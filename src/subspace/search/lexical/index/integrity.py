@@ -67,7 +67,9 @@ def engine_failed(exc: BaseException) -> bool:
 Stamp = tuple[int, int, int, int]
 
 
-def _stamp(path: Path) -> Stamp | None:
+def file_stamp(path: Path) -> Stamp | None:
+    """What changes when a file is written in place or replaced: its inode, size and times;
+    None when it cannot be read."""
     try:
         status = path.stat()
     except OSError:
@@ -115,12 +117,12 @@ class Checksums:
     def _check_index(self, folder: Path) -> None:
         for _ in range(PASSES):
             meta = folder / META
-            before = _stamp(meta)
+            before = file_stamp(meta)
             files = self._segments_of(meta, before)
             missing = [name for name in files if self._check_file(folder / name) == "missing"]
             if not missing:
                 return
-            if _stamp(meta) == before:  # not a merge that removed them meanwhile
+            if file_stamp(meta) == before:  # not a merge that removed them meanwhile
                 raise Damaged(f"{folder / missing[0]} is missing")
         raise Damaged(f"{folder} keeps changing under the check")
 
@@ -128,7 +130,7 @@ class Checksums:
         """The segment files meta.json lists, read once for as long as it and .managed.json
         stay the same files: a round of the follower stats every index, and reads none."""
         managed = meta.with_name(MANAGED)
-        stamps = (stamp, _stamp(managed))
+        stamps = (stamp, file_stamp(managed))
         with self._lock:
             known = self.segments.get(meta)
         if stamp is not None and known is not None and known[0] == stamps:
@@ -146,7 +148,7 @@ class Checksums:
 
     def _check_file(self, path: Path) -> str:
         """ "ok" or "missing"; raises Damaged for a file whose checksum does not hold."""
-        stamp = _stamp(path)
+        stamp = file_stamp(path)
         if stamp is None:
             return "missing"
         with self._lock:
@@ -158,7 +160,7 @@ class Checksums:
         with contextlib.suppress(OSError):
             os.chmod(path, READ_ONLY)  # against accidents: nothing but a rebuild writes it
         with self._lock:
-            self.verified[path] = _stamp(path) or stamp  # the chmod changed its ctime
+            self.verified[path] = file_stamp(path) or stamp  # the chmod changed its ctime
         return "ok"
 
 

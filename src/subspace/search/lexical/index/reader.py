@@ -23,6 +23,7 @@ from subspace.search.lexical.index.integrity import (
     Checksums,
     check_generation,
     engine_failed,
+    file_stamp,
     report_damage,
 )
 from subspace.search.lexical.index.layout import (
@@ -116,17 +117,6 @@ def _explained_values(node: dict[str, Any]) -> Iterator[tuple[str, float]]:
         yield name, float(node["value"])
     for child in node.get("details", []) or []:
         yield from _explained_values(child)
-
-
-def _file_stamp(path: Path | None) -> tuple[int, int] | None:
-    """A file's inode and modification time (a replaced file has a new inode)."""
-    if path is None:
-        return None
-    try:
-        status = path.stat()
-    except OSError:
-        return None
-    return status.st_ino, status.st_mtime_ns
 
 
 @dataclass
@@ -241,7 +231,7 @@ class LexicalReader:
         """What changes when the follower commits (its state file is replaced) or a rebuild
         swaps generations (CURRENT is): two stat calls a search, no read."""
         state = None if self._watched is None else self._watched / STATE
-        return (_file_stamp(self.folder / CURRENT), _file_stamp(state))
+        return (file_stamp(self.folder / CURRENT), None if state is None else file_stamp(state))
 
     def _close(self, problem: str) -> None:
         self._generation, self._state = None, None
@@ -296,7 +286,7 @@ class LexicalReader:
         state, generation = self._state, self._generation
         assert state is not None and generation is not None
         folder = workspace_folder(generation, workspace)
-        return tuple(_file_stamp(folder / source / META) for source in state.kinds)
+        return tuple(file_stamp(folder / source / META) for source in state.kinds)
 
     def _load_workspace(self, workspace: UUID) -> EngineView | None:
         """A view of the workspace's indexes as they are now; None when a file of theirs is
