@@ -474,7 +474,9 @@ def beside_writes(report: Report, db: Database, settings: Settings, cx: Context,
         for query in itertools.cycle(texts):
             if time.perf_counter() - started >= seconds:
                 break
-            times += time_queries(cx, searcher, [query], 1)
+            sent = time.perf_counter()
+            search(cx, searcher, SearchRequest(query=query))
+            times.append((time.perf_counter() - sent) * 1000)
             time.sleep(SEARCH_PAUSE_S)
     finally:
         stop.set()
@@ -767,7 +769,7 @@ def main() -> None:
             tune_collector()
             ours(report, db, setups, queries, args.clients)
             stages = stage_breakdown(report, db, setups[0][1], queries) if args.stages else {}
-            busy = {}
+            busy: dict[str, float] = {}
             if args.beside_writes:
                 busy = beside_writes(report, db, settings, setups[0][1], queries,
                                      args.beside_writes)  # fmt: skip

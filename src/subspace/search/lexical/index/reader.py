@@ -13,7 +13,7 @@ from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import UUID
 
 import tantivy
@@ -85,7 +85,7 @@ def engine_stats(
     finding one among the index's terms ranks them all by their documents, 28 ms for the
     files of 100,000 chunks, where the known one costs a lookup.
     """
-    if known is not None and searcher.doc_freq(TEXT, known):
+    if known is not None:
         found = _stats_from(searcher, known)
         if found is not None:
             return found, known
@@ -119,6 +119,14 @@ def _explained_values(node: dict[str, Any]) -> Iterator[tuple[str, float]]:
         yield from _explained_values(child)
 
 
+class _Served(NamedTuple):
+    """A workspace's view, and its files as they were when it was made (`_files_stamp`);
+    None for a view that read none of them (it is never carried)."""
+
+    view: EngineView
+    made_from: tuple[Any, ...] | None
+
+
 @dataclass
 class _OpenIndex:
     """An index the reader holds open, and a term its statistics were read with."""
@@ -142,9 +150,7 @@ class LexicalReader:
         self._state: State | None = None  # its record, while it serves
         self._watched: Path | None = None  # the one CURRENT named at the last load
         self._indexes: OrderedDict[tuple[Path, str], _OpenIndex] = OrderedDict()
-        self._views: OrderedDict[UUID, EngineView] = OrderedDict()
-        # Each view's workspace files as they were when it was made (`_files_stamp`).
-        self._made_from: dict[UUID, tuple[Any, ...]] = {}
+        self._views: OrderedDict[UUID, _Served] = OrderedDict()
         self._checksums = Checksums()
         self.problem = "the index has not been built yet"
 
@@ -155,19 +161,18 @@ class LexicalReader:
             self._refresh()
             if self._state is None:
                 return None
-            view = self._views.get(workspace)
-            if view is not None and view.position != self._state.position:
-                view = self._carried(view)
-            if view is None:
-                view = self._load_workspace(workspace)
-                if view is None:
+            served = self._views.get(workspace)
+            if served is not None and served.view.position != self._state.position:
+                served = self._carried(served)
+            if served is None:
+                served = self._load_workspace(workspace)
+                if served is None:
                     return None
-                self._views[workspace] = view
-                if len(self._views) > OPEN_VIEWS:
-                    closed, _ = self._views.popitem(last=False)
-                    self._made_from.pop(closed, None)
+            self._views[workspace] = served
             self._views.move_to_end(workspace)
-            return view
+            if len(self._views) > OPEN_VIEWS:
+                self._views.popitem(last=False)
+            return served.view
 
     def held(self) -> tuple[str, int] | None:
         """The position the index holds and its live documents, every workspace's; None
@@ -195,7 +200,7 @@ class LexicalReader:
         with self._lock:
             generation = self._generation
             served = self._views.get(view.workspace)
-            if generation is None or served is None or served.searchers is not view.searchers:
+            if generation is None or served is None or served.view.searchers is not view.searchers:
                 return False  # another search found it out first, or a new view replaced it
             folder = workspace_folder(generation, view.workspace)
             self._checksums.forget(folder)
@@ -237,7 +242,6 @@ class LexicalReader:
         self._generation, self._state = None, None
         self._indexes.clear()
         self._views.clear()
-        self._made_from.clear()
         self.problem = problem
 
     def _damaged(self, generation: Path, damage: str) -> None:
@@ -260,25 +264,23 @@ class LexicalReader:
         if generation != self._generation:
             self._indexes.clear()
             self._views.clear()
-            self._made_from.clear()
             self._generation = generation
         # A view whose workspace the follower did not write is carried to the new position
         # when next searched (`_carried`); the others are made again from their indexes.
         self._state = state
         self.problem = ""
 
-    def _carried(self, view: EngineView) -> EngineView | None:
-        """`view` at the position the follower recorded since it was made, when none of its
-        workspace's files changed meanwhile (the writes were other workspaces'); None when
-        one did. Making a view again reads every source's statistics: under another
+    def _carried(self, served: _Served) -> _Served | None:
+        """The view at the position the follower recorded since it was made, when none of
+        its workspace's files changed meanwhile (the writes were other workspaces'); None
+        when one did. Making a view again reads every source's statistics: under another
         workspace's writes, each of this one's searches did that."""
         state = self._state
         assert state is not None and state.position is not None
-        if self._files_stamp(view.workspace) != self._made_from.get(view.workspace):
+        view = served.view
+        if served.made_from is None or self._files_stamp(view.workspace) != served.made_from:
             return None
-        carried = replace(view, position=state.position)
-        self._views[view.workspace] = carried
-        return carried
+        return served._replace(view=replace(view, position=state.position))
 
     def _files_stamp(self, workspace: UUID) -> tuple[Any, ...]:
         """What changes when the follower commits to (or merges) one of the workspace's
@@ -288,7 +290,7 @@ class LexicalReader:
         folder = workspace_folder(generation, workspace)
         return tuple(file_stamp(folder / source / META) for source in state.kinds)
 
-    def _load_workspace(self, workspace: UUID) -> EngineView | None:
+    def _load_workspace(self, workspace: UUID) -> _Served | None:
         """A view of the workspace's indexes as they are now; None when a file of theirs is
         damaged (the generation then serves no more)."""
         state, generation = self._state, self._generation
@@ -296,8 +298,7 @@ class LexicalReader:
         if workspace.hex not in state.workspaces:  # nothing of it is in the index yet
             # Made again at each position: its files may be written before the state lists
             # them, and this view read none of them.
-            self._made_from.pop(workspace, None)
-            return EngineView(workspace, state.position, {}, {}, state.kinds)
+            return _Served(EngineView(workspace, state.position, {}, {}, state.kinds), None)
         # Taken first: a commit while the view is made shows as a change at the next search.
         made_from = self._files_stamp(workspace)
         folder = workspace_folder(generation, workspace)
@@ -320,8 +321,8 @@ class LexicalReader:
             log.warning("cannot read the lexical index in %s: %s", folder, exc)
             self._close("the index cannot be read")
             return None
-        self._made_from[workspace] = made_from  # once made whole: a failed load is not carried
-        return EngineView(workspace, state.position, searchers, stats, state.kinds)
+        return _Served(EngineView(workspace, state.position, searchers, stats, state.kinds),
+                       made_from)  # fmt: skip
 
     def _index(self, folder: Path, source: str) -> _OpenIndex:
         key = (folder, source)
