@@ -222,6 +222,40 @@ def test_filing_rag_direct_as_a_bullet_answers_under_it(page: Page, live: LiveSe
     assert any(f"node:{fact}" in child["props"]["refs"] for child in asked["children"])
 
 
+def test_a_command_typed_while_its_bullet_is_created_is_saved_once_before_the_ask(
+    page: Page, live: LiveServer
+) -> None:
+    """A slow create made the bullet's text save again after the ask: a write the answers
+    being written could make stale ("This page changed in another window")."""
+    page_id, _ = _page(live, "Lighthouse", "The lighthouse keeper winds the clock at noon")
+    page.goto(f"/p/{page_id}")
+    sent: list[str] = []
+    held: list[Route] = []
+    page.route("**/api/nodes", lambda route: held.append(route))  # creates wait for the test
+    page.on(
+        "request", lambda request: sent.append(f"{request.method} {urlparse(request.url).path}")
+    )
+    page.locator("textarea.bullet-text").first.click()
+    page.keyboard.press("End")
+    page.keyboard.press("Enter")
+    page.keyboard.type("/rag-direct when does the lighthouse keeper wind the clock?")
+    page.keyboard.press("Enter")  # files the command and opens the bullet after it
+    page.wait_for_function("() => true")  # the held create has reached the test
+    held.pop().continue_()  # the command's bullet is made; its text is saved next
+    page.wait_for_timeout(800)  # longer than the typing pause, the next bullet still held
+    for route in held:
+        route.continue_()
+    page.unroute("**/api/nodes")
+    command = _command(page, "/rag-direct when does the lighthouse keeper wind the clock?")
+    expect(page.locator(f"{command} > .run-status")).to_contain_text("Answered.", timeout=20_000)
+    expect(page.locator(".save-state")).to_have_text("Saved")
+    command_id = page.locator(command).get_attribute("id")
+    asked = sent.index("POST /api/ask")
+    assert f"PATCH /api/nodes/{command_id}" in sent[:asked]
+    assert f"PATCH /api/nodes/{command_id}" not in sent[asked:]
+    expect(page.locator(".stale-notice")).to_have_count(0)
+
+
 def test_an_answer_is_text_and_fetches_nothing_from_other_hosts(
     tab: Page, scripted: LiveServer, script: Script
 ) -> None:

@@ -3,6 +3,7 @@ arrive in search naming it, give a paused mailbox its password again, remove a s
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -45,6 +46,12 @@ def test_a_folder_added_in_the_sources_view_syncs_and_names_itself_in_search(
     expect(card).to_contain_text("1 added")
 
     (notes / "pier.md").write_text("# Pier\n\n- pier two is closed for repairs\n")
+    # The palette searches once per keystroke: it is opened once the watched file is indexed.
+    with live_sources.api() as api:
+        deadline = time.monotonic() + 30
+        while not api.get("/api/search", params={"q": "repairs", "mode": "lexical"}).json()["rows"]:
+            assert time.monotonic() < deadline, "pier.md was not searchable within 30 s"
+            time.sleep(0.1)
     tab.keyboard.press("Control+k")
     expect(tab.locator("#palette-input")).to_be_focused()
     tab.keyboard.type("repairs")

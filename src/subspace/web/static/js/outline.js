@@ -333,8 +333,10 @@ export class Outline {
         node.el.classList.remove("is-unsaved");
         node.input.title = "";
         this.paint(node);
-        // typed while the bullet was being created: the text save that follows carries it
-        if (out.text !== node.text && !this.timers.has(node)) this.scheduleText(node);
+        // Typed while the bullet was being created: a text save carries it, the one queued
+        // already or a new one. Never a second: it would land after what came next (an ask,
+        // whose answers then make it stale).
+        if (out.text !== node.text && !this.timers.has(node) && !node.textQueued) this.scheduleText(node);
         return out.page_version;
       },
     });
