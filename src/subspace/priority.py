@@ -33,3 +33,24 @@ def yield_cores(niceness: int) -> None:
     if os.getsid(0) == os.getpid():
         with suppress(OSError):  # a kernel without autogroups
             AUTOGROUP.write_text(f"{niceness}\n")
+
+
+def lend_niceness(pid: int, data_directory: str) -> bool:
+    """Have the Postgres backend `pid` claim the cores as this process does, when it runs on
+    this machine as this user: the background process's statements wait for a person's
+    searches as its Python does. `data_directory` is the server's (a backend works in it),
+    so a pid of another host's server is never touched. True when the backend was niced."""
+    niceness = os.getpriority(os.PRIO_PROCESS, 0)
+    if niceness <= 0:
+        return False
+    proc = Path(f"/proc/{pid}")
+    try:
+        if os.path.realpath(proc / "cwd") != os.path.realpath(data_directory):
+            return False
+        os.setpriority(os.PRIO_PROCESS, pid, niceness)
+    except OSError:  # not this machine's, not this user's, or gone
+        return False
+    if os.getsid(pid) == pid:  # each backend leads a session of its own
+        with suppress(OSError):
+            (proc / "autogroup").write_text(f"{niceness}\n")
+    return True

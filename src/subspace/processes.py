@@ -89,6 +89,7 @@ class Supervisor:
         environment = child_environment(
             SUBSPACE_DATABASE_URL=self.dsn,  # the supervisor's Postgres, embedded or not
             SUBSPACE_WORKERS=str(self.workers),  # each process knows how many share the work
+            PGAPPNAME=f"subspace {child.name}",  # Postgres's own views name who holds what
         )
         command = [sys.executable, "-m", "subspace.processes", *child.args]
         child.process = subprocess.Popen(

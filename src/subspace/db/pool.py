@@ -3,6 +3,7 @@ checks), with pgvector's types registered."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import psycopg
@@ -11,6 +12,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
 from subspace.errors import DatabaseError
+from subspace.priority import lend_niceness
 
 Conn = psycopg.Connection[dict[str, Any]]
 
@@ -56,6 +58,22 @@ def _version_tuple(version: str) -> tuple[int, ...]:
 def _configure(conn: psycopg.Connection[Any]) -> None:
     register_vector(conn)
     conn.commit()
+    if os.getpriority(os.PRIO_PROCESS, 0) > 0:
+        _lend_niceness(conn)
+
+
+def _lend_niceness(conn: psycopg.Connection[Any]) -> None:
+    """A niced process's backends are niced as it is (priority.lend_niceness). Reading the
+    server's folder needs a superuser or pg_read_all_settings: another server is left as is."""
+    try:
+        row = conn.execute("select pg_backend_pid(), current_setting('data_directory')").fetchone()
+    except psycopg.Error:
+        conn.rollback()
+        return
+    conn.commit()
+    assert row is not None
+    pid, folder = row if isinstance(row, tuple) else tuple(row.values())
+    lend_niceness(int(pid), str(folder))
 
 
 def open_pool(
