@@ -56,6 +56,9 @@ class Context:
     # The server's request connections, shared fairly among workspaces (database.py); None
     # outside a server.
     connection_shares: Shares | None = None
+    # The pool uploads and imports write through, its backends niced (database.py); None:
+    # they write through `db`.
+    imports: ConnectionPool[Conn] | None = None
     # The children that parse mail and extract files (ingest/isolation.py): the Database's.
     parsers: ParserPools | None = None
     # Where the Database counts the writes run again for a lock (commands/retry.py).
@@ -86,6 +89,13 @@ class Context:
                 yield
             finally:
                 held.discard(workspace)
+
+    def importing(self) -> Context:
+        """The same context on the imports' pool, when there is one and it borrows from a
+        pool: an upload's statements then wait for people's searches in Postgres."""
+        if self.imports is None or not isinstance(self.db, ConnectionPool):
+            return self
+        return replace(self, db=self.imports)
 
     def on(self, conn: Conn) -> Context:
         """The same context bound to one connection."""

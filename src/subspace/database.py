@@ -15,7 +15,7 @@ from subspace.db.embedded import EmbeddedPostgres, start_embedded
 from subspace.db.migrate import migrate
 from subspace.db.pool import Conn, open_pool
 from subspace.db.replicas import Replicas, parse_replica_urls
-from subspace.ingest.isolation import ParserPools
+from subspace.ingest.isolation import PARSER_NICENESS, ParserPools
 from subspace.keys import default_actor
 from subspace.models import Actor
 from subspace.search.searcher import Searcher
@@ -45,6 +45,12 @@ def reserved_connections(settings: Settings) -> int:
 REQUEST_CONNECTION_WAIT_S = 2.0
 
 
+# How much less of the cores an upload's statements claim than a search's, in Postgres: as
+# much as the parser child that reads the upload (ingest/isolation.py). A flood of uploads
+# then waits for people's searches in its backends too, not only in its parsing.
+IMPORT_NICENESS = PARSER_NICENESS
+
+
 def connection_shares(pool_size: int) -> Shares:
     """The request connections' shares: a workspace alone may use the whole pool; beside
     another it holds one per core, so that its flood of writes leaves the others connections
@@ -63,14 +69,17 @@ class Database:
 
     `pool` serves background work, health checks and the command line; `requests`, when set,
     is the pool request contexts draw from, so that requests holding every one of its
-    connections cannot starve the background. `search_runtime` is what its searches share
-    (`searcher()`); it lives and closes with the pools its threads borrow from.
+    connections cannot starve the background; `imports`, when set, the one uploads and mail
+    imports write through (niced: IMPORT_NICENESS), so that they cannot starve searches.
+    `search_runtime` is what its searches share (`searcher()`); it lives and closes with the
+    pools its threads borrow from.
     """
 
     dsn: str
     pool: ConnectionPool[Conn]
     embedded: EmbeddedPostgres | None
     requests: ConnectionPool[Conn] | None = None
+    imports: ConnectionPool[Conn] | None = None
     search_runtime: SearchRuntime = field(default_factory=SearchRuntime)
     connection_shares: Shares = field(default_factory=lambda: connection_shares(10))
     parsers: ParserPools = field(default_factory=ParserPools)
@@ -85,8 +94,9 @@ class Database:
         self.parsers.close()
         if self.replicas is not None:
             self.replicas.close()
-        if self.requests is not None:
-            self.requests.close()
+        for pool in (self.requests, self.imports):
+            if pool is not None:
+                pool.close()
         self.pool.close()
         if self.embedded is not None:
             self.embedded.stop()
@@ -109,6 +119,7 @@ class Database:
             actor=actor,
             settings=settings,
             connection_shares=self.connection_shares,
+            imports=self.imports,
             parsers=self.parsers,
             write_retries=self.write_retries,
         )
@@ -129,10 +140,13 @@ def resolve_dsn(settings: Settings) -> tuple[str, EmbeddedPostgres | None]:
     return embedded.dsn, embedded
 
 
-def open_database(settings: Settings, *, pool_size: int = 10, replicas: bool = False) -> Database:
+def open_database(
+    settings: Settings, *, pool_size: int = 10, replicas: bool = False, imports: bool = False
+) -> Database:
     """Start or reach Postgres, apply pending migrations and open the pools: `pool_size`
-    connections for requests, `reserved_connections()` more for everything else, and with
-    `replicas` as many to each of SUBSPACE_REPLICA_URL's (a web process's reads)."""
+    connections for requests, `reserved_connections()` more for everything else, with
+    `replicas` as many to each of SUBSPACE_REPLICA_URL's (a web process's reads), and with
+    `imports` as many for uploads (a web process's)."""
     dsn, embedded = resolve_dsn(settings)
     pool: ConnectionPool[Conn] | None = None
     try:
@@ -143,6 +157,15 @@ def open_database(settings: Settings, *, pool_size: int = 10, replicas: bool = F
         requests = open_pool(
             dsn, max_size=pool_size, timeout=REQUEST_CONNECTION_WAIT_S, name="subspace-requests"
         )
+        uploads = None
+        if imports:
+            uploads = open_pool(
+                dsn,
+                max_size=pool_size,
+                timeout=REQUEST_CONNECTION_WAIT_S,
+                name="subspace-imports",
+                niceness=IMPORT_NICENESS,
+            )
         urls = parse_replica_urls(settings.replica_url) if replicas else []
         readers = Replicas(urls, pool_size) if urls else None
     except BaseException:
@@ -156,6 +179,7 @@ def open_database(settings: Settings, *, pool_size: int = 10, replicas: bool = F
         pool=pool,
         embedded=embedded,
         requests=requests,
+        imports=uploads,
         connection_shares=connection_shares(pool_size),
         replicas=readers,
     )

@@ -35,12 +35,13 @@ def yield_cores(niceness: int) -> None:
             AUTOGROUP.write_text(f"{niceness}\n")
 
 
-def lend_niceness(pid: int, data_directory: str) -> bool:
-    """Have the Postgres backend `pid` claim the cores as this process does, when it runs on
-    this machine as this user: the background process's statements wait for a person's
-    searches as its Python does. `data_directory` is the server's (a backend works in it),
-    so a pid of another host's server is never touched. True when the backend was niced."""
-    niceness = os.getpriority(os.PRIO_PROCESS, 0)
+def lend_niceness(pid: int, data_directory: str, niceness: int = 0) -> bool:
+    """Have the Postgres backend `pid` claim the cores less by `niceness`, or as this process
+    does when it is niced more, when it runs on this machine as this user: the background
+    process's and the uploads' statements wait for a person's searches as their Python does.
+    `data_directory` is the server's (a backend works in it), so a pid of another host's
+    server is never touched. True when the backend was niced."""
+    niceness = max(niceness, os.getpriority(os.PRIO_PROCESS, 0))
     if niceness <= 0:
         return False
     proc = Path(f"/proc/{pid}")

@@ -182,7 +182,9 @@ def _web(fd: int, metrics_dir: Path) -> None:
     listener = socket.socket(fileno=fd)
     with stop_on_sigterm():
         try:
-            db = open_database(settings, pool_size=settings.db_pool_size, replicas=True)
+            db = open_database(
+                settings, pool_size=settings.db_pool_size, replicas=True, imports=True
+            )
             # The web processes of this home count a workspace's searches and connections
             # together: the cores they share are the host's.
             shares, processes = settings.home / "shares", worker_count(settings)

@@ -8,9 +8,18 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
-from subspace.database import Database
+import pytest
+
+from subspace.config import Settings
+from subspace.context import Context
+from subspace.database import IMPORT_NICENESS, Database
+from subspace.db.pool import Conn, open_pool
+from subspace.models import Actor
+from tests.conftest import make_client
 
 NICED = textwrap.dedent(
     """
@@ -64,3 +73,38 @@ def test_a_process_at_full_claim_leaves_its_backends_as_they_are(database: Datab
     with database.pool.connection() as conn:
         pid = conn.execute("select pg_backend_pid() as pid").fetchone()["pid"]  # type: ignore[index]
     assert os.getpriority(os.PRIO_PROCESS, pid) == 0
+
+
+@pytest.fixture
+def with_imports(database: Database) -> Iterator[Database]:
+    """The test database with a pool for uploads, niced as a web process's is."""
+    imports = open_pool(database.dsn, max_size=2, niceness=IMPORT_NICENESS)
+    yield replace(database, imports=imports)
+    imports.close()
+
+
+def backend_niceness(conn: Conn) -> int:
+    pid = conn.execute("select pg_backend_pid() as pid").fetchone()["pid"]  # type: ignore[index]
+    return os.getpriority(os.PRIO_PROCESS, pid)
+
+
+def test_an_upload_writes_through_niced_backends_and_a_search_does_not(
+    with_imports: Database, settings: Settings, actor: Actor
+) -> None:
+    cx = with_imports.context(actor, settings)
+    with cx.importing().transaction() as conn:
+        assert backend_niceness(conn) == IMPORT_NICENESS
+    with cx.transaction() as conn:
+        assert backend_niceness(conn) == 0
+
+    client = make_client(with_imports, settings, actor)
+    assert with_imports.imports is not None
+    with_imports.imports.pop_stats()
+    message = b"Message-ID: <m1@x>\r\nFrom: a@x\r\nSubject: Pier\r\n\r\nThe pier is closed.\r\n"
+    answer = client.post("/api/mail/import", files={"file": ("m.eml", message, "message/rfc822")})
+    assert answer.status_code == 200, answer.text
+    answer = client.post("/api/files", files={"file": ("n.txt", b"harbour notes", "text/plain")})
+    assert answer.status_code == 201, answer.text
+    assert with_imports.imports.pop_stats().get("requests_num", 0) >= 2
+    # without an imports pool (the command line, the tests' apps) an upload writes as before
+    assert Context(with_imports.pool, actor, settings).importing().db is with_imports.pool

@@ -4,6 +4,7 @@ checks), with pgvector's types registered."""
 from __future__ import annotations
 
 import os
+from functools import partial
 from typing import Any
 
 import psycopg
@@ -55,16 +56,16 @@ def _version_tuple(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in version.split(".") if part.isdigit())
 
 
-def _configure(conn: psycopg.Connection[Any]) -> None:
+def _configure(conn: psycopg.Connection[Any], niceness: int = 0) -> None:
     register_vector(conn)
     conn.commit()
-    if os.getpriority(os.PRIO_PROCESS, 0) > 0:
-        _lend_niceness(conn)
+    if max(niceness, os.getpriority(os.PRIO_PROCESS, 0)) > 0:
+        _lend_niceness(conn, niceness)
 
 
-def _lend_niceness(conn: psycopg.Connection[Any]) -> None:
-    """A niced process's backends are niced as it is (priority.lend_niceness). Reading the
-    server's folder needs a superuser or pg_read_all_settings: another server is left as is."""
+def _lend_niceness(conn: psycopg.Connection[Any], niceness: int) -> None:
+    """Nice the connection's backend (priority.lend_niceness). Reading the server's folder
+    needs a superuser or pg_read_all_settings: another server is left as it is."""
     try:
         row = conn.execute("select pg_backend_pid(), current_setting('data_directory')").fetchone()
     except psycopg.Error:
@@ -73,7 +74,7 @@ def _lend_niceness(conn: psycopg.Connection[Any]) -> None:
     conn.commit()
     assert row is not None
     pid, folder = row if isinstance(row, tuple) else tuple(row.values())
-    lend_niceness(int(pid), str(folder))
+    lend_niceness(int(pid), str(folder), niceness)
 
 
 def open_pool(
@@ -85,19 +86,22 @@ def open_pool(
     name: str = "subspace",
     wait: bool = True,
     kind: type[ConnectionPool[Conn]] = ConnectionPool,
+    niceness: int = 0,
 ) -> ConnectionPool[Conn]:
     """Open a pool for a migrated database (pgvector's types must already exist).
 
     `timeout` is how long `connection()` waits for a free connection before it raises
     PoolTimeout. With `wait` the first connection must open now (or DatabaseError); without
     it the pool connects in the background, and a server that is down fails its borrowers.
+    Its backends are niced by `niceness`, or as this process is when it is niced more (when
+    the server runs on this machine as this user: priority.lend_niceness).
     """
     pool: ConnectionPool[Conn] = kind(
         dsn,
         min_size=min_size,
         max_size=max_size,
         kwargs={"row_factory": dict_row},
-        configure=_configure,
+        configure=partial(_configure, niceness=niceness),
         open=False,
         name=name,
         timeout=timeout,

@@ -97,6 +97,7 @@ def import_mail(
     kb_id: Annotated[UUID | None, Form(examples=["3f2b9c1e-8d4a-4e57-9a0b-6c1d2e3f4a5b"])] = None,
 ) -> MailImport:
     """Import a message or a mailbox; duplicates (same Message-ID) are skipped."""
+    cx = cx.importing()
     name = file.filename or "upload"
     data = file.file.read(cx.settings.max_upload_bytes + 1)
     check_upload_size(cx, len(data))
