@@ -56,9 +56,9 @@ class Context:
     # The server's request connections, shared fairly among workspaces (database.py); None
     # outside a server.
     connection_shares: Shares | None = None
-    # The pool whose backends yield the cores to the others' (niced, database.py): uploads
-    # write through it, and so does a workspace that had to wait for its turn. None: `db`.
-    yielding: ConnectionPool[Conn] | None = None
+    # The pool uploads and imports write through, its backends niced (database.py); None:
+    # they write through `db`.
+    imports: ConnectionPool[Conn] | None = None
     # The children that parse mail and extract files (ingest/isolation.py): the Database's.
     parsers: ParserPools | None = None
     # Where the Database counts the writes run again for a lock (commands/retry.py).
@@ -68,39 +68,34 @@ class Context:
     def transaction(self) -> Iterator[Conn]:
         """Yield a connection inside a transaction that commits on success."""
         if isinstance(self.db, ConnectionPool):
-            with self._turn() as waited:
-                # A workspace that waited for its turn asks for more than its share: its
-                # statements yield the cores to those of the workspaces that did not.
-                pool = self.yielding if waited and self.yielding is not None else self.db
-                with pool.connection() as conn, conn.transaction():
-                    yield conn
+            with self._turn(), self.db.connection() as conn, conn.transaction():
+                yield conn
         else:
             with self.db.transaction():
                 yield self.db
 
     @contextmanager
-    def _turn(self) -> Iterator[bool]:
+    def _turn(self) -> Iterator[None]:
         """This workspace's turn at a request connection: a thread already holding one for
-        it (a command inside another's block) goes on without waiting for a second. Yields
-        whether it waited."""
+        it (a command inside another's block) goes on without waiting for a second."""
         workspace = self.actor.workspace_id
         held: set[UUID] = _turns.__dict__.setdefault("workspaces", set())
         if self.connection_shares is None or workspace in held:
-            yield False
+            yield
             return
-        with self.connection_shares.hold(workspace, CONNECTION_WAIT_S) as waited:
+        with self.connection_shares.hold(workspace, CONNECTION_WAIT_S):
             held.add(workspace)
             try:
-                yield waited
+                yield
             finally:
                 held.discard(workspace)
 
     def importing(self) -> Context:
-        """The same context on the yielding pool, when there is one and it borrows from a
+        """The same context on the imports' pool, when there is one and it borrows from a
         pool: an upload's statements then wait for people's searches in Postgres."""
-        if self.yielding is None or not isinstance(self.db, ConnectionPool):
+        if self.imports is None or not isinstance(self.db, ConnectionPool):
             return self
-        return replace(self, db=self.yielding)
+        return replace(self, db=self.imports)
 
     def on(self, conn: Conn) -> Context:
         """The same context bound to one connection."""

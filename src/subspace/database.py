@@ -45,10 +45,10 @@ def reserved_connections(settings: Settings) -> int:
 REQUEST_CONNECTION_WAIT_S = 2.0
 
 
-# How much less of the cores the yielding pool's backends claim than the requests': as much
-# as the parser child that reads an upload (ingest/isolation.py). A flood of uploads, or of
-# any requests past a workspace's share, then waits for people's searches in Postgres too.
-YIELDING_NICENESS = PARSER_NICENESS
+# How much less of the cores an upload's statements claim than a search's, in Postgres: as
+# much as the parser child that reads the upload (ingest/isolation.py). A flood of uploads
+# then waits for people's searches in its backends too, not only in its parsing.
+IMPORT_NICENESS = PARSER_NICENESS
 
 
 def connection_shares(pool_size: int) -> Shares:
@@ -69,9 +69,8 @@ class Database:
 
     `pool` serves background work, health checks and the command line; `requests`, when set,
     is the pool request contexts draw from, so that requests holding every one of its
-    connections cannot starve the background; `yielding`, when set, the one whose backends are
-    niced (YIELDING_NICENESS): uploads write through it, and so does a workspace's request
-    that had to wait for its turn (context.py), so that neither starves the others' searches.
+    connections cannot starve the background; `imports`, when set, the one uploads and mail
+    imports write through (niced: IMPORT_NICENESS), so that they cannot starve searches.
     `search_runtime` is what its searches share (`searcher()`); it lives and closes with the
     pools its threads borrow from.
     """
@@ -80,7 +79,7 @@ class Database:
     pool: ConnectionPool[Conn]
     embedded: EmbeddedPostgres | None
     requests: ConnectionPool[Conn] | None = None
-    yielding: ConnectionPool[Conn] | None = None
+    imports: ConnectionPool[Conn] | None = None
     search_runtime: SearchRuntime = field(default_factory=SearchRuntime)
     connection_shares: Shares = field(default_factory=lambda: connection_shares(10))
     parsers: ParserPools = field(default_factory=ParserPools)
@@ -95,7 +94,7 @@ class Database:
         self.parsers.close()
         if self.replicas is not None:
             self.replicas.close()
-        for pool in (self.requests, self.yielding):
+        for pool in (self.requests, self.imports):
             if pool is not None:
                 pool.close()
         self.pool.close()
@@ -120,7 +119,7 @@ class Database:
             actor=actor,
             settings=settings,
             connection_shares=self.connection_shares,
-            yielding=self.yielding,
+            imports=self.imports,
             parsers=self.parsers,
             write_retries=self.write_retries,
         )
@@ -142,12 +141,12 @@ def resolve_dsn(settings: Settings) -> tuple[str, EmbeddedPostgres | None]:
 
 
 def open_database(
-    settings: Settings, *, pool_size: int = 10, replicas: bool = False, yielding: bool = False
+    settings: Settings, *, pool_size: int = 10, replicas: bool = False, imports: bool = False
 ) -> Database:
     """Start or reach Postgres, apply pending migrations and open the pools: `pool_size`
     connections for requests, `reserved_connections()` more for everything else, with
     `replicas` as many to each of SUBSPACE_REPLICA_URL's (a web process's reads), and with
-    `yielding` as many on niced backends (a web process's uploads and floods)."""
+    `imports` as many for uploads (a web process's)."""
     dsn, embedded = resolve_dsn(settings)
     pool: ConnectionPool[Conn] | None = None
     try:
@@ -158,14 +157,14 @@ def open_database(
         requests = open_pool(
             dsn, max_size=pool_size, timeout=REQUEST_CONNECTION_WAIT_S, name="subspace-requests"
         )
-        niced = None
-        if yielding:
-            niced = open_pool(
+        uploads = None
+        if imports:
+            uploads = open_pool(
                 dsn,
                 max_size=pool_size,
                 timeout=REQUEST_CONNECTION_WAIT_S,
-                name="subspace-yielding",
-                niceness=YIELDING_NICENESS,
+                name="subspace-imports",
+                niceness=IMPORT_NICENESS,
             )
         urls = parse_replica_urls(settings.replica_url) if replicas else []
         readers = Replicas(urls, pool_size) if urls else None
@@ -180,7 +179,7 @@ def open_database(
         pool=pool,
         embedded=embedded,
         requests=requests,
-        yielding=niced,
+        imports=uploads,
         connection_shares=connection_shares(pool_size),
         replicas=readers,
     )

