@@ -146,31 +146,38 @@ def open_database(
     """Start or reach Postgres, apply pending migrations and open the pools: `pool_size`
     connections for requests, `reserved_connections()` more for everything else, with
     `replicas` as many to each of SUBSPACE_REPLICA_URL's (a web process's reads), and with
-    `imports` as many for uploads (a web process's)."""
+    `imports` one per core for uploads (a web process's)."""
     dsn, embedded = resolve_dsn(settings)
-    pool: ConnectionPool[Conn] | None = None
+    # Backends are niced (for a niced process, or the uploads') on this home's own server only.
+    own = settings.pgdata
+    opened: list[ConnectionPool[Conn]] = []
     try:
         applied = migrate(dsn)
         for migration in applied:
             log.info("applied migration %04d_%s", migration.version, migration.name)
-        pool = open_pool(dsn, max_size=reserved_connections(settings), name="subspace-reserved")
-        requests = open_pool(
-            dsn, max_size=pool_size, timeout=REQUEST_CONNECTION_WAIT_S, name="subspace-requests"
+        pool = open_pool(
+            dsn, max_size=reserved_connections(settings), name="subspace-reserved", own_server=own
         )
+        opened.append(pool)
+        requests = open_pool(
+            dsn, max_size=pool_size, timeout=REQUEST_CONNECTION_WAIT_S,
+            name="subspace-requests", own_server=own,
+        )  # fmt: skip
+        opened.append(requests)
         uploads = None
         if imports:
+            # A workspace writes through at most its share of connections (one per core beside
+            # another): one per core is what uploads need, not a second pool_size.
             uploads = open_pool(
-                dsn,
-                max_size=pool_size,
-                timeout=REQUEST_CONNECTION_WAIT_S,
-                name="subspace-imports",
-                niceness=IMPORT_NICENESS,
-            )
+                dsn, max_size=max(2, os.cpu_count() or 1), timeout=REQUEST_CONNECTION_WAIT_S,
+                name="subspace-imports", niceness=IMPORT_NICENESS, own_server=own,
+            )  # fmt: skip
+            opened.append(uploads)
         urls = parse_replica_urls(settings.replica_url) if replicas else []
         readers = Replicas(urls, pool_size) if urls else None
     except BaseException:
-        if pool is not None:
-            pool.close()
+        for each in opened:
+            each.close()
         if embedded is not None:
             embedded.stop()
         raise

@@ -37,10 +37,10 @@ def yield_cores(niceness: int) -> None:
 
 def lend_niceness(pid: int, data_directory: str, niceness: int = 0) -> bool:
     """Have the Postgres backend `pid` claim the cores less by `niceness`, or as this process
-    does when it is niced more, when it runs on this machine as this user: the background
-    process's and the uploads' statements wait for a person's searches as their Python does.
-    `data_directory` is the server's (a backend works in it), so a pid of another host's
-    server is never touched. True when the backend was niced."""
+    does when it is niced more: the background process's and the uploads' statements wait
+    for a person's searches as their Python does. Only a backend working in
+    `data_directory` (the caller's own server's folder, checked by the caller) on this
+    machine is touched; one niced more already is left as it is. True when it was niced."""
     niceness = max(niceness, os.getpriority(os.PRIO_PROCESS, 0))
     if niceness <= 0:
         return False
@@ -48,10 +48,13 @@ def lend_niceness(pid: int, data_directory: str, niceness: int = 0) -> bool:
     try:
         if os.path.realpath(proc / "cwd") != os.path.realpath(data_directory):
             return False
+        if os.getpriority(os.PRIO_PROCESS, pid) >= niceness:
+            return False
         os.setpriority(os.PRIO_PROCESS, pid, niceness)
-    except OSError:  # not this machine's, not this user's, or gone
+        leads_a_session = os.getsid(pid) == pid  # each backend does
+    except OSError:  # not this user's, or gone
         return False
-    if os.getsid(pid) == pid:  # each backend leads a session of its own
-        with suppress(OSError):
+    if leads_a_session:
+        with suppress(OSError):  # a kernel without autogroups
             (proc / "autogroup").write_text(f"{niceness}\n")
     return True

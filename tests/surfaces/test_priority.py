@@ -1,5 +1,6 @@
-"""A niced process's Postgres backends claim the cores as it does (priority.lend_niceness):
-the background process's statements wait for a person's searches as its Python does."""
+"""What can wait claims less of the cores in Postgres too (priority.lend_niceness): a niced
+process's backends are niced as it is, and uploads write through niced backends, on this
+home's own server only."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import textwrap
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,87 +26,117 @@ from tests.conftest import make_client
 NICED = textwrap.dedent(
     """
     import json, os, sys
+    from pathlib import Path
     import psycopg
     os.nice(7)
     from subspace.db.pool import open_pool
     from subspace.priority import lend_niceness
-    pool = open_pool(sys.argv[1], max_size=1)
-    plain = psycopg.connect(sys.argv[1])  # opened outside a pool: left as it is
+    dsn, folder = sys.argv[1], Path(sys.argv[2])
+    pool = open_pool(dsn, max_size=1, own_server=folder)
+    elsewhere = open_pool(dsn, max_size=1, own_server=Path("/srv/another/server"))
+    plain = psycopg.connect(dsn)  # opened outside a pool: left as it is
     other = plain.execute("select pg_backend_pid()").fetchone()[0]
-    with pool.connection() as conn:
+    pid = "select pg_backend_pid() as pid"
+    with pool.connection() as conn, elsewhere.connection() as far:
         seen = {
-            "pooled": conn.execute("select pg_backend_pid() as pid").fetchone()["pid"],
+            "niceness": os.getpriority(os.PRIO_PROCESS, 0),
+            "pooled": conn.execute(pid).fetchone()["pid"],
+            "elsewhere": far.execute(pid).fetchone()["pid"],
             "plain": other,
-            # a pid that is no backend of the server named, and a server of another folder
-            "not_a_backend": lend_niceness(os.getpid(), sys.argv[2]),
+            # a pid that is no backend of the server, and a backend of another folder
+            "not_a_backend": lend_niceness(os.getpid(), str(folder)),
             "other_folder": lend_niceness(other, "/"),
         }
         print(json.dumps(seen), flush=True)
         sys.stdin.readline()  # the backends live until the test has looked at them
     pool.close()
+    elsewhere.close()
     """
 )
 
 
-def test_a_niced_process_opens_backends_niced_as_it_is(database: Database) -> None:
-    with database.pool.connection() as conn:
-        folder = conn.execute("select current_setting('data_directory') as d").fetchone()["d"]  # type: ignore[index]
-    child = subprocess.Popen(
-        [sys.executable, "-c", NICED, database.dsn, folder],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        assert child.stdout is not None and child.stdin is not None
-        seen = json.loads(child.stdout.readline())
-        pooled, plain = seen["pooled"], seen["plain"]
-        assert os.getpriority(os.PRIO_PROCESS, pooled) == 7
-        if os.getsid(pooled) == pooled:  # its own session: the session's claim is lowered too
-            assert Path(f"/proc/{pooled}/autogroup").read_text().split()[-1] == "7"
-        assert seen["not_a_backend"] is False and seen["other_folder"] is False
-        assert os.getpriority(os.PRIO_PROCESS, plain) == 0
-        child.stdin.write("\n")
-        child.stdin.flush()
-    finally:
-        assert child.wait(timeout=30) == 0
+def backend_pid(conn: Conn) -> int:
+    return int(conn.execute("select pg_backend_pid() as pid").fetchone()["pid"])  # type: ignore[index]
 
 
-def test_a_process_at_full_claim_leaves_its_backends_as_they_are(database: Database) -> None:
-    assert os.getpriority(os.PRIO_PROCESS, 0) == 0
-    with database.pool.connection() as conn:
-        pid = conn.execute("select pg_backend_pid() as pid").fetchone()["pid"]  # type: ignore[index]
-    assert os.getpriority(os.PRIO_PROCESS, pid) == 0
+def niceness(pid: int) -> int:
+    return os.getpriority(os.PRIO_PROCESS, pid)
 
 
 @pytest.fixture
-def with_imports(database: Database) -> Iterator[Database]:
+def server_folder(database: Database) -> Path:
+    """The test server's data folder, when its backends are this machine's and this user's."""
+    with database.pool.connection() as conn:
+        pid = backend_pid(conn)
+        folder = conn.execute("select current_setting('data_directory') as d").fetchone()["d"]  # type: ignore[index]
+    try:
+        if os.path.realpath(f"/proc/{pid}/cwd") != os.path.realpath(folder):
+            raise OSError
+    except OSError:
+        pytest.skip("the test server's backends are not this machine's and this user's")
+    return Path(folder)
+
+
+def test_a_niced_process_opens_backends_niced_as_it_is(
+    database: Database, server_folder: Path
+) -> None:
+    with database.pool.connection() as conn:
+        as_started = niceness(backend_pid(conn))  # a backend as the server starts it
+    child = subprocess.Popen(
+        [sys.executable, "-c", NICED, database.dsn, str(server_folder)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert child.stdout is not None and child.stdin is not None
+    try:
+        seen = json.loads(child.stdout.readline())
+        pooled = seen["pooled"]
+        assert niceness(pooled) == max(seen["niceness"], as_started)
+        autogroup = Path(f"/proc/{pooled}/autogroup")
+        if os.getsid(pooled) == pooled and autogroup.exists():  # the session's claim too
+            assert autogroup.read_text().split()[-1] == str(niceness(pooled))
+        assert seen["not_a_backend"] is False and seen["other_folder"] is False
+        assert niceness(seen["plain"]) == as_started
+        assert niceness(seen["elsewhere"]) == as_started  # not this home's server: untouched
+    except BaseException:
+        child.kill()
+        raise
+    child.stdin.write("\n")
+    child.stdin.flush()
+    assert child.wait(timeout=30) == 0
+
+
+@pytest.fixture
+def with_imports(database: Database, server_folder: Path) -> Iterator[Database]:
     """The test database with a pool for uploads, niced as a web process's is."""
-    imports = open_pool(database.dsn, max_size=2, niceness=IMPORT_NICENESS)
+    imports = open_pool(
+        database.dsn, max_size=2, niceness=IMPORT_NICENESS, own_server=server_folder
+    )
     yield replace(database, imports=imports)
     imports.close()
 
 
-def backend_niceness(conn: Conn) -> int:
-    pid = conn.execute("select pg_backend_pid() as pid").fetchone()["pid"]  # type: ignore[index]
-    return os.getpriority(os.PRIO_PROCESS, pid)
-
-
-def test_an_upload_writes_through_niced_backends_and_a_search_does_not(
+def test_uploads_write_through_niced_backends_and_a_search_does_not(
     with_imports: Database, settings: Settings, actor: Actor
 ) -> None:
     cx = with_imports.context(actor, settings)
-    with cx.importing().transaction() as conn:
-        assert backend_niceness(conn) == IMPORT_NICENESS
     with cx.transaction() as conn:
-        assert backend_niceness(conn) == 0
+        as_started = niceness(backend_pid(conn))
+    with cx.importing().transaction() as conn:
+        assert niceness(backend_pid(conn)) == max(IMPORT_NICENESS, as_started)
 
     client = make_client(with_imports, settings, actor)
-    assert with_imports.imports is not None
-    with_imports.imports.pop_stats()
+    imports = with_imports.imports
+    assert imports is not None
     message = b"Message-ID: <m1@x>\r\nFrom: a@x\r\nSubject: Pier\r\n\r\nThe pier is closed.\r\n"
-    answer = client.post("/api/mail/import", files={"file": ("m.eml", message, "message/rfc822")})
-    assert answer.status_code == 200, answer.text
-    answer = client.post("/api/files", files={"file": ("n.txt", b"harbour notes", "text/plain")})
-    assert answer.status_code == 201, answer.text
-    assert with_imports.imports.pop_stats().get("requests_num", 0) >= 2
+    uploads: list[tuple[str, dict[str, Any]]] = [
+        ("/api/mail/import", {"files": {"file": ("m.eml", message, "message/rfc822")}}),
+        ("/api/files", {"files": {"file": ("n.txt", b"harbour notes", "text/plain")}}),
+        ("/api/mail", {"json": {"message_id": "<m2@x>", "body_text": "the quay"}}),
+    ]
+    for path, body in uploads:
+        imports.pop_stats()
+        answer = client.post(path, **body)
+        assert answer.status_code in (200, 201), answer.text
+        assert imports.pop_stats().get("requests_num", 0) >= 1, path
     # without an imports pool (the command line, the tests' apps) an upload writes as before
     assert Context(with_imports.pool, actor, settings).importing().db is with_imports.pool

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -56,25 +57,30 @@ def _version_tuple(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in version.split(".") if part.isdigit())
 
 
-def _configure(conn: psycopg.Connection[Any], niceness: int = 0) -> None:
+def _configure(
+    conn: psycopg.Connection[Any], niceness: int = 0, own_server: Path | None = None
+) -> None:
     register_vector(conn)
     conn.commit()
-    if max(niceness, os.getpriority(os.PRIO_PROCESS, 0)) > 0:
-        _lend_niceness(conn, niceness)
+    if own_server is not None and max(niceness, os.getpriority(os.PRIO_PROCESS, 0)) > 0:
+        _lend_niceness(conn, niceness, own_server)
 
 
-def _lend_niceness(conn: psycopg.Connection[Any], niceness: int) -> None:
-    """Nice the connection's backend (priority.lend_niceness). Reading the server's folder
-    needs a superuser or pg_read_all_settings: another server is left as it is."""
-    try:
-        row = conn.execute("select pg_backend_pid(), current_setting('data_directory')").fetchone()
-    except psycopg.Error:
-        conn.rollback()
-        return
+def _lend_niceness(conn: psycopg.Connection[Any], niceness: int, own_server: Path) -> None:
+    """Nice the connection's backend (priority.lend_niceness) when the server is the one
+    whose data folder is `own_server` (the embedded server of this home): a pooler's or
+    another host's backends are never touched. pg_settings shows the folder to a superuser
+    or pg_read_all_settings only; to anyone else, no row and nothing niced."""
+    row = conn.execute(
+        "select pg_backend_pid() as pid, (select setting from pg_settings "
+        "where name = 'data_directory') as folder"
+    ).fetchone()
     conn.commit()
-    assert row is not None
-    pid, folder = row if isinstance(row, tuple) else tuple(row.values())
-    lend_niceness(int(pid), str(folder), niceness)
+    if row is None:
+        return
+    pid, folder = row if isinstance(row, tuple) else (row["pid"], row["folder"])
+    if folder is not None and os.path.realpath(folder) == os.path.realpath(own_server):
+        lend_niceness(int(pid), str(folder), niceness)
 
 
 def open_pool(
@@ -87,21 +93,22 @@ def open_pool(
     wait: bool = True,
     kind: type[ConnectionPool[Conn]] = ConnectionPool,
     niceness: int = 0,
+    own_server: Path | None = None,
 ) -> ConnectionPool[Conn]:
     """Open a pool for a migrated database (pgvector's types must already exist).
 
     `timeout` is how long `connection()` waits for a free connection before it raises
     PoolTimeout. With `wait` the first connection must open now (or DatabaseError); without
     it the pool connects in the background, and a server that is down fails its borrowers.
-    Its backends are niced by `niceness`, or as this process is when it is niced more (when
-    the server runs on this machine as this user: priority.lend_niceness).
+    Its backends are niced by `niceness`, or as this process is when it is niced more, when
+    the server is the one whose data folder is `own_server` (priority.lend_niceness).
     """
     pool: ConnectionPool[Conn] = kind(
         dsn,
         min_size=min_size,
         max_size=max_size,
         kwargs={"row_factory": dict_row},
-        configure=partial(_configure, niceness=niceness),
+        configure=partial(_configure, niceness=niceness, own_server=own_server),
         open=False,
         name=name,
         timeout=timeout,

@@ -60,7 +60,7 @@ class MailIn(RequestBody):
 def add_mail(body: MailIn, cx: CX) -> Mail:
     """Store a message; a Message-ID already stored answers 409."""
     return commands.add_mail(
-        cx,
+        cx.importing(),
         message_id=body.message_id,
         subject=body.subject,
         sender=body.sender,
