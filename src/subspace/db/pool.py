@@ -76,11 +76,10 @@ def _lend_niceness(conn: psycopg.Connection[Any], niceness: int, own_server: Pat
         "where name = 'data_directory') as folder"
     ).fetchone()
     conn.commit()
-    if row is None:
-        return
-    pid, folder = row if isinstance(row, tuple) else (row["pid"], row["folder"])
+    assert row is not None  # the pools' rows are dicts (open_pool)
+    folder = row["folder"]
     if folder is not None and os.path.realpath(folder) == os.path.realpath(own_server):
-        lend_niceness(int(pid), str(folder), niceness)
+        lend_niceness(row["pid"], folder, niceness)
 
 
 def open_pool(
