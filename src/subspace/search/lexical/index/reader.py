@@ -21,6 +21,7 @@ import tantivy
 from subspace.search.lexical.index.integrity import (
     MISSING,
     Checksums,
+    Stamp,
     check_generation,
     engine_failed,
     file_stamp,
@@ -124,7 +125,7 @@ class _Served(NamedTuple):
     None for a view that read none of them (it is never carried)."""
 
     view: EngineView
-    made_from: tuple[Any, ...] | None
+    made_from: tuple[Stamp | None, ...] | None
 
 
 @dataclass
@@ -145,7 +146,7 @@ class LexicalReader:
         self.folder = folder
         self.database = database
         self._lock = threading.Lock()
-        self._seen: tuple[Any, ...] | None = None
+        self._seen: tuple[Stamp | None, ...] | None = None
         self._generation: Path | None = None  # the generation being served
         self._state: State | None = None  # its record, while it serves
         self._watched: Path | None = None  # the one CURRENT named at the last load
@@ -232,7 +233,7 @@ class LexicalReader:
             # Another generation has its own state file to watch.
             self._seen = stamp if self._watched == watched else self._stamp()
 
-    def _stamp(self) -> tuple[Any, ...]:
+    def _stamp(self) -> tuple[Stamp | None, ...]:
         """What changes when the follower commits (its state file is replaced) or a rebuild
         swaps generations (CURRENT is): two stat calls a search, no read."""
         state = None if self._watched is None else self._watched / STATE
@@ -282,7 +283,7 @@ class LexicalReader:
             return None
         return served._replace(view=replace(view, position=state.position))
 
-    def _files_stamp(self, workspace: UUID) -> tuple[Any, ...]:
+    def _files_stamp(self, workspace: UUID) -> tuple[Stamp | None, ...]:
         """What changes when the follower commits to (or merges) one of the workspace's
         indexes: Tantivy replaces its meta.json, one stat call a source."""
         state, generation = self._state, self._generation
