@@ -56,9 +56,10 @@ class Context:
     # The server's request connections, shared fairly among workspaces (database.py); None
     # outside a server.
     connection_shares: Shares | None = None
-    # The pool uploads and imports write through, its backends niced (database.py); None:
-    # they write through `db`.
-    imports: ConnectionPool[Conn] | None = None
+    # The pool whose backends yield the cores to the others' (niced, database.py): uploads
+    # write through it, and so does a workspace flooding the server. Set only beside the
+    # primary's request pool (a read on a replica stays there); None: all goes through `db`.
+    yielding: ConnectionPool[Conn] | None = None
     # The children that parse mail and extract files (ingest/isolation.py): the Database's.
     parsers: ParserPools | None = None
     # Where the Database counts the writes run again for a lock (commands/retry.py).
@@ -68,8 +69,12 @@ class Context:
     def transaction(self) -> Iterator[Conn]:
         """Yield a connection inside a transaction that commits on success."""
         if isinstance(self.db, ConnectionPool):
-            with self._turn(), self.db.connection() as conn, conn.transaction():
-                yield conn
+            with self._turn():
+                # A workspace that has asked for more connections than its share for a while
+                # (backlog.py) yields the cores to those that have not.
+                pool = self.yielding if self.yielding is not None and self._flooding() else self.db
+                with pool.connection() as conn, conn.transaction():
+                    yield conn
         else:
             with self.db.transaction():
                 yield self.db
@@ -90,12 +95,17 @@ class Context:
             finally:
                 held.discard(workspace)
 
-    def importing(self) -> Context:
-        """The same context on the imports' pool, when there is one and it borrows from a
-        pool: an upload's statements then wait for people's searches in Postgres."""
-        if self.imports is None or not isinstance(self.db, ConnectionPool):
+    def _flooding(self) -> bool:
+        shares = self.connection_shares
+        return shares is not None and shares.flooding(self.actor.workspace_id)
+
+    def niced(self) -> Context:
+        """The same context on the yielding pool, when there is one and this context borrows
+        from a pool: its statements then wait for people's searches in Postgres (an
+        upload's, a flood's)."""
+        if self.yielding is None or not isinstance(self.db, ConnectionPool):
             return self
-        return replace(self, db=self.imports)
+        return replace(self, db=self.yielding)
 
     def on(self, conn: Conn) -> Context:
         """The same context bound to one connection."""

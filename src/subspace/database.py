@@ -45,10 +45,11 @@ def reserved_connections(settings: Settings) -> int:
 REQUEST_CONNECTION_WAIT_S = 2.0
 
 
-# How much less of the cores an upload's statements claim than a search's, in Postgres: as
-# much as the parser child that reads the upload (ingest/isolation.py). A flood of uploads
-# then waits for people's searches in its backends too, not only in its parsing.
-IMPORT_NICENESS = PARSER_NICENESS
+# How much less of the cores the yielding pool's statements claim than a request's, in
+# Postgres: as much as the parser child that reads an upload (ingest/isolation.py). A flood of
+# uploads, or of any requests past a workspace's share, then waits for people's searches in
+# its backends too.
+YIELDING_NICENESS = PARSER_NICENESS
 
 
 def connection_shares(pool_size: int) -> Shares:
@@ -69,8 +70,9 @@ class Database:
 
     `pool` serves background work, health checks and the command line; `requests`, when set,
     is the pool request contexts draw from, so that requests holding every one of its
-    connections cannot starve the background; `imports`, when set, the one uploads and mail
-    imports write through (niced: IMPORT_NICENESS), so that they cannot starve searches.
+    connections cannot starve the background; `yielding`, when set, the one whose backends are
+    niced (YIELDING_NICENESS): uploads and mail imports write through it, and so does a
+    workspace flooding the server (backlog.py), so that neither starves the others' searches.
     `search_runtime` is what its searches share (`searcher()`); it lives and closes with the
     pools its threads borrow from.
     """
@@ -79,7 +81,7 @@ class Database:
     pool: ConnectionPool[Conn]
     embedded: EmbeddedPostgres | None
     requests: ConnectionPool[Conn] | None = None
-    imports: ConnectionPool[Conn] | None = None
+    yielding: ConnectionPool[Conn] | None = None
     search_runtime: SearchRuntime = field(default_factory=SearchRuntime)
     connection_shares: Shares = field(default_factory=lambda: connection_shares(10))
     parsers: ParserPools = field(default_factory=ParserPools)
@@ -94,7 +96,7 @@ class Database:
         self.parsers.close()
         if self.replicas is not None:
             self.replicas.close()
-        for pool in (self.requests, self.imports):
+        for pool in (self.requests, self.yielding):
             if pool is not None:
                 pool.close()
         self.pool.close()
@@ -119,7 +121,7 @@ class Database:
             actor=actor,
             settings=settings,
             connection_shares=self.connection_shares,
-            imports=self.imports,
+            yielding=self.yielding,
             parsers=self.parsers,
             write_retries=self.write_retries,
         )
@@ -141,14 +143,14 @@ def resolve_dsn(settings: Settings) -> tuple[str, EmbeddedPostgres | None]:
 
 
 def open_database(
-    settings: Settings, *, pool_size: int = 10, replicas: bool = False, imports: bool = False
+    settings: Settings, *, pool_size: int = 10, replicas: bool = False, yielding: bool = False
 ) -> Database:
     """Start or reach Postgres, apply pending migrations and open the pools: `pool_size`
     connections for requests, `reserved_connections()` more for everything else, with
     `replicas` as many to each of SUBSPACE_REPLICA_URL's (a web process's reads), and with
-    `imports` one per core for uploads (a web process's)."""
+    `yielding` one per core on niced backends (a web process's uploads and floods)."""
     dsn, embedded = resolve_dsn(settings)
-    # Backends are niced (for a niced process, or the uploads') on this home's own server only.
+    # Backends are niced (a niced process's, the yielding pool's) on this home's server only.
     own = settings.pgdata
     opened: list[ConnectionPool[Conn]] = []
     try:
@@ -164,15 +166,15 @@ def open_database(
             name="subspace-requests", own_server=own,
         )  # fmt: skip
         opened.append(requests)
-        uploads = None
-        if imports:
+        niced = None
+        if yielding:
             # A workspace writes through at most its share of connections (one per core beside
-            # another): one per core is what uploads need, not a second pool_size.
-            uploads = open_pool(
+            # another): one per core is what uploads and floods need, not a second pool_size.
+            niced = open_pool(
                 dsn, max_size=max(2, os.cpu_count() or 1), timeout=REQUEST_CONNECTION_WAIT_S,
-                name="subspace-imports", niceness=IMPORT_NICENESS, own_server=own,
+                name="subspace-yielding", niceness=YIELDING_NICENESS, own_server=own,
             )  # fmt: skip
-            opened.append(uploads)
+            opened.append(niced)
         urls = parse_replica_urls(settings.replica_url) if replicas else []
         readers = Replicas(urls, pool_size) if urls else None
     except BaseException:
@@ -186,7 +188,7 @@ def open_database(
         pool=pool,
         embedded=embedded,
         requests=requests,
-        imports=uploads,
+        yielding=niced,
         connection_shares=connection_shares(pool_size),
         replicas=readers,
     )

@@ -22,13 +22,14 @@ import os
 import threading
 import time
 from collections.abc import Hashable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager, nullcontext, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from subspace.errors import TooMany
 
 if TYPE_CHECKING:
+    from subspace.backlog import Backlog
     from subspace.cancel import Cancel
 
 log = logging.getLogger(__name__)
@@ -64,22 +65,28 @@ class HostSlots:
 
     @contextmanager
     def hold(
-        self, key: Hashable, deadline: float | None, cancel: Cancel | None = None
+        self,
+        key: Hashable,
+        deadline: float | None,
+        cancel: Cancel | None = None,
+        backlog: Backlog | None = None,
     ) -> Iterator[None]:
         """Hold one of `key`'s slots in the block; wait until `deadline` (time.monotonic(),
         None: for ever) for one, then raise TooMany. A waiter whose `cancel` is set stops
-        waiting (CallerGone)."""
+        waiting (CallerGone); one that waits is counted in `backlog` until it has its slot."""
         name = str(key)
         try:
-            while (fd := self._take(name, self._limit(name))) is None:
-                if cancel is not None:
-                    cancel.check()
-                if deadline is not None and time.monotonic() >= deadline:
-                    raise TooMany(
-                        f"This workspace already has {self.shared_per_key} {self.what}, its "
-                        "share while other workspaces use the server too. Retry in 1 s."
-                    )
-                time.sleep(POLL_S)
+            with backlog.asking(key) if backlog else nullcontext(lambda: None) as waits:
+                while (fd := self._take(name, self._limit(name))) is None:
+                    waits()
+                    if cancel is not None:
+                        cancel.check()
+                    if deadline is not None and time.monotonic() >= deadline:
+                        raise TooMany(
+                            f"This workspace already has {self.shared_per_key} {self.what}, "
+                            "its share while other workspaces use the server too. Retry in 1 s."
+                        )
+                    time.sleep(POLL_S)
         except OSError as exc:
             # A folder that cannot hold slot files (a file in its way, a full disk, no
             # permission) leaves each process to its own shares: nothing is refused for it.

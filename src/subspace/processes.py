@@ -183,7 +183,7 @@ def _web(fd: int, metrics_dir: Path) -> None:
     with stop_on_sigterm():
         try:
             db = open_database(
-                settings, pool_size=settings.db_pool_size, replicas=True, imports=True
+                settings, pool_size=settings.db_pool_size, replicas=True, yielding=True
             )
             # The web processes of this home count a workspace's searches and connections
             # together: the cores they share are the host's.

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from subspace.backlog import Backlog
 from subspace.errors import Busy, TooMany
 from subspace.host_shares import ACTIVE_S, SHARED_PER_HOST, HostSlots
 
@@ -46,6 +47,9 @@ class Shares:
         self._waiting: dict[int, Hashable] = {}  # ticket -> key, in the order they came
         self._tickets = itertools.count()
         self._changed = threading.Condition()
+        # Which keys have had a request waiting for a slot, here or over the host, lately
+        # without a break: they flood the server (backlog.py).
+        self.backlog = Backlog()
 
     def count_over_host(self, folder: Path, processes: int) -> None:
         """Count each key's slots over the `processes` processes sharing `folder` as well
@@ -53,6 +57,10 @@ class Shares:
         of the host's cores in all (host_shares.py)."""
         self.host = HostSlots(folder, self.what, per_key=self.per_key * processes,
                               shared_per_key=SHARED_PER_HOST)  # fmt: skip
+
+    def flooding(self, key: Hashable) -> bool:
+        """Whether `key` has asked for more than its share for a while without a break."""
+        return self.backlog.flooding(key)
 
     def held(self, key: Hashable | None = None) -> int:
         """How many `key` holds, or all keys together."""
@@ -94,11 +102,12 @@ class Shares:
         deadline = None if wait_s is None else time.monotonic() + wait_s
         if cancel is not None:
             cancel.waking(self._changed)
-        with self._changed:
+        with self._changed, self.backlog.asking(key) as waits:
             ticket = next(self._tickets)
             self._waiting[ticket] = key
             try:
                 while (bound := self._refusal(key, ticket)) is not None:
+                    waits()
                     if cancel is not None:
                         cancel.check()
                     left = None if deadline is None else deadline - time.monotonic()
@@ -113,7 +122,7 @@ class Shares:
             if self.host is None:
                 yield
             else:
-                with self.host.hold(key, deadline, cancel):
+                with self.host.hold(key, deadline, cancel, self.backlog):
                     yield
         finally:
             with self._changed:

@@ -4,6 +4,7 @@ workspace, past the bound a search waits its turn and then answers 429."""
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import replace
 
 import pytest
@@ -17,6 +18,7 @@ from subspace.database import Database
 from subspace.errors import TooMany
 from subspace.keys import create_key
 from subspace.search import service
+from subspace.shares import Shares
 from subspace.workspaces import create_workspace
 from tests.search_helpers import index, run
 
@@ -111,3 +113,29 @@ def test_beside_another_workspace_a_flood_of_writes_holds_one_connection_per_cor
             for thread in threads:
                 thread.join()
     assert commands.add_node(cx, page.id, "its turn again").text == "its turn again"
+
+
+def _flooding_after(shares: Shares, seconds: float) -> bool:
+    """Hold workspace "a"'s one slot for `seconds` while another of its requests waits for
+    it; whether "a" floods just before the slot is given back."""
+
+    def ask() -> None:
+        with shares.hold("a", 5):
+            pass
+
+    with shares.hold("a", 5):
+        asker = threading.Thread(target=ask)
+        asker.start()
+        time.sleep(seconds)
+        flooding = shares.flooding("a")
+    asker.join()
+    return flooding
+
+
+def test_a_workspace_with_a_request_waiting_without_a_break_floods_and_brief_waits_do_not() -> None:
+    shares = Shares("searches in flight", total=None, per_key=1)
+    shares.backlog.flood_s = 0.25
+    # Waits of 0.15 s, 0.45 s in all but never 0.25 s on end, as people's requests queue.
+    assert [_flooding_after(shares, 0.15) for _ in range(3)] == [False, False, False]
+    assert _flooding_after(shares, 0.4)
+    assert not shares.flooding("a")  # nothing waits any more

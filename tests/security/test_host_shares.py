@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from subspace import host_shares
+from subspace.backlog import Backlog
 from subspace.cancel import Cancel
 from subspace.config import Settings
 from subspace.errors import CallerGone, TooMany
@@ -174,3 +175,22 @@ def test_two_web_processes_count_a_workspaces_searches_and_connections_together(
                 assert client.post(route, json=body).status_code == ok
     finally:
         assert served.stop() == 0, served.output
+
+
+def test_a_request_waiting_for_the_hosts_share_counts_as_waiting(tmp_path: Path) -> None:
+    first, second, neighbour = slots(tmp_path), slots(tmp_path), slots(tmp_path)
+    backlog = Backlog(flood_s=0.2)
+    with searching(neighbour, "b"), first.hold("a", soon()):
+        # The host's one share is held in the first process: the second's request waits
+        # there, and counts as waiting until its deadline.
+        asker = threading.Thread(target=lambda: _ask(second, backlog))
+        asker.start()
+        time.sleep(0.3)
+        assert backlog.flooding("a")
+        asker.join()
+    assert not backlog.flooding("a")
+
+
+def _ask(view: HostSlots, backlog: Backlog) -> None:
+    with pytest.raises(TooMany), view.hold("a", soon(0.5), backlog=backlog):
+        pass

@@ -9,6 +9,8 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -18,9 +20,10 @@ import pytest
 
 from subspace.config import Settings
 from subspace.context import Context
-from subspace.database import IMPORT_NICENESS, Database
+from subspace.database import YIELDING_NICENESS, Database
 from subspace.db.pool import Conn, open_pool
 from subspace.models import Actor
+from subspace.workspaces import create_workspace
 from tests.conftest import make_client
 
 NICED = textwrap.dedent(
@@ -106,27 +109,27 @@ def test_a_niced_process_opens_backends_niced_as_it_is(
 
 
 @pytest.fixture
-def with_imports(database: Database, server_folder: Path) -> Iterator[Database]:
-    """The test database with a pool for uploads, niced as a web process's is."""
-    imports = open_pool(
-        database.dsn, max_size=2, niceness=IMPORT_NICENESS, own_server=server_folder
+def with_yielding(database: Database, server_folder: Path) -> Iterator[Database]:
+    """The test database with a yielding pool, niced as a web process's is."""
+    niced = open_pool(
+        database.dsn, max_size=2, niceness=YIELDING_NICENESS, own_server=server_folder
     )
-    yield replace(database, imports=imports)
-    imports.close()
+    yield replace(database, yielding=niced)
+    niced.close()
 
 
 def test_uploads_write_through_niced_backends_and_a_search_does_not(
-    with_imports: Database, settings: Settings, actor: Actor
+    with_yielding: Database, settings: Settings, actor: Actor
 ) -> None:
-    cx = with_imports.context(actor, settings)
+    cx = with_yielding.context(actor, settings)
     with cx.transaction() as conn:
         as_started = niceness(backend_pid(conn))
-    with cx.importing().transaction() as conn:
-        assert niceness(backend_pid(conn)) == max(IMPORT_NICENESS, as_started)
+    with cx.niced().transaction() as conn:
+        assert niceness(backend_pid(conn)) == max(YIELDING_NICENESS, as_started)
 
-    client = make_client(with_imports, settings, actor)
-    imports = with_imports.imports
-    assert imports is not None
+    client = make_client(with_yielding, settings, actor)
+    niced = with_yielding.yielding
+    assert niced is not None
     message = b"Message-ID: <m1@x>\r\nFrom: a@x\r\nSubject: Pier\r\n\r\nThe pier is closed.\r\n"
     uploads: list[tuple[str, dict[str, Any]]] = [
         ("/api/mail/import", {"files": {"file": ("m.eml", message, "message/rfc822")}}),
@@ -134,9 +137,71 @@ def test_uploads_write_through_niced_backends_and_a_search_does_not(
         ("/api/mail", {"json": {"message_id": "<m2@x>", "body_text": "the quay"}}),
     ]
     for path, body in uploads:
-        imports.pop_stats()
+        niced.pop_stats()
         answer = client.post(path, **body)
         assert answer.status_code in (200, 201), answer.text
-        assert imports.pop_stats().get("requests_num", 0) >= 1, path
-    # without an imports pool (the command line, the tests' apps) an upload writes as before
-    assert Context(with_imports.pool, actor, settings).importing().db is with_imports.pool
+        assert niced.pop_stats().get("requests_num", 0) >= 1, path
+    # without a yielding pool (the command line, the tests' apps) an upload writes as before
+    assert Context(with_yielding.pool, actor, settings).niced().db is with_yielding.pool
+
+
+def test_a_flooding_workspace_writes_and_searches_on_niced_backends_its_neighbour_does_not(
+    with_yielding: Database, settings: Settings, actor: Actor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cx = with_yielding.context(actor, settings)
+    with with_yielding.pool.connection() as conn:
+        neighbour = replace(cx, actor=create_workspace(conn, "Neighbour"))
+    shares = cx.connection_shares
+    assert shares is not None and shares.shared_per_key is not None
+    shares.backlog.flood_s = 0.2
+    with neighbour.transaction() as conn:
+        as_started = niceness(backend_pid(conn))
+    holding = threading.Barrier(shares.shared_per_key + 1)
+    releases = [threading.Event() for _ in range(shares.shared_per_key)]
+    seen: list[int] = []
+
+    def hold_a_transaction(release: threading.Event) -> None:
+        with cx.transaction():
+            holding.wait(10)
+            release.wait(10)
+
+    def write_after_a_wait() -> None:
+        with cx.transaction() as conn:
+            seen.append(niceness(backend_pid(conn)))
+
+    holders = [threading.Thread(target=hold_a_transaction, args=(r,)) for r in releases]
+    waiters = [threading.Thread(target=write_after_a_wait) for _ in range(2)]
+    with neighbour.transaction():  # the neighbour uses the server too: "cx" has its share
+        for thread in holders:
+            thread.start()
+        holding.wait(10)
+        for thread in waiters:
+            thread.start()
+        time.sleep(0.4)  # two of its requests have waited past the flood's time
+        with neighbour.transaction() as conn:
+            assert niceness(backend_pid(conn)) == as_started
+        # One slot given back: a waiter goes in while the other still waits (a flood, its
+        # backend niced); the other goes in when it is done, with none behind it.
+        releases[0].set()
+        for thread in waiters:
+            thread.join()
+        assert seen == [max(YIELDING_NICENESS, as_started), as_started]
+        for release in releases:
+            release.set()
+        for thread in holders:
+            thread.join()
+    with cx.transaction() as conn:
+        assert niceness(backend_pid(conn)) == as_started
+
+    # A search of a flooding workspace runs on the yielding pool; its neighbour's does not.
+    niced = with_yielding.yielding
+    assert niced is not None
+    searches = with_yielding.search_runtime.searches
+    monkeypatch.setattr(searches.backlog, "flood_s", 0.0)
+    mine, theirs = (make_client(with_yielding, settings, who) for who in (actor, neighbour.actor))
+    with searches.backlog.asking(actor.workspace_id) as waits:
+        waits()  # one of its searches waits for its turn
+        for client, expected in ((theirs, 0), (mine, 1)):
+            niced.pop_stats()
+            assert client.post("/api/search", json={"query": "ferry"}).status_code == 200
+            assert niced.pop_stats().get("requests_num", 0) == expected

@@ -70,7 +70,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         owned = database is None
-        db = open_database(settings, imports=True) if database is None else database
+        db = open_database(settings, yielding=True) if database is None else database
         app.state.database = db
         # A shared lock per server: any number may serve one database, and
         # `subspace reindex` refuses to run while one does.

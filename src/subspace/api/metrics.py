@@ -171,8 +171,8 @@ class _ProcessState(Collector):
         if database is None:
             return
         pools = {"requests": database.request_pool, "reserved": database.pool}
-        if database.imports is not None:
-            pools["imports"] = database.imports
+        if database.yielding is not None:
+            pools["yielding"] = database.yielding
         for name, help_text, stat in (
             ("size", "Most connections the pool may open.", "pool_max"),
             ("available", "Connections open and idle in the pool.", "pool_available"),

@@ -76,7 +76,8 @@ def require_read_context(
         return cx
     required = max(_index_position(db, request), caller_position(request))
     pool = db.replicas.pool_for(required)
-    return cx if pool is None else dataclasses.replace(cx, db=pool)
+    # A replica's backends are not this home's to nice: a flood's reads stay as they are.
+    return cx if pool is None else dataclasses.replace(cx, db=pool, yielding=None)
 
 
 READER = Annotated[Context, Depends(require_read_context)]

@@ -171,9 +171,14 @@ def search(cx: Context, searcher: Searcher, request: SearchRequest) -> SearchRes
     """Run one search; see SearchRequest for the options and SearchResponse for the answer.
 
     A workspace runs SEARCHES_PER_WORKSPACE at once; more wait their turn (429 after
-    SEARCH_WAIT_S), so that one workspace's flood cannot take the cores from the others.
+    SEARCH_WAIT_S), so that one workspace's flood cannot take the cores from the others. A
+    workspace that has had searches waiting for a while (backlog.py) runs its statements on
+    niced backends, so that the cores go to the others' first.
     """
-    with searcher.runtime.searches.hold(cx.actor.workspace_id, SEARCH_WAIT_S, searcher.cancel):
+    shares, workspace = searcher.runtime.searches, cx.actor.workspace_id
+    with shares.hold(workspace, SEARCH_WAIT_S, searcher.cancel):
+        if shares.flooding(workspace):
+            cx = cx.niced()
         response = _search(cx, searcher, request)
     if searcher.observer is not None:
         searcher.observer(response)

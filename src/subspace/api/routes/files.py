@@ -75,7 +75,7 @@ def upload_file(
     the existing file and `already_stored: true`. A file of the same name uploaded before is
     updated in place (same id, its text extracted again): 200 with `updated: true`.
     """
-    cx = cx.importing()
+    cx = cx.niced()
     if file.size is not None:
         check_upload_size(cx, file.size)
     # Read one byte past the limit so an oversized body is caught without reading it all.

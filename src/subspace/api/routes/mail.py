@@ -60,7 +60,7 @@ class MailIn(RequestBody):
 def add_mail(body: MailIn, cx: CX) -> Mail:
     """Store a message; a Message-ID already stored answers 409."""
     return commands.add_mail(
-        cx.importing(),
+        cx.niced(),
         message_id=body.message_id,
         subject=body.subject,
         sender=body.sender,
@@ -97,7 +97,7 @@ def import_mail(
     kb_id: Annotated[UUID | None, Form(examples=["3f2b9c1e-8d4a-4e57-9a0b-6c1d2e3f4a5b"])] = None,
 ) -> MailImport:
     """Import a message or a mailbox; duplicates (same Message-ID) are skipped."""
-    cx = cx.importing()
+    cx = cx.niced()
     name = file.filename or "upload"
     data = file.file.read(cx.settings.max_upload_bytes + 1)
     check_upload_size(cx, len(data))

@@ -1,0 +1,66 @@
+"""Whether a workspace floods the server: how long it has had a request waiting for its turn
+without a break.
+
+A workspace within its share rarely waits, and when it does its queue soon empties: people
+pause between requests. A flood of requests past its share keeps a waiter queued all the
+time. Such a workspace's statements then run on niced backends (Context.yielding), so that
+the cores it asks for beyond its share go to the others first.
+
+Counting only a wait that lasts, not any wait, is what keeps this stable: niced for having
+waited once, a workspace held its turn longer and waited again, and between two equal
+tenants one of them stayed niced (docs/benchmarks.md, "Two tenants: the background's and the
+uploads' statements yield too").
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Hashable, Iterator
+from contextlib import contextmanager
+
+# How long a workspace must have had a request waiting, without a moment with none, to count
+# as flooding: a paced crowd of 25 people queues for tens of milliseconds at a time
+# (bench/tenants.py's mixed phase); a flood queues all the time.
+FLOOD_S = 1.0
+
+
+class Backlog:
+    """Per key, since when it has had a waiter without a break. Thread-safe."""
+
+    def __init__(self, flood_s: float = FLOOD_S) -> None:
+        self.flood_s = flood_s
+        self._lock = threading.Lock()
+        self._waiters: Counter[Hashable] = Counter()
+        self._since: dict[Hashable, float] = {}
+
+    @contextmanager
+    def asking(self, key: Hashable) -> Iterator[Callable[[], None]]:
+        """A request of `key` asks for its turn in the block: the function yielded says it
+        had to wait, and it is counted as waiting from then until the block ends."""
+        waited = False
+
+        def waits() -> None:
+            nonlocal waited
+            if not waited:
+                waited = True
+                with self._lock:
+                    self._waiters[key] += 1
+                    self._since.setdefault(key, time.monotonic())
+
+        try:
+            yield waits
+        finally:
+            if waited:
+                with self._lock:
+                    self._waiters[key] -= 1
+                    if not self._waiters[key]:
+                        del self._waiters[key]
+                        del self._since[key]
+
+    def flooding(self, key: Hashable) -> bool:
+        """Whether `key` has had a request waiting for at least `flood_s`, to this moment."""
+        with self._lock:
+            since = self._since.get(key)
+        return since is not None and time.monotonic() - since >= self.flood_s
