@@ -59,8 +59,14 @@ class Shares:
                               shared_per_key=SHARED_PER_HOST)  # fmt: skip
 
     def flooding(self, key: Hashable) -> bool:
-        """Whether `key` has asked for more than its share for a while without a break."""
-        return self.backlog.flooding(key)
+        """Whether `key` has asked for more than its share for a while without a break, while
+        another key uses the server too (alone, it has no one to yield to)."""
+        if not self.backlog.flooding(key):
+            return False
+        with self._changed:
+            if self._others_active(key):
+                return True
+        return self.host is not None and self.host.others_active(key)
 
     def held(self, key: Hashable | None = None) -> int:
         """How many `key` holds, or all keys together."""
