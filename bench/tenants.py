@@ -22,7 +22,8 @@ Latencies are of the requests answered (2xx to 4xx but 429); 429s and failures a
 apart, in `statuses` and `errors`.
 
 Prints, per phase, the normal tenant's p50/p95/p99 and errors, the attacker's status codes,
-and /healthz's p95 and failures; with --json the same as one object.
+/healthz's p95 and failures, and how many requests ran on niced backends because their
+workspace flooded the server (`flooded`); with --json the same as one object.
 
     python bench/tenants.py [--seconds 60] [--bullets 150] [--only baseline mixed …] [--json]
 """
@@ -289,6 +290,18 @@ ATTACKS = {
 }
 
 
+def flooded_requests(server: Server) -> int:
+    """Requests the server has run on niced backends because their workspace flooded it
+    (`/metrics`, summed over the web processes; each writes its figures every second)."""
+    time.sleep(1.5)
+    text = httpx.get(f"{server.base}/metrics", timeout=10).text
+    return sum(
+        int(float(line.rsplit(" ", 1)[1]))
+        for line in text.splitlines()
+        if line.startswith("subspace_flooding_requests_total")
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=60)
@@ -318,9 +331,10 @@ def main() -> None:
         def phase(name: str, run: Callable[[], dict[str, Any]]) -> None:
             if wanted is not None and name.split()[0] not in wanted and name not in wanted:
                 return
-            started = time.monotonic()
+            started, floods = time.monotonic(), flooded_requests(server)
             found = run()
             found["healthz"] = probe.window(started, time.monotonic())
+            found["flooded"] = flooded_requests(server) - floods
             result[name] = found
             if not args.json:
                 print(name, json.dumps(found))

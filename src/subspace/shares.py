@@ -50,6 +50,7 @@ class Shares:
         # Which keys have had a request waiting for a slot, here or over the host, lately
         # without a break: they flood the server (backlog.py).
         self.backlog = Backlog()
+        self.floods = 0  # requests told their key floods (the server's /metrics)
 
     def count_over_host(self, folder: Path, processes: int) -> None:
         """Count each key's slots over the `processes` processes sharing `folder` as well
@@ -60,13 +61,17 @@ class Shares:
 
     def flooding(self, key: Hashable) -> bool:
         """Whether `key` has asked for more than its share for a while without a break, while
-        another key uses the server too (alone, it has no one to yield to)."""
+        another key uses the server too (alone, it has no one to yield to). Each yes is
+        counted in `floods`."""
         if not self.backlog.flooding(key):
             return False
         with self._changed:
-            if self._others_active(key):
-                return True
-        return self.host is not None and self.host.others_active(key)
+            others = self._others_active(key)
+        if others or (self.host is not None and self.host.others_active(key)):
+            with self._changed:
+                self.floods += 1
+            return True
+        return False
 
     def held(self, key: Hashable | None = None) -> int:
         """How many `key` holds, or all keys together."""

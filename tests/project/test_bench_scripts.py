@@ -214,7 +214,11 @@ RUNS: dict[str, Smoke] = {
     ),
     "tenants": Smoke(
         "--seconds 1 --bullets 5 --only baseline --json",
-        json=lambda r: set(r) == {"baseline"} and r["baseline"]["normal"]["requests"] > 0,
+        json=lambda r: (
+            set(r) == {"baseline"}
+            and r["baseline"]["normal"]["requests"] > 0
+            and r["baseline"]["flooded"] == 0
+        ),
     ),
     "typos": Smoke(
         "--repeat 1 --rounds 1 --corpus {corpus} --json",

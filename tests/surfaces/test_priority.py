@@ -25,6 +25,7 @@ from subspace.db.pool import Conn, open_pool
 from subspace.models import Actor
 from subspace.workspaces import create_workspace
 from tests.conftest import make_client
+from tests.surfaces.test_metrics import loopback_client
 
 NICED = textwrap.dedent(
     """
@@ -186,6 +187,7 @@ def test_a_flooding_workspace_writes_and_searches_on_niced_backends_its_neighbou
         for thread in waiters:
             thread.join()
         assert seen == [max(YIELDING_NICENESS, as_started), as_started]
+        assert shares.floods == 1  # the flood's one request: told, and counted
         for release in releases:
             release.set()
         for thread in holders:
@@ -205,3 +207,6 @@ def test_a_flooding_workspace_writes_and_searches_on_niced_backends_its_neighbou
             niced.pop_stats()
             assert client.post("/api/search", json={"query": "ferry"}).status_code == 200
             assert niced.pop_stats().get("requests_num", 0) == expected
+    metrics = loopback_client(with_yielding, settings, actor).get("/metrics").text
+    assert 'subspace_flooding_requests_total{waited_for="searches"} 1.0' in metrics
+    assert 'subspace_flooding_requests_total{waited_for="connections"} 1.0' in metrics

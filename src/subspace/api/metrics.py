@@ -132,6 +132,7 @@ class _ProcessState(Collector):
             return
         labels = [provider.name, provider.model]
         yield from self._pools()
+        yield from self._floods()
         breaker = breaker_for(provider)
         uses = (("query", breaker.stats), ("index", index_stats_for(provider)))
         seconds = SummaryMetricFamily(
@@ -165,6 +166,21 @@ class _ProcessState(Collector):
         )
         circuit.add_metric(labels, 1 if breaker.state == OPEN else 0)
         yield circuit
+
+    def _floods(self) -> Iterator[Metric]:
+        database = getattr(self.state, "database", None)
+        if database is None:
+            return
+        floods = CounterMetricFamily(
+            "subspace_flooding_requests",
+            "Requests run on niced backends because their workspace flooded the server (one"
+            " of its requests waited for its turn for a second without a break, beside another"
+            " workspace), by what they waited for.",
+            labels=["waited_for"],
+        )
+        floods.add_metric(["searches"], database.search_runtime.searches.floods)
+        floods.add_metric(["connections"], database.connection_shares.floods)
+        yield floods
 
     def _pools(self) -> Iterator[Metric]:
         database = getattr(self.state, "database", None)

@@ -177,7 +177,7 @@ def search(cx: Context, searcher: Searcher, request: SearchRequest) -> SearchRes
     """
     shares, workspace = searcher.runtime.searches, cx.actor.workspace_id
     with shares.hold(workspace, SEARCH_WAIT_S, searcher.cancel):
-        if shares.flooding(workspace):
+        if cx.yielding is not None and shares.flooding(workspace):
             cx = cx.niced()
         response = _search(cx, searcher, request)
     if searcher.observer is not None:
