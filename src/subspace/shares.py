@@ -50,7 +50,7 @@ class Shares:
         # Which keys have had a request waiting for a slot, here or over the host, lately
         # without a break: they flood the server (backlog.py).
         self.backlog = Backlog()
-        self.floods = 0  # requests told their key floods (the server's /metrics)
+        self.floods = 0  # callers told their key floods (the server's /metrics)
 
     def count_over_host(self, folder: Path, processes: int) -> None:
         """Count each key's slots over the `processes` processes sharing `folder` as well

@@ -173,9 +173,9 @@ class _ProcessState(Collector):
             return
         floods = CounterMetricFamily(
             "subspace_flooding_requests",
-            "Requests run on niced backends because their workspace flooded the server (one"
-            " of its requests waited for its turn for a second without a break, beside another"
-            " workspace), by what they waited for.",
+            "Searches and transactions run on niced backends because their workspace flooded"
+            " the server (one of its requests waited for its turn for a second without a"
+            " break, beside another workspace), by what the workspace waited for.",
             labels=["waited_for"],
         )
         floods.add_metric(["searches"], database.search_runtime.searches.floods)
