@@ -71,7 +71,7 @@ class Context:
         if isinstance(self.db, ConnectionPool):
             with self._turn():
                 # A workspace that has asked for more connections than its share for a while
-                # (backlog.py) yields the cores to those that have not.
+                # (floods.py) yields the cores to those that have not.
                 pool = self.yielding if self.yielding is not None and self._flooding() else self.db
                 with pool.connection() as conn, conn.transaction():
                     yield conn

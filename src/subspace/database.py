@@ -72,7 +72,7 @@ class Database:
     is the pool request contexts draw from, so that requests holding every one of its
     connections cannot starve the background; `yielding`, when set, the one whose backends are
     niced (YIELDING_NICENESS): uploads and mail imports write through it, and so does a
-    workspace flooding the server (backlog.py), so that neither starves the others' searches.
+    workspace flooding the server (floods.py), so that neither starves the others' searches.
     `search_runtime` is what its searches share (`searcher()`); it lives and closes with the
     pools its threads borrow from.
     """

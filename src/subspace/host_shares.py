@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING
 from subspace.errors import TooMany
 
 if TYPE_CHECKING:
-    from subspace.backlog import Backlog
     from subspace.cancel import Cancel
+    from subspace.floods import FloodWatch
 
 log = logging.getLogger(__name__)
 
@@ -69,14 +69,14 @@ class HostSlots:
         key: Hashable,
         deadline: float | None,
         cancel: Cancel | None = None,
-        backlog: Backlog | None = None,
+        watch: FloodWatch | None = None,
     ) -> Iterator[None]:
         """Hold one of `key`'s slots in the block; wait until `deadline` (time.monotonic(),
         None: for ever) for one, then raise TooMany. A waiter whose `cancel` is set stops
-        waiting (CallerGone); one that waits is counted in `backlog` until it has its slot."""
+        waiting (CallerGone); one that waits is counted in `watch` until it has its slot."""
         name = str(key)
         try:
-            with backlog.asking(key) if backlog else nullcontext(lambda: None) as waits:
+            with watch.asking(key) if watch else nullcontext(lambda: None) as waits:
                 while (fd := self._take(name, self._limit(name))) is None:
                     waits()
                     if cancel is not None:

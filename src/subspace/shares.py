@@ -19,8 +19,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from subspace.backlog import Backlog
 from subspace.errors import Busy, TooMany
+from subspace.floods import FloodWatch
 from subspace.host_shares import ACTIVE_S, SHARED_PER_HOST, HostSlots
 
 if TYPE_CHECKING:
@@ -48,8 +48,8 @@ class Shares:
         self._tickets = itertools.count()
         self._changed = threading.Condition()
         # Which keys have had a request waiting for a slot, here or over the host, lately
-        # without a break: they flood the server (backlog.py).
-        self.backlog = Backlog()
+        # without a break: they flood the server (floods.py).
+        self.watch = FloodWatch()
         self.floods = 0  # callers told their key floods (the server's /metrics)
 
     def count_over_host(self, folder: Path, processes: int) -> None:
@@ -63,7 +63,7 @@ class Shares:
         """Whether `key` has asked for more than its share for a while without a break, while
         another key uses the server too (alone, it has no one to yield to). Each yes is
         counted in `floods`."""
-        if not self.backlog.flooding(key):
+        if not self.watch.flooding(key):
             return False
         with self._changed:
             others = self._others_active(key)
@@ -113,7 +113,7 @@ class Shares:
         deadline = None if wait_s is None else time.monotonic() + wait_s
         if cancel is not None:
             cancel.waking(self._changed)
-        with self._changed, self.backlog.asking(key) as waits:
+        with self._changed, self.watch.asking(key) as waits:
             ticket = next(self._tickets)
             self._waiting[ticket] = key
             try:
@@ -133,7 +133,7 @@ class Shares:
             if self.host is None:
                 yield
             else:
-                with self.host.hold(key, deadline, cancel, self.backlog):
+                with self.host.hold(key, deadline, cancel, self.watch):
                     yield
         finally:
             with self._changed:

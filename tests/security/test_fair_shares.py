@@ -134,7 +134,7 @@ def _flooding_after(shares: Shares, seconds: float) -> bool:
 
 def test_a_workspace_with_a_request_waiting_without_a_break_floods_and_brief_waits_do_not() -> None:
     shares = Shares("searches in flight", total=None, per_key=1)
-    shares.backlog.flood_s = 0.25
+    shares.watch.flood_s = 0.25
     # Alone, a workspace has no one to yield to: however long its requests wait, no flood.
     assert not _flooding_after(shares, 0.4)
     with shares.hold("b", 5):  # another workspace searches too

@@ -17,10 +17,10 @@ import httpx
 import pytest
 
 from subspace import host_shares
-from subspace.backlog import Backlog
 from subspace.cancel import Cancel
 from subspace.config import Settings
 from subspace.errors import CallerGone, TooMany
+from subspace.floods import FloodWatch
 from subspace.host_shares import SHARED_PER_HOST, HostSlots
 from tests.surfaces.test_lifecycle import Served, home  # noqa: F401 - the fixture
 
@@ -179,18 +179,18 @@ def test_two_web_processes_count_a_workspaces_searches_and_connections_together(
 
 def test_a_request_waiting_for_the_hosts_share_counts_as_waiting(tmp_path: Path) -> None:
     first, second, neighbour = slots(tmp_path), slots(tmp_path), slots(tmp_path)
-    backlog = Backlog(flood_s=0.2)
+    watch = FloodWatch(flood_s=0.2)
     with searching(neighbour, "b"), first.hold("a", soon()):
         # The host's one share is held in the first process: the second's request waits
         # there, and counts as waiting until its deadline.
-        asker = threading.Thread(target=lambda: _ask(second, backlog))
+        asker = threading.Thread(target=lambda: _ask(second, watch))
         asker.start()
         time.sleep(0.3)
-        assert backlog.flooding("a")
+        assert watch.flooding("a")
         asker.join()
-    assert not backlog.flooding("a")
+    assert not watch.flooding("a")
 
 
-def _ask(view: HostSlots, backlog: Backlog) -> None:
-    with pytest.raises(TooMany), view.hold("a", soon(0.5), backlog=backlog):
+def _ask(view: HostSlots, watch: FloodWatch) -> None:
+    with pytest.raises(TooMany), view.hold("a", soon(0.5), watch=watch):
         pass

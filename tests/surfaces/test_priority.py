@@ -154,7 +154,7 @@ def test_a_flooding_workspace_writes_and_searches_on_niced_backends_its_neighbou
         neighbour = replace(cx, actor=create_workspace(conn, "Neighbour"))
     shares = cx.connection_shares
     assert shares is not None and shares.shared_per_key is not None
-    shares.backlog.flood_s = 0.2
+    shares.watch.flood_s = 0.2
     with neighbour.transaction() as conn:
         as_started = niceness(backend_pid(conn))
     holding = threading.Barrier(shares.shared_per_key + 1)
@@ -199,9 +199,9 @@ def test_a_flooding_workspace_writes_and_searches_on_niced_backends_its_neighbou
     niced = with_yielding.yielding
     assert niced is not None
     searches = with_yielding.search_runtime.searches
-    monkeypatch.setattr(searches.backlog, "flood_s", 0.0)
+    monkeypatch.setattr(searches.watch, "flood_s", 0.0)
     mine, theirs = (make_client(with_yielding, settings, who) for who in (actor, neighbour.actor))
-    with searches.backlog.asking(actor.workspace_id) as waits:
+    with searches.watch.asking(actor.workspace_id) as waits:
         waits()  # one of its searches waits for its turn
         for client, expected in ((theirs, 0), (mine, 1)):
             niced.pop_stats()

@@ -172,7 +172,7 @@ def search(cx: Context, searcher: Searcher, request: SearchRequest) -> SearchRes
 
     A workspace runs SEARCHES_PER_WORKSPACE at once; more wait their turn (429 after
     SEARCH_WAIT_S), so that one workspace's flood cannot take the cores from the others. A
-    workspace that has had searches waiting for a while (backlog.py) runs its statements on
+    workspace that has had searches waiting for a while (floods.py) runs its statements on
     niced backends, so that the cores go to the others' first.
     """
     shares, workspace = searcher.runtime.searches, cx.actor.workspace_id

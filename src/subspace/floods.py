@@ -3,7 +3,7 @@ without a break.
 
 A workspace within its share rarely waits, and when it does its queue soon empties: people
 pause between requests. A flood of requests past its share keeps a waiter queued all the
-time. Such a workspace's statements then run on niced backends (Context.yielding), so that
+time. Such a workspace's statements then run on niced backends (Context.niced()), so that
 the cores it asks for beyond its share go to the others first.
 
 Counting only a wait that lasts, not any wait, is what keeps this stable: niced for having
@@ -26,7 +26,7 @@ from contextlib import contextmanager
 FLOOD_S = 1.0
 
 
-class Backlog:
+class FloodWatch:
     """Per key, since when it has had a waiter without a break. Thread-safe."""
 
     def __init__(self, flood_s: float = FLOOD_S) -> None:
