@@ -295,11 +295,14 @@ def flooded_requests(server: Server) -> int:
     (`/metrics`, summed over the web processes; each writes its figures every second)."""
     time.sleep(1.5)
     text = httpx.get(f"{server.base}/metrics", timeout=10).text
-    return sum(
+    counts = [
         int(float(line.rsplit(" ", 1)[1]))
         for line in text.splitlines()
         if line.startswith("subspace_flooding_requests_total")
-    )
+    ]
+    if not counts:
+        raise SystemExit("/metrics has no subspace_flooding_requests_total")
+    return sum(counts)
 
 
 def main() -> None:

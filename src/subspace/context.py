@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 from uuid import UUID
 
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from subspace.config import Settings
 from subspace.db.pool import Conn
+from subspace.floods import NICED_WAIT_S
 from subspace.models import Actor
 from subspace.shares import Shares
 
@@ -69,11 +70,9 @@ class Context:
     def transaction(self) -> Iterator[Conn]:
         """Yield a connection inside a transaction that commits on success."""
         if isinstance(self.db, ConnectionPool):
-            with self._turn():
-                # A workspace that has asked for more connections than its share for a while
-                # (floods.py) yields the cores to those that have not.
-                pool = self.yielding if self.yielding is not None and self._flooding() else self.db
-                with pool.connection() as conn, conn.transaction():
+            with self._turn(), ExitStack() as stack:
+                conn = self._flood_connection(stack) or stack.enter_context(self.db.connection())
+                with conn.transaction():
                     yield conn
         else:
             with self.db.transaction():
@@ -95,9 +94,17 @@ class Context:
             finally:
                 held.discard(workspace)
 
-    def _flooding(self) -> bool:
-        shares = self.connection_shares
-        return shares is not None and shares.flooding(self.actor.workspace_id)
+    def _flood_connection(self, stack: ExitStack) -> Conn | None:
+        """For a workspace that has asked for more connections than its share for a while
+        (floods.py): a connection of the yielding pool, when one is free at once."""
+        shares, pool = self.connection_shares, self.yielding
+        if shares is None or pool is None or pool is self.db:
+            return None
+        if not shares.flooding(self.actor.workspace_id):
+            return None
+        with suppress(PoolTimeout):
+            return stack.enter_context(pool.connection(timeout=NICED_WAIT_S))
+        return None
 
     def niced(self) -> Context:
         """The same context on the yielding pool, when there is one and this context borrows

@@ -3,8 +3,8 @@ without a break.
 
 A workspace within its share rarely waits, and when it does its queue soon empties: people
 pause between requests. A flood of requests past its share keeps a waiter queued all the
-time. Such a workspace's statements then run on niced backends (Context.niced()), so that
-the cores it asks for beyond its share go to the others first.
+time. Such a workspace's statements then run on niced backends (Context.niced()) when one is
+free at once: in Postgres they wait for the other workspaces' statements.
 
 Counting only a wait that lasts, not any wait, is what keeps this stable: niced for having
 waited once, a workspace held its turn longer and waited again, and between two equal
@@ -24,6 +24,10 @@ from contextlib import contextmanager
 # as flooding: a paced crowd of 25 people queues for tens of milliseconds at a time
 # (bench/tenants.py's mixed phase); a flood queues all the time.
 FLOOD_S = 1.0
+# How long a flood's request waits for a niced connection before it runs on its usual pool:
+# one free is taken at once (psycopg's pool refuses a wait of 0 even then), and nicing a flood
+# must make no one wait, the uploads that share those connections included.
+NICED_WAIT_S = 0.01
 
 
 class FloodWatch:
@@ -44,10 +48,10 @@ class FloodWatch:
         def waits() -> None:
             nonlocal waited
             if not waited:
-                waited = True
-                with self._lock:
+                with self._lock:  # counted and marked together: an interrupt cannot split them
                     self._waiters[key] += 1
                     self._since.setdefault(key, time.monotonic())
+                    waited = True
 
         try:
             yield waits

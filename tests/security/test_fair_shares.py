@@ -120,7 +120,7 @@ def _flooding_after(shares: Shares, seconds: float) -> bool:
     it; whether "a" floods just before the slot is given back."""
 
     def ask() -> None:
-        with shares.hold("a", 5):
+        with shares.hold("a", 30):
             pass
 
     with shares.hold("a", 5):
@@ -134,11 +134,11 @@ def _flooding_after(shares: Shares, seconds: float) -> bool:
 
 def test_a_workspace_with_a_request_waiting_without_a_break_floods_and_brief_waits_do_not() -> None:
     shares = Shares("searches in flight", total=None, per_key=1)
-    shares.watch.flood_s = 0.25
+    shares.watch.flood_s = 1.0
     # Alone, a workspace has no one to yield to: however long its requests wait, no flood.
-    assert not _flooding_after(shares, 0.4)
+    assert not _flooding_after(shares, 1.5)
     with shares.hold("b", 5):  # another workspace searches too
-        # Waits of 0.15 s, 0.45 s in all but never 0.25 s on end, as people's requests queue.
-        assert [_flooding_after(shares, 0.15) for _ in range(3)] == [False, False, False]
-        assert _flooding_after(shares, 0.4)
+        # Waits of 0.4 s, 1.2 s in all but never 1 s on end, as people's requests queue.
+        assert [_flooding_after(shares, 0.4) for _ in range(3)] == [False, False, False]
+        assert _flooding_after(shares, 1.5)
         assert not shares.flooding("a")  # nothing waits any more

@@ -11,7 +11,8 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -152,6 +153,7 @@ def test_a_flooding_workspace_writes_and_searches_on_niced_backends_its_neighbou
     cx = with_yielding.context(actor, settings)
     with with_yielding.pool.connection() as conn:
         neighbour = replace(cx, actor=create_workspace(conn, "Neighbour"))
+    neighbour_id = neighbour.actor.workspace_id
     shares = cx.connection_shares
     assert shares is not None and shares.shared_per_key is not None
     shares.watch.flood_s = 0.2
@@ -178,7 +180,8 @@ def test_a_flooding_workspace_writes_and_searches_on_niced_backends_its_neighbou
         holding.wait(10)
         for thread in waiters:
             thread.start()
-        time.sleep(0.4)  # two of its requests have waited past the flood's time
+        # two of its requests wait, past the flood's time
+        assert eventually(lambda: shares.watch.flooding(actor.workspace_id))
         with neighbour.transaction() as conn:
             assert niceness(backend_pid(conn)) == as_started
         # One slot given back: a waiter goes in while the other still waits (a flood, its
@@ -201,8 +204,9 @@ def test_a_flooding_workspace_writes_and_searches_on_niced_backends_its_neighbou
     searches = with_yielding.search_runtime.searches
     monkeypatch.setattr(searches.watch, "flood_s", 0.0)
     mine, theirs = (make_client(with_yielding, settings, who) for who in (actor, neighbour.actor))
-    with searches.watch.asking(actor.workspace_id) as waits:
-        waits()  # one of its searches waits for its turn
+    # one of its searches waits for its turn, while the neighbour searches too
+    with searches.watch.asking(actor.workspace_id) as waits, searches.hold(neighbour_id, 5):
+        waits()
         for client, expected in ((theirs, 0), (mine, 1)):
             niced.pop_stats()
             assert client.post("/api/search", json={"query": "ferry"}).status_code == 200
@@ -210,3 +214,42 @@ def test_a_flooding_workspace_writes_and_searches_on_niced_backends_its_neighbou
     metrics = loopback_client(with_yielding, settings, actor).get("/metrics").text
     assert 'subspace_flooding_requests_total{waited_for="searches"} 1.0' in metrics
     assert 'subspace_flooding_requests_total{waited_for="connections"} 1.0' in metrics
+
+
+def test_a_flood_runs_on_its_usual_pool_when_no_niced_connection_is_free(
+    with_yielding: Database, settings: Settings, actor: Actor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The yielding pool is small and uploads use it: a flood takes one of its connections
+    only when one is free at once (NICED_WAIT_S), else it runs on the request pool as
+    before, and never fails for want of one."""
+    cx = with_yielding.context(actor, settings)
+    with with_yielding.pool.connection() as conn:
+        neighbour = create_workspace(conn, "Neighbour")
+        as_started = niceness(backend_pid(conn))
+    niced = with_yielding.yielding
+    assert niced is not None and cx.connection_shares is not None
+    shares, searches = cx.connection_shares, with_yielding.search_runtime.searches
+    for each in (shares, searches):
+        monkeypatch.setattr(each.watch, "flood_s", 0.0)
+    client = make_client(with_yielding, settings, actor)
+    with ExitStack() as stack:
+        for each in (shares, searches):  # flooding: a request waits, a neighbour is active
+            stack.enter_context(each.watch.asking(actor.workspace_id))()
+            stack.enter_context(each.hold(neighbour.workspace_id, 5))
+        held = [stack.enter_context(niced.connection()) for _ in range(niced.max_size)]
+        assert held and niced.get_stats().get("pool_available", 0) == 0
+        # Waiting for one of those would meet the pool's timeout (30 s here) and fail.
+        with cx.transaction() as conn:  # on its usual pool, at full claim
+            assert niceness(backend_pid(conn)) == as_started
+        assert client.post("/api/search", json={"query": "ferry"}).status_code == 200
+        assert shares.floods == 1 and searches.floods == 1  # told they flood, all the same
+
+
+def eventually(check: Callable[[], bool], seconds: float = 10) -> bool:
+    """Whether `check` comes true within `seconds` (polled)."""
+    deadline = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True

@@ -173,9 +173,10 @@ class _ProcessState(Collector):
             return
         floods = CounterMetricFamily(
             "subspace_flooding_requests",
-            "Searches and transactions run on niced backends because their workspace flooded"
-            " the server (one of its requests waited for its turn for a second without a"
-            " break, beside another workspace), by what the workspace waited for.",
+            "Searches and transactions of a workspace flooding the server (one of its"
+            " requests waited for its turn for a second without a break, beside another"
+            " workspace), run on niced backends when one was free at once; by what it waited"
+            " for.",
             labels=["waited_for"],
         )
         floods.add_metric(["searches"], database.search_runtime.searches.floods)

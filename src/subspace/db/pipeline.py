@@ -156,14 +156,17 @@ def recover(conn: Conn, savepoint: str) -> None:
 
 
 @contextmanager
-def pipelined_transaction(db: ConnectionPool[Conn] | Conn) -> Iterator[Conn]:
+def pipelined_transaction(
+    db: ConnectionPool[Conn] | Conn, wait_s: float | None = None
+) -> Iterator[Conn]:
     """A connection in pipeline mode inside one transaction that commits on success.
 
     From a pool, BEGIN is queued with the first statement and COMMIT with the last ones, read
     when the block ends: the transaction costs no round trip of its own. (psycopg's own
     transaction blocks and implicit BEGIN wait for the server in pipeline mode, so the
     connection runs in autocommit while it sends BEGIN and COMMIT itself.) On a connection
-    the caller holds, the block is a savepoint in the caller's transaction.
+    the caller holds, the block is a savepoint in the caller's transaction. `wait_s`: how long
+    to wait for a pool's connection (None: the pool's own timeout).
     """
     if not isinstance(db, ConnectionPool):
         try:
@@ -172,7 +175,7 @@ def pipelined_transaction(db: ConnectionPool[Conn] | Conn) -> Iterator[Conn]:
         finally:
             _unclaimed.pop(db, None)
         return
-    with db.connection() as conn:
+    with db.connection(timeout=wait_s) as conn:
         conn.autocommit = True
         try:
             with _unprepared(conn), conn.pipeline():

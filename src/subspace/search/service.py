@@ -8,10 +8,13 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
+from psycopg_pool import PoolTimeout
+
 from subspace.context import Context
 from subspace.db.pipeline import Later, pipelined_transaction
 from subspace.db.pool import Conn
 from subspace.errors import InvalidInput, TooLarge
+from subspace.floods import NICED_WAIT_S
 from subspace.indexer.queue import queue_waiting
 from subspace.providers.base import EmbeddingProvider
 from subspace.search import explaining, registry
@@ -173,19 +176,30 @@ def search(cx: Context, searcher: Searcher, request: SearchRequest) -> SearchRes
     A workspace runs SEARCHES_PER_WORKSPACE at once; more wait their turn (429 after
     SEARCH_WAIT_S), so that one workspace's flood cannot take the cores from the others. A
     workspace that has had searches waiting for a while (floods.py) runs its statements on
-    niced backends, so that the cores go to the others' first.
+    niced backends when one is free: in Postgres they wait for the others'.
     """
-    shares, workspace = searcher.runtime.searches, cx.actor.workspace_id
-    with shares.hold(workspace, SEARCH_WAIT_S, searcher.cancel):
-        if cx.yielding is not None and shares.flooding(workspace):
-            cx = cx.niced()
-        response = _search(cx, searcher, request)
+    with searcher.runtime.searches.hold(cx.actor.workspace_id, SEARCH_WAIT_S, searcher.cancel):
+        response = _niced_search(cx, searcher, request) or _search(cx, searcher, request)
     if searcher.observer is not None:
         searcher.observer(response)
     return response
 
 
-def _search(cx: Context, searcher: Searcher, request: SearchRequest) -> SearchResponse:
+def _niced_search(cx: Context, searcher: Searcher, request: SearchRequest) -> SearchResponse | None:
+    """For a workspace flooding the server (floods.py): the search on the yielding pool's
+    niced backends, when one of its connections is free at once; else None."""
+    niced = cx.niced()
+    if niced is cx or not searcher.runtime.searches.flooding(cx.actor.workspace_id):
+        return None
+    try:
+        return _search(niced, searcher, request, wait_s=NICED_WAIT_S)
+    except PoolTimeout:  # none free: the search runs as any other's (it holds one connection)
+        return None
+
+
+def _search(
+    cx: Context, searcher: Searcher, request: SearchRequest, wait_s: float | None = None
+) -> SearchResponse:
     """validate → scope → legs (queued together) → fuse → group → hydrate → explain → cursor,
     each step timed (search/steps.py)."""
     clock = StepClock(searcher.cancel)
@@ -195,7 +209,7 @@ def _search(cx: Context, searcher: Searcher, request: SearchRequest) -> SearchRe
     provider = searcher.provider
     # Three round trips: what the legs need (settings, bases, key, the embedding backlog)
     # is read at once; then the legs; then the rows, read with the commit.
-    with pipelined_transaction(cx.db) as conn, _cancellable(searcher, conn):
+    with pipelined_transaction(cx.db, wait_s) as conn, _cancellable(searcher, conn):
         conn.execute(SEARCH_SETTINGS)
         bases = queue_knowledge_bases(conn, ws)
         secret = queue_workspace_secret(conn, ws)
