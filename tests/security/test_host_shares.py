@@ -22,6 +22,7 @@ from subspace.config import Settings
 from subspace.errors import CallerGone, TooMany
 from subspace.floods import FloodWatch
 from subspace.host_shares import SHARED_PER_HOST, HostSlots
+from tests.search.test_cancel import eventually
 from tests.surfaces.test_lifecycle import Served, home  # noqa: F401 - the fixture
 
 
@@ -192,10 +193,7 @@ def test_a_request_waiting_for_the_hosts_share_counts_as_waiting(tmp_path: Path)
             # there, and counts as waiting until it has the slot.
             asker = threading.Thread(target=ask)
             asker.start()
-            deadline = time.monotonic() + 10
-            while not watch.flooding("a") and time.monotonic() < deadline:
-                time.sleep(0.02)
-            assert watch.flooding("a")
+            assert eventually(lambda: watch.flooding("a"))
         asker.join()
     assert took == [True]
     assert not watch.flooding("a")  # it has its slot: nothing waits

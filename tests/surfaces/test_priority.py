@@ -10,8 +10,7 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
@@ -26,6 +25,7 @@ from subspace.db.pool import Conn, open_pool
 from subspace.models import Actor
 from subspace.workspaces import create_workspace
 from tests.conftest import make_client
+from tests.search.test_cancel import eventually
 from tests.surfaces.test_metrics import loopback_client
 
 NICED = textwrap.dedent(
@@ -243,13 +243,3 @@ def test_a_flood_runs_on_its_usual_pool_when_no_niced_connection_is_free(
             assert niceness(backend_pid(conn)) == as_started
         assert client.post("/api/search", json={"query": "ferry"}).status_code == 200
         assert shares.floods == 1 and searches.floods == 1  # told they flood, all the same
-
-
-def eventually(check: Callable[[], bool], seconds: float = 10) -> bool:
-    """Whether `check` comes true within `seconds` (polled)."""
-    deadline = time.monotonic() + seconds
-    while not check():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
