@@ -150,6 +150,8 @@ def test_an_answer_on_a_phone_keeps_the_page_title_in_view(
         title = tab.locator(".page-title")
         expect(title).to_be_in_viewport()
         tab.click("#open-palette-top")
+        # The palette's module loads on the first tap: keys typed before it has focus go nowhere.
+        expect(tab.locator("#palette-input")).to_be_focused()
         tab.keyboard.type("when does the winter ferry leave?")
         tab.locator(".palette-ask").click()
         expect(tab.locator(".run-status", has_text="Answered.")).to_be_visible(timeout=30_000)
