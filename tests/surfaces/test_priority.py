@@ -68,6 +68,12 @@ def niceness(pid: int) -> int:
     return os.getpriority(os.PRIO_PROCESS, pid)
 
 
+def idle_class(pid: int) -> bool:
+    """Whether `pid` (each of its threads) runs in the kernel's idle class (priority.py)."""
+    threads = [int(tid) for tid in os.listdir(f"/proc/{pid}/task")]
+    return all(os.sched_getscheduler(tid) == os.SCHED_IDLE for tid in threads)
+
+
 @pytest.fixture
 def server_folder(database: Database) -> Path:
     """The test server's data folder, when its backends are this machine's and this user's."""
@@ -96,12 +102,14 @@ def test_a_niced_process_opens_backends_niced_as_it_is(
         seen = json.loads(child.stdout.readline())
         pooled = seen["pooled"]
         assert niceness(pooled) == max(seen["niceness"], as_started)
+        assert idle_class(pooled)  # a waking request's backend takes its core at once
         autogroup = Path(f"/proc/{pooled}/autogroup")
         if os.getsid(pooled) == pooled and autogroup.exists():  # the session's claim too
             assert autogroup.read_text().split()[-1] == str(niceness(pooled))
         assert seen["not_a_backend"] is False and seen["other_folder"] is False
         assert niceness(seen["plain"]) == as_started
         assert niceness(seen["elsewhere"]) == as_started  # not this home's server: untouched
+        assert not idle_class(seen["plain"]) and not idle_class(seen["elsewhere"])
     except BaseException:
         child.kill()
         raise

@@ -27,6 +27,7 @@ from subspace.processes import BACKGROUND_NICENESS
 from subspace.web.signin import MAX_FAILURES
 from tests.security.test_signin import new_code
 from tests.surfaces.test_lifecycle import Served, children_of, home  # noqa: F401 - the fixture
+from tests.surfaces.test_priority import idle_class
 
 pytestmark = pytest.mark.slow
 
@@ -177,6 +178,8 @@ def test_each_process_is_a_session_of_its_own_and_the_background_yields_the_core
         assert (leads, niceness) == (True, BACKGROUND_NICENESS)
         assert group in (None, BACKGROUND_NICENESS)
         assert all(claim_on_cores(pid)[2] in (None, 0) for pid in web)
+        # the background's threads in the idle class (people's take a core from it at once)
+        assert idle_class(background) and not any(idle_class(pid) for pid in web)
     finally:
         assert served.stop() == 0, served.output
 
