@@ -22,8 +22,9 @@ Latencies are of the requests answered (2xx to 4xx but 429); 429s and failures a
 apart, in `statuses` and `errors`.
 
 Prints, per phase, the normal tenant's p50/p95/p99 and errors, the attacker's status codes,
-/healthz's p95 and failures, and how many requests ran on niced backends because their
-workspace flooded the server (`flooded`); with --json the same as one object.
+/healthz's p95 and failures, how many requests ran on niced backends because their
+workspace flooded the server (`flooded`) and at how many checkpoints they waited for the
+other's requests (`stepped_aside`); with --json the same as one object.
 
     python bench/tenants.py [--seconds 60] [--bullets 150] [--only baseline mixed …] [--json]
 """
@@ -290,19 +291,23 @@ ATTACKS = {
 }
 
 
-def flooded_requests(server: Server) -> int:
-    """Requests the server has run on niced backends because their workspace flooded it
-    (`/metrics`, summed over the web processes; each writes its figures every second)."""
+def flood_counts(server: Server) -> Counter[str]:
+    """How the server has made floods yield (`/metrics`, summed over the web processes; each
+    writes its figures every second): `flooded`, requests run on niced backends because
+    their workspace flooded it; `stepped_aside`, checkpoints at which such a request waited
+    for the other workspace's requests running in its process."""
     time.sleep(1.5)
     text = httpx.get(f"{server.base}/metrics", timeout=10).text
-    counts = [
-        int(float(line.rsplit(" ", 1)[1]))
-        for line in text.splitlines()
-        if line.startswith("subspace_flooding_requests_total")
-    ]
-    if not counts:
-        raise SystemExit("/metrics has no subspace_flooding_requests_total")
-    return sum(counts)
+    counts: Counter[str] = Counter()
+    for name, metric in (
+        ("flooded", "subspace_flooding_requests_total"),
+        ("stepped_aside", "subspace_flood_steps_aside_total"),
+    ):
+        values = [line.rsplit(" ", 1)[1] for line in text.splitlines() if line.startswith(metric)]
+        if not values:
+            raise SystemExit(f"/metrics has no {metric}")
+        counts[name] = sum(int(float(value)) for value in values)
+    return counts
 
 
 def main() -> None:
@@ -334,10 +339,10 @@ def main() -> None:
         def phase(name: str, run: Callable[[], dict[str, Any]]) -> None:
             if wanted is not None and name.split()[0] not in wanted and name not in wanted:
                 return
-            started, floods = time.monotonic(), flooded_requests(server)
+            started, floods = time.monotonic(), flood_counts(server)
             found = run()
             found["healthz"] = probe.window(started, time.monotonic())
-            found["flooded"] = flooded_requests(server) - floods
+            found.update({name: n - floods[name] for name, n in flood_counts(server).items()})
             result[name] = found
             if not args.json:
                 print(name, json.dumps(found))

@@ -13,7 +13,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from subspace.config import Settings
 from subspace.db.pool import Conn
-from subspace.floods import NICED_WAIT_S
+from subspace.floods import NICED_WAIT_S, PRECEDENCE
 from subspace.models import Actor
 from subspace.shares import Shares
 
@@ -71,7 +71,11 @@ class Context:
         """Yield a connection inside a transaction that commits on success."""
         if isinstance(self.db, ConnectionPool):
             with self._turn(), ExitStack() as stack:
-                conn = self._flood_connection(stack) or stack.enter_context(self.db.connection())
+                conn = self._flood_connection(stack)
+                if conn is None:
+                    conn = stack.enter_context(self.db.connection())
+                    if self.connection_shares is not None and self.db is not self.yielding:
+                        stack.enter_context(PRECEDENCE.running())  # a person's request
                 with conn.transaction():
                     yield conn
         else:
@@ -102,6 +106,7 @@ class Context:
             return None
         if not shares.flooding(self.actor.workspace_id):
             return None
+        PRECEDENCE.step_aside()  # while people's requests run in this process
         with suppress(PoolTimeout):
             return stack.enter_context(pool.connection(timeout=NICED_WAIT_S))
         return None

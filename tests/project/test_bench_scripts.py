@@ -217,7 +217,7 @@ RUNS: dict[str, Smoke] = {
         json=lambda r: (
             set(r) == {"baseline"}
             and r["baseline"]["normal"]["requests"] > 0
-            and r["baseline"]["flooded"] == 0
+            and r["baseline"]["flooded"] == r["baseline"]["stepped_aside"] == 0
         ),
     ),
     "typos": Smoke(

@@ -16,10 +16,12 @@ from subspace.config import Settings
 from subspace.context import Context
 from subspace.database import Database
 from subspace.errors import TooMany
+from subspace.floods import Precedence
 from subspace.keys import create_key
 from subspace.search import service
 from subspace.shares import Shares
 from subspace.workspaces import create_workspace
+from tests.search.test_cancel import eventually
 from tests.search_helpers import index, run
 
 
@@ -142,3 +144,31 @@ def test_a_workspace_with_a_request_waiting_without_a_break_floods_and_brief_wai
         assert [_flooding_after(shares, 0.4) for _ in range(3)] == [False, False, False]
         assert _flooding_after(shares, 1.5)
         assert not shares.flooding("a")  # nothing waits any more
+
+
+def test_a_floods_checkpoint_waits_while_a_persons_request_runs_in_its_process() -> None:
+    precedence = Precedence()
+    precedence.step_aside(most_s=30)  # no one's request runs: it goes on at once
+    assert precedence.stepped_aside == 0
+    running, done = threading.Event(), threading.Event()
+
+    def a_persons_request() -> None:
+        with precedence.running():
+            running.set()
+            done.wait(10)
+
+    person = threading.Thread(target=a_persons_request)
+    flood = threading.Thread(target=precedence.step_aside, kwargs={"most_s": 30})
+    person.start()
+    running.wait(10)
+    flood.start()
+    assert eventually(lambda: precedence.stepped_aside == 1)
+    assert flood.is_alive()  # it waits while the person's request runs ...
+    done.set()
+    flood.join(10)  # ... and goes on when it ends, long before its 30 s
+    assert not flood.is_alive()
+    person.join()
+    # Beside a person's request that goes on, it waits its bound and no longer.
+    with precedence.running():
+        precedence.step_aside(most_s=0.01)
+    assert precedence.stepped_aside == 2

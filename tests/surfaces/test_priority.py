@@ -22,7 +22,9 @@ from subspace.config import Settings
 from subspace.context import Context
 from subspace.database import YIELDING_NICENESS, Database
 from subspace.db.pool import Conn, open_pool
+from subspace.floods import PRECEDENCE
 from subspace.models import Actor
+from subspace.search import service
 from subspace.workspaces import create_workspace
 from tests.conftest import make_client
 from tests.search.test_cancel import eventually
@@ -180,6 +182,7 @@ def test_a_flooding_workspace_writes_and_searches_on_niced_backends_its_neighbou
         with cx.transaction() as conn:
             seen.append(niceness(backend_pid(conn)))
 
+    stepped_aside = PRECEDENCE.stepped_aside
     holders = [threading.Thread(target=hold_a_transaction, args=(r,)) for r in releases]
     waiters = [threading.Thread(target=write_after_a_wait) for _ in range(2)]
     with neighbour.transaction():  # the neighbour uses the server too: "cx" has its share
@@ -190,8 +193,10 @@ def test_a_flooding_workspace_writes_and_searches_on_niced_backends_its_neighbou
             thread.start()
         # two of its requests wait, past the flood's time
         assert eventually(lambda: shares.watch.flooding(actor.workspace_id))
+        people = PRECEDENCE.running_now
         with neighbour.transaction() as conn:
             assert niceness(backend_pid(conn)) == as_started
+            assert PRECEDENCE.running_now == people + 1  # a person's: a flood waits for it
         # One slot given back: a waiter goes in while the other still waits (a flood, its
         # backend niced); the other goes in when it is done, with none behind it.
         releases[0].set()
@@ -199,6 +204,8 @@ def test_a_flooding_workspace_writes_and_searches_on_niced_backends_its_neighbou
             thread.join()
         assert seen == [max(YIELDING_NICENESS, as_started), as_started]
         assert shares.floods == 1  # the flood's one request: told, and counted
+        # it stepped aside first, while the neighbour's transaction (this block) ran
+        assert PRECEDENCE.stepped_aside == stepped_aside + 1
         for release in releases:
             release.set()
         for thread in holders:
@@ -212,16 +219,31 @@ def test_a_flooding_workspace_writes_and_searches_on_niced_backends_its_neighbou
     searches = with_yielding.search_runtime.searches
     monkeypatch.setattr(searches.watch, "flood_s", 0.0)
     mine, theirs = (make_client(with_yielding, settings, who) for who in (actor, neighbour.actor))
-    # one of its searches waits for its turn, while the neighbour searches too
-    with searches.watch.asking(actor.workspace_id) as waits, searches.hold(neighbour_id, 5):
-        waits()
+    running: list[int] = []  # people's requests running in this process, as each search ran
+    each_search = service._search
+    monkeypatch.setattr(
+        service,
+        "_search",
+        lambda *a, **k: running.append(PRECEDENCE.running_now) or each_search(*a, **k),
+    )
+    # One of its searches waits for its turn, while the neighbour searches too (and a request
+    # of the neighbour's runs in this process: the flood's search steps aside between steps).
+    with ExitStack() as stack:
+        stack.enter_context(searches.watch.asking(actor.workspace_id))()
+        stack.enter_context(searches.hold(neighbour_id, 5))
+        stack.enter_context(PRECEDENCE.running())
         for client, expected in ((theirs, 0), (mine, 1)):
             niced.pop_stats()
+            stepped_aside = PRECEDENCE.stepped_aside
             assert client.post("/api/search", json={"query": "ferry"}).status_code == 200
             assert niced.pop_stats().get("requests_num", 0) == expected
+            assert (PRECEDENCE.stepped_aside > stepped_aside) == bool(expected)
+    # The neighbour's search counted itself beside this block's; the flood's did not.
+    assert running == [2, 1]
     metrics = loopback_client(with_yielding, settings, actor).get("/metrics").text
     assert 'subspace_flooding_requests_total{waited_for="searches"} 1.0' in metrics
     assert 'subspace_flooding_requests_total{waited_for="connections"} 1.0' in metrics
+    assert f"subspace_flood_steps_aside_total {float(PRECEDENCE.stepped_aside)}" in metrics
 
 
 def test_a_flood_runs_on_its_usual_pool_when_no_niced_connection_is_free(

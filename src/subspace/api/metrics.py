@@ -26,6 +26,7 @@ from prometheus_client.registry import Collector
 
 from subspace.api.auth import require_admin
 from subspace.api.metrics_files import all_processes
+from subspace.floods import PRECEDENCE
 from subspace.indexer.status import indexer_status
 from subspace.providers.breaker import OPEN, REASONS, breaker_for, index_stats_for
 from subspace.search.lexical.index.layout import database_identity, index_root
@@ -182,6 +183,12 @@ class _ProcessState(Collector):
         floods.add_metric(["searches"], database.search_runtime.searches.floods)
         floods.add_metric(["connections"], database.connection_shares.floods)
         yield floods
+        yield CounterMetricFamily(
+            "subspace_flood_steps_aside",
+            "Checkpoints at which a flooding workspace's niced work waited for the other"
+            " workspaces' requests running in the same process (at most 50 ms each).",
+            value=PRECEDENCE.stepped_aside,
+        )
 
     def _pools(self) -> Iterator[Metric]:
         database = getattr(self.state, "database", None)

@@ -14,7 +14,7 @@ from subspace.context import Context
 from subspace.db.pipeline import Later, pipelined_transaction
 from subspace.db.pool import Conn
 from subspace.errors import InvalidInput, TooLarge
-from subspace.floods import NICED_WAIT_S
+from subspace.floods import NICED_WAIT_S, PRECEDENCE
 from subspace.indexer.queue import queue_waiting
 from subspace.providers.base import EmbeddingProvider
 from subspace.search import explaining, registry
@@ -176,10 +176,14 @@ def search(cx: Context, searcher: Searcher, request: SearchRequest) -> SearchRes
     A workspace runs SEARCHES_PER_WORKSPACE at once; more wait their turn (429 after
     SEARCH_WAIT_S), so that one workspace's flood cannot take the cores from the others. A
     workspace that has had searches waiting for a while (floods.py) runs its statements on
-    niced backends when one is free: in Postgres they wait for the others'.
+    niced backends when one is free: in Postgres they wait for the others', and in this
+    process its search waits between steps while another workspace's request runs.
     """
     with searcher.runtime.searches.hold(cx.actor.workspace_id, SEARCH_WAIT_S, searcher.cancel):
-        response = _niced_search(cx, searcher, request) or _search(cx, searcher, request)
+        response = _niced_search(cx, searcher, request)
+        if response is None:
+            with PRECEDENCE.running():
+                response = _search(cx, searcher, request)
     if searcher.observer is not None:
         searcher.observer(response)
     return response
@@ -192,17 +196,23 @@ def _niced_search(cx: Context, searcher: Searcher, request: SearchRequest) -> Se
     if niced is cx or not searcher.runtime.searches.flooding(cx.actor.workspace_id):
         return None
     try:
-        return _search(niced, searcher, request, wait_s=NICED_WAIT_S)
+        return _search(niced, searcher, request, wait_s=NICED_WAIT_S, step_aside=True)
     except PoolTimeout:  # none free: the search runs as any other's (it holds one connection)
         return None
 
 
 def _search(
-    cx: Context, searcher: Searcher, request: SearchRequest, wait_s: float | None = None
+    cx: Context,
+    searcher: Searcher,
+    request: SearchRequest,
+    wait_s: float | None = None,
+    *,
+    step_aside: bool = False,
 ) -> SearchResponse:
     """validate → scope → legs (queued together) → fuse → group → hydrate → explain → cursor,
-    each step timed (search/steps.py)."""
-    clock = StepClock(searcher.cancel)
+    each step timed (search/steps.py); with `step_aside`, a flood's search waits between its
+    steps while people's run in this process (floods.Precedence)."""
+    clock = StepClock(searcher.cancel, PRECEDENCE.step_aside if step_aside else None)
     parsed = validate(request, cx)
     clock.done(SearchStep.VALIDATE)
     ws = cx.actor.workspace_id

@@ -14,6 +14,8 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from subspace.cancel import Cancel
 
 
@@ -34,14 +36,20 @@ class SearchStep(StrEnum):
 class StepClock:
     """Times the steps of one search, one after another: `done(step)` gives the time since
     the previous step ended to `step`, and raises CallerGone once `cancel` is set (the search
-    stops between steps when its caller has gone)."""
+    stops between steps when its caller has gone). A flood's search steps aside between steps
+    while people's run in its process (`step_aside`, floods.Precedence)."""
 
-    def __init__(self, cancel: Cancel | None = None) -> None:
+    def __init__(
+        self, cancel: Cancel | None = None, step_aside: Callable[[], None] | None = None
+    ) -> None:
         self.started = self._last = time.perf_counter()
         self.ms: dict[str, float] = {}
         self.cancel = cancel
+        self.step_aside = step_aside
 
     def done(self, step: SearchStep) -> None:
+        if self.step_aside is not None:
+            self.step_aside()
         if self.cancel is not None:
             self.cancel.check()
         now = time.perf_counter()
