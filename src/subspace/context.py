@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager, suppress
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext, suppress
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 from uuid import UUID
@@ -13,7 +13,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from subspace.config import Settings
 from subspace.db.pool import Conn
-from subspace.floods import NICED_WAIT_S, PRECEDENCE
+from subspace.floods import NICED_WAIT_S, STEP_ASIDE_S, Precedence
 from subspace.models import Actor
 from subspace.shares import Shares
 
@@ -65,6 +65,9 @@ class Context:
     parsers: ParserPools | None = None
     # Where the Database counts the writes run again for a lock (commands/retry.py).
     write_retries: WriteRetries | None = None
+    # People's requests before a flood's in this process (floods.py): the Database's; None
+    # outside a server.
+    precedence: Precedence | None = None
 
     @contextmanager
     def transaction(self) -> Iterator[Conn]:
@@ -74,8 +77,8 @@ class Context:
                 conn = self._flood_connection(stack)
                 if conn is None:
                     conn = stack.enter_context(self.db.connection())
-                    if self.connection_shares is not None and self.db is not self.yielding:
-                        stack.enter_context(PRECEDENCE.running())  # a person's request
+                    if self.db is not self.yielding:  # an upload's is not a person's wait
+                        stack.enter_context(self.running())
                 with conn.transaction():
                     yield conn
         else:
@@ -106,10 +109,24 @@ class Context:
             return None
         if not shares.flooding(self.actor.workspace_id):
             return None
-        PRECEDENCE.step_aside()  # while people's requests run in this process
+        self.step_aside()
         with suppress(PoolTimeout):
             return stack.enter_context(pool.connection(timeout=NICED_WAIT_S))
         return None
+
+    def running(self) -> AbstractContextManager[None]:
+        """This workspace's request runs in the block: a flood's checkpoints in this
+        process wait for it (floods.Precedence)."""
+        if self.precedence is None:
+            return nullcontext()
+        return self.precedence.running(self.actor.workspace_id)
+
+    def step_aside(self, most_s: float = STEP_ASIDE_S) -> float:
+        """A flood's checkpoint: wait, at most `most_s`, while another workspace's request
+        runs in this process. The seconds it waited."""
+        if self.precedence is None:
+            return 0.0
+        return self.precedence.step_aside(self.actor.workspace_id, most_s)
 
     def niced(self) -> Context:
         """The same context on the yielding pool, when there is one and this context borrows

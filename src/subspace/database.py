@@ -15,6 +15,7 @@ from subspace.db.embedded import EmbeddedPostgres, start_embedded
 from subspace.db.migrate import migrate
 from subspace.db.pool import Conn, open_pool
 from subspace.db.replicas import Replicas, parse_replica_urls
+from subspace.floods import Precedence
 from subspace.ingest.isolation import PARSER_NICENESS, ParserPools
 from subspace.keys import default_actor
 from subspace.models import Actor
@@ -86,6 +87,8 @@ class Database:
     connection_shares: Shares = field(default_factory=lambda: connection_shares(10))
     parsers: ParserPools = field(default_factory=ParserPools)
     write_retries: WriteRetries = field(default_factory=WriteRetries)
+    # People's requests before a flood's, in this process's interpreter (floods.py).
+    precedence: Precedence = field(default_factory=Precedence)
     # Streaming replicas searches and reads may go to (SUBSPACE_REPLICA_URL); None: none.
     replicas: Replicas | None = None
 
@@ -124,6 +127,7 @@ class Database:
             yielding=self.yielding,
             parsers=self.parsers,
             write_retries=self.write_retries,
+            precedence=self.precedence,
         )
 
     def searcher(self, provider: EmbeddingProvider | None) -> Searcher:

@@ -4,7 +4,8 @@ without a break.
 A workspace within its share rarely waits, and when it does its queue soon empties: people
 pause between requests. A flood of requests past its share keeps a waiter queued all the
 time. Such a workspace's statements then run on niced backends (Context.niced()) when one is
-free at once: in Postgres they wait for the other workspaces' statements.
+free at once: in Postgres they wait for the other workspaces' statements. In the web process
+its Python waits for theirs (Precedence).
 
 Counting only a wait that lasts, not any wait, is what keeps this stable: niced for having
 waited once, a workspace held its turn longer and waited again, and between two equal
@@ -24,9 +25,9 @@ from contextlib import contextmanager
 # as flooding: a paced crowd of 25 people queues for tens of milliseconds at a time
 # (bench/tenants.py's mixed phase); a flood queues all the time.
 FLOOD_S = 1.0
-# How long a flood's niced work steps aside at one of its checkpoints while people's requests
-# run in its process: about one search of theirs. Bounded, so that a flood beside a busy
-# workspace still moves, only slower.
+# How long in all a flood's request steps aside at its checkpoints while other workspaces'
+# requests run in its process: a few searches of theirs. Bounded, so that a flood beside a
+# busy workspace still moves, only slower, and holds a niced connection no longer.
 STEP_ASIDE_S = 0.05
 # How long a flood's request waits for a niced connection before it runs on its usual pool:
 # one free is taken at once (psycopg's pool refuses a wait of 0 even then), and nicing a flood
@@ -75,46 +76,49 @@ class FloodWatch:
 
 
 class Precedence:
-    """Within one process, people's requests before a flood's: the requests of workspaces not
-    flooding count themselves `running()`, and a flood's niced work, at each of its
-    checkpoints, waits while any runs (`step_aside`).
+    """Within one process, people's requests before a flood's: each search and transaction
+    counts itself `running()` under its workspace, and a flood's niced work, at its
+    checkpoints, waits while another workspace's request runs (`step_aside`).
 
     Niced backends make a flood's statements yield in Postgres; this makes its Python yield.
     The interpreter runs one thread at a time and shares itself evenly among the threads that
-    want it, so a search beside a flood's search would take twice its time for no fault of
-    its own (bench/tenants.py)."""
+    want it, so beside a flood's search a person's search took up to twice its Python's time.
+    The Database holds one: requests of one process share one interpreter."""
 
     def __init__(self) -> None:
-        self._running = 0
+        self._running: Counter[Hashable] = Counter()
         self._changed = threading.Condition()
         self.stepped_aside = 0  # checkpoints at which a flood waited (the server's /metrics)
 
-    @property
-    def running_now(self) -> int:
-        """How many requests of workspaces not flooding run in this process now."""
+    def runs(self, key: Hashable) -> int:
+        """How many requests of `key` run in this process now."""
         with self._changed:
-            return self._running
+            return self._running[key]
 
     @contextmanager
-    def running(self) -> Iterator[None]:
-        """A request of a workspace not flooding runs in the block."""
+    def running(self, key: Hashable) -> Iterator[None]:
+        """A request of `key` runs in the block."""
         with self._changed:
-            self._running += 1
+            self._running[key] += 1
         try:
             yield
         finally:
             with self._changed:
-                self._running -= 1
-                if not self._running:
+                self._running[key] -= 1
+                if not self._running[key]:
+                    del self._running[key]
                     self._changed.notify_all()
 
-    def step_aside(self, most_s: float = STEP_ASIDE_S) -> None:
-        """A flood's checkpoint: wait while people's requests run here, at most `most_s`."""
+    def step_aside(self, key: Hashable, most_s: float = STEP_ASIDE_S) -> float:
+        """A checkpoint of `key`'s flood: wait while another key's request runs here, at most
+        `most_s`. The seconds it waited."""
         with self._changed:
-            if self._running:
-                self.stepped_aside += 1
-                self._changed.wait_for(lambda: not self._running, timeout=most_s)
+            if not self._others(key):
+                return 0.0
+            self.stepped_aside += 1
+            started = time.monotonic()
+            self._changed.wait_for(lambda: not self._others(key), timeout=most_s)
+            return time.monotonic() - started
 
-
-# One a process: the interpreter it orders is the process's.
-PRECEDENCE = Precedence()
+    def _others(self, key: Hashable) -> bool:
+        return any(other != key for other in self._running)

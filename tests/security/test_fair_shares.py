@@ -146,19 +146,21 @@ def test_a_workspace_with_a_request_waiting_without_a_break_floods_and_brief_wai
         assert not shares.flooding("a")  # nothing waits any more
 
 
-def test_a_floods_checkpoint_waits_while_a_persons_request_runs_in_its_process() -> None:
+def test_a_floods_checkpoint_waits_while_another_workspaces_request_runs_in_its_process() -> None:
     precedence = Precedence()
-    precedence.step_aside(most_s=30)  # no one's request runs: it goes on at once
+    assert precedence.step_aside("flood", most_s=30) == 0  # none runs: it goes on at once
+    with precedence.running("flood"):  # nor does it wait for its own
+        assert precedence.step_aside("flood", most_s=30) == 0
     assert precedence.stepped_aside == 0
     running, done = threading.Event(), threading.Event()
 
     def a_persons_request() -> None:
-        with precedence.running():
+        with precedence.running("person"):
             running.set()
             done.wait(10)
 
     person = threading.Thread(target=a_persons_request)
-    flood = threading.Thread(target=precedence.step_aside, kwargs={"most_s": 30})
+    flood = threading.Thread(target=precedence.step_aside, args=("flood", 30))
     person.start()
     running.wait(10)
     flood.start()
@@ -168,7 +170,11 @@ def test_a_floods_checkpoint_waits_while_a_persons_request_runs_in_its_process()
     flood.join(10)  # ... and goes on when it ends, long before its 30 s
     assert not flood.is_alive()
     person.join()
+    assert precedence.runs("person") == 0
     # Beside a person's request that goes on, it waits its bound and no longer.
-    with precedence.running():
-        precedence.step_aside(most_s=0.01)
+    with precedence.running("person"):
+        bounded = threading.Thread(target=precedence.step_aside, args=("flood", 0.01))
+        bounded.start()
+        bounded.join(10)
+        assert not bounded.is_alive()
     assert precedence.stepped_aside == 2

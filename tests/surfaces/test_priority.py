@@ -11,7 +11,7 @@ import sys
 import textwrap
 import threading
 from collections.abc import Iterator
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -22,8 +22,8 @@ from subspace.config import Settings
 from subspace.context import Context
 from subspace.database import YIELDING_NICENESS, Database
 from subspace.db.pool import Conn, open_pool
-from subspace.floods import PRECEDENCE
 from subspace.models import Actor
+from subspace.priority import sessions_share_cores, weighs_cores_itself
 from subspace.search import service
 from subspace.workspaces import create_workspace
 from tests.conftest import make_client
@@ -72,8 +72,11 @@ def niceness(pid: int) -> int:
 
 def idle_class(pid: int) -> bool:
     """Whether `pid` (each of its threads) runs in the kernel's idle class (priority.py)."""
-    threads = [int(tid) for tid in os.listdir(f"/proc/{pid}/task")]
-    return all(os.sched_getscheduler(tid) == os.SCHED_IDLE for tid in threads)
+    policies = []
+    for thread in os.listdir(f"/proc/{pid}/task"):
+        with suppress(ProcessLookupError):  # one that has ended since
+            policies.append(os.sched_getscheduler(int(thread)))
+    return all(policy == os.SCHED_IDLE for policy in policies)
 
 
 @pytest.fixture
@@ -104,7 +107,8 @@ def test_a_niced_process_opens_backends_niced_as_it_is(
         seen = json.loads(child.stdout.readline())
         pooled = seen["pooled"]
         assert niceness(pooled) == max(seen["niceness"], as_started)
-        assert idle_class(pooled)  # a waking request's backend takes its core at once
+        # where sessions share the cores, a waking request's backend takes its core at once
+        assert idle_class(pooled) == sessions_share_cores()
         autogroup = Path(f"/proc/{pooled}/autogroup")
         if os.getsid(pooled) == pooled and autogroup.exists():  # the session's claim too
             assert autogroup.read_text().split()[-1] == str(niceness(pooled))
@@ -182,7 +186,7 @@ def test_a_flooding_workspace_writes_and_searches_on_niced_backends_its_neighbou
         with cx.transaction() as conn:
             seen.append(niceness(backend_pid(conn)))
 
-    stepped_aside = PRECEDENCE.stepped_aside
+    stepped_aside = with_yielding.precedence.stepped_aside
     holders = [threading.Thread(target=hold_a_transaction, args=(r,)) for r in releases]
     waiters = [threading.Thread(target=write_after_a_wait) for _ in range(2)]
     with neighbour.transaction():  # the neighbour uses the server too: "cx" has its share
@@ -193,10 +197,11 @@ def test_a_flooding_workspace_writes_and_searches_on_niced_backends_its_neighbou
             thread.start()
         # two of its requests wait, past the flood's time
         assert eventually(lambda: shares.watch.flooding(actor.workspace_id))
-        people = PRECEDENCE.running_now
+        people = with_yielding.precedence.runs(neighbour_id)
         with neighbour.transaction() as conn:
             assert niceness(backend_pid(conn)) == as_started
-            assert PRECEDENCE.running_now == people + 1  # a person's: a flood waits for it
+            # a request of the neighbour's runs: a flood's checkpoint waits for it
+            assert with_yielding.precedence.runs(neighbour_id) == people + 1
         # One slot given back: a waiter goes in while the other still waits (a flood, its
         # backend niced); the other goes in when it is done, with none behind it.
         releases[0].set()
@@ -205,7 +210,7 @@ def test_a_flooding_workspace_writes_and_searches_on_niced_backends_its_neighbou
         assert seen == [max(YIELDING_NICENESS, as_started), as_started]
         assert shares.floods == 1  # the flood's one request: told, and counted
         # it stepped aside first, while the neighbour's transaction (this block) ran
-        assert PRECEDENCE.stepped_aside == stepped_aside + 1
+        assert with_yielding.precedence.stepped_aside == stepped_aside + 1
         for release in releases:
             release.set()
         for thread in holders:
@@ -224,26 +229,33 @@ def test_a_flooding_workspace_writes_and_searches_on_niced_backends_its_neighbou
     monkeypatch.setattr(
         service,
         "_search",
-        lambda *a, **k: running.append(PRECEDENCE.running_now) or each_search(*a, **k),
+        lambda *a, **k: (
+            running.append(with_yielding.precedence.runs(neighbour_id)) or each_search(*a, **k)
+        ),
     )
     # One of its searches waits for its turn, while the neighbour searches too (and a request
     # of the neighbour's runs in this process: the flood's search steps aside between steps).
     with ExitStack() as stack:
         stack.enter_context(searches.watch.asking(actor.workspace_id))()
         stack.enter_context(searches.hold(neighbour_id, 5))
-        stack.enter_context(PRECEDENCE.running())
+        stack.enter_context(with_yielding.precedence.running(neighbour_id))
         for client, expected in ((theirs, 0), (mine, 1)):
             niced.pop_stats()
-            stepped_aside = PRECEDENCE.stepped_aside
-            assert client.post("/api/search", json={"query": "ferry"}).status_code == 200
+            stepped_aside = with_yielding.precedence.stepped_aside
+            answer = client.post("/api/search", json={"query": "ferry"})
+            assert answer.status_code == 200
             assert niced.pop_stats().get("requests_num", 0) == expected
-            assert (PRECEDENCE.stepped_aside > stepped_aside) == bool(expected)
+            assert (with_yielding.precedence.stepped_aside > stepped_aside) == bool(expected)
+            assert ("aside" in answer.json()["steps"]) == bool(expected)  # its wait, timed
     # The neighbour's search counted itself beside this block's; the flood's did not.
     assert running == [2, 1]
     metrics = loopback_client(with_yielding, settings, actor).get("/metrics").text
     assert 'subspace_flooding_requests_total{waited_for="searches"} 1.0' in metrics
     assert 'subspace_flooding_requests_total{waited_for="connections"} 1.0' in metrics
-    assert f"subspace_flood_steps_aside_total {float(PRECEDENCE.stepped_aside)}" in metrics
+    assert (
+        f"subspace_flood_steps_aside_total {float(with_yielding.precedence.stepped_aside)}"
+        in metrics
+    )
 
 
 def test_a_flood_runs_on_its_usual_pool_when_no_niced_connection_is_free(
@@ -273,3 +285,16 @@ def test_a_flood_runs_on_its_usual_pool_when_no_niced_connection_is_free(
             assert niceness(backend_pid(conn)) == as_started
         assert client.post("/api/search", json={"query": "ferry"}).status_code == 200
         assert shares.floods == 1 and searches.floods == 1  # told they flood, all the same
+
+
+def test_the_idle_class_is_used_only_where_autogroups_share_the_cores(tmp_path: Path) -> None:
+    """Elsewhere an idle-class task gets almost nothing of a busy core (priority.py)."""
+    v1 = "4:memory:/user\n1:cpu,cpuacct:{}\n0::/\n"
+    assert not weighs_cores_itself(v1.format("/"), tmp_path)  # the cpu controller's root
+    assert weighs_cores_itself(v1.format("/docker/4f1c"), tmp_path)  # a container's
+    (tmp_path / "system.slice" / "subspace.service").mkdir(parents=True)
+    assert not weighs_cores_itself("0::/\n", tmp_path)  # v2's root has no cpu.weight
+    assert not weighs_cores_itself("0::/system.slice/subspace.service\n", tmp_path)
+    (tmp_path / "system.slice" / "subspace.service" / "cpu.weight").write_text("100\n")
+    assert weighs_cores_itself("0::/system.slice/subspace.service\n", tmp_path)
+    assert weighs_cores_itself("", tmp_path)  # unknown: only niced

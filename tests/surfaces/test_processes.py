@@ -23,6 +23,7 @@ from subspace.config import Settings
 from subspace.context import Context
 from subspace.database import Database
 from subspace.db.locks import BACKGROUND_LOCK_KEY
+from subspace.priority import sessions_share_cores
 from subspace.processes import BACKGROUND_NICENESS
 from subspace.web.signin import MAX_FAILURES
 from tests.security.test_signin import new_code
@@ -179,7 +180,8 @@ def test_each_process_is_a_session_of_its_own_and_the_background_yields_the_core
         assert group in (None, BACKGROUND_NICENESS)
         assert all(claim_on_cores(pid)[2] in (None, 0) for pid in web)
         # the background's threads in the idle class (people's take a core from it at once)
-        assert idle_class(background) and not any(idle_class(pid) for pid in web)
+        assert idle_class(background) == sessions_share_cores()
+        assert not any(idle_class(pid) for pid in web)
     finally:
         assert served.stop() == 0, served.output
 

@@ -26,7 +26,7 @@ from prometheus_client.registry import Collector
 
 from subspace.api.auth import require_admin
 from subspace.api.metrics_files import all_processes
-from subspace.floods import PRECEDENCE
+from subspace.floods import STEP_ASIDE_S
 from subspace.indexer.status import indexer_status
 from subspace.providers.breaker import OPEN, REASONS, breaker_for, index_stats_for
 from subspace.search.lexical.index.layout import database_identity, index_root
@@ -185,9 +185,10 @@ class _ProcessState(Collector):
         yield floods
         yield CounterMetricFamily(
             "subspace_flood_steps_aside",
-            "Checkpoints at which a flooding workspace's niced work waited for the other"
-            " workspaces' requests running in the same process (at most 50 ms each).",
-            value=PRECEDENCE.stepped_aside,
+            "Checkpoints at which a flooding workspace's niced work waited for another"
+            " workspace's requests running in the same process (in all at most"
+            f" {STEP_ASIDE_S * 1000:.0f} ms a request).",
+            value=database.precedence.stepped_aside,
         )
 
     def _pools(self) -> Iterator[Metric]:

@@ -14,7 +14,7 @@ from subspace.context import Context
 from subspace.db.pipeline import Later, pipelined_transaction
 from subspace.db.pool import Conn
 from subspace.errors import InvalidInput, TooLarge
-from subspace.floods import NICED_WAIT_S, PRECEDENCE
+from subspace.floods import NICED_WAIT_S
 from subspace.indexer.queue import queue_waiting
 from subspace.providers.base import EmbeddingProvider
 from subspace.search import explaining, registry
@@ -182,7 +182,7 @@ def search(cx: Context, searcher: Searcher, request: SearchRequest) -> SearchRes
     with searcher.runtime.searches.hold(cx.actor.workspace_id, SEARCH_WAIT_S, searcher.cancel):
         response = _niced_search(cx, searcher, request)
         if response is None:
-            with PRECEDENCE.running():
+            with cx.running():
                 response = _search(cx, searcher, request)
     if searcher.observer is not None:
         searcher.observer(response)
@@ -212,7 +212,7 @@ def _search(
     """validate → scope → legs (queued together) → fuse → group → hydrate → explain → cursor,
     each step timed (search/steps.py); with `step_aside`, a flood's search waits between its
     steps while people's run in this process (floods.Precedence)."""
-    clock = StepClock(searcher.cancel, PRECEDENCE.step_aside if step_aside else None)
+    clock = StepClock(searcher.cancel, cx.step_aside if step_aside else None)
     parsed = validate(request, cx)
     clock.done(SearchStep.VALIDATE)
     ws = cx.actor.workspace_id

@@ -13,6 +13,8 @@ import time
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
+from subspace.floods import STEP_ASIDE_S
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -31,27 +33,38 @@ class SearchStep(StrEnum):
     EXPLAIN = "explain"  # with explain: why each row ranked where it did
     CURSOR = "cursor"  # the next page's cursor
     COMMIT = "commit"  # the rows read back and the transaction ended
+    ASIDE = "aside"  # a flood's search waiting for other workspaces' requests (floods.py)
 
 
 class StepClock:
     """Times the steps of one search, one after another: `done(step)` gives the time since
     the previous step ended to `step`, and raises CallerGone once `cancel` is set (the search
     stops between steps when its caller has gone). A flood's search steps aside between steps
-    while people's run in its process (`step_aside`, floods.Precedence)."""
+    while other workspaces' requests run in its process (`step_aside(most_s)`, which answers
+    the seconds it waited; floods.Precedence), STEP_ASIDE_S in all, timed as `aside`."""
 
     def __init__(
-        self, cancel: Cancel | None = None, step_aside: Callable[[], None] | None = None
+        self,
+        cancel: Cancel | None = None,
+        step_aside: Callable[[float], float] | None = None,
     ) -> None:
         self.started = self._last = time.perf_counter()
         self.ms: dict[str, float] = {}
         self.cancel = cancel
         self.step_aside = step_aside
+        self._aside_left = STEP_ASIDE_S
 
     def done(self, step: SearchStep) -> None:
-        if self.step_aside is not None:
-            self.step_aside()
         if self.cancel is not None:
             self.cancel.check()
+        self._time(step)
+        if self.step_aside is not None and self._aside_left > 0:
+            waited = self.step_aside(self._aside_left)
+            if waited:
+                self._aside_left -= waited
+                self._time(SearchStep.ASIDE)
+
+    def _time(self, step: SearchStep) -> None:
         now = time.perf_counter()
         self.ms[step.value] = round(self.ms.get(step.value, 0.0) + (now - self._last) * 1000, 3)
         self._last = now
