@@ -211,7 +211,7 @@ def _search(
 ) -> SearchResponse:
     """validate → scope → legs (queued together) → fuse → group → hydrate → explain → cursor,
     each step timed (search/steps.py); with `step_aside`, a flood's search waits between its
-    steps while people's run in this process (floods.Precedence)."""
+    steps while another workspace's request runs in this process (floods.Precedence)."""
     clock = StepClock(searcher.cancel, cx.step_aside if step_aside else None)
     parsed = validate(request, cx)
     clock.done(SearchStep.VALIDATE)
