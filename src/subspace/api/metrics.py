@@ -79,7 +79,8 @@ class Metrics:
         self.step_seconds = Histogram(
             "subspace_search_step_duration_seconds",
             "Time of one step of a search, by its name (search/steps.py: validate, prepare, "
-            "scope, legs, fuse, group, browse, hydrate, explain, cursor, commit).",
+            "scope, legs, fuse, group, browse, hydrate, explain, cursor, commit; aside, a"
+            " flooding workspace's wait for the others' requests).",
             ["step"],
             buckets=LATENCY_BUCKETS,
             registry=r,
