@@ -23,12 +23,11 @@ from subspace.config import Settings
 from subspace.context import Context
 from subspace.database import Database
 from subspace.db.locks import BACKGROUND_LOCK_KEY
-from subspace.priority import sessions_share_cores
 from subspace.processes import BACKGROUND_NICENESS
 from subspace.web.signin import MAX_FAILURES
 from tests.security.test_signin import new_code
 from tests.surfaces.test_lifecycle import Served, children_of, home  # noqa: F401 - the fixture
-from tests.surfaces.test_priority import idle_class
+from tests.surfaces.test_priority import thread_niceness
 
 pytestmark = pytest.mark.slow
 
@@ -179,9 +178,8 @@ def test_each_process_is_a_session_of_its_own_and_the_background_yields_the_core
         assert (leads, niceness) == (True, BACKGROUND_NICENESS)
         assert group in (None, BACKGROUND_NICENESS)
         assert all(claim_on_cores(pid)[2] in (None, 0) for pid in web)
-        # the background's threads in the idle class (people's take a core from it at once)
-        assert idle_class(background) == sessions_share_cores()
-        assert not any(idle_class(pid) for pid in web)
+        # every thread of it, numpy's started at import included
+        assert thread_niceness(background) == {BACKGROUND_NICENESS}
     finally:
         assert served.stop() == 0, served.output
 
