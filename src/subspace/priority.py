@@ -30,8 +30,8 @@ def yield_cores(niceness: int) -> None:
     """Claim less of the cores by `niceness`: this process beside those of its session, and
     its session beside the others when it leads one (raising a niceness needs no privilege).
     Linux keeps a niceness per thread: every thread running now is niced (numpy starts one
-    when it is imported, which stayed at full claim), and those started later take it from
-    theirs."""
+    when it is imported, which had stayed at full claim in the background process), and those
+    started later take it from theirs."""
     now = os.nice(niceness)
     for thread in _threads():
         with suppress(OSError):  # one that has ended since
