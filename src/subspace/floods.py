@@ -109,7 +109,7 @@ class Precedence:
                     del self._running[key]
                     self._changed.notify_all()
 
-    def step_aside(self, key: Hashable, most_s: float = STEP_ASIDE_S) -> float:
+    def step_aside(self, key: Hashable, most_s: float) -> float:
         """A checkpoint of `key`'s flood: wait while another key's request runs here, at most
         `most_s`. The seconds it waited."""
         with self._changed:
