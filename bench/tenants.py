@@ -19,7 +19,10 @@ probe). Then, for SECONDS each:
    a random moment of the first PACE_S), no attack.
 
 Latencies are of the requests answered (2xx to 4xx but 429); 429s and failures are counted
-apart, in `statuses` and `errors`.
+apart, in `statuses` and `errors`. Each attack runs in a process of its own, on the same
+cores, as an attacker's own machine would send it: as threads of this process, its Python
+(12 clients encoding 1.8 MB bodies, or writing back to back) would take turns at this
+interpreter with the normal tenant's clients, and their timings would hold that wait too.
 
 Prints, per phase, the normal tenant's p50/p95/p99 and errors, the attacker's status codes,
 /healthz's p95 and failures, how many requests ran on niced backends because their
@@ -34,6 +37,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import multiprocessing
 import os
 import random
 import socket
@@ -44,8 +48,10 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from multiprocessing.queues import Queue
+from multiprocessing.synchronize import Event
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
 
@@ -79,7 +85,15 @@ def cli(home: Path, *args: str) -> str:
     return done.stdout
 
 
-def client(server: Server, token: str) -> httpx.Client:
+class Endpoint(NamedTuple):
+    """Where a server listens, as an attack's own process is given it (a Server holds the
+    server's process and its log, which do not cross to another process)."""
+
+    base: str
+    port: int
+
+
+def client(server: Server | Endpoint, token: str) -> httpx.Client:
     return httpx.Client(
         base_url=server.base, headers={"authorization": f"Bearer {token}"}, timeout=30
     )
@@ -197,7 +211,7 @@ Send = Callable[[httpx.Client, int, int], httpx.Response]  # (client, thread, ro
 
 
 def hammer(
-    server: Server, token: str, stop: threading.Event, codes: Counter[int], clients: int,
+    server: Endpoint, token: str, stop: Event, codes: Counter[int], clients: int,
     send: Send,
 ) -> None:  # fmt: skip
     """`clients` threads calling `send` back to back until `stop`, counting the statuses."""
@@ -219,7 +233,7 @@ def hammer(
         thread.join()
 
 
-def long_queries(server: Server, token: str, stop: threading.Event, codes: Counter[int]) -> None:
+def long_queries(server: Endpoint, token: str, stop: Event, codes: Counter[int]) -> None:
     words = [f"{a}{b}" for a in WORDS[:15] for b in ("", "s", "ed", "ing", "er", "ly", "x", "y",
              "z", "q")]  # fmt: skip
     query = " ".join(words[:150])
@@ -227,7 +241,7 @@ def long_queries(server: Server, token: str, stop: threading.Event, codes: Count
         "/api/search", json={"query": query}))  # fmt: skip
 
 
-def held_streams(server: Server, token: str, stop: threading.Event, codes: Counter[int]) -> None:
+def held_streams(server: Endpoint, token: str, stop: Event, codes: Counter[int]) -> None:
     """300 sockets asking for streams (GET /mcp and run events), read and held open."""
     with client(server, token) as http:
         run_id = http.post("/api/ask", json={"question": "harbor ferry?"}).json()["run_id"]
@@ -250,7 +264,7 @@ def held_streams(server: Server, token: str, stop: threading.Event, codes: Count
         sock.close()
 
 
-def mail_bombs(server: Server, token: str, stop: threading.Event, codes: Counter[int]) -> None:
+def mail_bombs(server: Endpoint, token: str, stop: Event, codes: Counter[int]) -> None:
     words = b" ".join([b"=?utf-8?b?w6k=?="] * 100_000)
 
     def send(http: httpx.Client, n: int, k: int) -> httpx.Response:
@@ -261,7 +275,7 @@ def mail_bombs(server: Server, token: str, stop: threading.Event, codes: Counter
     hammer(server, token, stop, codes, 12, send)
 
 
-def lock_writers(server: Server, token: str, stop: threading.Event, codes: Counter[int]) -> None:
+def lock_writers(server: Endpoint, token: str, stop: Event, codes: Counter[int]) -> None:
     """Asks without a page (filed on the Questions page) beside bullet writers."""
     with client(server, token) as http:
         page = http.post("/api/pages", json={"title": "Contended"}).json()["id"]
@@ -274,7 +288,7 @@ def lock_writers(server: Server, token: str, stop: threading.Event, codes: Count
     hammer(server, token, stop, codes, 12, send)
 
 
-def slow_questions(server: Server, token: str, stop: threading.Event, codes: Counter[int]) -> None:
+def slow_questions(server: Endpoint, token: str, stop: Event, codes: Counter[int]) -> None:
     with client(server, token) as http:
         for n in range(20):
             body = {"question": f"harbor ferry crew deck {n}?", "strategy": "rag-direct"}
@@ -289,6 +303,50 @@ ATTACKS = {
     "lock writers": lock_writers,
     "slow questions": slow_questions,
 }
+
+
+def run_attack(
+    name: str, server: Endpoint, token: str, started: Event, stop: Event, out: Queue[dict[int, int]]
+) -> None:
+    """The attack `name` in the process this runs in, from `started` until `stop`; its status
+    counts are put on `out` whatever ends it."""
+    codes: Counter[int] = Counter()
+    started.set()
+    try:
+        ATTACKS[name](server, token, stop, codes)
+    finally:
+        out.put(dict(codes))
+
+
+class Attack:
+    """The attack `name` on `server` as `token`, in a process of its own while entered (on
+    entry it has begun); its status counts in `codes` once it has ended."""
+
+    def __init__(self, name: str, server: Server, token: str) -> None:
+        spawn = multiprocessing.get_context("spawn")  # not fork: this process runs threads
+        self._started, self._stop, self._out = spawn.Event(), spawn.Event(), spawn.Queue()
+        endpoint = Endpoint(server.base, server.port)
+        self._process = spawn.Process(
+            target=run_attack,
+            args=(name, endpoint, token, self._started, self._stop, self._out),
+        )
+        self.codes: dict[int, int] = {}
+
+    def __enter__(self) -> Attack:
+        self._process.start()
+        if not self._started.wait(timeout=60):
+            self._process.kill()
+            raise SystemExit("an attack's process did not start")
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        try:
+            self.codes = self._out.get(timeout=120)
+        finally:
+            self._process.join(timeout=10)
+            if self._process.is_alive():
+                self._process.kill()
 
 
 def flood_counts(server: Server) -> Counter[str]:
@@ -353,19 +411,14 @@ def main() -> None:
             return {"normal": percentiles(normal_clients.samples)}
 
         phase("baseline", alone)
-        for name, attack in ATTACKS.items():
+        for name in ATTACKS:
 
-            def attacked(attack: Callable[..., None] = attack) -> dict[str, Any]:
-                stop = threading.Event()
-                codes: Counter[int] = Counter()
-                thread = threading.Thread(target=attack, args=(server, hostile, stop, codes))
-                thread.start()
-                time.sleep(1)  # the attack under way
-                with Clients(CLIENTS_NORMAL, mix, NORMAL_PAUSE_S) as normal_clients:
-                    time.sleep(args.seconds)
-                stop.set()
-                thread.join(timeout=120)
-                return {"normal": percentiles(normal_clients.samples), "attacker": dict(codes)}
+            def attacked(name: str = name) -> dict[str, Any]:
+                with Attack(name, server, hostile) as attack:
+                    time.sleep(1)  # the attack under way
+                    with Clients(CLIENTS_NORMAL, mix, NORMAL_PAUSE_S) as normal_clients:
+                        time.sleep(args.seconds)
+                return {"normal": percentiles(normal_clients.samples), "attacker": attack.codes}
 
             phase(name, attacked)
             if wanted is None or name in wanted:
