@@ -12,6 +12,11 @@ Slots are `flock`s on files under one folder per thing counted, named `<workspac
 kernel gives a lock back when its process dies, even by kill -9, so no count can leak. A slot
 file's mtime is the last time it was taken or given back: another workspace's file touched
 within ACTIVE_S says that workspace is using the host too.
+
+A process that finds a workspace flooding it (floods.py) touches `<workspace>.flood` there,
+and every process takes it as flooding while that mark is fresh: a flood's connections are
+spread over the processes unevenly, and one holding few of them sees its queue empty now and
+then, so on its own it let half the flood's searches run unniced (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ ACTIVE_S = 1.0
 SHARED_PER_HOST = max(1, (os.cpu_count() or 2) // 2)
 POLL_S = 0.005  # how often a search over its share looks for a slot given back
 SCAN_S = 0.1  # how long one look at which workspaces search here is trusted
+FLOOD_MARK = "flood"  # the suffix of a workspace's flood mark, where slots have numbers
 
 
 class HostSlots:
@@ -62,6 +68,8 @@ class HostSlots:
         self._lock = threading.Lock()
         self._scanned_at = -SCAN_S
         self._last_use: dict[str, float] = {}  # key -> the latest mtime of its slot files
+        self._marked: dict[str, float] = {}  # key -> its flood mark's mtime
+        self._marked_here: dict[str, float] = {}  # key -> when this process last marked it
 
     @contextmanager
     def hold(
@@ -104,22 +112,54 @@ class HostSlots:
         name = str(key)
         now = time.time()
         with self._lock:
-            if time.monotonic() - self._scanned_at >= SCAN_S:
-                self._last_use = self._scan()
-                self._scanned_at = time.monotonic()
+            self._look()
             return any(k != name and now - at < ACTIVE_S for k, at in self._last_use.items())
+
+    def mark_flooding(self, key: Hashable) -> None:
+        """Tell every process that `key` floods this one: its mark, touched at most once a
+        SCAN_S. Safe to call on every request."""
+        name = str(key)
+        with self._lock:
+            if time.monotonic() - self._marked_here.get(name, -SCAN_S) < SCAN_S:
+                return
+            self._marked_here[name] = time.monotonic()
+        try:
+            fd = os.open(self.folder / f"{name}.{FLOOD_MARK}", os.O_WRONLY | os.O_CREAT, 0o600)
+            try:
+                os.utime(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:  # as for slots: this process's own judgement still holds
+            log.warning("a flood cannot be marked for the host in %s (%s)", self.folder, exc)
+
+    def marked_flooding(self, key: Hashable) -> bool:
+        """Whether a process of the host (this one too) marked `key` flooding within
+        ACTIVE_S, as last looked."""
+        name = str(key)
+        with self._lock:
+            self._look()
+            return time.time() - self._marked.get(name, 0.0) < ACTIVE_S
 
     def _limit(self, name: str) -> int:
         return self.shared_per_key if self.others_active(name) else self.per_key
 
-    def _scan(self) -> dict[str, float]:
-        found: dict[str, float] = {}
+    def _look(self) -> None:
+        """The folder read again when the last look is older than SCAN_S; under `_lock`."""
+        if time.monotonic() - self._scanned_at >= SCAN_S:
+            self._last_use, self._marked = self._scan()
+            self._scanned_at = time.monotonic()
+
+    def _scan(self) -> tuple[dict[str, float], dict[str, float]]:
+        """Each key's latest slot mtime, and each marked key's flood mark mtime."""
+        used: dict[str, float] = {}
+        marked: dict[str, float] = {}
         with suppress(FileNotFoundError), os.scandir(self.folder) as entries:
             for entry in entries:
-                key = entry.name.rpartition(".")[0]
+                key, _, suffix = entry.name.rpartition(".")
+                found = marked if suffix == FLOOD_MARK else used
                 with suppress(FileNotFoundError):
                     found[key] = max(found.get(key, 0.0), entry.stat().st_mtime)
-        return found
+        return used, marked
 
     def _take(self, name: str, limit: int) -> int | None:
         """An open slot file of `name` this call locked, or None when `limit` are held."""

@@ -60,14 +60,18 @@ class Shares:
                               shared_per_key=SHARED_PER_HOST)  # fmt: skip
 
     def flooding(self, key: Hashable) -> bool:
-        """Whether `key` has asked for more than its share for a while without a break, while
-        another key uses the server too (alone, it has no one to yield to). Each yes is
-        counted in `floods`."""
-        if not self.watch.flooding(key):
+        """Whether `key` has asked for more than its share for a while without a break, here
+        or in another process of the host (which marked it so), while another key uses the
+        server too (alone, it has no one to yield to). Each yes is counted in `floods`."""
+        host = self.host
+        if self.watch.flooding(key):
+            if host is not None:
+                host.mark_flooding(key)
+        elif host is None or not host.marked_flooding(key):
             return False
         with self._changed:
             others = self._others_active(key)
-        if others or (self.host is not None and self.host.others_active(key)):
+        if others or (host is not None and host.others_active(key)):
             with self._changed:
                 self.floods += 1
             return True

@@ -22,6 +22,7 @@ from subspace.config import Settings
 from subspace.errors import CallerGone, TooMany
 from subspace.floods import FloodWatch
 from subspace.host_shares import SHARED_PER_HOST, HostSlots
+from subspace.shares import Shares
 from tests.search.test_cancel import eventually
 from tests.surfaces.test_lifecycle import Served, home  # noqa: F401 - the fixture
 
@@ -197,3 +198,37 @@ def test_a_request_waiting_for_the_hosts_share_counts_as_waiting(tmp_path: Path)
         asker.join()
     assert took == [True]
     assert not watch.flooding("a")  # it has its slot: nothing waits
+
+
+def test_a_flood_found_in_one_process_is_a_flood_in_every_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A flood's connections reach the processes unevenly: one holding few of them sees its
+    queue empty now and then, and takes the flood's word from the process that found it."""
+    monkeypatch.setattr(host_shares, "SCAN_S", 0.0)
+    first, second = (
+        Shares("searches", total=None, per_key=1),
+        Shares("searches", total=None, per_key=1),
+    )
+    for shares in (first, second):
+        shares.count_over_host(tmp_path, processes=2)
+        shares.watch.flood_s = 0.2
+
+    def ask() -> None:
+        with first.hold("a", 30):
+            pass
+
+    with second.hold("b", soon()):  # another workspace searches, in the second process
+        assert not first.flooding("a") and not second.flooding("a")
+        with first.hold("a", soon()):
+            # In the first process a request of "a" waits for its slot without a break.
+            asker = threading.Thread(target=ask)
+            asker.start()
+            time.sleep(0.3)
+            assert first.flooding("a")
+            assert not second.watch.flooding("a")  # nothing of "a" waits in the second
+            assert second.flooding("a")
+        asker.join()
+        monkeypatch.setattr(host_shares, "ACTIVE_S", 0.1)
+        time.sleep(0.2)  # the first has not found it flooding since
+        assert not second.flooding("a")
