@@ -14,9 +14,10 @@ file's mtime is the last time it was taken or given back: another workspace's fi
 within ACTIVE_S says that workspace is using the host too.
 
 A process that finds a workspace flooding it (floods.py) touches `<workspace>.flood` there,
-and every process takes it as flooding while that mark is fresh: a flood's connections are
-spread over the processes unevenly, and one holding few of them sees its queue empty now and
-then, so on its own it let half the flood's searches run unniced (docs/benchmarks.md).
+and every process takes it as flooding while that mark is fresh (MARK_FRESH_S). Judged by each
+process's own queue alone, up to 44 % of a flood's requests were not found a flood's: a
+process holding few of its connections sees its queue empty now and then
+(docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -51,6 +52,9 @@ SHARED_PER_HOST = max(1, (os.cpu_count() or 2) // 2)
 POLL_S = 0.005  # how often a search over its share looks for a slot given back
 SCAN_S = 0.1  # how long one look at which workspaces search here is trusted
 FLOOD_MARK = "flood"  # the suffix of a workspace's flood mark, where slots have numbers
+# How long a flood mark holds: a few of the touches the finding process makes while the flood
+# lasts (one a SCAN_S), and a flood's nicing ends soon after its queue does.
+MARK_FRESH_S = 5 * SCAN_S
 
 
 class HostSlots:
@@ -70,6 +74,7 @@ class HostSlots:
         self._last_use: dict[str, float] = {}  # key -> the latest mtime of its slot files
         self._marked: dict[str, float] = {}  # key -> its flood mark's mtime
         self._marked_here: dict[str, float] = {}  # key -> when this process last marked it
+        self._failing: set[str] = set()  # what fails here ("read", "marked"), said once each
 
     @contextmanager
     def hold(
@@ -130,15 +135,18 @@ class HostSlots:
             finally:
                 os.close(fd)
         except OSError as exc:  # as for slots: this process's own judgement still holds
-            log.warning("a flood cannot be marked for the host in %s (%s)", self.folder, exc)
+            self._failed("marked", exc)
+        else:
+            self._failing.discard("marked")
 
     def marked_flooding(self, key: Hashable) -> bool:
-        """Whether a process of the host (this one too) marked `key` flooding within
-        ACTIVE_S, as last looked."""
+        """Whether a process of the host, this one included, marked `key` flooding within
+        MARK_FRESH_S, as last looked."""
         name = str(key)
         with self._lock:
             self._look()
-            return time.time() - self._marked.get(name, 0.0) < ACTIVE_S
+            marked_at = self._marked.get(name)
+        return marked_at is not None and 0 <= time.time() - marked_at < MARK_FRESH_S
 
     def _limit(self, name: str) -> int:
         return self.shared_per_key if self.others_active(name) else self.per_key
@@ -150,16 +158,32 @@ class HostSlots:
             self._scanned_at = time.monotonic()
 
     def _scan(self) -> tuple[dict[str, float], dict[str, float]]:
-        """Each key's latest slot mtime, and each marked key's flood mark mtime."""
+        """Each key's latest slot mtime, and each marked key's flood mark mtime; nothing
+        from a folder that cannot be read (each process then judges on its own)."""
         used: dict[str, float] = {}
         marked: dict[str, float] = {}
-        with suppress(FileNotFoundError), os.scandir(self.folder) as entries:
-            for entry in entries:
-                key, _, suffix = entry.name.rpartition(".")
-                found = marked if suffix == FLOOD_MARK else used
-                with suppress(FileNotFoundError):
-                    found[key] = max(found.get(key, 0.0), entry.stat().st_mtime)
+        try:
+            with os.scandir(self.folder) as entries:
+                for entry in entries:
+                    key, _, suffix = entry.name.rpartition(".")
+                    found = marked if suffix == FLOOD_MARK else used
+                    with suppress(FileNotFoundError):
+                        found[key] = max(found.get(key, 0.0), entry.stat().st_mtime)
+        except FileNotFoundError:  # made again by the next slot taken
+            pass
+        except OSError as exc:
+            self._failed("read", exc)
+            return {}, {}
+        self._failing.discard("read")
         return used, marked
+
+    def _failed(self, doing: str, exc: OSError) -> None:
+        """A warning that the folder cannot be `doing` ("read", "marked"): once, until it
+        serves again, as a flood asks many times a second."""
+        if doing not in self._failing:
+            self._failing.add(doing)
+            log.warning("%s: %s cannot be %s (%s); each process judges floods on its own",
+                        self.what, self.folder, doing, exc)  # fmt: skip
 
     def _take(self, name: str, limit: int) -> int | None:
         """An open slot file of `name` this call locked, or None when `limit` are held."""

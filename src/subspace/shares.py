@@ -60,9 +60,10 @@ class Shares:
                               shared_per_key=SHARED_PER_HOST)  # fmt: skip
 
     def flooding(self, key: Hashable) -> bool:
-        """Whether `key` has asked for more than its share for a while without a break, here
-        or in another process of the host (which marked it so), while another key uses the
-        server too (alone, it has no one to yield to). Each yes is counted in `floods`."""
+        """Whether `key` has asked for more than its share for a while without a break, as
+        this process finds or any process of the host lately found (host_shares.py's marks),
+        while another key uses the server too (alone, it has no one to yield to). Each yes is
+        counted in `floods`."""
         host = self.host
         if self.watch.flooding(key):
             if host is not None:

@@ -200,19 +200,22 @@ def test_a_request_waiting_for_the_hosts_share_counts_as_waiting(tmp_path: Path)
     assert not watch.flooding("a")  # it has its slot: nothing waits
 
 
+def two_processes_shares(folder: Path) -> tuple[Shares, Shares]:
+    """Two web processes' searches in flight, counted over the host in `folder`."""
+    views = Shares("searches", total=None, per_key=1), Shares("searches", total=None, per_key=1)
+    for shares in views:
+        shares.count_over_host(folder, processes=2)
+        shares.watch.flood_s = 0.2
+    return views
+
+
 def test_a_flood_found_in_one_process_is_a_flood_in_every_process(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A flood's connections reach the processes unevenly: one holding few of them sees its
     queue empty now and then, and takes the flood's word from the process that found it."""
     monkeypatch.setattr(host_shares, "SCAN_S", 0.0)
-    first, second = (
-        Shares("searches", total=None, per_key=1),
-        Shares("searches", total=None, per_key=1),
-    )
-    for shares in (first, second):
-        shares.count_over_host(tmp_path, processes=2)
-        shares.watch.flood_s = 0.2
+    first, second = two_processes_shares(tmp_path)
 
     def ask() -> None:
         with first.hold("a", 30):
@@ -224,11 +227,31 @@ def test_a_flood_found_in_one_process_is_a_flood_in_every_process(
             # In the first process a request of "a" waits for its slot without a break.
             asker = threading.Thread(target=ask)
             asker.start()
-            time.sleep(0.3)
-            assert first.flooding("a")
+            assert eventually(lambda: first.flooding("a"))
             assert not second.watch.flooding("a")  # nothing of "a" waits in the second
             assert second.flooding("a")
         asker.join()
-        monkeypatch.setattr(host_shares, "ACTIVE_S", 0.1)
+        monkeypatch.setattr(host_shares, "MARK_FRESH_S", 0.1)
         time.sleep(0.2)  # the first has not found it flooding since
         assert not second.flooding("a")
+
+
+def test_a_marked_workspace_alone_is_no_flood_and_a_damaged_folder_marks_none(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(host_shares, "SCAN_S", 0.0)
+    first, second = two_processes_shares(tmp_path / "searches")
+    assert first.host is not None
+    first.host.mark_flooding("a")
+    # Alone, a workspace has no one to yield to, whoever marked it.
+    assert not second.flooding("a")
+    with second.hold("b", soon()):
+        assert second.flooding("a")
+    shutil.rmtree(tmp_path / "searches")
+    (tmp_path / "searches").write_text("not a folder")
+    for _ in range(3):  # every request asks: never an error, and the log says it once
+        first.host.mark_flooding("a")
+        assert not second.flooding("a")
+        time.sleep(0.11)  # past the marks' own pace, one a SCAN_S
+    said = [r.message for r in caplog.records if "judges floods on its own" in r.message]
+    assert [m.split(" cannot be ")[1].split(" ")[0] for m in said] == ["marked", "read"]
