@@ -15,7 +15,7 @@ within ACTIVE_S says that workspace is using the host too.
 
 A process that finds a workspace flooding it (floods.py) touches `<workspace>.flood` there,
 and every process takes it as flooding while that mark is fresh (MARK_FRESH_S). Judged by each
-process's own queue alone, up to 44 % of a flood's requests were not found a flood's: a
+process's own queue alone, up to 48 % of a flood's requests were not found a flood's: a
 process holding few of its connections sees its queue empty now and then
 (docs/benchmarks.md).
 """
