@@ -74,7 +74,7 @@ class HostSlots:
         self._last_use: dict[str, float] = {}  # key -> the latest mtime of its slot files
         self._marked: dict[str, float] = {}  # key -> its flood mark's mtime
         self._marked_here: dict[str, float] = {}  # key -> when this process last marked it
-        self._failing: set[str] = set()  # what fails here ("read", "marked"), said once each
+        self._failing: set[str] = set()  # what the folder fails at ("read"...), said once each
 
     @contextmanager
     def hold(
@@ -103,10 +103,10 @@ class HostSlots:
         except OSError as exc:
             # A folder that cannot hold slot files (a file in its way, a full disk, no
             # permission) leaves each process to its own shares: nothing is refused for it.
-            log.warning("%s are counted in this process only: %s (%s)", self.what,
-                        self.folder, exc)  # fmt: skip
+            self._failed("locked", exc)
             yield
             return
+        self._failing.discard("locked")
         try:
             yield
         finally:
@@ -178,12 +178,12 @@ class HostSlots:
         return used, marked
 
     def _failed(self, doing: str, exc: OSError) -> None:
-        """A warning that the folder cannot be `doing` ("read", "marked"): once, until it
-        serves again, as a flood asks many times a second."""
+        """A warning that the folder cannot be `doing` ("locked", "read", "marked"): once,
+        until it serves again, as every request asks."""
         if doing not in self._failing:
             self._failing.add(doing)
-            log.warning("%s: %s cannot be %s (%s); each process judges floods on its own",
-                        self.what, self.folder, doing, exc)  # fmt: skip
+            log.warning("%s: %s cannot be %s (%s); each process counts its own and judges "
+                        "floods on its own", self.what, self.folder, doing, exc)  # fmt: skip
 
     def _take(self, name: str, limit: int) -> int | None:
         """An open slot file of `name` this call locked, or None when `limit` are held."""
